@@ -1,0 +1,300 @@
+"""A warm pool of runners: long-lived containers (backend 'docker') or host processes ('process').
+
+Each worker is one runner (``runner.py``) spoken to over its stdin/stdout (for Docker, the attached
+``docker run -i`` stream). ``SandboxPool.run(requests)`` sends each request to a free worker and returns
+one outcome per request, in order:
+
+* ``{"results": [...], ...}``: the runner's response;
+* ``{"sandbox_error": msg}``: the sandbox failed on every attempt (never the candidate's fault);
+* ``{"runner_killed": msg}``: the runner died while running this program on every attempt, each time
+  on a fresh worker: the program killed it (a candidate failure).
+
+A worker is replaced after ``recycle_after`` candidates and after any anomaly (death, timeout, a
+request it could not clean up after). Containers are labelled; leftovers of dead owners are removed at
+start and every container of the pool at close (also at interpreter exit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import logging
+import os
+import queue
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+from bonforge.errors import SandboxError
+from bonforge.sandbox import image as image_mod
+from bonforge.sandbox.config import CodeVerifyConfig
+
+log = logging.getLogger("bonforge.sandbox")
+
+_RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
+_names = itertools.count()
+
+
+class WorkerDied(SandboxError):
+    """The runner stopped answering in the middle of a request."""
+
+
+class _Worker:
+    def __init__(self, argv: list[str], name: str, startup_timeout: float):
+        self.name = name
+        self.uses = 0
+        self._buf = b""
+        self._err = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, start_new_session=True
+            )
+        except OSError as e:
+            raise SandboxError(f"cannot start sandbox worker {name}: {e}") from None
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
+        try:
+            ready = self._read(startup_timeout)
+        except WorkerDied as e:
+            self.kill()
+            raise SandboxError(f"sandbox worker {name} did not start: {e}") from None
+        if ready.get("event") != "ready":
+            self.kill()
+            raise SandboxError(f"sandbox worker {name} sent {ready!r} instead of ready")
+
+    def _stderr(self) -> str:
+        self._err.seek(0)
+        return self._err.read()[-1000:].decode(errors="replace").strip()
+
+    def _read(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._sel.select(left):
+                raise WorkerDied(f"no answer within {timeout:.0f} s")
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                raise WorkerDied(f"runner exited (rc {self.proc.returncode}) {self._stderr()}".strip())
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise WorkerDied(f"garbled answer {line[:200]!r}") from None
+
+    def run(self, request: dict, timeout: float) -> dict:
+        self.uses += 1
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise WorkerDied(f"cannot write to runner: {e}") from None
+        return self._read(timeout)
+
+    def kill(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._sel.close()
+        self.proc.stdout.close()
+        self._err.close()
+
+
+def docker_argv(cfg: CodeVerifyConfig, image: str, name: str) -> list[str]:
+    mem = cfg.memory_mb + cfg.tmpfs_mb + _RUNNER_HEADROOM_MB
+    return [
+        "docker", "run", "-i", "--rm", "--init", "--name", name,
+        "--label", f"{image_mod.LABEL}=1", "--label", f"{image_mod.OWNER_LABEL}={image_mod.owner()}",
+        "--network", "none", "--read-only",
+        "--tmpfs", f"/tmp:rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777",
+        "--memory", f"{mem}m", "--memory-swap", f"{mem}m",
+        "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container),
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+        "--user", "65534:65534", "--workdir", "/tmp", "--env", "HOME=/tmp",
+        "--log-driver", "none",
+        image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained",
+    ]  # fmt: skip
+
+
+_netns_prefix: list[str] | None = None
+
+
+def process_argv() -> list[str]:
+    """The runner on the host, in a new network namespace when ``unshare`` is permitted."""
+    global _netns_prefix
+    if _netns_prefix is None:
+        _netns_prefix = []
+        if shutil.which("unshare"):
+            for prefix in (["unshare", "--net"], ["unshare", "--user", "--map-root-user", "--net"]):
+                if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
+                    _netns_prefix = prefix
+                    break
+        log.warning(
+            "sandbox backend 'process' runs untrusted code ON THIS HOST with rlimits only: no filesystem, "
+            "memory-cgroup or pid isolation%s. Use it only for trusted pools; prefer backend 'docker'.",
+            "" if _netns_prefix else ", and NO network isolation (unshare not permitted)",
+        )
+    return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH)]
+
+
+_live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_pools() -> None:
+    for pool in list(_live_pools):
+        pool.close()
+
+
+class SandboxPool:
+    """``pool_size`` warm runners. Use as a context manager; ``run`` is safe from several threads."""
+
+    def __init__(self, cfg: CodeVerifyConfig):
+        self.cfg = cfg
+        self.image: str | None = None
+        self._slots: queue.Queue[list] = queue.Queue()
+        self._workers: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._started = False
+        self._closed = False
+
+    def __enter__(self) -> SandboxPool:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Prepare the image and start every worker (in parallel)."""
+        with self._lock:
+            if self._started:
+                return
+            if self.cfg.backend == "docker":
+                image_mod.cleanup_containers(all_owners=False)
+                tag = self.cfg.image or image_mod.default_tag()
+                if not image_mod.image_exists(tag):
+                    if not self.cfg.build_image:
+                        raise SandboxError(f"sandbox image {tag} is missing; run `bonforge sandbox build-image`")
+                    image_mod.build_image(tag)
+                self.image = tag
+            self._started = True
+            _live_pools.add(self)
+        slots = [[None] for _ in range(self.cfg.pool_size)]
+        with ThreadPoolExecutor(self.cfg.pool_size) as ex:
+            list(ex.map(self._ensure, slots))
+        for slot in slots:
+            self._slots.put(slot)
+
+    def _spawn(self) -> _Worker:
+        name = f"bonforge-sbx-{os.getpid()}-{next(_names)}"
+        if self.cfg.backend == "docker":
+            argv = docker_argv(self.cfg, self.image, name)
+        else:
+            argv = process_argv()
+        worker = _Worker(argv, name, self.cfg.startup_timeout_s)
+        with self._lock:
+            self._workers.add(worker)
+        return worker
+
+    def _ensure(self, slot: list) -> None:
+        if slot[0] is None:
+            slot[0] = self._spawn()
+
+    def _discard(self, slot: list) -> None:
+        worker, slot[0] = slot[0], None
+        if worker is None:
+            return
+        with self._lock:
+            self._workers.discard(worker)
+        worker.kill()
+        if self.cfg.backend == "docker":
+            image_mod._docker("rm", "-f", worker.name, check=False)
+
+    def request_timeout(self, request: dict) -> float:
+        return len(request["tests"]) * (float(request["wall_limit"]) + 1.0) + 30.0
+
+    def _attempt(self, slot: list, request: dict, errors: list[str]) -> dict | None:
+        self._ensure(slot)
+        response = slot[0].run(request, self.request_timeout(request))
+        if "error" in response:
+            errors.append(f"runner fault: {response['error']}")
+            self._discard(slot)
+            return None
+        if not response.get("clean"):
+            log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
+            self._discard(slot)
+        elif slot[0].uses >= self.cfg.recycle_after:
+            self._discard(slot)
+        return response
+
+    def run_one(self, request: dict) -> dict:
+        """One request's outcome (see the module docstring), with ``latency_s`` added."""
+        if not self._started:
+            self.start()
+        start = time.monotonic()
+        outcome = self._run_one(request)
+        outcome["latency_s"] = time.monotonic() - start
+        return outcome
+
+    def _run_one(self, request: dict) -> dict:
+        attempts = self.cfg.retries + 1
+        deaths, errors = 0, []
+        for _ in range(attempts):
+            slot = self._slots.get()
+            try:
+                response = self._attempt(slot, request, errors)
+            except WorkerDied as e:
+                deaths += 1
+                errors.append(f"{slot[0].name}: {e}")
+                self._discard(slot)
+                continue
+            except SandboxError as e:
+                errors.append(str(e))
+                self._discard(slot)
+                continue
+            finally:
+                self._slots.put(slot)
+            if response is not None:
+                return response
+        if deaths == attempts:
+            return {"runner_killed": f"the runner died while running this program, {deaths} times on fresh "
+                    f"sandboxes ({errors[-1]})"}
+        return {"sandbox_error": "; ".join(errors)[-2000:]}
+
+    def run(self, requests: list[dict]) -> list[dict]:
+        """Run every request; outcomes in the same order."""
+        if not self._started:
+            self.start()
+        if not requests:
+            return []
+        with ThreadPoolExecutor(min(self.cfg.pool_size, len(requests))) as ex:
+            return list(ex.map(self.run_one, requests))
+
+    def close(self) -> None:
+        """Stop every worker and remove its container."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            workers, self._workers = list(self._workers), set()
+        for worker in workers:
+            worker.kill()
+        if self.cfg.backend == "docker" and workers:
+            image_mod._docker("rm", "-f", *[w.name for w in workers], check=False)
+        _live_pools.discard(self)

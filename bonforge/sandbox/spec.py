@@ -1,0 +1,108 @@
+"""The JSON test spec carried in ``problems.tests`` for code problems.
+
+One JSON object, by ``kind``:
+
+``stdio``   programs read stdin and write stdout (APPS, CodeContests, LiveCodeBench)::
+
+    {"kind": "stdio", "tests": [{"input": "1 2\\n", "output": "3\\n"}, ...]}
+
+``call``    a function (or a method of ``class Solution``) is called with JSON arguments::
+
+    {"kind": "call", "fn_name": "add", "tests": [{"args": [1, 2], "output": 3}, ...],
+     "starter": "class Solution:\\n    def add(self, a, b): ...",   # optional, informative
+     "prelude": "from typing import *\\n"}                          # optional, run before the program
+
+``assert``  HumanEval style: the program, then ``check`` (which must call the function and raise on a
+            failure, e.g. ``def check(candidate): ...`` followed by ``check(entry_point)``)::
+
+    {"kind": "assert", "entry_point": "add", "check": "def check(candidate): ...\\ncheck(add)\\n"}
+
+    It counts as one test. Optional ``prelude`` as above.
+
+Every kind may carry ``time_limit_s`` (overrides the stage's per-test limit). Expected outputs never
+enter the sandbox: the host compares them (see ``judge``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from bonforge.errors import DataError
+
+KINDS = ("stdio", "call", "assert")
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    kind: str
+    inputs: list[Any]  # stdio: stdin strings; call: argument lists; assert: [None]
+    outputs: list[Any]  # stdio: expected stdout; call: expected value; assert: [None]
+    fn_name: str | None = None
+    entry_point: str | None = None
+    check: str = ""
+    prelude: str = ""
+    starter: str = ""
+    time_limit_s: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        doc: dict[str, Any] = {"kind": self.kind}
+        if self.kind == "stdio":
+            doc["tests"] = [{"input": i, "output": o} for i, o in zip(self.inputs, self.outputs, strict=True)]
+        elif self.kind == "call":
+            doc["fn_name"] = self.fn_name
+            doc["tests"] = [{"args": i, "output": o} for i, o in zip(self.inputs, self.outputs, strict=True)]
+        else:
+            doc["entry_point"], doc["check"] = self.entry_point, self.check
+        for key in ("prelude", "starter"):
+            if getattr(self, key):
+                doc[key] = getattr(self, key)
+        if self.time_limit_s is not None:
+            doc["time_limit_s"] = self.time_limit_s
+        return json.dumps(doc)
+
+
+def parse_spec(text: str | None, problem_id: str) -> TestSpec:
+    """Parse and check a problem's test spec; a malformed one raises ``DataError`` naming the problem."""
+
+    def bad(msg: str) -> DataError:
+        return DataError(msg, source="problems", record=problem_id, field="tests")
+
+    if not text:
+        raise bad("code problem has no test spec")
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise bad(f"not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
+        raise bad(f"'kind' must be one of {', '.join(KINDS)}")
+    kind = doc["kind"]
+    limit = doc.get("time_limit_s")
+    if limit is not None and (not isinstance(limit, (int, float)) or limit <= 0):
+        raise bad("'time_limit_s' must be a positive number")
+    common = dict(prelude=doc.get("prelude") or "", starter=doc.get("starter") or "", time_limit_s=limit)
+    if kind == "assert":
+        if not isinstance(doc.get("check"), str) or not doc["check"].strip():
+            raise bad("assert spec needs a non-empty 'check' string")
+        return TestSpec("assert", [None], [None], entry_point=doc.get("entry_point"), check=doc["check"], **common)
+    tests = doc.get("tests")
+    if not isinstance(tests, list) or not tests:
+        raise bad(f"{kind} spec needs a non-empty 'tests' list")
+    inputs, outputs = [], []
+    for i, t in enumerate(tests):
+        if not isinstance(t, dict) or "output" not in t:
+            raise bad(f"test {i} needs an 'output'")
+        if kind == "stdio":
+            if not isinstance(t.get("input", ""), str) or not isinstance(t["output"], str):
+                raise bad(f"test {i}: stdio 'input' and 'output' must be strings")
+            inputs.append(t.get("input", ""))
+        else:
+            if not isinstance(t.get("args"), list):
+                raise bad(f"test {i}: call 'args' must be a list")
+            inputs.append(t["args"])
+        outputs.append(t["output"])
+    if kind == "call" and not (isinstance(doc.get("fn_name"), str) and doc["fn_name"].isidentifier()):
+        raise bad("call spec needs 'fn_name', a Python identifier")
+    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"), **common)

@@ -1,0 +1,172 @@
+"""Loaders of code problems (``PROBLEMS`` tables) and importers of existing candidate pools
+(``CANDIDATES`` tables). Paths are local files; the data layer resolves URLs and mirrors.
+
+* HumanEval (``HumanEval.jsonl.gz``): ``problem_id`` = task_id, question = prompt, answer =
+  canonical_solution (the body the prompt continues with), tests = an ``assert`` spec running the
+  file's ``check(candidate)`` on the entry point.
+* APPS (a directory of ``<id>/`` folders, CodeRL layout): ``problem_id`` = ``apps/<id>``, question =
+  ``question.txt``, tests = ``stdio`` or, with ``fn_name``, ``call`` (starter code kept in the spec and the
+  APPS harness's import header as prelude; time limit 4 s per test as in that harness), answer = the
+  first of ``solutions.json``, all of them in metadata ``reference_solutions``.
+* The CodeT CodeGen-16B pool: records ``{prompt, samples}`` matched to HumanEval problems by the
+  function the prompt ends with and, when names repeat, by prompt text (CodeT removed the ``>>>`` examples).
+* The APPS ``gen_solutions.json`` pools: ``reference_correct`` = (``result`` is ``True``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+from bonforge.errors import DataError
+from bonforge.sandbox.spec import TestSpec
+from bonforge.schema import CANDIDATES, PROBLEMS
+
+# The imports the APPS evaluation harness puts before call-based solutions (numpy left out: not in the image).
+APPS_PRELUDE = (
+    "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
+    "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
+    "from functools import lru_cache\nimport math\nfrom math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
+    "import fractions\nfrom typing import List, Tuple\nimport random\nimport heapq\nfrom heapq import *\n"
+)
+APPS_TIME_LIMIT_S = 4.0
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as e:
+                    raise DataError(f"not JSON ({e})", str(path), n) from None
+    return rows
+
+
+def _need(rec: dict, key: str, path: Path, record) -> object:
+    if key not in rec:
+        raise DataError("missing", str(path), record, key)
+    return rec[key]
+
+
+def load_humaneval(path: str | Path) -> pa.Table:
+    path = Path(path)
+    rows = []
+    for n, rec in enumerate(_read_jsonl(path), 1):
+        task_id = _need(rec, "task_id", path, n)
+        entry = _need(rec, "entry_point", path, task_id)
+        check = f"{_need(rec, 'test', path, task_id)}\n\ncheck({entry})\n"
+        rows.append({
+            "problem_id": task_id, "source": "humaneval", "domain": "code",
+            "question": _need(rec, "prompt", path, task_id), "answer": _need(rec, "canonical_solution", path, task_id),
+            "tests": TestSpec("assert", [None], [None], entry_point=entry, check=check).to_json(),
+            "metadata": json.dumps({"entry_point": entry}),
+        })  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=PROBLEMS)
+
+
+def _as_text(value) -> str:
+    return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def load_apps(directory: str | Path) -> pa.Table:
+    directory = Path(directory)
+    rows = []
+    for d in sorted(p for p in directory.iterdir() if (p / "input_output.json").is_file()):
+        pid = f"apps/{d.name}"
+        io_path = d / "input_output.json"
+        try:
+            io = json.loads(io_path.read_text())
+        except ValueError as e:
+            raise DataError(f"not JSON ({e})", str(io_path), pid) from None
+        inputs, outputs = _need(io, "inputs", io_path, pid), _need(io, "outputs", io_path, pid)
+        if len(inputs) != len(outputs):
+            raise DataError(f"{len(inputs)} inputs but {len(outputs)} outputs", str(io_path), pid, "outputs")
+        starter = (d / "starter_code.py").read_text() if (d / "starter_code.py").is_file() else ""
+        if io.get("fn_name"):
+            spec = TestSpec("call", list(inputs), list(outputs), fn_name=io["fn_name"], starter=starter,
+                            prelude=APPS_PRELUDE, time_limit_s=APPS_TIME_LIMIT_S)  # fmt: skip
+        else:
+            spec = TestSpec("stdio", [_as_text(i) for i in inputs], [_as_text(o) for o in outputs],
+                            time_limit_s=APPS_TIME_LIMIT_S)  # fmt: skip
+        solutions = json.loads((d / "solutions.json").read_text()) if (d / "solutions.json").is_file() else []
+        meta = json.loads((d / "metadata.json").read_text()) if (d / "metadata.json").is_file() else {}
+        meta["reference_solutions"] = solutions
+        question = (d / "question.txt").read_text()
+        rows.append({
+            "problem_id": pid, "source": "apps", "domain": "code",
+            "question": question + (f"\n\n{starter}" if starter else ""),
+            "answer": solutions[0] if solutions else None, "tests": spec.to_json(), "metadata": json.dumps(meta),
+        })  # fmt: skip
+    if not rows:
+        raise DataError("no APPS problem folders (<id>/input_output.json) found", str(directory))
+    return pa.Table.from_pylist(rows, schema=PROBLEMS)
+
+
+def _candidate(pid: str, teacher: str, i: int, text: str, correct: bool | None = None) -> dict:
+    return {"candidate_id": f"{pid}/{teacher}/{i}", "problem_id": pid, "teacher": teacher, "sample_index": i,
+            "text": text, "reference_correct": correct}  # fmt: skip
+
+
+_DEF = re.compile(r"^def\s+(\w+)\s*\(", re.M)
+
+
+def import_codet_pool(path: str | Path, problems: pa.Table, n: int = 8, teacher: str = "codegen16b") -> pa.Table:
+    """The first ``n`` samples of each CodeT record whose problem is in ``problems``."""
+    path = Path(path)
+    if n <= 0:
+        raise DataError(f"n must be positive, got {n}", str(path))
+    by_entry: dict[str, list[dict]] = {}
+    for p in problems.select(["problem_id", "question", "metadata"]).to_pylist():
+        entry = json.loads(p["metadata"] or "{}").get("entry_point")
+        if entry:
+            by_entry.setdefault(entry, []).append(p)
+    rows, seen = [], {}
+    for n_rec, rec in enumerate(_read_jsonl(path), 1):
+        prompt = _need(rec, "prompt", path, n_rec)
+        defs = _DEF.findall(prompt)
+        matches = by_entry.get(defs[-1], []) if defs else []
+        if not matches:
+            continue
+        best = max(matches, key=lambda p: difflib.SequenceMatcher(None, p["question"], prompt).ratio())
+        pid = best["problem_id"]
+        if pid in seen:
+            raise DataError(f"matches problem {pid} as record {seen[pid]} did", str(path), n_rec, "prompt")
+        seen[pid] = n_rec
+        samples = _need(rec, "samples", path, n_rec)
+        rows += [_candidate(pid, teacher, i, s) for i, s in enumerate(samples[:n])]
+    return pa.Table.from_pylist(rows, schema=CANDIDATES)
+
+
+def import_apps_pool(directory: str | Path, problems: pa.Table, teacher: str = "coderl") -> pa.Table:
+    """``<id>/gen_solutions.json`` of every APPS problem in ``problems``, with their published labels."""
+    directory = Path(directory)
+    rows = []
+    for pid in problems.column("problem_id").to_pylist():
+        if not pid.startswith("apps/"):
+            continue
+        path = directory / pid.removeprefix("apps/") / "gen_solutions.json"
+        if not path.is_file():
+            continue
+        for i, rec in enumerate(json.loads(path.read_text())):
+            rows.append(_candidate(pid, teacher, i, _need(rec, "code", path, i), _need(rec, "result", path, i) is True))
+    return pa.Table.from_pylist(rows, schema=CANDIDATES)
+
+
+def reference_candidates(problems: pa.Table, teacher: str = "reference") -> pa.Table:
+    """The problems' reference solutions as candidates (metadata ``reference_solutions`` when present,
+    else ``answer``), for ``include_reference``."""
+    rows = []
+    for p in problems.select(["problem_id", "answer", "metadata"]).to_pylist():
+        refs = json.loads(p["metadata"] or "{}").get("reference_solutions")
+        if refs is None:
+            refs = [p["answer"]] if p["answer"] is not None else []
+        rows += [_candidate(p["problem_id"], teacher, i, text) for i, text in enumerate(refs)]
+    return pa.Table.from_pylist(rows, schema=CANDIDATES)
