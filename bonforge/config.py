@@ -1,0 +1,296 @@
+"""Recipe models (YAML → pydantic). A wrong key or value fails before any work, naming the field path.
+
+Fields marked ``exec_only`` (parallelism, timeouts that do not change verdicts, addresses) are left out of
+stage keys: changing them never invalidates a cached stage.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bonforge.errors import ConfigError
+
+
+def exec_only(default: Any = None, **kw: Any) -> Any:
+    """A field that changes how a stage runs, never what it produces (excluded from stage keys)."""
+    return Field(default, json_schema_extra={"exec_only": True}, **kw)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def key_config(self) -> dict:
+        """The model as JSON-able data without execution-only fields (what goes into a stage key)."""
+        out = {}
+        for name, field in type(self).model_fields.items():
+            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+            if extra.get("exec_only"):
+                continue
+            value = getattr(self, name)
+            out[name] = _key_value(value)
+        return out
+
+
+def _key_value(value: Any) -> Any:
+    if isinstance(value, Model):
+        return value.key_config()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_key_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _key_value(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+class DataSource(Model):
+    """A public file: ``path`` relative to the data mirror (``BONFORGE_DATA``) and the download cache,
+    fetched from ``url`` and checked against ``sha256`` when not mirrored. ``path`` may also be a local
+    file or directory (absolute, or relative to the recipe) and then needs no url."""
+
+    path: str = Field(description="Relative path in the mirror/cache, or a local path.")
+    url: str | None = Field(None, description="Where to download the file when it is not mirrored.")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Checksum of the downloaded file.")
+
+
+class FieldMap(Model):
+    """Which record fields hold the problem's parts (dotted paths allowed)."""
+
+    question: str = "question"
+    answer: str | None = "answer"
+    id: str | None = Field(None, description="Field with a stable id; else ids are '<source>/<row index>'.")
+    metadata: list[str] = Field(default_factory=list, description="Fields copied into the metadata JSON.")
+
+
+class ProblemsConfig(Model):
+    """Where problems come from."""
+
+    source: DataSource
+    name: str = Field(description="Dataset name, used in problem ids and `data_source`.")
+    format: Literal["jsonl", "parquet", "humaneval", "apps"] = "jsonl"
+    domain: Literal["math", "code"] = "math"
+    fields: FieldMap = Field(default_factory=FieldMap)
+    limit: int | None = Field(None, gt=0, description="Keep only the first N problems.")
+
+
+class PoolTeacher(Model):
+    """Import candidates someone already generated (the `pool` engine)."""
+
+    engine: Literal["pool"]
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    source: DataSource
+    format: Literal["jsonl", "codet", "apps"] = "jsonl"
+    match: Literal["question", "id", "order"] = Field(
+        "question", description="How a pool record finds its problem: same question text, same id, or row order."
+    )
+    match_field: str = Field("question", description="The pool record's field compared with the problem.")
+    samples: str = Field("samples", description="Field (dotted path) holding one sample or a list of samples.")
+    text: str | None = Field(None, description="Field of a sample holding its text (None: the sample is text).")
+    label: str | None = Field(None, description="Field of a sample with a published correctness label.")
+    n: int | None = Field(None, gt=0, description="Keep at most n samples per problem.")
+
+
+from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher  # noqa: E402 (needs Model)
+
+TeacherConfig = Annotated[
+    Union[PoolTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher], Field(discriminator="engine")
+]
+
+
+class MathVerifyConfig(Model):
+    """Answer extraction and math-verify checking."""
+
+    boxed: bool = Field(True, description="Take the last \\boxed{...} when present.")
+    patterns: list[str] = Field(
+        default_factory=lambda: [r"####\s*(.+?)\s*$", r"(?m)^A:\s*(.+?)\s*$"],
+        description="Regexes tried in order; group 1 of the last match is the answer.",
+    )
+    last_number: bool = Field(True, description="Fall back to the last number in the text.")
+    timeout_s: float = exec_only(5.0, gt=0, description="Hard wall-clock limit per item (verdict `timeout`).")
+    workers: int | None = exec_only(None, gt=0, description="Parallel verifier processes (default: CPUs).")
+
+
+class VerifyConfig(Model):
+    math: MathVerifyConfig = Field(default_factory=MathVerifyConfig)
+
+
+class ScoreConfig(Model):
+    ks: list[int] | None = Field(None, description="k values for pass@k etc. (default 1, 2, 4, ... <= n).")
+
+
+class FilterConfig(Model):
+    """Keep problems with min_pass_rate < pass rate <= max_pass_rate and at least min_candidates."""
+
+    min_pass_rate: float = Field(0.0, ge=0, le=1)
+    max_pass_rate: float = Field(0.5, ge=0, le=1)
+    min_candidates: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "FilterConfig":
+        if self.min_pass_rate >= self.max_pass_rate:
+            raise ValueError(
+                f"min_pass_rate ({self.min_pass_rate}) must be below max_pass_rate ({self.max_pass_rate})"
+            )
+        return self
+
+
+class GenSelectConfig(Model):
+    """Selection prompts (GenSelect)."""
+
+    min_candidates: int = Field(2, ge=2)
+    max_candidates: int = Field(16, ge=2)
+    max_correct_fraction: float = Field(0.5, gt=0, le=1, description="At most this share correct per prompt.")
+    prompts_per_problem: int = Field(4, ge=1)
+    max_tokens: int = Field(16384, gt=0)
+    tokenizer: str | None = Field(None, description="Local tokenizer dir/file; else a conservative estimate.")
+    template: str | None = Field(None, description="Prompt template file (default: bonforge's genselect.txt).")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "GenSelectConfig":
+        if self.min_candidates > self.max_candidates:
+            raise ValueError("min_candidates must not exceed max_candidates")
+        return self
+
+
+class ExportConfig(Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
+    formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
+
+
+class RayConfig(Model):
+    address: str | None = exec_only(None, description="Ray cluster address (default: RAY_ADDRESS or local).")
+    num_cpus: int | None = exec_only(None, gt=0, description="CPUs for a local Ray (default: all).")
+
+
+class Recipe(Model):
+    """A whole build: problems → candidates → verdicts → problem_stats → genselect → dataset."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: int = 0
+    problems: ProblemsConfig
+    teachers: list[TeacherConfig] = Field(min_length=1)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
+    filter: FilterConfig = Field(default_factory=FilterConfig)
+    genselect: GenSelectConfig = Field(default_factory=GenSelectConfig)
+    export: ExportConfig
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _unique_teachers(self) -> "Recipe":
+        names = [t.name for t in self.teachers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"teacher names must be unique; repeated: {', '.join(dup)}")
+        return self
+
+
+# -- loading -------------------------------------------------------------------------------------------
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML; list items by index) to a raw recipe dict."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
+        path, value = item.split("=", 1)
+        parts = path.strip().split(".")
+        node: Any = raw
+        for i, part in enumerate(parts[:-1]):
+            node = _child(node, part, parts[: i + 1], create=True)
+        last = parts[-1]
+        parsed = yaml.safe_load(value) if value.strip() else None
+        if isinstance(node, list):
+            node[_index(node, last, parts)] = parsed
+        else:
+            node[last] = parsed
+    return raw
+
+
+def _index(node: list, part: str, path: list[str]) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"--set {'.'.join(path)}: {part!r} is not an index of a list of {len(node)}")
+    return int(part)
+
+
+def _child(node: Any, part: str, path: list[str], create: bool) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, path)]
+    if not isinstance(node, dict):
+        raise ConfigError(f"--set {'.'.join(path)}: cannot descend into a {type(node).__name__}")
+    if part not in node:
+        node[part] = {}
+    return node[part]
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid recipe ({err.error_count()} problem{'s' if err.error_count() != 1 else ''})"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in {"pool"}))
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field" + _did_you_mean(e["loc"])
+        elif "input" in e and not isinstance(e["input"], (dict, list)):
+            msg += f" (got {e['input']!r})"
+        lines.append(f"  {loc or '<root>'}: {msg}")
+    return "\n".join(lines)
+
+
+def _did_you_mean(loc: tuple) -> str:
+    model: Any = Recipe
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:  # a union member tag like 'pool'
+            model = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher,
+                     "vllm": VLLMTeacher}.get(part, model)
+            continue
+        ann = field.annotation
+        model = next((a for a in _flatten(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    names = list(getattr(model, "model_fields", {}) or {})
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+    return f"; did you mean {close[0]!r}?" if close else (f"; allowed: {', '.join(names)}" if names else "")
+
+
+def _flatten(ann: Any) -> list:
+    args = getattr(ann, "__args__", None)
+    if not args:
+        return [ann]
+    return [x for a in args for x in _flatten(a)]
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"recipe {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a recipe is a YAML mapping, got {type(raw).__name__}")
+    raw = apply_overrides(raw, overrides or [])
+    try:
+        recipe = Recipe.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, str(path))) from None
+    return _resolve_local_paths(recipe, path.parent)
+
+
+def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
+    """Template/tokenizer paths in a recipe are relative to the recipe file."""
+    gs = recipe.genselect
+    upd = {}
+    for name in ("template", "tokenizer"):
+        value = getattr(gs, name)
+        if value and not Path(value).is_absolute() and (base / value).exists():
+            upd[name] = str((base / value).resolve())
+    if upd:
+        recipe = recipe.model_copy(update={"genselect": gs.model_copy(update=upd)})
+    return recipe

@@ -1,0 +1,135 @@
+"""The one engine interface: requests in, completions out.
+
+A request asks for ``n`` samples; sample ``i`` is drawn with seed ``seed + i`` and records that seed, so any
+single sample can be regenerated on its own. Engines never see problems or tables, only requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Protocol, TypeVar
+
+from bonforge.errors import BonforgeError, TransientError
+
+log = logging.getLogger("bonforge")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt and how to sample it. Exactly one of ``messages`` (chat) or ``prompt`` (raw text)."""
+
+    id: str
+    messages: tuple[dict, ...] | None = None
+    prompt: str | None = None
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError(f"request {self.id}: give exactly one of messages or prompt")
+        if self.n < 1 or self.max_tokens < 1:
+            raise ValueError(f"request {self.id}: n and max_tokens must be positive")
+
+    def sample_seed(self, index: int) -> int:
+        return self.seed + index
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sample of one request. ``text`` is the final response, ``reasoning`` the split-off thinking."""
+
+    request_id: str
+    index: int
+    text: str
+    reasoning: str | None
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    seed: int
+    engine: str
+    model: str
+    latency_s: float = field(default=0.0, compare=False)
+
+
+class Engine(Protocol):
+    """``generate`` returns, for each request in order, its completions ordered by sample index.
+
+    A request the engine cannot serve without aborting the batch (a prompt longer than the model window)
+    gets an empty list and is logged; everything else that fails raises.
+    """
+
+    name: str
+
+    def generate(self, requests: list[Request]) -> list[list[Completion]]: ...
+
+    def close(self) -> None: ...
+
+
+class EngineError(BonforgeError):
+    """An engine answered something unusable (malformed response, rejected request). Not retried."""
+
+
+class RetryableError(TransientError):
+    """A failure worth retrying (HTTP 429/5xx, timeout); ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.message, self.retry_after = message, retry_after
+
+    def __reduce__(self):
+        return (self.__class__, (self.message, self.retry_after))
+
+
+def split_reasoning(text: str) -> tuple[str | None, str]:
+    """``(reasoning, final)`` of a thinking model's output.
+
+    ``<think>R</think>F`` → ``(R, F)``; a missing opening tag (chat templates often put it in the prompt)
+    is tolerated; an unclosed ``<think>`` (output cut by max_tokens) is all reasoning and no answer.
+    """
+    head, sep, tail = text.partition("</think>")
+    if sep:
+        reasoning = head.split("<think>", 1)[1] if "<think>" in head else head
+        return reasoning.strip(), tail.strip()
+    before, sep, after = text.partition("<think>")
+    if sep and not before.strip():
+        return after.strip(), ""
+    return None, text
+
+
+def truncate_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest stop string; says whether one was found."""
+    cut = min((i for s in stop if (i := text.find(s)) >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+async def retry_async(
+    call: Callable[[], Awaitable[T]],
+    *,
+    attempts: int,
+    base_delay: float = 0.5,
+    max_delay: float = 30.0,
+    what: str = "request",
+) -> T:
+    """Await ``call()``; on ``TransientError`` wait (exponential backoff with jitter, or the error's
+    ``retry_after``) and try again, up to ``attempts`` tries in all. Other errors pass through at once."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except TransientError as e:
+            if attempt == attempts - 1:
+                raise
+            hint = getattr(e, "retry_after", None)
+            delay = hint if hint is not None else base_delay * 2**attempt * (0.5 + random.random())
+            delay = min(max(delay, 0.0), max_delay)
+            log.info("%s: %s; retry %d/%d in %.2fs", what, e, attempt + 1, attempts - 1, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

@@ -1,0 +1,70 @@
+"""Recipe models of the sampling teachers (one class per engine; the `pool` importer lives in
+``bonforge.config``). Fields marked ``exec_only`` change how sampling runs, never what it produces."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from bonforge.config import Model, exec_only
+
+_NAME = r"^[A-Za-z0-9_.\-]+$"
+
+
+class SampledTeacher(Model):
+    """What every sampling engine shares: the model, the sampling parameters and the prompt."""
+
+    name: str = Field(min_length=1, pattern=_NAME, description="Teacher name, part of every candidate id.")
+    model: str = Field(min_length=1, description="Model id (hub name / served name) or a local model dir.")
+    revision: str | None = Field(None, description="Model revision (git sha or tag); part of the model identity.")
+    n: int = Field(8, gt=0, description="Samples per problem; sample i uses seed `seed_of(problem) + i`.")
+    temperature: float = Field(0.6, ge=0, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling mass.")
+    max_tokens: int = Field(4096, gt=0, description="Most tokens generated per sample.")
+    seed: int = Field(0, ge=0, description="Base seed; per-problem seeds derive from it and the problem id.")
+    stop: list[str] = Field(default_factory=list, description="Stop strings (cut from the text).")
+    prompt_template: str | None = Field(
+        None, description="Template file with a `{question}` placeholder (default: bonforge's "
+                          "sample_math.txt / sample_code.txt by problem domain).")
+    shard_problems: int = exec_only(64, gt=0, description="Problems per stage shard (one shard is lost at most).")
+
+
+class OpenAITeacher(SampledTeacher):
+    """Any OpenAI-compatible server: vLLM serve, SGLang, a hosted API."""
+
+    engine: Literal["openai"]
+    base_url: str = exec_only("http://localhost:8000/v1", description="Server URL up to and including /v1.")
+    api_key_env: str | None = exec_only("OPENAI_API_KEY", description="Env var holding the API key (None: no key).")
+    max_concurrency: int = exec_only(32, gt=0, description="Requests in flight at once.")
+    requests_per_minute: float | None = exec_only(None, gt=0, description="Cap on request starts per minute.")
+    timeout_s: float = exec_only(600.0, gt=0, description="Per-request timeout; a timeout is retried.")
+    max_retries: int = exec_only(6, ge=0, description="Retries after 429/5xx/timeouts (backoff, Retry-After).")
+
+
+class TransformersTeacher(SampledTeacher):
+    """A local model directory run with transformers (CPU or GPU), for small models and tests."""
+
+    engine: Literal["transformers"]
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
+    device: str = exec_only("cpu", description="torch device, e.g. 'cpu' or 'cuda:0'.")
+    batch_size: int = exec_only(16, gt=0, description="Sequences per generate call.")
+
+
+class VLLMTeacher(SampledTeacher):
+    """Offline vLLM in Ray actors: ``num_replicas`` copies of the model, each on ``tensor_parallel_size`` GPUs."""
+
+    engine: Literal["vllm"]
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype.")
+    max_model_len: int | None = Field(
+        None, gt=0, description="Context window (default: the model's). Longer prompts are skipped and reported.")
+    tensor_parallel_size: int = exec_only(1, gt=0, description="GPUs per replica.")
+    num_replicas: int = exec_only(1, gt=0, description="Model replicas (Ray actors), each on its own GPU group.")
+    gpu_memory_utilization: float = exec_only(0.9, gt=0, le=1, description="vLLM's share of each GPU's memory.")
+    enforce_eager: bool = exec_only(False, description="Disable CUDA graphs (faster start, slower decode).")
+
+    @model_validator(mode="after")
+    def _window(self) -> "VLLMTeacher":
+        if self.max_model_len is not None and self.max_tokens >= self.max_model_len:
+            raise ValueError(f"max_tokens ({self.max_tokens}) must be below max_model_len ({self.max_model_len})")
+        return self

@@ -1,0 +1,210 @@
+"""The sampling stage: problems → candidates of one teacher, in shards of whole problems.
+
+Reads ``problems`` (PROBLEMS), writes ``candidates`` (CANDIDATES, key ``candidate_id``). Each shard is written
+as soon as it is generated, so an interrupted run loses at most the shard in flight and a rerun generates
+only the missing shards. The stage key covers the teacher's sampling settings, the model identity (name +
+revision, or a hash of a local model directory) and the prompt template text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bonforge.errors import ConfigError, DataError
+from bonforge.llm.base import Engine, Request
+from bonforge.llm.config import SampledTeacher
+from bonforge.runner import run_stage
+from bonforge.schema import CANDIDATES, conform
+from bonforge.storage.store import StageStore, stage_key
+
+log = logging.getLogger("bonforge")
+
+STAGE = "candidates"
+VERSION = "1"
+_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+_SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content, larger ones by size+mtime
+
+
+def template_path(teacher: SampledTeacher, domain: str) -> Path:
+    if teacher.prompt_template:
+        return Path(teacher.prompt_template)
+    if domain not in ("math", "code"):
+        raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", field="domain")
+    return _TEMPLATES / f"sample_{domain}.txt"
+
+
+def _read_template(path: Path, teacher: str) -> str:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"teachers.{teacher}.prompt_template: cannot read {path}: {e.strerror}") from None
+    if "{question}" not in text:
+        raise ConfigError(f"teachers.{teacher}.prompt_template: {path} has no {{question}} placeholder")
+    return text
+
+
+def render(template: str, question: str) -> str:
+    """The template with its ``{question}`` placeholder filled (other braces, e.g. LaTeX, stay as they are)."""
+    return template.replace("{question}", question)
+
+
+def model_identity(model: str, revision: str | None) -> dict:
+    """Name + revision for a hub/served model; for a local directory, a hash of its files (content of the
+    small ones, size and mtime of the large weights), so a retrained model in the same place is new."""
+    root = Path(model)
+    if not root.is_dir():
+        return {"name": model, "revision": revision}
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = path.stat()
+        h.update(f"{path.relative_to(root).as_posix()}\0{st.st_size}\0".encode())
+        if st.st_size <= _SMALL_FILE:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        else:
+            h.update(str(st.st_mtime_ns).encode())
+    return {"local_dir_sha256": h.hexdigest(), "revision": revision}
+
+
+def key_config(teacher: SampledTeacher) -> dict:
+    """What identifies a teacher's samples: its settings minus execution-only ones, the model identity
+    and the sha256 of every prompt template it may use."""
+    cfg = teacher.key_config()
+    cfg["model"] = model_identity(teacher.model, teacher.revision)
+    domains = ["any"] if teacher.prompt_template else ["math", "code"]
+    cfg["prompt_template"] = {
+        d: hashlib.sha256(_read_template(template_path(teacher, "math" if d == "any" else d),
+                                         teacher.name).encode()).hexdigest()
+        for d in domains
+    }
+    return cfg
+
+
+def problem_seed(base: int, problem_id: str) -> int:
+    """The seed of sample 0 of a problem; sample i uses this + i. Stable across runs and shard plans."""
+    digest = hashlib.sha256(f"{base}/{problem_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+class Sampler:
+    """The stage's compute function: a problems shard → its candidates. Creates the engine on first use
+    and keeps it for later shards; counts the tokens and generation time of this process."""
+
+    def __init__(self, teacher: SampledTeacher, engine: Engine | None = None):
+        self.teacher = teacher
+        self.engine = engine
+        self.templates: dict[str, str] = {}
+        self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0}
+
+    def requests(self, shard: pa.Table) -> list[Request]:
+        t = self.teacher
+        out = []
+        for row in shard.select(["problem_id", "domain", "question"]).to_pylist():
+            pid, question = row["problem_id"], row["question"]
+            if not isinstance(question, str) or not question.strip():
+                raise DataError("empty question", "problems", pid, "question")
+            domain = row["domain"] or "math"
+            if domain not in self.templates:
+                self.templates[domain] = _read_template(template_path(t, domain), t.name)
+            out.append(Request(
+                id=pid, messages=({"role": "user", "content": render(self.templates[domain], question)},),
+                n=t.n, temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
+                seed=problem_seed(t.seed, pid), stop=tuple(t.stop),
+            ))
+        return out
+
+    def __call__(self, shard: pa.Table) -> pa.Table:
+        if self.engine is None:
+            from bonforge.llm import make_engine
+
+            self.engine = make_engine(self.teacher)
+        requests = self.requests(shard)
+        t0 = time.perf_counter()
+        results = self.engine.generate(requests)
+        secs = time.perf_counter() - t0
+        if len(results) != len(requests):
+            raise DataError(f"engine returned {len(results)} results for {len(requests)} requests",
+                            f"teacher {self.teacher.name}")
+        name = self.teacher.name
+        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES}
+        for req, comps in zip(requests, results):
+            if not comps:
+                self.stats["skipped_requests"] += 1
+            for c in comps:
+                rows["candidate_id"].append(f"{req.id}/{name}/{c.index}")
+                rows["problem_id"].append(req.id)
+                rows["teacher"].append(name)
+                rows["sample_index"].append(c.index)
+                rows["text"].append(c.text)
+                rows["reasoning"].append(c.reasoning)
+                rows["finish_reason"].append(c.finish_reason)
+                rows["prompt_tokens"].append(c.prompt_tokens)
+                rows["completion_tokens"].append(c.completion_tokens)
+                rows["seed"].append(c.seed)
+                rows["reference_correct"].append(None)
+        prompt, completion = sum(rows["prompt_tokens"]), sum(rows["completion_tokens"])
+        self.stats["prompt_tokens"] += prompt
+        self.stats["completion_tokens"] += completion
+        self.stats["generate_s"] += secs
+        log.info("sample %s: %d problems, %d samples, %d completion tokens in %.1fs (%.0f tokens/s)", name,
+                 len(requests), len(rows["candidate_id"]), completion, secs, completion / secs if secs else 0.0)
+        return conform(pa.table(rows), CANDIDATES)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+def make_compute(teacher: SampledTeacher, engine: Engine | None = None) -> Sampler:
+    return Sampler(teacher, engine)
+
+
+def _summary(store: StageStore, key: str, n_shards: int, teacher: SampledTeacher, sampler: Sampler) -> dict:
+    """Token totals over every shard on disk (also those of an earlier, interrupted run), this run's
+    throughput, and the problems that got fewer than n samples (skipped prompts)."""
+    tables = [pq.read_table(store.shard_path(STAGE, key, i), columns=["problem_id", "prompt_tokens",
+                                                                      "completion_tokens"])
+              for i in range(n_shards)]
+    table = pa.concat_tables(tables)
+    per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
+    short = sorted(r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n)
+    s = sampler.stats
+    return {
+        "teacher": teacher.name,
+        "engine": teacher.engine,
+        "tokens": {k: int(pc.sum(table.column(f"{k}_tokens")).as_py() or 0) for k in ("prompt", "completion")},
+        "throughput": {
+            "completion_tokens": s["completion_tokens"],
+            "generate_s": round(s["generate_s"], 3),
+            "completion_tokens_per_s": round(s["completion_tokens"] / s["generate_s"], 1) if s["generate_s"] else None,
+        },
+        "skipped_requests": s["skipped_requests"],
+        "problems_short_of_n": short[:100],
+        "problems_short_of_n_count": len(short),
+    }
+
+
+def sample_stage(store: StageStore, problems: pa.Table, problems_key: str, teacher: SampledTeacher,
+                 engine: Engine | None = None) -> dict:
+    """Sample ``teacher.n`` candidates per problem (resuming an interrupted run); returns the manifest,
+    whose ``tokens`` / ``throughput`` fields give the token totals and this run's tokens/s."""
+    cfg = key_config(teacher)
+    upstream = {"problems": problems_key}
+    key = stage_key(STAGE, VERSION, cfg, upstream)
+    sampler = make_compute(teacher, engine)
+    try:
+        return run_stage(
+            store, STAGE, key, version=VERSION, config=cfg, upstream=upstream, table=problems, compute=sampler,
+            shard_rows=teacher.shard_problems, executor="local", label=f"sample {teacher.name}",
+            extra=lambda shards: _summary(store, key, len(shards), teacher, sampler),
+        )
+    finally:
+        sampler.close()

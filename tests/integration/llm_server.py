@@ -1,0 +1,90 @@
+"""A real HTTP server speaking the OpenAI chat/completions API, answering from a script (test helper)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+# A script step: (status, headers, body-or-None). None body means "the normal answer".
+Step = tuple[int, dict, object]
+
+
+def answer(body: dict) -> dict:
+    """A deterministic chat completion: the text depends on the prompt and the seed only."""
+    prompt = json.dumps(body.get("messages") or body.get("prompt"), sort_keys=True)
+    digest = hashlib.sha256(f"{prompt}|{body.get('seed')}".encode()).hexdigest()[:12]
+    text = f"<think>seed {body.get('seed')}</think>The answer is \\boxed{{{int(digest, 16) % 100}}} ({digest})"
+    if "messages" in body:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": "length"}
+    return {"id": "cmpl-" + digest, "object": "chat.completion", "choices": [choice],
+            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 7, "total_tokens": len(prompt) // 4 + 7}}
+
+
+class ScriptedServer:
+    """``script(n, body)`` decides the reply of the n-th request (0-based); default: always answer.
+
+    Records every request body, the number of requests and the most requests in flight at once.
+    """
+
+    def __init__(self, script: Callable[[int, dict], Step] | None = None, delay_s: float = 0.0):
+        self.script = script or (lambda n, body: (200, {}, None))
+        self.delay_s = delay_s
+        self.bodies: list[dict] = []
+        self.auth: list[str | None] = []
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    n = len(server.bodies)
+                    server.bodies.append({"path": self.path, **body})
+                    server.auth.append(self.headers.get("Authorization"))
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    time.sleep(server.delay_s)
+                    status, headers, payload = server.script(n, body)
+                    if payload is None:
+                        payload = answer(body)
+                    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                    self.send_response(status)
+                    for k, v in {"Content-Type": "application/json", **headers}.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self) -> "ScriptedServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def count(self) -> int:
+        return len(self.bodies)

@@ -1,0 +1,137 @@
+"""The openai engine against a real local HTTP server: retries, 429 + Retry-After, 5xx, timeouts,
+the concurrency bound, the rate limit and malformed responses."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from llm_server import ScriptedServer
+
+from bonforge.errors import TransientError
+from bonforge.llm.base import EngineError, Request
+from bonforge.llm.config import OpenAITeacher
+from bonforge.llm.openai import OpenAIEngine
+
+
+def teacher(url: str, **kw) -> OpenAITeacher:
+    base = dict(engine="openai", name="t", model="served-model", base_url=url, n=2, max_tokens=32,
+                api_key_env="BONFORGE_TEST_KEY", max_retries=3)
+    return OpenAITeacher(**{**base, **kw})
+
+
+def chat(i: int, n: int = 2, seed: int = 100) -> Request:
+    return Request(id=f"p{i}", messages=({"role": "user", "content": f"question {i}"},), n=n, temperature=0.5,
+                   top_p=0.9, max_tokens=32, seed=seed)
+
+
+def test_samples_use_seed_plus_index_and_split_reasoning(monkeypatch):
+    monkeypatch.setenv("BONFORGE_TEST_KEY", "sk-test")
+    with ScriptedServer() as server:
+        out = OpenAIEngine(teacher(server.url)).generate([chat(0, n=3), chat(1, n=1, seed=7)])
+    assert [[c.index for c in cs] for cs in out] == [[0, 1, 2], [0]]
+    assert [c.seed for c in out[0]] == [100, 101, 102] and out[1][0].seed == 7
+    sent = sorted((b["messages"][0]["content"], b["seed"]) for b in server.bodies)
+    assert sent == [("question 0", 100), ("question 0", 101), ("question 0", 102), ("question 1", 7)]
+    body = server.bodies[0]
+    assert body["path"] == "/v1/chat/completions" and body["n"] == 1 and body["model"] == "served-model"
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.5, 0.9, 32)
+    c = out[0][1]
+    assert c.reasoning == "seed 101" and c.text.startswith("The answer is")
+    assert (c.finish_reason, c.completion_tokens, c.engine, c.model) == ("stop", 7, "openai", "served-model")
+    assert c.prompt_tokens > 0 and c.latency_s > 0
+
+
+def test_raw_prompt_uses_completions_endpoint():
+    with ScriptedServer() as server:
+        out = OpenAIEngine(teacher(server.url)).generate([Request(id="r", prompt="2+2=", max_tokens=5, seed=3)])
+    assert server.bodies[0]["path"] == "/v1/completions" and server.bodies[0]["prompt"] == "2+2="
+    assert out[0][0].finish_reason == "length" and out[0][0].reasoning == "seed 3"
+
+
+def test_retries_5xx_and_429_with_retry_after():
+    replies = {0: (503, {}, {"error": "overloaded"}), 1: (429, {"Retry-After": "0.3"}, {"error": "slow down"}),
+               2: (500, {}, b"not json either")}
+    with ScriptedServer(lambda n, body: replies.get(n, (200, {}, None))) as server:
+        t0 = time.perf_counter()
+        out = OpenAIEngine(teacher(server.url, max_concurrency=1)).generate([chat(0, n=1)])
+        elapsed = time.perf_counter() - t0
+    assert server.count == 4 and out[0][0].text.startswith("The answer")
+    assert elapsed >= 0.3  # the Retry-After hint was waited out
+
+
+def test_gives_up_after_max_retries_with_a_transient_error():
+    with ScriptedServer(lambda n, body: (502, {"Retry-After": "0"}, {"error": "bad gateway"})) as server:
+        with pytest.raises(TransientError, match=r"request p0 sample 0: HTTP 502"):
+            OpenAIEngine(teacher(server.url, max_retries=2)).generate([chat(0, n=1)])
+    assert server.count == 3
+
+
+def test_timeout_is_retried():
+    slow = {0}
+    with ScriptedServer(lambda n, body: (200, {}, None)) as server:
+        server.script = lambda n, body: (time.sleep(1.0) if n in slow else None) or (200, {}, None)
+        out = OpenAIEngine(teacher(server.url, timeout_s=0.3)).generate([chat(0, n=1)])
+    assert server.count == 2 and out[0][0].index == 0
+
+
+def test_client_error_is_not_retried():
+    with ScriptedServer(lambda n, body: (400, {}, {"error": {"message": "model not found"}})) as server:
+        with pytest.raises(EngineError, match=r"request p0 sample 0: HTTP 400 .*model not found"):
+            OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
+    assert server.count == 1
+
+
+@pytest.mark.parametrize("payload, field", [
+    ({"choices": []}, "choices[0]"),
+    ({"choices": [{"message": {"role": "assistant"}, "finish_reason": "stop"}]}, "choices[0].message.content"),
+    ({"choices": [{"message": {"content": 5}, "finish_reason": "stop"}]}, "choices[0].message.content"),
+    ({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "usage"),
+    ({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+      "usage": {"prompt_tokens": 3, "completion_tokens": "7"}}, "usage.completion_tokens"),
+    (b"<html>oops</html>", "not JSON"),
+])
+def test_malformed_response_names_request_and_field(payload, field):
+    with ScriptedServer(lambda n, body: (200, {}, payload)) as server:
+        with pytest.raises(EngineError, match=r"request p0 sample 0: .*" + field.replace("[", r"\[").replace("]", r"\]")):
+            OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
+    assert server.count == 1
+
+
+def test_concurrency_is_bounded_and_used():
+    with ScriptedServer(delay_s=0.05) as server:
+        t0 = time.perf_counter()
+        out = OpenAIEngine(teacher(server.url, max_concurrency=4)).generate([chat(i, n=4) for i in range(10)])
+        elapsed = time.perf_counter() - t0
+    assert sum(len(cs) for cs in out) == 40 == server.count
+    assert server.max_in_flight == 4
+    assert elapsed < 40 * 0.05 / 2  # actually concurrent
+
+
+def test_requests_per_minute_spaces_starts():
+    with ScriptedServer() as server:
+        t0 = time.perf_counter()
+        OpenAIEngine(teacher(server.url, requests_per_minute=600)).generate([chat(0, n=4)])
+        elapsed = time.perf_counter() - t0
+    assert elapsed >= 0.3  # 4 starts, 0.1 s apart
+
+
+def test_api_key_from_env_is_sent(monkeypatch):
+    monkeypatch.setenv("BONFORGE_TEST_KEY", "sk-secret")
+    with ScriptedServer() as server:
+        OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
+    monkeypatch.delenv("BONFORGE_TEST_KEY")
+    with ScriptedServer() as keyless:
+        OpenAIEngine(teacher(keyless.url)).generate([chat(0, n=1)])
+    assert server.auth == ["Bearer sk-secret"] and keyless.auth == [None]
+
+
+def test_engine_works_inside_a_running_event_loop():
+    import asyncio
+
+    async def main():
+        with ScriptedServer() as server:
+            return OpenAIEngine(teacher(server.url)).generate([chat(0, n=2)])
+
+    out = asyncio.run(main())
+    assert len(out[0]) == 2
