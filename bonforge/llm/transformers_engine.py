@@ -1,0 +1,126 @@
+"""The `transformers` engine: a local model directory on CPU or GPU, batched ``generate``.
+
+Sampling is done by a logits processor that draws each row with its own ``torch.Generator`` seeded with
+the sample's seed, so a sample depends on its seed, not on the random state other rows consumed. (Batch
+padding can still move logits by float rounding; the same requests with the same batch size reproduce
+exactly.) Stop strings are applied to the decoded text.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import groupby
+
+from bonforge.errors import ConfigError
+from bonforge.llm.base import Completion, Request, split_reasoning, truncate_at_stop
+from bonforge.llm.config import TransformersTeacher
+
+
+def _row_sampler(seeds: list[int], temperature: float, top_p: float):
+    """A logits processor that samples each row with its own seeded generator and leaves only the drawn
+    token finite, so generate's greedy step picks it."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class RowSampler(LogitsProcessor):
+        def __init__(self):
+            self.generators: list[torch.Generator] | None = None
+
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+            if self.generators is None:
+                self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in seeds]
+            probs = torch.softmax(scores.float() / temperature, dim=-1)
+            if top_p < 1.0:
+                sorted_p, order = probs.sort(dim=-1, descending=True)
+                drop = sorted_p.cumsum(dim=-1) - sorted_p >= top_p  # keep the smallest prefix reaching top_p
+                probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
+            picks = torch.stack([torch.multinomial(probs[r], 1, generator=g)
+                                 for r, g in enumerate(self.generators)])
+            out = torch.full_like(scores, float("-inf"))
+            return out.scatter(-1, picks, 0.0)
+
+    return RowSampler()
+
+
+class TransformersEngine:
+    name = "transformers"
+
+    def __init__(self, teacher: TransformersTeacher):
+        self.teacher = teacher
+        self.model = self.tokenizer = None
+
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        t = self.teacher
+        try:
+            tok = AutoTokenizer.from_pretrained(t.model)
+            dtype = "auto" if t.dtype == "auto" else getattr(torch, t.dtype)
+            model = AutoModelForCausalLM.from_pretrained(t.model, dtype=dtype)
+        except OSError as e:
+            raise ConfigError(f"teachers.{t.name}.model: cannot load a transformers model from {t.model}: {e}") from None
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        self.model, self.tokenizer = model.to(t.device).eval(), tok
+
+    def prompt_text(self, request: Request) -> str:
+        if request.messages is None:
+            return request.prompt
+        if not self.tokenizer.chat_template:
+            raise ConfigError(f"teachers.{self.teacher.name}.model: {self.teacher.model} has no chat template; "
+                              "add one to its tokenizer_config.json")
+        # tokenize=False returns the rendered string (with tokenize=True, transformers 5 returns a dict)
+        return self.tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
+
+    def generate(self, requests: list[Request]) -> list[list[Completion]]:
+        if self.model is None:
+            self._load()
+        jobs = [(r, i, self.prompt_text(r)) for r in requests for i in range(r.n)]
+        params = lambda job: (job[0].temperature, job[0].top_p, job[0].max_tokens)  # noqa: E731
+        done: dict[tuple[str, int], Completion] = {}
+        for key, group in groupby(sorted(jobs, key=params), key=params):
+            group = list(group)
+            for start in range(0, len(group), self.teacher.batch_size):
+                for c in self._batch(group[start: start + self.teacher.batch_size], *key):
+                    done[(c.request_id, c.index)] = c
+        return [[done[(r.id, i)] for i in range(r.n)] for r in requests]
+
+    def _batch(self, jobs: list[tuple[Request, int, str]], temperature: float, top_p: float,
+               max_tokens: int) -> list[Completion]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        tok, model = self.tokenizer, self.model
+        enc = tok([p for _, _, p in jobs], return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = {k: v.to(model.device) for k, v in enc.items()}
+        config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
+                                  eos_token_id=tok.eos_token_id)
+        processors = LogitsProcessorList()
+        if temperature > 0:
+            processors.append(_row_sampler([r.sample_seed(i) for r, i, _ in jobs], temperature, top_p))
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(**enc, generation_config=config, logits_processor=processors)
+        latency = time.perf_counter() - t0
+        width = enc["input_ids"].shape[1]
+        prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        completions = []
+        for row, (req, index, _) in enumerate(jobs):
+            ids = out[row, width:].tolist()
+            finish = "length"
+            if tok.eos_token_id in ids:
+                ids, finish = ids[: ids.index(tok.eos_token_id) + 1], "stop"
+            text, stopped = truncate_at_stop(tok.decode(ids, skip_special_tokens=True), req.stop)
+            reasoning, final = split_reasoning(text)
+            completions.append(Completion(
+                request_id=req.id, index=index, text=final, reasoning=reasoning,
+                finish_reason="stop" if stopped else finish, prompt_tokens=int(prompt_lens[row]),
+                completion_tokens=len(ids), seed=req.sample_seed(index), engine=self.name,
+                model=self.teacher.model, latency_s=latency,
+            ))
+        return completions
+
+    def close(self) -> None:
+        self.model = self.tokenizer = None
