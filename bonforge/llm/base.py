@@ -69,6 +69,9 @@ class Engine(Protocol):
 
     name: str
 
+    def start(self) -> None:
+        """Load the model / start workers (idempotent; ``generate`` calls it too)."""
+
     def generate(self, requests: list[Request]) -> list[list[Completion]]: ...
 
     def close(self) -> None: ...

@@ -132,6 +132,9 @@ class OpenAIEngine:
     def __init__(self, teacher: OpenAITeacher):
         self.teacher = teacher
 
+    def start(self) -> None:
+        """Nothing to load: the server holds the model."""
+
     def generate(self, requests: list[Request]) -> list[list[Completion]]:
         return run_sync(self._generate(requests))
 

@@ -49,7 +49,10 @@ class TransformersEngine:
         self.teacher = teacher
         self.model = self.tokenizer = None
 
-    def _load(self) -> None:
+    def start(self) -> None:
+        """Load the tokenizer and the model onto the device; idempotent."""
+        if self.model is not None:
+            return
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -75,8 +78,7 @@ class TransformersEngine:
         return self.tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
 
     def generate(self, requests: list[Request]) -> list[list[Completion]]:
-        if self.model is None:
-            self._load()
+        self.start()
         jobs = [(r, i, self.prompt_text(r)) for r in requests for i in range(r.n)]
         params = lambda job: (job[0].temperature, job[0].top_p, job[0].max_tokens)  # noqa: E731
         done: dict[tuple[str, int], Completion] = {}

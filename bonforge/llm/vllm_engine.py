@@ -1,0 +1,184 @@
+"""The `vllm` engine: offline vLLM in Ray actors, one per GPU group (``tensor_parallel_size`` GPUs each).
+
+Every sample is its own vLLM request with ``n=1`` and seed ``seed + index`` (vLLM's prefix cache shares the
+prompt's work between them). Chat templates are applied with the model's tokenizer inside the actor; a
+prompt that does not leave ``max_tokens`` room in the model window is reported and skipped, because one
+such prompt makes ``LLM.generate`` reject the whole batch. vLLM, Ray and torch load only when the engine
+starts; ``import bonforge`` never needs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from bonforge.llm.base import Completion, Request, split_reasoning
+from bonforge.llm.config import VLLMTeacher
+
+log = logging.getLogger("bonforge")
+
+
+def sampling_kwargs(request: Request, index: int) -> dict:
+    """``SamplingParams`` arguments of one sample. ``max_tokens`` is always set (vLLM defaults it to 16)."""
+    return {
+        "n": 1,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_tokens": request.max_tokens,
+        "seed": request.sample_seed(index),
+        "stop": list(request.stop) or None,
+    }
+
+
+def job(request: Request, index: int) -> dict:
+    """What an actor needs for one sample: the prompt (chat messages or text) and its sampling arguments."""
+    prompt = {"messages": list(request.messages)} if request.messages is not None else {"prompt": request.prompt}
+    return {**prompt, "params": sampling_kwargs(request, index)}
+
+
+def fits(prompt_tokens: int, max_tokens: int, window: int) -> bool:
+    return prompt_tokens + max_tokens <= window
+
+
+def output_fields(output: Any) -> dict:
+    """The fields bonforge keeps from one vLLM ``RequestOutput`` holding a single sample."""
+    sample = output.outputs[0]
+    return {
+        "text": sample.text,
+        "finish_reason": sample.finish_reason or "unknown",
+        "prompt_tokens": len(output.prompt_token_ids),
+        "completion_tokens": len(sample.token_ids),
+    }
+
+
+class Worker:
+    """One model replica (runs as a Ray actor holding ``tensor_parallel_size`` GPUs)."""
+
+    def __init__(self, engine_args: dict):
+        from vllm import LLM
+
+        self.llm = LLM(**engine_args)
+        config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
+        self.window = int(config.max_model_len)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def ready(self) -> int:
+        return self.window
+
+    def _token_ids(self, item: dict, cache: dict) -> list[int]:
+        if "messages" in item:
+            text = self.tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=True)
+            special = False  # the template already holds the special tokens
+        else:
+            text, special = item["prompt"], True
+        if (text, special) not in cache:
+            cache[(text, special)] = self.tokenizer(text, add_special_tokens=special)["input_ids"]
+        return cache[(text, special)]
+
+    def generate(self, items: list[dict]) -> list[dict]:
+        """One result per item: the output fields, or ``{"skipped": prompt_tokens}`` when it does not fit."""
+        from vllm import SamplingParams
+
+        cache: dict = {}
+        ids = [self._token_ids(item, cache) for item in items]
+        keep = [i for i, item in enumerate(items) if fits(len(ids[i]), item["params"]["max_tokens"], self.window)]
+        results: list[dict] = [{"skipped": len(t), "window": self.window} for t in ids]
+        if keep:
+            outputs = self.llm.generate([{"prompt_token_ids": ids[i]} for i in keep],
+                                        [SamplingParams(**items[i]["params"]) for i in keep], use_tqdm=False)
+            for i, out in zip(keep, outputs):
+                results[i] = output_fields(out)
+        return results
+
+
+def engine_args(teacher: VLLMTeacher) -> dict:
+    args = {
+        "model": teacher.model,
+        "revision": teacher.revision,
+        "dtype": teacher.dtype,
+        "max_model_len": teacher.max_model_len,
+        "tensor_parallel_size": teacher.tensor_parallel_size,
+        "gpu_memory_utilization": teacher.gpu_memory_utilization,
+        "enforce_eager": teacher.enforce_eager,
+        "seed": teacher.seed,
+    }
+    if teacher.tensor_parallel_size > 1:
+        args["distributed_executor_backend"] = "mp"  # workers inside this actor, on the GPUs Ray gave it
+    return args
+
+
+def chunks(items: list, parts: int) -> list[list]:
+    """``items`` cut into ``parts`` contiguous runs of near-equal size (a problem's samples stay together)."""
+    size, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for p in range(parts):
+        end = start + size + (p < extra)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+class VLLMEngine:
+    name = "vllm"
+
+    def __init__(self, teacher: VLLMTeacher):
+        self.teacher = teacher
+        self.workers: list | None = None
+
+    def start(self) -> None:
+        """Start the replicas (Ray actors) and load the model in each; idempotent."""
+        if self.workers is not None:
+            return
+        import ray
+
+        from bonforge.runner import ensure_ray
+
+        ensure_ray()
+        actor = ray.remote(num_gpus=self.teacher.tensor_parallel_size)(Worker)
+        self.workers = [actor.remote(engine_args(self.teacher)) for _ in range(self.teacher.num_replicas)]
+        ray.get([w.ready.remote() for w in self.workers])  # wait for the models to load (and fail early)
+
+    def generate(self, requests: list[Request]) -> list[list[Completion]]:
+        import ray
+
+        self.start()
+        pairs = [(r, i) for r in requests for i in range(r.n)]
+        parts = chunks(pairs, len(self.workers))
+        t0 = time.perf_counter()
+        futures = [w.generate.remote([job(r, i) for r, i in part]) for w, part in zip(self.workers, parts) if part]
+        results = [res for part in ray.get(futures) for res in part]
+        latency = time.perf_counter() - t0
+        return to_completions(requests, results, self.teacher.model, latency)
+
+    def close(self) -> None:
+        if self.workers:
+            import ray
+
+            for w in self.workers:
+                ray.kill(w)
+        self.workers = None
+
+
+def to_completions(requests: list[Request], results: list[dict], model: str, latency: float) -> list[list[Completion]]:
+    """Regroup per-sample results (in request, then sample order) into completions per request; a request
+    whose prompt was skipped gets none and is logged."""
+    out, pos = [], 0
+    for r in requests:
+        mine, pos = results[pos: pos + r.n], pos + r.n
+        if any("skipped" in res for res in mine):
+            res = mine[0]
+            log.warning("vllm: request %s skipped: prompt of %d tokens + max_tokens %d exceeds the model window %d",
+                        r.id, res["skipped"], r.max_tokens, res["window"])
+            out.append([])
+            continue
+        comps = []
+        for i, res in enumerate(mine):
+            reasoning, text = split_reasoning(res["text"])
+            comps.append(Completion(
+                request_id=r.id, index=i, text=text, reasoning=reasoning, finish_reason=res["finish_reason"],
+                prompt_tokens=res["prompt_tokens"], completion_tokens=res["completion_tokens"],
+                seed=r.sample_seed(i), engine="vllm", model=model, latency_s=latency,
+            ))
+        out.append(comps)
+    return out

@@ -1,0 +1,80 @@
+"""The engine interface helpers: requests, reasoning split, stop strings, the retry helper, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bonforge.errors import TransientError
+from bonforge.llm.base import EngineError, Request, RetryableError, retry_async, split_reasoning, truncate_at_stop
+from bonforge.llm.openai import retry_after_seconds
+
+
+def test_request_needs_exactly_one_of_messages_or_prompt():
+    with pytest.raises(ValueError, match="request r1: give exactly one of messages or prompt"):
+        Request(id="r1")
+    with pytest.raises(ValueError, match="request r2"):
+        Request(id="r2", prompt="a", messages=({"role": "user", "content": "a"},))
+    assert Request(id="r", prompt="a", seed=5).sample_seed(3) == 8
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("<think>plan</think>\n\nAnswer 4", ("plan", "Answer 4")),
+    ("plan only closed</think>Answer", ("plan only closed", "Answer")),  # opening tag was in the prompt
+    ("<think>cut off by max_tokens", ("cut off by max_tokens", "")),
+    ("no thinking here", (None, "no thinking here")),
+    ("says <think> mid-text", (None, "says <think> mid-text")),
+])
+def test_split_reasoning(text, expected):
+    assert split_reasoning(text) == expected
+
+
+@given(st.text(alphabet="ab<>/think ", max_size=40), st.text(alphabet="ab ", max_size=20))
+def test_split_reasoning_keeps_the_final_answer(reasoning, final):
+    got_reasoning, got_final = split_reasoning(f"<think>{reasoning}</think>{final}")
+    if "</think>" not in reasoning:
+        assert got_final == final.strip()
+
+
+def test_truncate_at_stop_takes_the_earliest():
+    assert truncate_at_stop("abc###def<end>", ("<end>", "###")) == ("abc", True)
+    assert truncate_at_stop("abc", ("x",)) == ("abc", False)
+    assert truncate_at_stop("abc", ()) == ("abc", False)
+
+
+def test_errors_pickle_and_keep_their_kind():
+    e = pickle.loads(pickle.dumps(RetryableError("request p sample 0: HTTP 429", 2.5)))
+    assert isinstance(e, TransientError) and e.retry_after == 2.5 and "HTTP 429" in str(e)
+    f = pickle.loads(pickle.dumps(EngineError("request p: malformed")))
+    assert not isinstance(f, TransientError) and str(f) == "request p: malformed"
+
+
+def test_retry_async_retries_transient_only():
+    calls = []
+
+    async def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise RetryableError("busy", retry_after=0.0)
+        return "ok"
+
+    assert asyncio.run(retry_async(flaky, attempts=3)) == "ok" and len(calls) == 3
+
+    async def broken():
+        calls.append(1)
+        raise EngineError("bad")
+
+    calls.clear()
+    with pytest.raises(EngineError):
+        asyncio.run(retry_async(broken, attempts=5))
+    assert len(calls) == 1
+
+
+def test_retry_after_header_forms():
+    assert retry_after_seconds("3") == 3.0 and retry_after_seconds("0.5") == 0.5
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a past date: no wait

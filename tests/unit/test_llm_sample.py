@@ -1,0 +1,108 @@
+"""The sampling stage's pure parts: stage key, seeds, prompts, the table it writes (fake engine)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from bonforge.errors import ConfigError, DataError
+from bonforge.llm.base import Completion, Request
+from bonforge.llm.config import OpenAITeacher, TransformersTeacher
+from bonforge.schema import CANDIDATES, PROBLEMS
+from bonforge.tasks.sample import Sampler, key_config, model_identity, problem_seed, render
+
+
+def openai_teacher(**kw) -> OpenAITeacher:
+    return OpenAITeacher(**{"engine": "openai", "name": "t", "model": "m", "n": 2, **kw})
+
+
+def problems(*questions: str, domain: str = "math") -> pa.Table:
+    return pa.Table.from_pylist([{"problem_id": f"p{i}", "source": "s", "domain": domain, "question": q}
+                                 for i, q in enumerate(questions)], schema=PROBLEMS)
+
+
+class EchoEngine:
+    name = "echo"
+
+    def __init__(self):
+        self.requests: list[Request] = []
+
+    def start(self):
+        pass
+
+    def generate(self, requests):
+        self.requests += requests
+        return [[Completion(request_id=r.id, index=i, text=f"answer {i}", reasoning="why" if i else None,
+                            finish_reason="stop", prompt_tokens=11, completion_tokens=5, seed=r.sample_seed(i),
+                            engine="echo", model="m") for i in range(r.n)] for r in requests]
+
+    def close(self):
+        pass
+
+
+def test_render_keeps_other_braces():
+    assert render("Put it in \\boxed{}.\n{question}", "x^{2}") == "Put it in \\boxed{}.\nx^{2}"
+
+
+def test_problem_seed_is_stable_and_distinct():
+    assert problem_seed(0, "gsm8k/1") == problem_seed(0, "gsm8k/1")
+    assert len({problem_seed(0, f"gsm8k/{i}") for i in range(1000)}) == 1000
+    assert problem_seed(1, "gsm8k/1") != problem_seed(0, "gsm8k/1")
+    assert 0 <= problem_seed(7, "x") < 2**31
+
+
+def test_sampler_writes_candidates_with_ids_seeds_and_tokens():
+    engine = EchoEngine()
+    t = openai_teacher()
+    out = Sampler(t, engine)(problems("What is 1+1?", "What is 2+2?"))
+    assert out.schema == CANDIDATES and out.num_rows == 4
+    rows = out.sort_by("candidate_id").to_pylist()
+    assert rows[1]["candidate_id"] == "p0/t/1" and rows[1]["reasoning"] == "why" and rows[1]["text"] == "answer 1"
+    assert rows[1]["seed"] == problem_seed(0, "p0") + 1 and rows[1]["reference_correct"] is None
+    req = engine.requests[0]
+    assert "What is 1+1?" in req.messages[0]["content"] and "\\boxed{}" in req.messages[0]["content"]
+    assert (req.n, req.max_tokens, req.temperature) == (t.n, t.max_tokens, t.temperature)
+
+
+def test_code_problems_use_the_code_template():
+    engine = EchoEngine()
+    Sampler(openai_teacher(), engine)(problems("Print hello.", domain="code"))
+    assert "```python" in engine.requests[0].messages[0]["content"]
+
+
+def test_empty_question_names_the_problem():
+    with pytest.raises(DataError, match=r"problems, record p1, field 'question': empty question"):
+        Sampler(openai_teacher(), EchoEngine())(problems("ok", " "))
+
+
+def test_key_changes_with_template_params_and_model_but_not_exec_settings(tmp_path):
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("Q: {question}")
+    base = key_config(openai_teacher(prompt_template=str(tpl)))
+    assert base == key_config(openai_teacher(prompt_template=str(tpl), base_url="http://other/v1",
+                                             max_concurrency=3))
+    assert base != key_config(openai_teacher(prompt_template=str(tpl), temperature=0.1))
+    assert base != key_config(openai_teacher(prompt_template=str(tpl), revision="abc"))
+    tpl.write_text("Question: {question}")
+    assert base != key_config(openai_teacher(prompt_template=str(tpl)))
+    assert set(key_config(openai_teacher())["prompt_template"]) == {"math", "code"}
+
+
+def test_bad_template_fails_naming_the_teacher(tmp_path):
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("no placeholder")
+    with pytest.raises(ConfigError, match=r"teachers.t.prompt_template: .* has no \{question\} placeholder"):
+        key_config(openai_teacher(prompt_template=str(tpl)))
+    with pytest.raises(ConfigError, match=r"teachers.t.prompt_template: cannot read"):
+        key_config(openai_teacher(prompt_template=str(tmp_path / "missing.txt")))
+
+
+def test_local_model_identity_follows_the_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    first = model_identity(str(tmp_path), None)
+    assert "local_dir_sha256" in first and model_identity(str(tmp_path), None) == first
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 10)
+    assert model_identity(str(tmp_path), None) != first
+    t = TransformersTeacher(engine="transformers", name="x", model=str(tmp_path))
+    assert key_config(t)["model"] == model_identity(str(tmp_path), None)
+    assert model_identity("Qwen/Qwen3-1.7B", "main") == {"name": "Qwen/Qwen3-1.7B", "revision": "main"}

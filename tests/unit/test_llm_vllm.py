@@ -1,0 +1,100 @@
+"""vLLM request building and output mapping, without vLLM or a GPU (stand-ins for its outputs)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from bonforge.llm.base import Request
+from bonforge.llm.config import VLLMTeacher
+from bonforge.llm.vllm_engine import (Worker, chunks, engine_args, fits, job, output_fields, sampling_kwargs,
+                                      to_completions)
+
+
+def req(rid: str, n: int = 2, **kw) -> Request:
+    return Request(id=rid, messages=({"role": "user", "content": rid},), n=n, max_tokens=64, seed=10, **kw)
+
+
+def test_sampling_kwargs_one_seeded_sample_with_max_tokens():
+    kw = sampling_kwargs(req("a", temperature=0.6, top_p=0.95, stop=("###",)), 3)
+    assert kw == {"n": 1, "temperature": 0.6, "top_p": 0.95, "max_tokens": 64, "seed": 13, "stop": ["###"]}
+    assert sampling_kwargs(req("a"), 0)["stop"] is None
+    assert job(Request(id="r", prompt="hi", max_tokens=5), 0)["prompt"] == "hi"
+
+
+def test_fits_leaves_room_for_max_tokens():
+    assert fits(100, 28, 128) and not fits(101, 28, 128)
+
+
+def test_output_fields_from_a_request_output():
+    sample = SimpleNamespace(text="<think>hmm</think>42", token_ids=[5, 6, 7], finish_reason="stop")
+    out = SimpleNamespace(prompt_token_ids=[1, 2, 3, 4], outputs=[sample])
+    assert output_fields(out) == {"text": "<think>hmm</think>42", "finish_reason": "stop", "prompt_tokens": 4,
+                                  "completion_tokens": 3}
+
+
+def test_to_completions_regroups_and_reports_skipped(caplog):
+    ok = {"text": "<think>r</think>final", "finish_reason": "length", "prompt_tokens": 4, "completion_tokens": 9}
+    results = [ok, ok, {"skipped": 500, "window": 512}, {"skipped": 500, "window": 512}, ok, ok]
+    with caplog.at_level(logging.WARNING, logger="bonforge"):
+        out = to_completions([req("a"), req("long"), req("b")], results, "m", 1.0)
+    assert [len(cs) for cs in out] == [2, 0, 2]
+    assert "request long skipped: prompt of 500 tokens + max_tokens 64 exceeds the model window 512" in caplog.text
+    c = out[2][1]
+    assert (c.request_id, c.index, c.seed, c.text, c.reasoning, c.finish_reason) == ("b", 1, 11, "final", "r", "length")
+
+
+def test_chunks_are_contiguous_and_cover_everything():
+    assert chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert chunks([1], 2) == [[1], []]
+
+
+def test_engine_args_from_teacher():
+    t = VLLMTeacher(engine="vllm", name="q", model="Qwen/Qwen3-1.7B", max_model_len=8192, max_tokens=4096,
+                    tensor_parallel_size=2)
+    args = engine_args(t)
+    assert args["model"] == "Qwen/Qwen3-1.7B" and args["max_model_len"] == 8192
+    assert args["tensor_parallel_size"] == 2 and args["distributed_executor_backend"] == "mp"
+    assert "distributed_executor_backend" not in engine_args(t.model_copy(update={"tensor_parallel_size": 1}))
+
+
+class FakeTokenizer:
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        assert tokenize is False and add_generation_prompt
+        return "<user>" + messages[0]["content"] + "<assistant>"
+
+    def __call__(self, text, add_special_tokens):
+        return {"input_ids": list(range(len(text)))}
+
+
+class FakeLLM:
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, prompts, params, use_tqdm):
+        self.calls.append((prompts, params))
+        return [SimpleNamespace(prompt_token_ids=p["prompt_token_ids"],
+                                outputs=[SimpleNamespace(text=f"seed {sp['seed']}", token_ids=[0] * 3,
+                                                         finish_reason="stop")]) for p, sp in zip(prompts, params)]
+
+
+def test_worker_skips_long_prompts_without_aborting_the_batch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    worker = Worker.__new__(Worker)
+    worker.llm, worker.tokenizer, worker.window = FakeLLM(), FakeTokenizer(), 90
+    long = Request(id="long", messages=({"role": "user", "content": "x" * 40},), n=2, max_tokens=64, seed=0)
+    items = [job(req("a"), 0), job(long, 0), job(long, 1), job(req("a"), 1)]
+    results = worker.generate(items)
+    assert results[1] == results[2] == {"skipped": 57, "window": 90}
+    assert results[0]["text"] == "seed 10" and results[3]["text"] == "seed 11"
+    (prompts, params), = worker.llm.calls  # one generate call, the long prompt left out
+    assert len(prompts) == 2 and all(p["max_tokens"] == 64 for p in params)
+
+
+def test_vllm_config_checks_window():
+    with pytest.raises(ValueError, match=r"max_tokens \(4096\) must be below max_model_len \(2048\)"):
+        VLLMTeacher(engine="vllm", name="q", model="m", max_model_len=2048, max_tokens=4096)
