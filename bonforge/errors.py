@@ -1,0 +1,50 @@
+"""Exceptions that cross process boundaries (Ray workers, sandbox runners).
+
+Every error pickles (single-argument constructors or ``__reduce__``) and says whether a retry may help
+by its type: ``TransientError`` subclasses may be retried, everything else is terminal.
+"""
+
+from __future__ import annotations
+
+
+class BonforgeError(Exception):
+    """Base of every error bonforge raises on purpose."""
+
+
+class BonforgeWarning(UserWarning):
+    """Warnings bonforge emits (tests turn them into errors)."""
+
+
+class ConfigError(BonforgeError, ValueError):
+    """A recipe or option is invalid; the message names the field path."""
+
+
+class DataError(BonforgeError, ValueError):
+    """An input record is malformed; names the source, the record and the field."""
+
+    def __init__(self, message: str, source: str = "", record: str | int | None = None, field: str = ""):
+        self.source, self.record, self.field = source, record, field
+        where = ", ".join(
+            p for p in (source, f"record {record}" if record is not None else "", f"field {field!r}" if field else "") if p
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+        self.message = message
+
+    def __reduce__(self):
+        return (self.__class__, (self.message, self.source, self.record, self.field))
+
+
+class FetchError(BonforgeError):
+    """A public file could not be obtained (offline, no mirror, checksum mismatch)."""
+
+
+class StoreError(BonforgeError):
+    """The stage store is missing something a reader asked for."""
+
+
+class TransientError(BonforgeError):
+    """A failure that a retry may fix (HTTP 429/5xx, a sandbox container dying)."""
+
+
+class SandboxError(TransientError):
+    """The sandbox itself failed: never reported as a candidate failure."""

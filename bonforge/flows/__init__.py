@@ -1,0 +1,1 @@
+"""Prefect flows: `build.py` reads like the DAG, one stage per line."""

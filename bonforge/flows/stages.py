@@ -1,0 +1,170 @@
+"""The stages of a build: each computes its key from its config and upstream keys, then runs (or reuses)
+its table through ``bonforge.runner``. Plain functions; ``build.py`` wraps each call in a Prefect task.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+from functools import partial
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from bonforge import data
+from bonforge.config import PoolTeacher, Recipe
+from bonforge.runner import ensure_ray, run_stage
+from bonforge.storage.store import StageStore, stage_key
+from bonforge.tasks import assemble, export, load, score, verify_math
+
+log = logging.getLogger("bonforge")
+
+# Rows per shard of the sharded stages (part of the code, not of the config: the shard plan of a key must
+# never change between a crash and its rerun).
+VERIFY_SHARD_ROWS = 1024
+SCORE_SHARD_ROWS = 200_000
+ASSEMBLE_SHARD_ROWS = 50_000
+
+
+@dataclass
+class Ref:
+    """A committed stage output: its name, key and manifest."""
+
+    stage: str
+    key: str
+    manifest: dict = field(repr=False)
+
+
+@dataclass
+class Step:
+    """A stage ready to run: its key is known before anything is computed (Prefect's cache key)."""
+
+    stage: str
+    key: str
+    label: str
+    run: Callable[[], dict] = field(repr=False)
+
+
+@dataclass
+class Build:
+    store: StageStore
+    recipe: Recipe
+    recipe_dir: Path
+
+    def _ray(self) -> None:
+        ensure_ray(self.recipe.ray.address, self.recipe.ray.num_cpus)
+
+    def read(self, ref: Ref, columns: list[str] | None = None) -> pa.Table:
+        return self.store.read(ref.stage, ref.key, columns)
+
+    def _files(self, refs: list[Ref]) -> list[str]:
+        return [str(p) for r in refs for p in self.store.paths(r.stage, r.key)]
+
+    # -- stages --------------------------------------------------------------------------------------
+    def problems(self) -> Step:
+        cfg = self.recipe.problems
+        key = stage_key("problems", load.VERSION, cfg.key_config(), {})
+        return Step("problems", key, "problems", lambda: run_stage(self.store, "problems", key, version=load.VERSION, config=cfg.key_config(), upstream={},
+                        table=pa.table({"problem_id": pa.array([], pa.string())}),
+                        compute=lambda _t: load.load_problems(cfg, data.resolve(cfg.source, self.recipe_dir)), label="problems"))
+
+    def candidates(self, problems: Ref, teacher) -> Step:
+        label = f"candidates[{teacher.name}]"
+        if not isinstance(teacher, PoolTeacher):
+            from bonforge.tasks import sample
+
+            key = sample.stage_key_for(problems.key, teacher)
+            return Step("candidates", key, label,
+                        lambda: sample.sample_stage(self.store, self.read(problems), problems.key, teacher))
+        from bonforge.llm.pool import import_pool
+
+        cfg = teacher.key_config()
+        key = stage_key("candidates", "pool-1", cfg, {"problems": problems.key})
+        return Step("candidates", key, label, lambda: run_stage(self.store, "candidates", key, version="pool-1", config=cfg,
+                        upstream={"problems": problems.key}, table=pa.table({"problem_id": pa.array([], pa.string())}),
+                        compute=lambda _t: import_pool(teacher, data.resolve(teacher.source, self.recipe_dir),
+                                                       self.read(problems)), label=label,
+                        extra={"teacher": teacher.name}))
+
+    def verdicts(self, problems: Ref, candidates: Ref) -> Step:
+        domains = set(self.read(problems, ["domain"]).column("domain").to_pylist())
+        teacher = candidates.manifest.get("teacher", "")
+        upstream = {"problems": problems.key, "candidates": candidates.key}
+        if domains == {"code"}:
+            from bonforge.tasks import verify_code
+
+            cfg = self.recipe.verify.code
+            key = stage_key("verdicts", verify_code.VERSION, cfg.key_config(), upstream)
+            compute, executor, version = partial(_verify_code_shard, cfg=cfg), "local", verify_code.VERSION
+        else:
+            cfg = self.recipe.verify.math
+            key = stage_key("verdicts", verify_math.VERSION, cfg.key_config(), upstream)
+            compute, executor, version = partial(_verify_math_shard, cfg=cfg), "ray", verify_math.VERSION
+        def run() -> dict:
+            if executor == "ray" and not self.store.exists("verdicts", key):
+                self._ray()
+            return run_stage(self.store, "verdicts", key, version=version, config=cfg.key_config(), upstream=upstream,
+                        table=lambda: self.read(candidates), compute=compute,
+                        context=lambda: {"problems": self.read(problems)}, shard_rows=VERIFY_SHARD_ROWS,
+                        executor=executor, label=f"verdicts[{teacher}]", extra={"teacher": teacher})
+
+        return Step("verdicts", key, f"verdicts[{teacher}]", run)
+
+    def problem_stats(self, verdicts: list[Ref]) -> Step:
+        upstream = {"verdicts": _keys(verdicts)}
+        cfg = {"score": self.recipe.score.key_config(), "filter": self.recipe.filter.key_config()}
+        key = stage_key("problem_stats", score.VERSION, cfg, upstream)
+        columns = "problem_id, teacher, candidate_id, correct, reward, extracted"
+        table = lambda: duckdb.connect().read_parquet(self._files(verdicts)).select(columns).to_arrow_table()  # noqa
+        return Step("problem_stats", key, "problem_stats", lambda: run_stage(self.store, "problem_stats", key, version=score.VERSION, config=cfg, upstream=upstream,
+                        table=table, compute=partial(score.score, score_cfg=self.recipe.score,
+                                                     filter_cfg=self.recipe.filter),
+                        shard_rows=SCORE_SHARD_ROWS, label="problem_stats"))
+
+    def genselect(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Step:
+        upstream = {"problems": problems.key, "problem_stats": stats.key, "candidates": _keys(candidates),
+                    "verdicts": _keys(verdicts)}
+        cfg = assemble.key_config(self.recipe.genselect, self.recipe.seed)
+        key = stage_key("genselect", assemble.VERSION, cfg, upstream)
+        table = partial(self._kept_pool, problems, candidates, verdicts, stats)
+        return Step("genselect", key, "genselect", lambda: run_stage(self.store, "genselect", key, version=assemble.VERSION, config=cfg, upstream=upstream,
+                        table=table, compute=partial(assemble.assemble, cfg=self.recipe.genselect,
+                                                     seed=self.recipe.seed),
+                        shard_rows=ASSEMBLE_SHARD_ROWS, label="genselect"))
+
+    def _kept_pool(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
+        con = duckdb.connect()
+        con.read_parquet(self._files([problems])).create_view("p")
+        con.read_parquet(self._files(candidates)).create_view("c")
+        con.read_parquet(self._files(verdicts)).create_view("v")
+        con.read_parquet(self._files([stats])).create_view("s")
+        return con.sql("""
+            SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
+            FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id
+            JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
+            ORDER BY c.problem_id, c.candidate_id
+        """).to_arrow_table()
+
+    def export(self, genselect: Ref, lineage: dict) -> dict:
+        from bonforge.storage.datasets import publish
+
+        table = self.read(genselect)
+        tables = export.formats(table, self.recipe.export.formats, data_source=f"bonforge/{self.recipe.name}")
+        return publish(self.store.root, self.recipe.export.name, tables, lineage)
+
+
+def _keys(refs: list[Ref]) -> str:
+    return ",".join(sorted(r.key for r in refs))
+
+
+def _verify_math_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
+    return verify_math.verify_math(cands, problems, cfg)
+
+
+def _verify_code_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
+    from bonforge.tasks import verify_code
+
+    return verify_code.verify_code(problems, cands, cfg)
+

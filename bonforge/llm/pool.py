@@ -1,0 +1,80 @@
+"""The `pool` engine: import candidates someone already generated (with published labels if any)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from bonforge.config import PoolTeacher
+from bonforge.errors import DataError
+from bonforge.records import get_field, read_records, require_str
+from bonforge.schema import CANDIDATES, conform
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Table:
+    """Candidates of one teacher from a pool file, matched to ``problems``."""
+    if teacher.format != "jsonl":
+        from bonforge.tasks import load_code
+
+        if teacher.format == "codet":
+            table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name)
+        else:
+            table = load_code.import_apps_pool(path, problems, teacher=teacher.name)
+        return conform(table, CANDIDATES)
+
+    ids = problems.column("problem_id").to_pylist()
+    if teacher.match == "question":
+        index = {_norm(q): pid for q, pid in zip(problems.column("question").to_pylist(), ids)}
+    else:
+        index = {pid: pid for pid in ids}
+    src = str(path)
+    rows: dict[str, list] = {f.name: [] for f in CANDIDATES}
+    matched = 0
+    for order, (lineno, rec) in enumerate(read_records(path)):
+        where = f"line {lineno}"
+        if teacher.match == "order":
+            if order >= len(ids):
+                break
+            pid = ids[order]
+        else:
+            key = require_str(get_field(rec, teacher.match_field, source=src, record=where), source=src,
+                              record=where, field=teacher.match_field)
+            pid = index.get(_norm(key) if teacher.match == "question" else key)
+            if pid is None:
+                continue  # a pool may cover more problems than the recipe loads
+        matched += 1
+        samples = get_field(rec, teacher.samples, source=src, record=where)
+        if not isinstance(samples, list):
+            samples = [samples]
+        for i, sample in enumerate(samples[: teacher.n]):
+            field = f"{teacher.samples}[{i}]"
+            if teacher.text:
+                if not isinstance(sample, dict):
+                    raise DataError(f"expected an object with {teacher.text!r}", src, where, field)
+                text = get_field(sample, teacher.text, source=src, record=where)
+                field += f".{teacher.text}"
+            else:
+                text = sample
+            text = require_str(text, source=src, record=where, field=field, allow_empty=True)
+            label = None
+            if teacher.label:
+                label = get_field(sample, teacher.label, source=src, record=where, default=None)
+                if label is not None and not isinstance(label, bool):
+                    raise DataError(f"label must be true/false, got {label!r}", src, where,
+                                    f"{teacher.samples}[{i}].{teacher.label}")
+            for name, value in (("candidate_id", f"{pid}/{teacher.name}/{i}"), ("problem_id", pid),
+                                ("teacher", teacher.name), ("sample_index", i), ("text", text),
+                                ("reference_correct", label)):
+                rows[name].append(value)
+    if matched == 0:
+        raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match!r} "
+                        f"(field {teacher.match_field!r})", src)
+    n = len(rows["candidate_id"])
+    for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed"):
+        rows[name] = [None] * n
+    return pa.Table.from_pydict(rows, schema=CANDIDATES)

@@ -1,0 +1,124 @@
+"""The Arrow schema of every stage table, in one place.
+
+Every row carries its keys (``problem_id``, ``candidate_id``); no stage aligns tables by row order.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+PROBLEMS = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("source", pa.string()),  # dataset name, e.g. "gsm8k"
+        pa.field("domain", pa.string()),  # "math" | "code"
+        pa.field("question", pa.string()),
+        pa.field("answer", pa.string()),  # gold answer (math) or reference solution (code), may be null
+        pa.field("tests", pa.string()),  # code: JSON test spec (see bonforge.sandbox), math: null
+        pa.field("metadata", pa.string()),  # JSON object of anything else the source carries
+    ]
+)
+
+CANDIDATES = pa.schema(
+    [
+        pa.field("candidate_id", pa.string(), nullable=False),  # "<problem_id>/<teacher>/<sample_index>"
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),
+        pa.field("sample_index", pa.int32(), nullable=False),
+        pa.field("text", pa.string()),  # the final response (reasoning split off when present)
+        pa.field("reasoning", pa.string()),  # <think>...</think> content of thinking models, else null
+        pa.field("finish_reason", pa.string()),
+        pa.field("prompt_tokens", pa.int32()),
+        pa.field("completion_tokens", pa.int32()),
+        pa.field("seed", pa.int64()),
+        pa.field("reference_correct", pa.bool_()),  # a published label from an imported pool, else null
+    ]
+)
+
+# Verdict classes. Math: correct | wrong_answer | no_answer | timeout | error.
+# Code: passed | wrong_answer | runtime_error | compile_error | timeout | memory_limit | output_limit | sandbox_error.
+MATH_STATUSES = ("correct", "wrong_answer", "no_answer", "timeout", "error")
+CODE_STATUSES = (
+    "passed", "wrong_answer", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit",
+    "sandbox_error",
+)
+
+VERDICTS = pa.schema(
+    [
+        pa.field("candidate_id", pa.string(), nullable=False),
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),
+        pa.field("extracted", pa.string()),  # math: the extracted answer; code: null
+        pa.field("correct", pa.bool_(), nullable=False),
+        pa.field("reward", pa.float64(), nullable=False),  # in [0, 1]
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("tests_passed", pa.int32()),
+        pa.field("tests_total", pa.int32()),
+        pa.field("detail", pa.string()),  # truncated stderr / error text for debugging
+        pa.field("latency_ms", pa.float64()),
+    ]
+)
+
+_KMAP = pa.map_(pa.int32(), pa.float64())
+PROBLEM_STATS = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),  # a teacher name, or "*" for all teachers together
+        pa.field("n", pa.int32(), nullable=False),
+        pa.field("n_correct", pa.int32(), nullable=False),
+        pa.field("pass_rate", pa.float64(), nullable=False),
+        pa.field("mean_reward", pa.float64(), nullable=False),
+        pa.field("pass_at_k", _KMAP),  # k -> unbiased pass@k, for k in 1, 2, 4, ... <= n
+        pa.field("majority_at_k", _KMAP),  # k -> expected majority@k over extracted answers
+        pa.field("max_at_k", _KMAP),  # k -> expected max reward of k samples
+        pa.field("keep", pa.bool_(), nullable=False),  # passes the recipe filter (only meaningful on "*")
+        pa.field("drop_reason", pa.string()),
+    ]
+)
+
+GENSELECT = pa.schema(
+    [
+        pa.field("prompt_id", pa.string(), nullable=False),  # "<problem_id>#<prompt_index>"
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("prompt_index", pa.int32(), nullable=False),
+        pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),  # in prompt order
+        pa.field("n_candidates", pa.int32(), nullable=False),
+        pa.field("correct_indices", pa.list_(pa.int32()), nullable=False),  # the label
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("n_tokens", pa.int32(), nullable=False),
+        pa.field("token_counter", pa.string(), nullable=False),  # "tokenizer:<name>" or "estimate"
+    ]
+)
+
+STAGE_SCHEMAS: dict[str, pa.Schema] = {
+    "problems": PROBLEMS,
+    "candidates": CANDIDATES,
+    "verdicts": VERDICTS,
+    "problem_stats": PROBLEM_STATS,
+    "genselect": GENSELECT,
+}
+
+KEY_COLUMNS: dict[str, str] = {
+    "problems": "problem_id",
+    "candidates": "candidate_id",
+    "verdicts": "candidate_id",
+    "problem_stats": "problem_id",
+    "genselect": "prompt_id",
+}
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Reorder/cast ``table`` to ``schema``; missing nullable columns become nulls."""
+    cols = []
+    for field in schema:
+        if field.name in table.column_names:
+            cols.append(table.column(field.name).cast(field.type))
+        elif field.nullable:
+            cols.append(pa.nulls(table.num_rows, field.type))
+        else:
+            raise KeyError(f"table lacks required column {field.name!r}")
+    return pa.Table.from_arrays(cols, schema=schema)

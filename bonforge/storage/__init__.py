@@ -1,0 +1,1 @@
+"""Stage store (Parquet shards + manifests), DuckDB catalog and dataset versions."""

@@ -1,0 +1,183 @@
+"""The content-addressed stage store.
+
+Layout::
+
+    <root>/stages/<stage>/<key>/part-<shard>.parquet   one file per shard, written to a temp name and renamed
+    <root>/stages/<stage>/<key>/manifest.json          written last; a stage without it does not exist
+    <root>/runs/<run_id>.json                          one record per run
+
+``key = hash(stage name, stage code version, normalized config, upstream keys)``: execution-only settings
+must be left out of ``config`` by the caller (see ``bonforge.stages``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bonforge.errors import StoreError
+
+_PART = re.compile(r"^part-(\d{5})\.parquet$")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def stage_key(stage: str, version: str, config: Any, upstream: dict[str, str]) -> str:
+    """The identity of a stage's output: same key ⇒ same output ⇒ never recomputed."""
+    payload = canonical_json({"stage": stage, "version": version, "config": config, "upstream": upstream})
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class StageStore:
+    """Reads and writes stage outputs under ``root``. Safe for concurrent readers during writes."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root).resolve()
+
+    # -- paths -------------------------------------------------------------------------------------
+    def stage_dir(self, stage: str, key: str) -> Path:
+        return self.root / "stages" / stage / key
+
+    def shard_path(self, stage: str, key: str, shard: int) -> Path:
+        return self.stage_dir(stage, key) / f"part-{shard:05d}.parquet"
+
+    # -- queries -----------------------------------------------------------------------------------
+    def exists(self, stage: str, key: str) -> bool:
+        return (self.stage_dir(stage, key) / "manifest.json").is_file()
+
+    def manifest(self, stage: str, key: str) -> dict:
+        path = self.stage_dir(stage, key) / "manifest.json"
+        if not path.is_file():
+            raise StoreError(f"stage {stage!r} with key {key} is not committed in {self.root}")
+        return json.loads(path.read_text())
+
+    def done_shards(self, stage: str, key: str) -> set[int]:
+        d = self.stage_dir(stage, key)
+        if not d.is_dir():
+            return set()
+        return {int(m.group(1)) for p in d.iterdir() if (m := _PART.match(p.name))}
+
+    def paths(self, stage: str, key: str) -> list[Path]:
+        man = self.manifest(stage, key)
+        return [self.stage_dir(stage, key) / name for name in man["files"]]
+
+    def read(self, stage: str, key: str, columns: list[str] | None = None) -> pa.Table:
+        paths = self.paths(stage, key)
+        tables = [pq.read_table(p, columns=columns) for p in paths]
+        if not tables:
+            raise StoreError(f"stage {stage!r} {key} has no files")
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+    # -- writes ------------------------------------------------------------------------------------
+    def write_shard(self, stage: str, key: str, shard: int, table: pa.Table) -> int:
+        write_parquet_atomic(table, self.shard_path(stage, key, shard))
+        return table.num_rows
+
+    def commit(
+        self,
+        stage: str,
+        key: str,
+        n_shards: int,
+        *,
+        version: str,
+        config: Any,
+        upstream: dict[str, str],
+        timings: dict[str, float] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict:
+        """Write the manifest after checking that every shard 0..n_shards-1 is on disk."""
+        missing = sorted(set(range(n_shards)) - self.done_shards(stage, key))
+        if missing:
+            raise StoreError(f"cannot commit {stage} {key}: shards {missing[:5]} are missing")
+        files = [self.shard_path(stage, key, i) for i in range(n_shards)]
+        rows = [pq.ParquetFile(f).metadata.num_rows for f in files]
+        schema = pq.read_schema(files[0]) if files else None
+        manifest = {
+            "stage": stage,
+            "key": key,
+            "version": version,
+            "config": config,
+            "upstream": upstream,
+            "files": [f.name for f in files],
+            "rows": sum(rows),
+            "rows_per_file": rows,
+            "schema": [f"{f.name}: {f.type}" for f in schema] if schema else [],
+            "timings": timings or {},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **(extra or {}),
+        }
+        atomic_write_json(self.stage_dir(stage, key) / "manifest.json", manifest)
+        return manifest
+
+    def put(self, stage: str, key: str, table: pa.Table, **commit_kwargs) -> dict:
+        """Write a whole (unsharded) table as one shard and commit it."""
+        self.write_shard(stage, key, 0, table)
+        return self.commit(stage, key, 1, **commit_kwargs)
+
+    # -- runs --------------------------------------------------------------------------------------
+    def record_run(self, run: dict) -> Path:
+        path = self.root / "runs" / f"{run['run_id']}.json"
+        atomic_write_json(path, run)
+        return path
+
+    def runs(self) -> list[dict]:
+        d = self.root / "runs"
+        if not d.is_dir():
+            return []
+        out = [json.loads(p.read_text()) for p in d.glob("*.json")]
+        return sorted(out, key=lambda r: (r.get("started", ""), r["run_id"]))
+
+    def run(self, run_id: str | None = None) -> dict:
+        runs = self.runs()
+        if not runs:
+            raise StoreError(f"no runs recorded in {self.root}; run `bonforge run RECIPE` first")
+        if run_id is None:
+            return runs[-1]
+        for r in runs:
+            if r["run_id"] == run_id or r["run_id"].startswith(run_id):
+                return r
+        raise StoreError(f"no run {run_id!r} in {self.root}; `bonforge runs` lists them")
+
+
+def iter_parquet_batches(paths: Iterable[Path], columns: list[str] | None = None, batch_size: int = 65536):
+    for p in paths:
+        yield from pq.ParquetFile(p).iter_batches(batch_size=batch_size, columns=columns)

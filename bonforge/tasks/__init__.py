@@ -1,0 +1,1 @@
+"""One module per stage: plain functions over Arrow tables (no Ray, no Prefect)."""

@@ -1,0 +1,178 @@
+"""Stage `genselect`: selection prompts from the candidates of kept problems (GenSelect seed recipe).
+
+Per problem, up to ``prompts_per_problem`` prompts are drawn by seeded resampling. Each prompt holds
+between ``min_candidates`` and ``max_candidates`` candidates, at least one correct and at most
+``max_correct_fraction`` of them correct; the composition is checked on every prompt, not on the pool.
+A prompt with the same set of candidates as an earlier one is a duplicate and is not kept. Prompts longer
+than ``max_tokens`` are dropped. The label is the list of 0-based indices of the correct candidates, in
+prompt order; the selector answers ``Judgment: <index>``.
+
+Token counts come from the configured tokenizer (a ``tokenizer.json`` file or a local model directory).
+Without one, the estimate is ceil(UTF-8 bytes / 3): BPE vocabularies of current LLMs average 3.5–4.5
+bytes per token on English, maths and code, so the estimate over-counts and never lets an over-long
+prompt through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import pyarrow as pa
+
+from bonforge.config import GenSelectConfig
+from bonforge.errors import ConfigError
+from bonforge.schema import GENSELECT
+
+VERSION = "1"
+# Verdicts that say nothing about the candidate (the checker failed): such candidates never enter a prompt.
+UNRELIABLE = {"math": {"timeout", "error"}, "code": {"sandbox_error"}}
+
+
+def template_text(cfg: GenSelectConfig) -> str:
+    if cfg.template:
+        path = Path(cfg.template)
+        if not path.is_file():
+            raise ConfigError(f"genselect.template: {path} does not exist")
+        text = path.read_text()
+    else:
+        text = resources.files("bonforge.templates").joinpath("genselect.txt").read_text()
+    for slot in ("{question}", "{candidates}"):
+        if slot not in text:
+            raise ConfigError(f"genselect.template must contain {slot}")
+    return text
+
+
+def key_config(cfg: GenSelectConfig, seed: int) -> dict:
+    """Config in the stage key: the template's text (not its path) and the tokenizer's identity."""
+    out = cfg.key_config()
+    out["template"] = hashlib.sha256(template_text(cfg).encode()).hexdigest()
+    out["seed"] = seed
+    return out
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(spec: str):
+    path = Path(spec)
+    if path.is_file():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(path))
+        return lambda text: len(tok.encode(text).ids)
+    if (path / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        return lambda text: len(tok.encode(text).ids)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    return lambda text: len(tok.encode(text))
+
+
+def token_counter(cfg: GenSelectConfig):
+    if cfg.tokenizer:
+        return _tokenizer(cfg.tokenizer), f"tokenizer:{Path(cfg.tokenizer).name}"
+    return (lambda text: math.ceil(len(text.encode("utf-8")) / 3)), "estimate"
+
+
+def render(template: str, question: str, texts: list[str]) -> str:
+    blocks = "\n\n".join(f"### Candidate {i}\n{t.strip()}" for i, t in enumerate(texts))
+    return template.format(question=question.strip(), candidates=blocks, n=len(texts), last_index=len(texts) - 1)
+
+
+def check_prompt(correct_flags: list[bool], cfg: GenSelectConfig) -> None:
+    """The per-prompt composition rule; raises AssertionError when violated."""
+    m, c = len(correct_flags), sum(correct_flags)
+    assert cfg.min_candidates <= m <= cfg.max_candidates, f"{m} candidates"
+    assert c >= 1, "no correct candidate"
+    assert c <= math.floor(cfg.max_correct_fraction * m), f"{c} of {m} correct"
+
+
+def feasible_sizes(n_correct: int, n_wrong: int, cfg: GenSelectConfig) -> list[tuple[int, int]]:
+    """All (size, n_correct_in_prompt) pairs a prompt may have given the pool."""
+    out = []
+    for m in range(cfg.min_candidates, min(cfg.max_candidates, n_correct + n_wrong) + 1):
+        for c in range(1, min(n_correct, math.floor(cfg.max_correct_fraction * m)) + 1):
+            if m - c <= n_wrong:
+                out.append((m, c))
+    return out
+
+
+def problem_prompts(pid: str, question: str, correct: list[tuple[str, str]], wrong: list[tuple[str, str]],
+                    cfg: GenSelectConfig, template: str, count, seed: int) -> tuple[list[dict], int]:
+    """Prompts for one problem from its (candidate_id, text) lists; returns (rows, n dropped for length)."""
+    sizes = feasible_sizes(len(correct), len(wrong), cfg)
+    if not sizes:
+        return [], 0
+    by_m: dict[int, list[int]] = {}
+    for m, c in sizes:
+        by_m.setdefault(m, []).append(c)
+    rng = random.Random(f"{seed}/{pid}")
+    seen: set[frozenset] = set()
+    rows, too_long = [], 0
+    for _ in range(cfg.prompts_per_problem * 8):
+        if len(rows) == cfg.prompts_per_problem:
+            break
+        m = rng.choice(sorted(by_m))
+        c = rng.choice(by_m[m])
+        chosen = [(cid, t, True) for cid, t in rng.sample(correct, c)]
+        chosen += [(cid, t, False) for cid, t in rng.sample(wrong, m - c)]
+        rng.shuffle(chosen)
+        ids = frozenset(cid for cid, _, _ in chosen)
+        if ids in seen:
+            continue
+        seen.add(ids)
+        flags = [ok for _, _, ok in chosen]
+        check_prompt(flags, cfg)
+        prompt = render(template, question, [t for _, t, _ in chosen])
+        n_tokens = count(prompt)
+        if n_tokens > cfg.max_tokens:
+            too_long += 1
+            continue
+        idx = len(rows)
+        rows.append({
+            "prompt_id": f"{pid}#{idx}",
+            "problem_id": pid,
+            "prompt_index": idx,
+            "candidate_ids": [cid for cid, _, _ in chosen],
+            "n_candidates": m,
+            "correct_indices": [i for i, ok in enumerate(flags) if ok],
+            "prompt": prompt,
+            "n_tokens": n_tokens,
+        })
+    return rows, too_long
+
+
+def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
+    """GENSELECT rows from ``pool``: one row per candidate of a kept problem with columns problem_id,
+    question, domain, candidate_id, text, correct, status (a shard of whole problems)."""
+    template = template_text(cfg)
+    count, counter_name = token_counter(cfg)
+    t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
+    cols = {name: t.column(name).to_pylist() for name in
+            ("problem_id", "question", "domain", "candidate_id", "text", "correct", "status")}
+    rows: list[dict] = []
+    lo, n = 0, t.num_rows
+    while lo < n:
+        pid = cols["problem_id"][lo]
+        hi = lo
+        while hi < n and cols["problem_id"][hi] == pid:
+            hi += 1
+        bad = UNRELIABLE.get(cols["domain"][lo], set())
+        correct, wrong = [], []
+        for i in range(lo, hi):
+            text = cols["text"][i]
+            if cols["status"][i] in bad or not text or not text.strip():
+                continue
+            (correct if cols["correct"][i] else wrong).append((cols["candidate_id"][i], text))
+        got, _ = problem_prompts(pid, cols["question"][lo], correct, wrong, cfg, template, count, seed)
+        rows.extend(got)
+        lo = hi
+    for r in rows:
+        r["token_counter"] = counter_name
+    return pa.Table.from_pylist(rows, schema=GENSELECT)
