@@ -41,7 +41,7 @@ def template_path(teacher: SampledTeacher, domain: str) -> Path:
     return _TEMPLATES / f"sample_{domain}.txt"
 
 
-def _read_template(path: Path, teacher: str) -> str:
+def read_template(path: Path, teacher: str) -> str:
     try:
         text = path.read_text()
     except OSError as e:
@@ -80,7 +80,7 @@ def key_config(teacher: SampledTeacher) -> dict:
     cfg["model"] = model_identity(teacher.model, teacher.revision)
     domains = ["any"] if teacher.prompt_template else ["math", "code"]
     cfg["prompt_template"] = {
-        d: hashlib.sha256(_read_template(template_path(teacher, "math" if d == "any" else d),
+        d: hashlib.sha256(read_template(template_path(teacher, "math" if d == "any" else d),
                                          teacher.name).encode()).hexdigest()
         for d in domains
     }
@@ -112,7 +112,7 @@ class Sampler:
                 raise DataError("empty question", "problems", pid, "question")
             domain = row["domain"] or "math"
             if domain not in self.templates:
-                self.templates[domain] = _read_template(template_path(t, domain), t.name)
+                self.templates[domain] = read_template(template_path(t, domain), t.name)
             out.append(Request(
                 id=pid, messages=({"role": "user", "content": render(self.templates[domain], question)},),
                 n=t.n, temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
@@ -193,13 +193,18 @@ def _summary(store: StageStore, key: str, n_shards: int, teacher: SampledTeacher
     }
 
 
+def stage_key_for(problems_key: str, teacher: SampledTeacher) -> str:
+    """The key of a teacher's candidates, known before anything runs."""
+    return stage_key(STAGE, VERSION, key_config(teacher), {"problems": problems_key})
+
+
 def sample_stage(store: StageStore, problems: pa.Table, problems_key: str, teacher: SampledTeacher,
                  engine: Engine | None = None) -> dict:
     """Sample ``teacher.n`` candidates per problem (resuming an interrupted run); returns the manifest,
     whose ``tokens`` / ``throughput`` fields give the token totals and this run's tokens/s."""
     cfg = key_config(teacher)
     upstream = {"problems": problems_key}
-    key = stage_key(STAGE, VERSION, cfg, upstream)
+    key = stage_key_for(problems_key, teacher)
     sampler = make_compute(teacher, engine)
     try:
         return run_stage(

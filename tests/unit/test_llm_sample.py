@@ -9,7 +9,8 @@ from bonforge.errors import ConfigError, DataError
 from bonforge.llm.base import Completion, Request
 from bonforge.llm.config import OpenAITeacher, TransformersTeacher
 from bonforge.schema import CANDIDATES, PROBLEMS
-from bonforge.tasks.sample import Sampler, key_config, model_identity, problem_seed, render
+from bonforge.storage.store import StageStore
+from bonforge.tasks.sample import Sampler, key_config, model_identity, problem_seed, render, sample_stage, stage_key_for
 
 
 def openai_teacher(**kw) -> OpenAITeacher:
@@ -106,3 +107,10 @@ def test_local_model_identity_follows_the_files(tmp_path):
     t = TransformersTeacher(engine="transformers", name="x", model=str(tmp_path))
     assert key_config(t)["model"] == model_identity(str(tmp_path), None)
     assert model_identity("Qwen/Qwen3-1.7B", "main") == {"name": "Qwen/Qwen3-1.7B", "revision": "main"}
+
+
+def test_stage_key_is_known_before_running(tmp_path):
+    t = openai_teacher()
+    man = sample_stage(StageStore(tmp_path), problems("a?", "b?"), "pk", t, engine=EchoEngine())
+    assert man["key"] == stage_key_for("pk", t) != stage_key_for("other", t)
+    assert man["tokens"] == {"prompt": 44, "completion": 20} and man["teacher"] == "t"
