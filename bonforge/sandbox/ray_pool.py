@@ -1,0 +1,59 @@
+"""One sandbox pool per Ray node, shared by every worker process on that node.
+
+``node_pool(cfg)`` returns a client for a named actor pinned to the caller's node (created on first
+use, found by name afterwards); the actor owns a ``SandboxPool`` and serves ``run`` calls from many
+workers concurrently (a threaded actor). Pass the client as ``verify_code(..., pool=...)``. The only
+module of the sandbox that imports Ray, and only when called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from bonforge.sandbox.config import CodeVerifyConfig
+
+
+class _PoolActor:
+    def __init__(self, cfg_json: str):
+        from bonforge.sandbox.pool import SandboxPool
+
+        self.pool = SandboxPool(CodeVerifyConfig.model_validate_json(cfg_json))
+        self.pool.start()
+
+    def run(self, requests: list[dict]) -> list[dict]:
+        return self.pool.run(requests)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class RayPoolClient:
+    """Speaks to the node's pool actor; picklable (holds only the actor handle)."""
+
+    def __init__(self, actor):
+        self.actor = actor
+
+    def run(self, requests: list[dict]) -> list[dict]:
+        import ray
+
+        return ray.get(self.actor.run.remote(requests))
+
+
+def node_pool(cfg: CodeVerifyConfig) -> RayPoolClient:
+    """The shared pool of this node for ``cfg`` (one actor per node and distinct sandbox settings)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node_id = ray.get_runtime_context().get_node_id()
+    cfg_json = cfg.model_dump_json()
+    name = f"bonforge-sandbox-{node_id[:16]}-{hashlib.sha256(cfg_json.encode()).hexdigest()[:8]}"
+    actor = (
+        ray.remote(_PoolActor)
+        .options(
+            name=name, namespace="bonforge", get_if_exists=True, num_cpus=0,
+            max_concurrency=max(4, 4 * cfg.pool_size),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+        )  # fmt: skip
+        .remote(cfg_json)
+    )
+    return RayPoolClient(actor)

@@ -1,0 +1,192 @@
+"""The sandbox with a real engine: every verdict class, hostile programs, pool health, no leftovers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pyarrow as pa
+import pytest
+
+from bonforge.sandbox import image as image_mod
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.pool import SandboxPool
+from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS
+from bonforge.tasks.verify_code import verify_code
+
+STDIO_ECHO = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]}
+ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def judge(pool, programs: list[str], spec: dict = STDIO_ECHO, **overrides) -> list[dict]:
+    cfg = pool.cfg.model_copy(update={"extraction": "raw", **overrides})
+    problems = pa.Table.from_pylist(
+        [{"problem_id": "p", "source": "t", "domain": "code", "question": "", "tests": json.dumps(spec)}],
+        schema=PROBLEMS,
+    )
+    cands = pa.Table.from_pylist(
+        [{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i, "text": p}
+         for i, p in enumerate(programs)],
+        schema=CANDIDATES,
+    )  # fmt: skip
+    out = verify_code(problems, cands, cfg, pool=pool)
+    assert out.schema == VERDICTS
+    return out.to_pylist()
+
+
+def pool_containers() -> list[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-q", "--filter", f"label={image_mod.OWNER_LABEL}={image_mod.owner()}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return out.stdout.split()
+
+
+def container_processes(cid: str) -> list[str]:
+    out = subprocess.run(["docker", "top", cid, "-o", "pid,args"], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[1:]
+
+
+def assert_pool_healthy(pool) -> None:
+    """Right verdicts again, and nothing but init + runner left in any container."""
+    assert [v["status"] for v in judge(pool, [ADD, ADD])] == ["passed", "passed"]
+    containers = pool_containers()
+    assert 1 <= len(containers) <= pool.cfg.pool_size
+    for cid in containers:
+        procs = container_processes(cid)
+        assert len(procs) == 2, f"leftover processes in {cid}: {procs}"
+
+
+VERDICT_CASES = {
+    "passed": ADD,
+    "wrong_answer": "print(5)\n",
+    "runtime_error": "raise ValueError('nope')\n",
+    "compile_error": "def f(:\n",
+    "timeout": "while True:\n    pass\n",
+    "memory_limit": "x = []\nwhile True:\n    x.append(bytearray(10**7))\n",
+    "output_limit": "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)\n",
+}
+
+
+@pytest.mark.docker
+def test_every_verdict_class(docker_pool):
+    verdicts = judge(docker_pool, list(VERDICT_CASES.values()))
+    assert [v["status"] for v in verdicts] == list(VERDICT_CASES)
+    first = verdicts[0]
+    assert (first["correct"], first["reward"], first["tests_passed"], first["tests_total"]) == (True, 1.0, 2, 2)
+    wrong = verdicts[1]
+    assert (wrong["correct"], wrong["reward"], wrong["tests_passed"]) == (False, 0.5, 1)
+    assert "expected" in wrong["detail"]
+    assert "ValueError: nope" in verdicts[2]["detail"]
+    assert_pool_healthy(docker_pool)
+
+
+@pytest.mark.docker
+def test_call_based_and_assert_kinds(docker_pool):
+    call = {"kind": "call", "fn_name": "kth", "tests": [{"args": [[2, 3, 4, 7, 11], 5], "output": 9},
+                                                        {"args": [[1, 2, 3, 4], 2], "output": [6]}]}  # fmt: skip
+    solution = "class Solution:\n    def kth(self, arr, k):\n        s = set(arr)\n        i = 0\n" \
+               "        while k:\n            i += 1\n            k -= i not in s\n        return i\n"  # fmt: skip
+    assert [v["status"] for v in judge(docker_pool, [solution, "def kth(a, k):\n    return 9\n"], call)] == [
+        "passed", "wrong_answer"]  # fmt: skip
+    check = {"kind": "assert", "entry_point": "inc", "check": "def check(c):\n    assert c(1) == 2\n\ncheck(inc)\n"}
+    got = judge(docker_pool, ["def inc(x):\n    return x + 1\n", "def inc(x):\n    return x\n",
+                              "import sys\nsys.exit(0)\n"], check)  # fmt: skip
+    assert [v["status"] for v in got] == ["passed", "runtime_error", "runtime_error"]
+
+
+HOSTILE = {
+    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", {"timeout"}),
+    "memory bomb": ("s = ' ' * (64 * 2**30)\n", {"memory_limit"}),
+    "infinite loop": ("while True:\n    pass\n", {"timeout"}),
+    "sleeper": ("import time\ntime.sleep(60)\n", {"timeout"}),
+    "network": ("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint(5)\n", {"runtime_error"}),
+    "write outside /tmp": ("open('/usr/x', 'w').write('x')\nprint(5)\n", {"runtime_error"}),
+    "read host files": ("import glob\nprint(open('/work/shared/data/README.md').read())\n", {"runtime_error"}),
+    "10 MB of output": ("import sys\nsys.stdout.write('z' * 10_000_000)\n", {"output_limit"}),
+    "kill the runner": ("import os\nos.kill(os.getppid(), 9)\n", {"runtime_error"}),
+    "kill everything": ("import os\nos.kill(-1, 9)\n", {"runtime_error"}),
+    "signal init": ("import os, signal, time\nos.kill(1, signal.SIGTERM)\ntime.sleep(0.2)\n"
+                    "a, b = map(int, input().split())\nprint(a + b)\n", {"passed"}),
+}  # fmt: skip
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_program_is_contained(docker_pool, name):
+    program, expected = HOSTILE[name]
+    (verdict,) = judge(docker_pool, [program])
+    assert verdict["status"] in expected, verdict
+    assert_pool_healthy(docker_pool)
+
+
+@pytest.mark.docker
+def test_detached_children_are_killed_and_tmp_wiped(docker_pool):
+    daemon = (
+        "import os, time\nopen('/tmp/left', 'w').write('x')\n"
+        "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n    os._exit(0)\n"
+        "a, b = map(int, input().split())\nprint(a + b)\n"
+    )
+    assert judge(docker_pool, [daemon])[0]["status"] == "passed"
+    assert_pool_healthy(docker_pool)
+    probe = "import os\nprint(5 if os.path.exists('/tmp/left') else 'clean')\n"
+    assert judge(docker_pool, [probe], {"kind": "stdio", "tests": [{"input": "", "output": "clean"}]})[0][
+        "status"] == "passed"  # fmt: skip
+
+
+@pytest.mark.docker
+def test_sandbox_failure_is_retried_then_sandbox_error(sandbox_image, monkeypatch):
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=1, time_limit_s=1.0, retries=1)
+    with SandboxPool(cfg) as pool:
+        slow = "import time\ntime.sleep(0.8)\na, b = map(int, input().split())\nprint(a + b)\n"
+        [name] = [w.name for w in pool._workers]
+        killer = subprocess.Popen(["sh", "-c", f"sleep 0.4; docker kill {name}"], stdout=subprocess.DEVNULL)
+        assert judge(pool, [slow])[0]["status"] == "passed"  # the killed container was replaced, and retried
+        killer.wait()
+
+        def broken_engine():
+            from bonforge.errors import SandboxError
+
+            raise SandboxError("engine gone")
+
+        for worker_name in [w.name for w in pool._workers]:
+            subprocess.run(["docker", "kill", worker_name], capture_output=True)
+        monkeypatch.setattr(pool, "_spawn", broken_engine)
+        (verdict,) = judge(pool, [ADD])
+        assert verdict["status"] == "sandbox_error" and "engine gone" in verdict["detail"]
+        assert not verdict["correct"]
+
+
+@pytest.mark.docker
+def test_containers_are_isolated(docker_pool):
+    probe = (
+        "import os, json\nst = open('/proc/self/status').read()\n"
+        "cap = [l for l in st.splitlines() if l.startswith(('CapEff', 'NoNewPrivs'))]\n"
+        "print(json.dumps([os.getuid(), cap, os.access('/', os.W_OK), sorted(os.listdir('/sys/class/net'))]))\n"
+    )
+    spec = {"kind": "stdio", "tests": [{"input": "", "output": "x"}]}
+    cfg = docker_pool.cfg.model_copy(update={"extraction": "raw"})
+    from bonforge.sandbox.spec import parse_spec
+    from bonforge.tasks.verify_code import build_request
+
+    [outcome] = docker_pool.run([build_request(parse_spec(json.dumps(spec), "p"), probe, cfg, "probe")])
+    uid, caps, root_writable, nets = json.loads(outcome["results"][0]["stdout"])
+    assert uid == 65534 and not root_writable and nets == ["lo"]
+    assert "CapEff:\t0000000000000000" in caps and "NoNewPrivs:\t1" in caps
+
+
+@pytest.mark.docker
+def test_close_leaves_no_container(sandbox_image):
+    before = set(pool_containers())
+    with SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=2)) as pool:
+        assert len(set(pool_containers()) - before) == 2
+        assert pool.run([]) == []
+    time.sleep(0.2)
+    assert set(pool_containers()) == before
+
+
+def test_process_backend_gives_the_same_verdicts():
+    with SandboxPool(CodeVerifyConfig(backend="process", pool_size=2, time_limit_s=1.0, memory_mb=256)) as pool:
+        verdicts = judge(pool, list(VERDICT_CASES.values()))
+    assert [v["status"] for v in verdicts] == list(VERDICT_CASES)
