@@ -100,12 +100,9 @@ def test_malformed_response_names_request_and_field(payload, field):
 
 def test_concurrency_is_bounded_and_used():
     with ScriptedServer(delay_s=0.05) as server:
-        t0 = time.perf_counter()
         out = OpenAIEngine(teacher(server.url, max_concurrency=4)).generate([chat(i, n=4) for i in range(10)])
-        elapsed = time.perf_counter() - t0
     assert sum(len(cs) for cs in out) == 40 == server.count
-    assert server.max_in_flight == 4
-    assert elapsed < 40 * 0.05 / 2  # actually concurrent
+    assert server.max_in_flight == 4  # the bound is reached, never passed
 
 
 def test_requests_per_minute_spaces_starts():
