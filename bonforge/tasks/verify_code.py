@@ -72,7 +72,7 @@ def judge_outcome(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple
             else:
                 ok = True
             status = "passed" if ok else "wrong_answer"
-        if status == "passed" and first is None:
+        if status == "passed":
             passed += 1
         elif first is None:
             first = (i, status, note, res.get("stderr", ""))

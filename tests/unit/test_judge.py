@@ -1,0 +1,130 @@
+"""The output judge, the test spec and the verdict aggregation (no sandbox needed)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bonforge.errors import DataError
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.judge import tokens_match, value_matches
+from bonforge.sandbox.spec import parse_spec
+from bonforge.tasks.verify_code import judge_outcome
+
+
+@pytest.mark.parametrize(
+    ("got", "expected", "ok"),
+    [
+        ("1 2\n3\n", "1 2\n3\n", True),
+        ("1   2\r\n3", "1 2\n3\n\n", True),  # spacing and line breaks do not matter
+        ("1 2\n", "1 2\n3\n", False),  # a missing line fails
+        ("1 2\n3\n4\n", "1 2\n3\n", False),  # an extra line fails
+        ("", "0\n", False),
+        ("", "", True),
+        ("10", "010", True),  # integers compare by value
+        ("10", "11", False),
+        ("123456789012345678901234567890", "123456789012345678901234567891", False),  # exact, no float rounding
+        ("0.3333333", "0.33333333", True),
+        ("0.3334", "0.3333", False),
+        ("1000000.5", "1000000.9", True),  # relative tolerance
+        ("3.0", "3", True),
+        ("1e-7", "0", True),
+        ("YES", "yes", False),
+        ("nan", "nan", True),
+        ("inf", "1e400", False),
+    ],
+)
+def test_tokens_match(got, expected, ok):
+    assert tokens_match(got, expected) is ok
+
+
+def test_tokens_match_options():
+    assert tokens_match("YES", "yes", case_insensitive=True)
+    assert not tokens_match("0.31", "0.3")
+    assert tokens_match("0.31", "0.3", tol=0.05)
+
+
+@given(st.lists(st.integers(), min_size=1), st.integers(min_value=0))
+def test_dropping_any_line_never_passes(values, drop):
+    expected = "".join(f"{v}\n" for v in values)
+    lines = expected.splitlines(True)
+    del lines[drop % len(lines)]
+    assert not tokens_match("".join(lines), expected)
+
+
+@pytest.mark.parametrize(
+    ("got", "expected", "ok"),
+    [
+        (9, 9, True),
+        (9, [9], True),  # APPS wraps return values in a one-element list in some files
+        (False, [False], True),
+        ([1, 2], [1, 2], True),
+        ([1, 2], [[1, 2]], True),
+        (1, [1, 2], False),
+        (True, 1, False),  # bools only equal bools
+        (1, 1.0000000001, True),
+        ({"a": [1.0]}, {"a": [1]}, True),
+        ("a", "A", False),
+        (None, None, True),
+    ],
+)
+def test_value_matches(got, expected, ok):
+    assert value_matches(got, expected) is ok
+
+
+def test_spec_round_trip_and_errors():
+    spec = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "1", "output": "2"}]}), "p1")
+    assert parse_spec(spec.to_json(), "p1") == spec
+    with pytest.raises(DataError, match=r"problems, record p9, field 'tests': 'kind' must be one of"):
+        parse_spec('{"kind": "exotic"}', "p9")
+    with pytest.raises(DataError, match="record p9.*call spec needs 'fn_name'"):
+        parse_spec(json.dumps({"kind": "call", "tests": [{"args": [], "output": 1}]}), "p9")
+    with pytest.raises(DataError, match="test 0 needs an 'output'"):
+        parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": ""}]}), "p9")
+    with pytest.raises(DataError, match="not JSON"):
+        parse_spec("{", "p9")
+    err = DataError("x", "problems", "p9", "tests")
+    assert str(pickle.loads(pickle.dumps(err))) == str(err)
+
+
+STDIO = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "", "output": str(i)} for i in range(3)]}), "p")
+
+
+def res(status="ok", stdout=""):
+    return {"status": status, "stdout": stdout, "stderr": ""}
+
+
+def test_judge_outcome_reward_and_first_failure():
+    cfg = CodeVerifyConfig(backend="process")
+    outcome = {"results": [res(stdout="0"), res(stdout="7"), res("timeout")]}
+    status, passed, total, detail = judge_outcome(STDIO, outcome, cfg)
+    assert (status, passed, total) == ("wrong_answer", 1, 3)
+    assert detail.startswith("test 1: wrong_answer: expected '1', got '7'")
+    assert judge_outcome(STDIO, {"results": [res(stdout=str(i)) for i in range(3)]}, cfg)[:3] == ("passed", 3, 3)
+    # with stop_on_first_failure later passes do not count
+    stop = cfg.model_copy(update={"stop_on_first_failure": True})
+    assert judge_outcome(STDIO, {"results": [res(stdout="9"), res(stdout="1"), res(stdout="2")]}, stop)[:2] == (
+        "wrong_answer", 0)  # fmt: skip
+    # without it, every passing test counts toward the reward
+    assert judge_outcome(STDIO, {"results": [res(stdout="9"), res(stdout="1"), res(stdout="2")]}, cfg)[:2] == (
+        "wrong_answer", 2)  # fmt: skip
+
+
+def test_sandbox_failure_is_not_a_candidate_failure():
+    cfg = CodeVerifyConfig(backend="process")
+    assert judge_outcome(STDIO, {"sandbox_error": "engine gone"}, cfg)[:3] == ("sandbox_error", 0, 3)
+    assert judge_outcome(STDIO, {"runner_killed": "died 3 times"}, cfg)[0] == "runtime_error"
+
+
+def test_config_fails_at_load():
+    with pytest.raises(ValueError, match="time_limit_s"):
+        CodeVerifyConfig(time_limit_s=-1)
+    with pytest.raises(ValueError, match="extra_forbidden"):
+        CodeVerifyConfig(tiem_limit_s=1)
+    with pytest.raises(ValueError, match="image applies only to backend 'docker'"):
+        CodeVerifyConfig(backend="process", image="x")
+    assert CodeVerifyConfig(time_limit_s=2, wall_factor=3).wall_limit_s == 7
