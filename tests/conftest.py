@@ -1,0 +1,46 @@
+"""Fixtures for every test: a temporary store, quiet offline Prefect, the real data mirror."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Offline, quiet Prefect with its state in a per-session temp dir (set before any test imports prefect).
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+os.environ.setdefault("BONFORGE_QUIET", "1")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+def pytest_sessionstart(session) -> None:
+    import tempfile
+
+    if "PREFECT_HOME" not in os.environ:
+        os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bonforge-prefect-")
+
+
+@pytest.fixture
+def store(tmp_path):
+    from bonforge.storage.store import StageStore
+
+    return StageStore(tmp_path / "store")
+
+
+@pytest.fixture(scope="session")
+def gsm8k_pool(request) -> Path:
+    path = Path(os.environ.get("BONFORGE_DATA", REPO.parent / "shared" / "data")) / "gsm8k" / "example_model_solutions.jsonl"
+    if not path.is_file():
+        pytest.skip(f"no data mirror with {path.name} (set BONFORGE_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _data_env():
+    """Point BONFORGE_DATA at the mirror beside the repository when the caller did not."""
+    os.environ.setdefault("BONFORGE_DATA", str(REPO.parent / "shared" / "data"))
+    yield
