@@ -124,15 +124,13 @@ async def retry_async(
 ) -> T:
     """Await ``call()``; on ``TransientError`` wait (exponential backoff with jitter, or the error's
     ``retry_after``) and try again, up to ``attempts`` tries in all. Other errors pass through at once."""
-    for attempt in range(attempts):
+    for attempt in range(1, attempts):
         try:
             return await call()
         except TransientError as e:
-            if attempt == attempts - 1:
-                raise
             hint = getattr(e, "retry_after", None)
-            delay = hint if hint is not None else base_delay * 2**attempt * (0.5 + random.random())
+            delay = hint if hint is not None else base_delay * 2 ** (attempt - 1) * (0.5 + random.random())
             delay = min(max(delay, 0.0), max_delay)
-            log.info("%s: %s; retry %d/%d in %.2fs", what, e, attempt + 1, attempts - 1, delay)
+            log.info("%s: %s; retry %d/%d in %.2fs", what, e, attempt, attempts - 1, delay)
             await asyncio.sleep(delay)
-    raise AssertionError("unreachable")
+    return await call()

@@ -80,7 +80,9 @@ class TransformersEngine:
     def generate(self, requests: list[Request]) -> list[list[Completion]]:
         self.start()
         jobs = [(r, i, self.prompt_text(r)) for r in requests for i in range(r.n)]
-        params = lambda job: (job[0].temperature, job[0].top_p, job[0].max_tokens)  # noqa: E731
+        def params(job: tuple) -> tuple:
+            return job[0].temperature, job[0].top_p, job[0].max_tokens
+
         done: dict[tuple[str, int], Completion] = {}
         for key, group in groupby(sorted(jobs, key=params), key=params):
             group = list(group)
