@@ -73,7 +73,7 @@ class Worker:
         else:
             text, special = item["prompt"], True
         if (text, special) not in cache:
-            cache[(text, special)] = self.tokenizer(text, add_special_tokens=special)["input_ids"]
+            cache[(text, special)] = list(self.tokenizer.encode(text, add_special_tokens=special))
         return cache[(text, special)]
 
     def generate(self, items: list[dict]) -> list[dict]:

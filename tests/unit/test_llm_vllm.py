@@ -67,8 +67,9 @@ class FakeTokenizer:
         assert tokenize is False and add_generation_prompt
         return "<user>" + messages[0]["content"] + "<assistant>"
 
-    def __call__(self, text, add_special_tokens):
-        return {"input_ids": list(range(len(text)))}
+    def encode(self, text, add_special_tokens):
+        assert add_special_tokens is False  # the chat template holds them
+        return list(range(len(text)))
 
 
 class FakeLLM:
