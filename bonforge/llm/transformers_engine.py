@@ -48,6 +48,7 @@ class TransformersEngine:
     def __init__(self, teacher: TransformersTeacher):
         self.teacher = teacher
         self.model = self.tokenizer = None
+        self.eos_ids: list[int] = []
 
     def start(self) -> None:
         """Load the tokenizer and the model onto the device; idempotent."""
@@ -67,6 +68,9 @@ class TransformersEngine:
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         self.model, self.tokenizer = model.to(t.device).eval(), tok
+        model_eos = model.generation_config.eos_token_id
+        model_eos = model_eos if isinstance(model_eos, list) else [model_eos]
+        self.eos_ids = sorted({i for i in [tok.eos_token_id, *model_eos] if i is not None})
 
     def prompt_text(self, request: Request) -> str:
         if request.messages is None:
@@ -100,7 +104,7 @@ class TransformersEngine:
         enc = tok([p for _, _, p in jobs], return_tensors="pt", padding=True, add_special_tokens=False)
         enc = {k: v.to(model.device) for k, v in enc.items()}
         config = GenerationConfig(max_new_tokens=max_tokens, do_sample=False, pad_token_id=tok.pad_token_id,
-                                  eos_token_id=tok.eos_token_id)
+                                  eos_token_id=self.eos_ids)
         processors = LogitsProcessorList()
         if temperature > 0:
             processors.append(_row_sampler([r.sample_seed(i) for r, i, _ in jobs], temperature, top_p))
@@ -114,8 +118,9 @@ class TransformersEngine:
         for row, (req, index, _) in enumerate(jobs):
             ids = out[row, width:].tolist()
             finish = "length"
-            if tok.eos_token_id in ids:
-                ids, finish = ids[: ids.index(tok.eos_token_id) + 1], "stop"
+            end = next((k for k, token in enumerate(ids) if token in self.eos_ids), None)
+            if end is not None:
+                ids, finish = ids[: end + 1], "stop"
             text, stopped = truncate_at_stop(tok.decode(ids, skip_special_tokens=True), req.stop)
             reasoning, final = split_reasoning(text)
             completions.append(Completion(
