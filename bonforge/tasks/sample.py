@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bonforge.errors import ConfigError, DataError
-from bonforge.llm.base import Engine, Request
+from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import SampledTeacher
 from bonforge.runner import run_stage
 from bonforge.schema import CANDIDATES, conform
@@ -36,8 +36,6 @@ _SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content
 def template_path(teacher: SampledTeacher, domain: str) -> Path:
     if teacher.prompt_template:
         return Path(teacher.prompt_template)
-    if domain not in ("math", "code"):
-        raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", field="domain")
     return _TEMPLATES / f"sample_{domain}.txt"
 
 
@@ -111,6 +109,8 @@ class Sampler:
             if not isinstance(question, str) or not question.strip():
                 raise DataError("empty question", "problems", pid, "question")
             domain = row["domain"] or "math"
+            if domain not in ("math", "code"):
+                raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems", pid, "domain")
             if domain not in self.templates:
                 self.templates[domain] = read_template(template_path(t, domain), t.name)
             out.append(Request(
@@ -131,8 +131,8 @@ class Sampler:
         results = self.engine.generate(requests)
         secs = time.perf_counter() - t0
         if len(results) != len(requests):
-            raise DataError(f"engine returned {len(results)} results for {len(requests)} requests",
-                            f"teacher {self.teacher.name}")
+            raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
+                              f"{len(requests)} requests")
         name = self.teacher.name
         rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES}
         for req, comps in zip(requests, results):

@@ -76,6 +76,11 @@ def test_empty_question_names_the_problem():
         Sampler(openai_teacher(), EchoEngine())(problems("ok", " "))
 
 
+def test_unknown_domain_names_the_problem():
+    with pytest.raises(DataError, match=r"problems, record p0, field 'domain': unknown domain 'bio'"):
+        Sampler(openai_teacher(), EchoEngine())(problems("x?", domain="bio"))
+
+
 def test_key_changes_with_template_params_and_model_but_not_exec_settings(tmp_path):
     tpl = tmp_path / "t.txt"
     tpl.write_text("Q: {question}")
