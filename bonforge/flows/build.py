@@ -5,6 +5,9 @@
 Each stage is one Prefect task whose cache key is the stage key; the store's manifests are the source of
 truth, so a task is only served from Prefect's cache while its stage is committed in the store.
 Parallel work inside a stage runs on Ray (see ``bonforge.runner``).
+
+A build whose every stage is already committed has nothing to orchestrate: ``build`` then walks the same
+DAG against the store alone, without starting Prefect or Ray, records the run and returns in seconds.
 """
 
 from __future__ import annotations
@@ -17,10 +20,21 @@ from pathlib import Path
 from prefect import flow, task
 
 from bonforge.config import Recipe
+from bonforge.errors import BonforgeError
 from bonforge.flows.stages import Build, Ref, Step
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
+
+
+def dag(b: Build, run) -> dict:
+    """The DAG itself; ``run`` turns a Step into a committed Ref."""
+    problems = run(b.problems())
+    candidates = [run(b.candidates(problems, t)) for t in b.recipe.teachers]
+    verdicts = [run(b.verdicts(problems, c)) for c in candidates]
+    stats = run(b.problem_stats(verdicts))
+    genselect = run(b.genselect(problems, candidates, verdicts, stats))
+    return b.export(genselect, lineage={"recipe": b.recipe.name, "stages": run.record})
 
 
 @task(name="stage", retries=2, retry_delay_seconds=2, persist_result=True, result_serializer="json",
@@ -29,60 +43,118 @@ def stage_task(step: Step) -> dict:
     return step.run()
 
 
-class Runner:
-    """Runs steps as Prefect tasks and remembers what each did (for the run record)."""
+class _Runner:
+    """Remembers what each step did, for the run record."""
 
     def __init__(self, store: StageStore):
         self.store = store
         self.record: dict[str, list[str]] = {}
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
-        self._storage = store.root / "prefect-results"
+
+    quiet = False
+
+    def _note(self, step: Step, manifest: dict, cached: bool, secs: float) -> Ref:
+        self.record.setdefault(step.stage, []).append(step.key)
+        if cached:
+            self.cached.setdefault(step.stage, []).append(step.key)
+        self.timings[step.label] = round(secs, 3)
+        if not self.quiet:
+            log.info("%-36s %8s rows  %s  (key %s)", step.label, manifest.get("rows"),
+                 "cached" if cached else f"computed in {secs:.1f}s", step.key)
+        return Ref(step.stage, step.key, manifest)
+
+
+class PrefectRunner(_Runner):
+    """Runs each step as a Prefect task (inside the build flow)."""
 
     def __call__(self, step: Step) -> Ref:
         t0 = time.perf_counter()
         committed = self.store.exists(step.stage, step.key)
         state = stage_task.with_options(
-            task_run_name=step.label, result_storage=self._storage, refresh_cache=not committed,
+            task_run_name=step.label, result_storage=self.store.root / "prefect-results",
+            refresh_cache=not committed,
         )(step, return_state=True)
         manifest = state.result()
-        cached = committed or state.is_completed() and state.name == "Cached"
-        self.record.setdefault(step.stage, []).append(step.key)
-        if cached:
-            self.cached.setdefault(step.stage, []).append(step.key)
-        secs = time.perf_counter() - t0
-        self.timings[step.label] = round(secs, 3)
-        log.info("%-28s %8s rows  %s  (key %s)", step.label, manifest.get("rows"),
-                 "cached" if cached else f"computed in {secs:.1f}s", step.key)
-        return Ref(step.stage, step.key, manifest)
+        cached = committed or state.name == "Cached"
+        return self._note(step, manifest, cached, time.perf_counter() - t0)
 
 
-@flow(name="bonforge-build", log_prints=False, validate_parameters=False)
-def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
-    store = StageStore(store_root)
-    b = Build(store, recipe, Path(recipe_dir))
-    run = Runner(store)
+class NotCommitted(BonforgeError):
+    """A stage of the build must be computed."""
+
+
+class CommittedRunner(_Runner):
+    """Reads each step from the store; raises NotCommitted at the first stage that needs work."""
+
+    quiet = True
+
+    def __call__(self, step: Step) -> Ref:
+        if not self.store.exists(step.stage, step.key):
+            raise NotCommitted(step.label)
+        return self._note(step, self.store.manifest(step.stage, step.key), True, 0.0)
+
+
+def _execute(recipe: Recipe, store: StageStore, recipe_dir: str, run_id: str | None, run: _Runner,
+             record_start: bool) -> dict:
     record = {
         "run_id": run_id or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6],
         "recipe_name": recipe.name, "recipe": recipe.model_dump(mode="json"), "status": "running",
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "stages": run.record, "cached": run.cached,
     }
-    store.record_run(record)
+    if record_start:
+        store.record_run(record)
     t0 = time.perf_counter()
     try:
-        problems = run(b.problems())
-        candidates = [run(b.candidates(problems, t)) for t in recipe.teachers]
-        verdicts = [run(b.verdicts(problems, c)) for c in candidates]
-        stats = run(b.problem_stats(verdicts))
-        genselect = run(b.genselect(problems, candidates, verdicts, stats))
-        dataset = b.export(genselect, lineage={"recipe": recipe.name, "run_id": record["run_id"],
-                                               "stages": run.record})
+        dataset = dag(Build(store, recipe, Path(recipe_dir)), run)
         record.update(status="succeeded", dataset=dataset["path"], dataset_version=dataset["version"])
+    except NotCommitted:
+        raise
     except BaseException as e:
         record.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
         raise
     finally:
         record.update(finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                       wall_s=round(time.perf_counter() - t0, 3), timings=run.timings)
-        store.record_run(record)
+        if record["status"] != "running":
+            store.record_run(record)
     return record
+
+
+@flow(name="bonforge-build", log_prints=False, validate_parameters=False)
+def build_flow(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+    store = StageStore(store_root)
+    return _execute(recipe, store, recipe_dir, run_id, PrefectRunner(store), record_start=True)
+
+
+def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+    """Build the recipe's dataset and return the run record."""
+    store = StageStore(store_root)
+    try:
+        record = _execute(recipe, store, recipe_dir, run_id, CommittedRunner(store), record_start=False)
+        log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record["stages"].values())))
+        return record
+    except NotCommitted as e:
+        log.info("stage %s must be computed: starting the Prefect flow", e)
+    _start_services(recipe)
+    return build_flow(recipe, store_root, recipe_dir, run_id)
+
+
+def _start_services(recipe: Recipe) -> None:
+    """Start Prefect's temporary server (when no PREFECT_API_URL is set) and Ray side by side: each takes
+    seconds, and the build needs both."""
+    import os
+    import threading
+
+    from bonforge.runner import ensure_ray
+
+    server = None
+    if not os.environ.get("PREFECT_API_URL"):
+        from prefect.server.api.server import SubprocessASGIServer
+
+        server = threading.Thread(target=SubprocessASGIServer().start, daemon=True)
+        server.start()
+    if recipe.problems.domain == "math":  # math verification runs on Ray
+        ensure_ray(recipe.ray.address, recipe.ray.num_cpus)
+    if server is not None:
+        server.join()

@@ -23,7 +23,7 @@ log = logging.getLogger("bonforge")
 
 # Rows per shard of the sharded stages (part of the code, not of the config: the shard plan of a key must
 # never change between a crash and its rerun).
-VERIFY_SHARD_ROWS = 1024
+VERIFY_SHARD_ROWS = 256
 SCORE_SHARD_ROWS = 200_000
 ASSEMBLE_SHARD_ROWS = 50_000
 

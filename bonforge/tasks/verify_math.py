@@ -92,12 +92,19 @@ def gold_answer(answer: str | None, cfg: MathVerifyConfig) -> str | None:
 
 
 # -- checking in a killable child ---------------------------------------------------------------------------
+@lru_cache(maxsize=4096)
+def _parse(ans: str):
+    """Parsed once per distinct string: a problem's gold answer is shared by all its candidates."""
+    from math_verify import parse
+
+    return parse(_as_latex(ans), parsing_timeout=None)
+
+
 def check_pair(gold: str, pred: str) -> bool:
     """math-verify's equivalence check, gold first, with its own (SIGALRM) timeouts disabled."""
-    from math_verify import parse, verify
+    from math_verify import verify
 
-    g = parse(_as_latex(gold), parsing_timeout=None)
-    p = parse(_as_latex(pred), parsing_timeout=None)
+    g, p = _parse(gold), _parse(pred)
     return bool(g) and bool(p) and verify(g, p, timeout_seconds=None)
 
 
