@@ -90,12 +90,48 @@ GENSELECT = pa.schema(
     ]
 )
 
+MAXK_WEIGHTS = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("group", pa.string(), nullable=False),  # the teacher the weights are on-policy for, or "*"
+        pa.field("candidate_id", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),
+        pa.field("k", pa.int32(), nullable=False),
+        pa.field("reward", pa.float64(), nullable=False),
+        pa.field("weight", pa.float64(), nullable=False),  # share of k-subsets where it is the max; sums to 1
+    ]
+)
+
+SELECTOR_EVAL = pa.schema(
+    [
+        pa.field("prompt_id", pa.string(), nullable=False),
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("run", pa.int32(), nullable=False),  # 0..runs-1; run r samples with seed + r
+        pa.field("seed", pa.int64()),  # null when skipped
+        pa.field("n_candidates", pa.int32(), nullable=False),
+        pa.field("correct_indices", pa.list_(pa.int32()), nullable=False),
+        pa.field("answer_groups", pa.list_(pa.int32()), nullable=False),  # per candidate; -1 = no answer
+        pa.field("skipped", pa.bool_(), nullable=False),  # unanimous prompt, selector not called
+        pa.field("judgment", pa.int32()),  # the parsed index, null when unparsed or skipped
+        pa.field("parsed", pa.bool_(), nullable=False),
+        pa.field("correct", pa.bool_(), nullable=False),  # unparsed counts as wrong
+        pa.field("fallback_index", pa.int32(), nullable=False),  # judgment, else a seeded random pick
+        pa.field("fallback_correct", pa.bool_(), nullable=False),
+        pa.field("prompt_tokens", pa.int32()),
+        pa.field("completion_tokens", pa.int32()),
+        pa.field("finish_reason", pa.string()),
+        pa.field("response", pa.string()),  # the selector's final text (truncated)
+    ]
+)
+
 STAGE_SCHEMAS: dict[str, pa.Schema] = {
     "problems": PROBLEMS,
     "candidates": CANDIDATES,
     "verdicts": VERDICTS,
     "problem_stats": PROBLEM_STATS,
     "genselect": GENSELECT,
+    "maxk_weights": MAXK_WEIGHTS,
+    "selector_eval": SELECTOR_EVAL,
 }
 
 KEY_COLUMNS: dict[str, str] = {
@@ -104,6 +140,8 @@ KEY_COLUMNS: dict[str, str] = {
     "verdicts": "candidate_id",
     "problem_stats": "problem_id",
     "genselect": "prompt_id",
+    "maxk_weights": "candidate_id",
+    "selector_eval": "prompt_id",
 }
 
 

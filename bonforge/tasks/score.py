@@ -44,11 +44,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def rank_weights(n: int, k: int) -> np.ndarray:
+    """The chance that the i-th smallest of n (0-based i) is the largest of a random k-subset:
+    C(i, k−1) / C(n, k)."""
+    return np.array([comb(i, k - 1) for i in range(n)], dtype=float) / comb(n, k)
+
+
 def max_at_k(rewards: np.ndarray, k: int) -> float:
     r = np.sort(np.asarray(rewards, dtype=float))
-    n = len(r)
-    weights = np.array([comb(i, k - 1) for i in range(n)], dtype=float) / comb(n, k)
-    return float(np.dot(r, weights))
+    return float(np.dot(r, rank_weights(len(r), k)))
 
 
 def _vote(groups: np.ndarray, group_correct: np.ndarray) -> float:

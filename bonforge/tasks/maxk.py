@@ -1,0 +1,59 @@
+"""Stage `maxk_weights`: per group of candidates (a problem's samples of one teacher, or of all teachers
+together), the on-policy best-of-k weight of every candidate for each k.
+
+A candidate's weight is the share of the C(n, k) size-k subsets of its group in which it is the maximum
+reward: sorted ascending, the i-th smallest (0-based) is the maximum of C(i, k−1) subsets
+(``score.rank_weights``). Weights sum to 1 per group and k, and Σ weight · reward = max@k, so a trainer
+that scales each sample's policy-gradient term by its weight optimises the expected best-of-k reward.
+
+Ties: a subset whose maximum is shared by t tied candidates credits each of them 1/t. Every candidate of
+a tie block then gets the block's mean rank weight — deterministic, independent of row order and of
+candidate ids, and Σ weight · reward still equals max@k.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from bonforge.schema import MAXK_WEIGHTS
+from bonforge.tasks.score import ALL, default_ks, rank_weights
+
+VERSION = "1"
+
+
+def maxk_weights(rewards, k: int) -> np.ndarray:
+    """Weights in the order of ``rewards``; ``1 <= k <= len(rewards)``."""
+    r = np.asarray(rewards, dtype=float)
+    if not 1 <= k <= len(r):
+        raise ValueError(f"k={k} must be between 1 and the number of candidates ({len(r)})")
+    order = np.argsort(r, kind="stable")
+    ranked = rank_weights(len(r), k)
+    _, starts, counts = np.unique(r[order], return_index=True, return_counts=True)
+    for s, c in zip(starts, counts):
+        ranked[s:s + c] = ranked[s:s + c].mean()
+    out = np.empty_like(ranked)
+    out[order] = ranked
+    return out
+
+
+def maxk_table(verdicts: pa.Table, ks: list[int] | None, pool: bool) -> pa.Table:
+    """MAXK_WEIGHTS rows for ``verdicts`` (columns problem_id, teacher, candidate_id, reward). Groups are
+    (problem, teacher), or whole problems with ``pool`` (group ``*``); k in ``ks`` (default 1, 2, 4, ...)
+    up to the group's size."""
+    t = verdicts.select(["problem_id", "teacher", "candidate_id", "reward"]).sort_by(
+        [("problem_id", "ascending"), ("teacher", "ascending"), ("candidate_id", "ascending")])
+    cols = {c: t.column(c).to_pylist() for c in t.column_names}
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (pid, teacher) in enumerate(zip(cols["problem_id"], cols["teacher"])):
+        groups.setdefault((pid, ALL if pool else teacher), []).append(i)
+    rows: dict[str, list] = {f.name: [] for f in MAXK_WEIGHTS}
+    for (pid, group), idx in groups.items():
+        rewards = [cols["reward"][i] for i in idx]
+        for k in [k for k in (ks or default_ks(len(idx))) if k <= len(idx)]:
+            for i, w in zip(idx, maxk_weights(rewards, k)):
+                for name, value in (("problem_id", pid), ("group", group), ("candidate_id", cols["candidate_id"][i]),
+                                    ("teacher", cols["teacher"][i]), ("k", k), ("reward", cols["reward"][i]),
+                                    ("weight", float(w))):
+                    rows[name].append(value)
+    return pa.table(rows, schema=MAXK_WEIGHTS)
