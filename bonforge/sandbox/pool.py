@@ -17,6 +17,7 @@ start and every container of the pool at close (also at interpreter exit).
 from __future__ import annotations
 
 import atexit
+import collections
 import itertools
 import json
 import logging
@@ -38,6 +39,7 @@ from bonforge.sandbox.config import CodeVerifyConfig
 
 log = logging.getLogger("bonforge.sandbox")
 
+PIPELINE_DEPTH = 2  # requests queued per worker: the next is already there when one finishes
 _RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
 _names = itertools.count()
 
@@ -46,10 +48,21 @@ class WorkerDied(SandboxError):
     """The runner stopped answering in the middle of a request."""
 
 
+class _Job:
+    __slots__ = ("request", "attempts", "deaths", "errors", "start", "outcome")
+
+    def __init__(self, request: dict):
+        self.request = request
+        self.attempts = self.deaths = 0
+        self.errors: list[str] = []
+        self.start: float | None = None
+        self.outcome: dict | None = None
+
+
 class _Worker:
     def __init__(self, argv: list[str], name: str, startup_timeout: float):
         self.name = name
-        self.uses = 0
+        self.sent = 0
         self._buf = b""
         self._err = tempfile.TemporaryFile()
         try:
@@ -91,13 +104,15 @@ class _Worker:
         except ValueError:
             raise WorkerDied(f"garbled answer {line[:200]!r}") from None
 
-    def run(self, request: dict, timeout: float) -> dict:
-        self.uses += 1
+    def send(self, request: dict) -> None:
+        self.sent += 1
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError as e:
             raise WorkerDied(f"cannot write to runner: {e}") from None
+
+    def read(self, timeout: float) -> dict:
         return self._read(timeout)
 
     def kill(self) -> None:
@@ -229,62 +244,94 @@ class SandboxPool:
     def request_timeout(self, request: dict) -> float:
         return len(request["tests"]) * (float(request["wall_limit"]) + 1.0) + 30.0
 
-    def _attempt(self, slot: list, request: dict, errors: list[str]) -> dict | None:
-        self._ensure(slot)
-        response = slot[0].run(request, self.request_timeout(request))
-        if "error" in response:
-            errors.append(f"runner fault: {response['error']}")
-            self._discard(slot)
-            return None
-        if not response.get("clean"):
-            log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
-            self._discard(slot)
-        elif slot[0].uses >= self.cfg.recycle_after:
-            self._discard(slot)
-        return response
+    def run(self, requests: list[dict]) -> list[dict]:
+        """Run every request; outcomes in the same order, each with ``latency_s`` added."""
+        if not self._started:
+            self.start()
+        jobs = [_Job(r) for r in requests]
+        todo: queue.Queue[_Job] = queue.Queue()
+        for job in jobs:
+            todo.put(job)
+        if jobs:
+            with ThreadPoolExecutor(min(self.cfg.pool_size, len(jobs))) as ex:
+                for f in [ex.submit(self._drive, todo) for _ in range(min(self.cfg.pool_size, len(jobs)))]:
+                    f.result()
+        return [job.outcome for job in jobs]
 
     def run_one(self, request: dict) -> dict:
-        """One request's outcome (see the module docstring), with ``latency_s`` added."""
-        if not self._started:
-            self.start()
-        start = time.monotonic()
-        outcome = self._run_one(request)
-        outcome["latency_s"] = time.monotonic() - start
-        return outcome
+        return self.run([request])[0]
 
-    def _run_one(self, request: dict) -> dict:
-        attempts = self.cfg.retries + 1
-        deaths, errors = 0, []
-        for _ in range(attempts):
-            slot = self._slots.get()
-            try:
-                response = self._attempt(slot, request, errors)
-            except WorkerDied as e:
-                deaths += 1
-                errors.append(f"{slot[0].name}: {e}")
+    def _drive(self, todo: queue.Queue[_Job]) -> None:
+        """Feed one worker from ``todo`` with up to ``PIPELINE_DEPTH`` requests in flight (the runner reads
+        the next while it runs the current: no idle round trip) until nothing is left."""
+        slot = self._slots.get()
+        inflight: collections.deque[_Job] = collections.deque()
+        try:
+            while True:
+                while len(inflight) < PIPELINE_DEPTH and (slot[0] is None or slot[0].sent < self.cfg.recycle_after):
+                    try:
+                        job = todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    try:
+                        self._ensure(slot)
+                        job.start = job.start or time.monotonic()
+                        slot[0].send(job.request)
+                    except SandboxError as e:
+                        if inflight:  # the worker died under an earlier job: the read below tells
+                            todo.put(job)
+                            break
+                        self._failed(job, todo, f"{e}", died=False)  # no worker, or it was dead: nothing ran
+                        self._discard(slot)
+                        continue
+                    inflight.append(job)
+                if not inflight:
+                    if slot[0] is not None and slot[0].sent >= self.cfg.recycle_after:
+                        self._discard(slot)
+                        continue
+                    return
+                job = inflight.popleft()
+                try:
+                    response = slot[0].read(self.request_timeout(job.request))
+                except WorkerDied as e:  # it died running this job; the others had not started
+                    self._failed(job, todo, f"{slot[0].name}: {e}", died=True)
+                    self._requeue(inflight, todo)
+                    self._discard(slot)
+                    continue
+                if "error" in response:
+                    self._failed(job, todo, f"runner fault: {response['error']}", died=False)
+                elif not response.get("clean"):
+                    log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
+                    self._finish(job, response)
+                else:
+                    self._finish(job, response)
+                    continue
+                self._requeue(inflight, todo)  # the runner exits after a fault or a dirty cleanup
                 self._discard(slot)
-                continue
-            except SandboxError as e:
-                errors.append(str(e))
-                self._discard(slot)
-                continue
-            finally:
-                self._slots.put(slot)
-            if response is not None:
-                return response
-        if deaths == attempts:
-            return {"runner_killed": f"the runner died while running this program, {deaths} times on fresh "
-                    f"sandboxes ({errors[-1]})"}
-        return {"sandbox_error": "; ".join(errors)[-2000:]}
+        finally:
+            self._slots.put(slot)
 
-    def run(self, requests: list[dict]) -> list[dict]:
-        """Run every request; outcomes in the same order."""
-        if not self._started:
-            self.start()
-        if not requests:
-            return []
-        with ThreadPoolExecutor(min(self.cfg.pool_size, len(requests))) as ex:
-            return list(ex.map(self.run_one, requests))
+    @staticmethod
+    def _requeue(inflight: collections.deque[_Job], todo: queue.Queue[_Job]) -> None:
+        while inflight:
+            todo.put(inflight.popleft())
+
+    @staticmethod
+    def _finish(job: _Job, outcome: dict) -> None:
+        outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
+        job.outcome = outcome
+
+    def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, died: bool) -> None:
+        job.attempts += 1
+        job.deaths += died
+        job.errors.append(error)
+        if job.attempts <= self.cfg.retries:
+            todo.put(job)
+        elif job.deaths == job.attempts:
+            self._finish(job, {"runner_killed": f"the runner died while running this program, {job.deaths} "
+                               f"times on fresh sandboxes ({error})"})  # fmt: skip
+        else:
+            self._finish(job, {"sandbox_error": "; ".join(job.errors)[-2000:]})
 
     def close(self) -> None:
         """Stop every worker and remove its container."""

@@ -27,6 +27,7 @@ SIGKILL to every process it may signal.
 import builtins
 import ctypes
 import errno
+import gc
 import json
 import os
 import resource
@@ -43,14 +44,17 @@ import bisect, collections, copy, decimal, fractions, functools, heapq, io, iter
 import math, operator, random, re, statistics, string, typing  # noqa: E401,F401
 
 STDERR_KEEP = 4096
+# Signals the runner ignores (a program may not stop it with them); its children get them back.
+IGNORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+                   signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
 MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the status pipe)
 
 
 def _prctl(option, value):
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        pass
+        return False
 
 
 def _oom_kills():
@@ -84,17 +88,21 @@ def _descendants(root):
 
 
 def _reap():
+    """Reap exited children; True when no child is left at all."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
-            return
+            return False
 
 
-def _kill_all(contained):
-    """Kill every descendant (and, contained, everything we may signal); True when none is left."""
+def _kill_all(contained, subreaper):
+    """Kill every descendant (and, contained, everything we may signal); True when none is left.
+
+    As a subreaper, every surviving descendant is a child of ours (orphans are reparented to us), so
+    having no child at all proves the tree empty without scanning /proc."""
     me = os.getpid()
     for _ in range(200):
         if contained:
@@ -102,14 +110,15 @@ def _kill_all(contained):
                 os.kill(-1, signal.SIGKILL)  # spares ourselves and pid 1
             except OSError:
                 pass
+        if subreaper and _reap():
+            return True
         left = _descendants(me)
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _reap()
-        if not left:
+        if _reap() and not left:
             return True
         time.sleep(0.005)
     return False
@@ -133,16 +142,31 @@ def _wipe(workdir):
     return not os.listdir(workdir)
 
 
+def _format_error(exc, sources):
+    """A traceback of the program's frames, its lines taken from ``sources`` (cheaper than the
+    ``traceback`` module's, which re-reads and re-parses every line)."""
+    lines = {name: text.splitlines() for name, text in sources.items()}
+    frames = [(f.f_code.co_filename, n, f.f_code.co_name) for f, n in traceback.walk_tb(exc.__traceback__)]
+    frames = [fr for fr in frames if fr[0] != __file__]
+    if len(frames) > 20:
+        frames = frames[:5] + [("...", 0, f"{len(frames) - 15} frames")] + frames[-10:]
+    out = ["Traceback (most recent call last):"]
+    for name, n, func in frames:
+        out.append(f'  File "{name}", line {n}, in {func}')
+        src = lines.get(name)
+        if src and 0 < n <= len(src):
+            out.append("    " + src[n - 1].strip()[:200])
+    out.append(f"{type(exc).__name__}: {str(exc)[:500]}")
+    return "\n".join(out) + "\n"
+
+
 def _child(req, test, fds, workdir):
     """In the forked child: set limits, run the program, report on fd 3. Never returns."""
     status_w = 3
     try:
         os.setsid()
-        for sig in range(1, signal.NSIG):
-            try:
-                signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError, RuntimeError):
-                pass
+        for sig in IGNORED_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
         stdin_r, out_w, err_w, st_w = fds
         os.dup2(stdin_r, 0)
         os.dup2(out_w, 1)
@@ -182,6 +206,7 @@ def _child(req, test, fds, workdir):
 
     kind = req["kind"]
     source = req.get("prelude", "") + req["program"]
+    req_check = req.get("check") or ""
     try:
         try:
             code = compile(source, "solution.py", "exec")
@@ -224,7 +249,7 @@ def _child(req, test, fds, workdir):
         os._exit(MEM_EXIT)
     except BaseException as e:
         try:
-            traceback.print_exc()
+            sys.stderr.write(_format_error(e, {"solution.py": source, "check.py": req_check}))
             sys.stderr.flush()
             report({"s": "exc", "e": f"{type(e).__name__}: {str(e)[:200]}"})
         except BaseException:
@@ -243,6 +268,7 @@ def run_test(req, test, workdir):
         child_test["fn_name"] = req["fn_name"]
     oom_before = _oom_kills()
     start = time.monotonic()
+    gc.freeze()  # the child's collector then leaves our objects alone: fewer copy-on-write faults
     pid = os.fork()
     if pid == 0:
         for fd in (stdin_w, out_r, err_r, st_r):
@@ -371,13 +397,13 @@ def run_test(req, test, workdir):
     return result
 
 
-def handle(req, workdir, contained):
+def handle(req, workdir, contained, subreaper):
     results = []
     for test in req.pop("tests"):
         results.append(run_test(req, test, workdir))
         if req.get("stop_on_failure") and results[-1]["status"] != "ok":
             break
-    clean = _kill_all(contained)
+    clean = _kill_all(contained, subreaper)
     wiped = _wipe(workdir)
     problems = ([] if clean else ["processes survived"]) + ([] if wiped else ["work directory not empty"])
     return {"id": req.get("id"), "results": results, "clean": clean and wiped, "cleanup": "; ".join(problems)}
@@ -385,11 +411,10 @@ def handle(req, workdir, contained):
 
 def main():
     contained = "--contained" in sys.argv
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
-                signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ):
+    for sig in IGNORED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: programs may not read our memory through /proc
-    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphaned descendants stay ours to kill
+    subreaper = _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphaned descendants stay ours to kill
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
@@ -408,13 +433,16 @@ def main():
             req = json.loads(line)
             del line
             try:
-                send(handle(req, workdir, contained))
+                response = handle(req, workdir, contained, subreaper)
             except Exception as e:  # a runner fault: the host treats it as a sandbox error
-                send({"id": req.get("id"), "error": f"{type(e).__name__}: {e}"})
+                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
+            send(response)
+            if not response.get("clean"):
+                break  # after a fault or a failed cleanup, this sandbox is not reused
     except (BrokenPipeError, KeyboardInterrupt):
         pass
     finally:
-        _kill_all(contained)
+        _kill_all(contained, subreaper)
         if not contained:
             shutil.rmtree(workdir, ignore_errors=True)
 

@@ -115,7 +115,8 @@ def verify_code(
         for (row, spec), outcome in zip(pending, outcomes, strict=True):
             status, passed, total, detail = judge_outcome(spec, outcome, cfg)
             row.update(status=status, tests_passed=passed, tests_total=total, detail=detail or None)
-            row["latency_ms"] = round(outcome.get("latency_s", 0.0) * 1000, 3)
+            run_s = sum(r["wall_s"] for r in outcome["results"]) if "results" in outcome else outcome["latency_s"]
+            row["latency_ms"] = round(run_s * 1000, 3)
     for row in rows:
         row["correct"] = row["status"] == "passed"
         row["reward"] = row["tests_passed"] / row["tests_total"] if row["tests_total"] else 0.0
