@@ -117,7 +117,8 @@ SELECTOR_EVAL = pa.schema(
         pa.field("correct", pa.bool_(), nullable=False),  # unparsed counts as wrong
         pa.field("fallback_index", pa.int32(), nullable=False),  # judgment, else a seeded random pick
         pa.field("fallback_correct", pa.bool_(), nullable=False),
-        pa.field("prompt_tokens", pa.int32()),
+        pa.field("prompt_n_tokens", pa.int32(), nullable=False),  # the genselect count: the cost of a call
+        pa.field("prompt_tokens", pa.int32()),  # as the engine reported them (null when skipped)
         pa.field("completion_tokens", pa.int32()),
         pa.field("finish_reason", pa.string()),
         pa.field("response", pa.string()),  # the selector's final text (truncated)
