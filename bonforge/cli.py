@@ -62,6 +62,8 @@ def run(
     except BonforgeError as e:
         _fail(e)
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
+    if result.get("report"):
+        typer.echo(f"report: {result['report']}")
 
 
 @app.command()
@@ -146,6 +148,95 @@ def show(
     if stage not in STAGE_SCHEMAS:
         _fail(BonforgeError(f"unknown stage {stage!r}; choose one of {', '.join(STAGE_SCHEMAS)}"))
     sql(f'SELECT * FROM "{stage}" LIMIT {int(limit)}', run_id, "table", None, store)
+
+
+@app.command("eval-selector")
+def eval_selector(
+    recipe: Path = typer.Argument(..., help="Recipe YAML file of a finished build."),
+    selector: str = typer.Option(..., "--selector", help="ENGINE:MODEL[@BASE_URL], e.g. "
+                                 "openai:Qwen3-4B@http://127.0.0.1:8000/v1, or a YAML file with a teacher config."),
+    n_runs: int = typer.Option(1, "--runs", min=1, help="Runs with distinct seeds (run r samples with seed + r)."),
+    skip_unanimous: bool = typer.Option(False, "--skip-unanimous",
+                                        help="Do not ask when every candidate gives the same answer."),
+    prompts: str = typer.Option("genselect", "--prompts", help="genselect: the build's GenSelect prompts; "
+                                "pool: one prompt per problem over all its candidates."),
+    set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
+    store: Optional[Path] = StoreOpt,
+) -> None:
+    """Evaluate a selector model on a build's selection prompts: accuracy ± std over runs beside pass@1,
+    majority@N and pass@N (stored as stage selector_eval)."""
+    from bonforge.config import load_recipe
+    from bonforge.flows.insight import eval_selector as evaluate
+    from bonforge.tasks.select_eval import selector_from_spec
+
+    if prompts not in ("genselect", "pool"):
+        _fail(BonforgeError(f"--prompts must be genselect or pool, not {prompts!r}"))
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    try:
+        record, s = evaluate(_store(store), load_recipe(recipe, set_), selector_from_spec(selector), n_runs,
+                             skip_unanimous, prompts)  # type: ignore[arg-type]
+    except BonforgeError as e:
+        _fail(e)
+    _table1(record, s)
+
+
+def _table1(record: dict, s: dict) -> None:
+    """The GenSelect paper's Table 1 layout: one row per prompt set, accuracies in %."""
+    from rich.console import Console
+    from rich.table import Table
+
+    pct = lambda v: f"{100 * v:.1f}"  # noqa: E731
+    t = Table(title=f"selector {record['selector']['model']} on {record['recipe_name']} (run {record['run_id']})")
+    for col in ("prompts", "pass@1", "majority@N", "pass@N", "selector", "+ random fallback"):
+        t.add_column(col, justify="right")
+    t.add_row(str(s["prompts"]), pct(s["pass@1"]), pct(s["majority@N"]), pct(s["pass@N"]),
+              f"{pct(s['selector'])} ± {pct(s['selector_std'])}",
+              f"{pct(s['selector_fallback'])} ± {pct(s['selector_fallback_std'])}")
+    Console(width=max(120, Console().width)).print(t)
+    typer.echo(f"{s['runs']} run(s), {s['calls']} selector calls, {s['unparsed']} unparsed; "
+               f"skipped as unanimous: {s['skipped_prompts']} prompts ({s['skipped_calls']} calls), "
+               f"{s['prompt_tokens_saved']} prompt tokens = {100 * s['compute_saved']:.1f}% of the prompt compute")
+
+
+@app.command()
+def maxk(
+    run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
+    k: list[int] = typer.Option([], "--k", min=1, help="k (repeatable); default: the recipe's score.ks, "
+                                "else 1, 2, 4, ... up to the group size."),
+    pool: bool = typer.Option(False, "--pool", help="Weigh all teachers' candidates of a problem together "
+                              "(default: per teacher, on-policy)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the weights to this Parquet file."),
+    store: Optional[Path] = StoreOpt,
+) -> None:
+    """Compute max@k weights per candidate (stage maxk_weights: candidate_id, k, weight) for RL trainers."""
+    from bonforge.flows.insight import maxk_weights
+
+    st = _store(store)
+    try:
+        record, man = maxk_weights(st, run_id, k or None, pool)
+    except BonforgeError as e:
+        _fail(e)
+    if output:
+        import pyarrow.parquet as pq
+
+        pq.write_table(st.read("maxk_weights", man["key"]), output)
+    typer.echo(f"run {record['run_id']}: maxk_weights {man['key']}, {man['rows']} rows"
+               + (f", written to {output}" if output else ""))
+
+
+@app.command()
+def report(
+    run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder (default <store>/reports/<run>)."),
+    store: Optional[Path] = StoreOpt,
+) -> None:
+    """Write a run's HTML report (plots embedded) and one PNG per plot; prints the HTML file's path."""
+    from bonforge.report import write_report
+
+    try:
+        typer.echo(write_report(_store(store), run_id, output))
+    except BonforgeError as e:
+        _fail(e)
 
 
 @sandbox_app.command("build-image")

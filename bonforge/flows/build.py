@@ -22,6 +22,7 @@ from prefect import flow, task
 from bonforge.config import Recipe
 from bonforge.errors import BonforgeError
 from bonforge.flows.stages import Build, Ref, Step
+from bonforge.report import report_after_build
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -133,11 +134,14 @@ def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | 
     try:
         record = _execute(recipe, store, recipe_dir, run_id, CommittedRunner(store), record_start=False)
         log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record["stages"].values())))
-        return record
     except NotCommitted as e:
         log.info("stage %s must be computed: starting the Prefect flow", e)
-    _start_services(recipe)
-    return build_flow(recipe, store_root, recipe_dir, run_id)
+        record = None
+    if record is None:
+        _start_services(recipe)
+        record = build_flow(recipe, store_root, recipe_dir, run_id)
+    report_after_build(store_root, record)
+    return record
 
 
 def _start_services(recipe: Recipe) -> None:

@@ -1,0 +1,74 @@
+"""The run report: one self-contained HTML file (plots embedded as base64 PNG) plus a PNG per plot, in
+``<store>/reports/<run_id>/``. Every number comes from the run's DuckDB catalog and its record."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import logging
+from pathlib import Path
+
+from bonforge.storage.catalog import connect
+from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}
+section{margin:2em 0}img{max-width:100%}details{color:#555;font-size:12px}code{white-space:pre-wrap}"""
+# Marks the page once every embedded image has decoded (a headless browser can read it from the title).
+_CHECK = """window.addEventListener('load', () => {
+  const imgs = [...document.images], ok = imgs.filter(i => i.complete && i.naturalWidth > 0).length;
+  document.title = `report ok: ${ok}/${imgs.length} images`; });"""
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None) -> Path:
+    """Write the report of a run (default: the latest); returns the HTML file's path."""
+    from bonforge.report import plots  # matplotlib loads only here
+
+    run = store.run(run_id)
+    con = connect(store, run["run_id"])
+    out = Path(out_dir) if out_dir else store.root / "reports" / run["run_id"]
+    out.mkdir(parents=True, exist_ok=True)
+    figures = [plots.pass_rate(con, run), plots.teacher_accuracy(con, run), plots.verdict_classes(con, run),
+               plots.pass_at_k(con, run), plots.prompts_per_problem(con, run), plots.prompt_length(con, run),
+               plots.stage_timings(con, run, store), plots.tokens_per_teacher(con, run)]
+    if "selector_eval" in run["stages"]:
+        figures.append(plots.selector_eval(con, run))
+    sections = []
+    for p in figures:
+        png = _png(p.fig)
+        (out / f"{p.name}.png").write_bytes(png)
+        sections.append(
+            f'<section id="{p.name}" data-rows="{p.rows}"><h2>{html.escape(p.title)}</h2>'
+            f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+            f"<details><summary>query ({p.rows} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
+    stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
+    stage_rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
+    facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
+             if run.get(k) is not None}
+    head = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
+    page = (f'<!doctype html><html><head><meta charset="utf-8"><title>bonforge run {html.escape(run["run_id"])}'
+            f"</title><style>{_CSS}</style><script>{_CHECK}</script></head><body>"
+            f"<h1>bonforge run {html.escape(run['run_id'])}</h1><table>{head}</table>"
+            f"<h2>Stages</h2><table><tr><th>stage</th><th>key</th><th>rows</th><th>wall s</th><th>cached</th></tr>"
+            f"{stage_rows}</table>{''.join(sections)}</body></html>")
+    path = out / "report.html"
+    path.write_text(page)
+    return path
+
+
+def report_after_build(store_root: str, record: dict) -> None:
+    """Write the report of a finished build and note its path in ``record``; a failure only logs a warning."""
+    try:
+        record["report"] = str(write_report(StageStore(store_root), record["run_id"]))
+        log.info("report: %s", record["report"])
+    except Exception as e:  # the report must never fail the build it describes
+        log.warning("run %s: the report could not be written: %s: %s", record.get("run_id"), type(e).__name__, e)
