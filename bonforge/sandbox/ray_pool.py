@@ -2,8 +2,10 @@
 
 ``node_pool(cfg)`` returns a client for a named actor pinned to the caller's node (created on first
 use, found by name afterwards); the actor owns a ``SandboxPool`` and serves ``run`` calls from many
-workers concurrently (a threaded actor). Pass the client as ``verify_code(..., pool=...)``. The only
-module of the sandbox that imports Ray, and only when called.
+workers concurrently (a threaded actor). Pass the client as ``verify_code(..., pool=...)``. The actor
+is detached (a named actor is otherwise collected as soon as the task that made it returns): it stays
+warm for later jobs until ``shutdown_node_pools()`` or the cluster stops; its containers go with its
+process. The only module of the sandbox that imports Ray, and only when called.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from __future__ import annotations
 import hashlib
 
 from bonforge.sandbox.config import CodeVerifyConfig
+
+
+NAMESPACE = "bonforge"
+PREFIX = "bonforge-sandbox-"
 
 
 class _PoolActor:
@@ -46,14 +52,30 @@ def node_pool(cfg: CodeVerifyConfig) -> RayPoolClient:
 
     node_id = ray.get_runtime_context().get_node_id()
     cfg_json = cfg.model_dump_json()
-    name = f"bonforge-sandbox-{node_id[:16]}-{hashlib.sha256(cfg_json.encode()).hexdigest()[:8]}"
+    name = f"{PREFIX}{node_id[:16]}-{hashlib.sha256(cfg_json.encode()).hexdigest()[:8]}"
     actor = (
         ray.remote(_PoolActor)
         .options(
-            name=name, namespace="bonforge", get_if_exists=True, num_cpus=0,
+            name=name, namespace=NAMESPACE, get_if_exists=True, lifetime="detached", num_cpus=0,
             max_concurrency=max(4, 4 * cfg.pool_size),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
         )  # fmt: skip
         .remote(cfg_json)
     )
     return RayPoolClient(actor)
+
+
+def shutdown_node_pools() -> int:
+    """Stop every node's pool actor (and so its containers); returns how many were stopped."""
+    import ray
+
+    stopped = 0
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] == NAMESPACE and entry["name"].startswith(PREFIX):
+            actor = ray.get_actor(entry["name"], namespace=NAMESPACE)
+            try:
+                ray.get(actor.close.remote(), timeout=60)
+            finally:
+                ray.kill(actor)
+            stopped += 1
+    return stopped
