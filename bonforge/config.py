@@ -98,10 +98,13 @@ class PoolTeacher(Model):
 
 
 from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher  # noqa: E402 (needs Model)
+from bonforge.sandbox.config import CodeVerifyConfig  # noqa: E402 (needs Model)
 
+ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}
 TeacherConfig = Annotated[
     Union[PoolTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher], Field(discriminator="engine")
 ]
+FusorConfig = Annotated[Union[OpenAITeacher, TransformersTeacher, VLLMTeacher], Field(discriminator="engine")]
 
 
 class MathVerifyConfig(Model):
@@ -119,6 +122,7 @@ class MathVerifyConfig(Model):
 
 class VerifyConfig(Model):
     math: MathVerifyConfig = Field(default_factory=MathVerifyConfig)
+    code: CodeVerifyConfig = Field(default_factory=CodeVerifyConfig)
 
 
 class ScoreConfig(Model):
@@ -164,6 +168,41 @@ class ExportConfig(Model):
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
 
 
+class FusionPrefilter(Model):
+    """Leave weak candidates out of fusion pools before drawing."""
+
+    drop_statuses: list[str] = Field(default_factory=list, description="Verdict statuses to leave out, e.g. "
+                                     "[no_answer] (note: statuses that compare with the gold answer leak it).")
+    min_chars: int = Field(0, ge=0, description="Leave out candidates shorter than this.")
+
+
+class FusionExport(Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name of the fused SFT data.")
+    only_correct: bool = Field(True, description="Export only fused answers that verify as correct.")
+
+
+class FusionConfig(Model):
+    """FusioN: a fusor model reads a pool of candidates from several teachers and writes one answer."""
+
+    teachers: dict[str, int] = Field(min_length=1, description="Teacher name -> candidates drawn per problem.")
+    n: int | None = Field(None, gt=0, description="Pool size (default: the sum of the per-teacher counts).")
+    seed: int = 0
+    problems: Literal["all", "kept"] = Field("all", description="Fuse every problem, or only filter-kept ones.")
+    guidance: bool = Field(True, description="Add the quality guidance paragraph to the prompt.")
+    template: str | None = Field(None, description="Prompt template file (default: bonforge's fusion.txt).")
+    prefilter: FusionPrefilter = Field(default_factory=FusionPrefilter)
+    min_span: int = Field(16, gt=0, description="Shortest verbatim span that counts in contribution analysis.")
+    fusor: FusorConfig
+    export: FusionExport
+
+    @model_validator(mode="after")
+    def _counts(self) -> "FusionConfig":
+        bad = [k for k, v in self.teachers.items() if v < 1]
+        if bad:
+            raise ValueError(f"teachers: counts must be >= 1 ({', '.join(bad)})")
+        return self
+
+
 class RayConfig(Model):
     address: str | None = exec_only(None, description="Ray cluster address (default: RAY_ADDRESS or local).")
     num_cpus: int | None = exec_only(None, gt=0, description="CPUs for a local Ray (default: all).")
@@ -181,6 +220,7 @@ class Recipe(Model):
     filter: FilterConfig = Field(default_factory=FilterConfig)
     genselect: GenSelectConfig = Field(default_factory=GenSelectConfig)
     export: ExportConfig
+    fusion: FusionConfig | None = None
     ray: RayConfig = Field(default_factory=RayConfig)
 
     @model_validator(mode="after")
@@ -189,6 +229,12 @@ class Recipe(Model):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"teacher names must be unique; repeated: {', '.join(dup)}")
+        if self.fusion:
+            unknown = sorted(set(self.fusion.teachers) - set(names))
+            if unknown:
+                raise ValueError(f"fusion.teachers: unknown teacher {', '.join(unknown)}; known: {', '.join(names)}")
+            if self.fusion.fusor.name in names:
+                raise ValueError(f"fusion.fusor.name {self.fusion.fusor.name!r} is already a teacher's name")
         return self
 
 
@@ -231,7 +277,7 @@ def _child(node: Any, part: str, path: list[str], create: bool) -> Any:
 def format_validation_error(err: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid recipe ({err.error_count()} problem{'s' if err.error_count() != 1 else ''})"]
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in {"pool"}))
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in ENGINES))
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
@@ -248,8 +294,7 @@ def _did_you_mean(loc: tuple) -> str:
             continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:  # a union member tag like 'pool'
-            model = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher,
-                     "vllm": VLLMTeacher}.get(part, model)
+            model = ENGINES.get(part, model)
             continue
         ann = field.annotation
         model = next((a for a in _flatten(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)

@@ -35,7 +35,15 @@ def dag(b: Build, run) -> dict:
     verdicts = [run(b.verdicts(problems, c)) for c in candidates]
     stats = run(b.problem_stats(verdicts))
     genselect = run(b.genselect(problems, candidates, verdicts, stats))
-    return b.export(genselect, lineage={"recipe": b.recipe.name, "stages": run.record})
+    dataset = b.export(genselect, lineage={"recipe": b.recipe.name, "stages": dict(run.record)})
+    if b.recipe.fusion:
+        pools = run(b.fusion_pools(problems, candidates, verdicts, stats))
+        fused = run(b.fused(pools))
+        fused_verdicts = run(b.verdicts(problems, fused))
+        run(b.fusion(problems, pools, candidates, verdicts, fused, fused_verdicts))
+        dataset["fusion_dataset"] = b.export_fusion(problems, fused, fused_verdicts,
+                                                    lineage={"recipe": b.recipe.name, "stages": dict(run.record)})
+    return dataset
 
 
 @task(name="stage", retries=2, retry_delay_seconds=2, persist_result=True, result_serializer="json",
@@ -109,6 +117,8 @@ def _execute(recipe: Recipe, store: StageStore, recipe_dir: str, run_id: str | N
     try:
         dataset = dag(Build(store, recipe, Path(recipe_dir)), run)
         record.update(status="succeeded", dataset=dataset["path"], dataset_version=dataset["version"])
+        if "fusion_dataset" in dataset:
+            record["fusion_dataset"] = dataset["fusion_dataset"]["path"]
     except NotCommitted:
         raise
     except BaseException as e:
@@ -152,13 +162,22 @@ def _start_services(recipe: Recipe) -> None:
 
     from bonforge.runner import ensure_ray
 
-    server = None
+    server, failed = None, []
     if not os.environ.get("PREFECT_API_URL"):
         from prefect.server.api.server import SubprocessASGIServer
 
-        server = threading.Thread(target=SubprocessASGIServer().start, daemon=True)
+        def start() -> None:
+            try:
+                SubprocessASGIServer().start(timeout=180)  # generous: a loaded 2-core machine is slow
+            except Exception as e:  # leave it to the flow to start (and report) the server itself
+                failed.append(e)
+                SubprocessASGIServer().stop()
+
+        server = threading.Thread(target=start, daemon=True)
         server.start()
     if recipe.problems.domain == "math":  # math verification runs on Ray
         ensure_ray(recipe.ray.address, recipe.ray.num_cpus)
     if server is not None:
         server.join()
+        if failed:
+            log.warning("Prefect's temporary server did not start early (%s); retrying in the flow", failed[0])

@@ -17,7 +17,7 @@ from bonforge import data
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.runner import ensure_ray, run_stage
 from bonforge.storage.store import StageStore, stage_key
-from bonforge.tasks import assemble, export, load, score, verify_math
+from bonforge.tasks import assemble, export, fuse, load, score, verify_math
 
 log = logging.getLogger("bonforge")
 
@@ -135,17 +135,86 @@ class Build:
                         shard_rows=ASSEMBLE_SHARD_ROWS, label="genselect"))
 
     def _kept_pool(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
-        con = duckdb.connect()
-        con.read_parquet(self._files([problems])).create_view("p")
-        con.read_parquet(self._files(candidates)).create_view("c")
-        con.read_parquet(self._files(verdicts)).create_view("v")
-        con.read_parquet(self._files([stats])).create_view("s")
+        con = self._pool_view(problems, candidates, verdicts, stats)
         return con.sql("""
             SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
             FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id
             JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
             ORDER BY c.problem_id, c.candidate_id
         """).to_arrow_table()
+
+    # -- fusion ----------------------------------------------------------------------------------------
+    def fusion_pools(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Step:
+        cfg = self.recipe.fusion
+        key_cfg = fuse.pools_key_config(cfg)
+        upstream = {"problems": problems.key, "candidates": _keys(candidates), "verdicts": _keys(verdicts)}
+        if cfg.problems == "kept":
+            upstream["problem_stats"] = stats.key
+        key = stage_key("fusion_pools", fuse.POOLS_VERSION, key_cfg, upstream)
+
+        def table() -> pa.Table:
+            con = self._pool_view(problems, candidates, verdicts, stats)
+            kept = "JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep" if cfg.problems == "kept" else ""
+            return con.sql(f"""
+                SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.teacher, c.text, v.status
+                FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id {kept}
+                WHERE c.teacher IN (SELECT unnest(?))
+            """, params=[sorted(cfg.teachers)]).to_arrow_table()
+
+        return Step("fusion_pools", key, "fusion_pools", lambda: run_stage(
+            self.store, "fusion_pools", key, version=fuse.POOLS_VERSION, config=key_cfg, upstream=upstream,
+            table=table, compute=partial(fuse.build_pools, cfg=cfg), shard_rows=ASSEMBLE_SHARD_ROWS,
+            label="fusion_pools"))
+
+    def fused(self, pools: Ref) -> Step:
+        """The fusor's answers: a candidates stage whose 'problems' are the rendered pools."""
+        from bonforge.tasks import sample
+
+        teacher = fuse.fusor_teacher(self.recipe.fusion)
+        key = sample.stage_key_for(pools.key, teacher)
+        prompts = lambda: self.read(pools, ["problem_id", "domain", "question"])  # noqa: E731
+        return Step("candidates", key, f"candidates[{teacher.name}]",
+                    lambda: sample.sample_stage(self.store, prompts(), pools.key, teacher))
+
+    def fusion(self, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref], fused: Ref,
+               fused_verdicts: Ref) -> Step:
+        cfg = self.recipe.fusion
+        upstream = {"fusion_pools": pools.key, "candidates": _keys(candidates), "verdicts": _keys(verdicts),
+                    "fused": fused.key, "fused_verdicts": fused_verdicts.key}
+        key = stage_key("fusion", fuse.FUSION_VERSION, {"min_span": cfg.min_span}, upstream)
+
+        def run() -> dict:
+            con = self._pool_view(problems, candidates + [fused], verdicts + [fused_verdicts], None)
+            members = con.sql("SELECT c.candidate_id, c.teacher, c.text, v.correct, v.extracted "
+                              "FROM c JOIN v USING (candidate_id)").to_arrow_table()
+            answers = con.sql("SELECT c.problem_id, c.candidate_id, c.text, v.correct, v.status "
+                              "FROM c JOIN v USING (candidate_id) WHERE c.teacher = ?",
+                              params=[cfg.fusor.name]).to_arrow_table()
+            return run_stage(self.store, "fusion", key, version=fuse.FUSION_VERSION, config={"min_span": cfg.min_span},
+                             upstream=upstream, table=self.read(pools),
+                             compute=partial(fuse.analyze, members=members, fused=answers, min_span=cfg.min_span),
+                             label="fusion", extra=lambda shards: {"comparison": fuse.comparison(
+                                 self.store.read_shards("fusion", key, len(shards)))})
+
+        return Step("fusion", key, "fusion", run)
+
+    def export_fusion(self, problems: Ref, fused: Ref, fused_verdicts: Ref, lineage: dict) -> dict:
+        from bonforge.storage.datasets import publish
+
+        con = self._pool_view(problems, [fused], [fused_verdicts], None)
+        table = con.sql("SELECT c.problem_id, p.question, c.candidate_id, c.text, v.correct "
+                        "FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id").to_arrow_table()
+        exp = self.recipe.fusion.export
+        return publish(self.store.root, exp.name, fuse.sft_tables(table, exp.only_correct), lineage)
+
+    def _pool_view(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref | None):
+        con = duckdb.connect()
+        con.read_parquet(self._files([problems])).create_view("p")
+        con.read_parquet(self._files(candidates), union_by_name=True).create_view("c")
+        con.read_parquet(self._files(verdicts), union_by_name=True).create_view("v")
+        if stats is not None:
+            con.read_parquet(self._files([stats])).create_view("s")
+        return con
 
     def export(self, genselect: Ref, lineage: dict) -> dict:
         from bonforge.storage.datasets import publish

@@ -1,0 +1,199 @@
+"""FusioN stages.
+
+* ``fusion_pools`` — per problem, a pool of candidates drawn from several teachers (counts from the recipe),
+  shuffled with a seed derived from the recipe seed and the problem id; the seed and the positions are
+  recorded. The fusion prompt is rendered here from a template file.
+* the fused answers are an ordinary ``candidates`` stage (the fusor is a sampling teacher reading the
+  rendered prompts through a pass-through template), verified by the ordinary ``verdicts`` stage.
+* ``fusion`` — per problem: the fused answer's verdict beside best-of-N baselines on the same pool
+  (oracle = pass@N, majority vote, a random pick) and the contribution analysis of the fused text
+  (per teacher, per pool position; see ``bonforge.tasks.contribution``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from bonforge.config import FusionConfig
+from bonforge.errors import ConfigError
+from bonforge.tasks.contribution import MULTIPLE, UNMATCHED, attribute, counts
+from bonforge.tasks.score import majority_at_k
+
+POOLS_VERSION = "1"
+FUSION_VERSION = "1"
+PASSTHROUGH = Path(__file__).resolve().parent.parent / "templates" / "passthrough.txt"
+GUIDANCE = ("\n\nBe careful with the result: check every computation before you commit to it, keep the "
+            "answer self-contained, state the final answer clearly, and do not add unsafe or invented "
+            "content that none of the responses supports.")
+
+POOLS = pa.schema([
+    pa.field("problem_id", pa.string(), nullable=False),
+    pa.field("domain", pa.string()),
+    pa.field("pool_seed", pa.int64(), nullable=False),
+    pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),  # in prompt (position) order
+    pa.field("teachers", pa.list_(pa.string()), nullable=False),
+    pa.field("question", pa.string(), nullable=False),  # the rendered fusion prompt (read by the fusor)
+])
+
+FUSION = pa.schema([
+    pa.field("problem_id", pa.string(), nullable=False),
+    pa.field("fused_candidate_id", pa.string()),
+    pa.field("fused_correct", pa.bool_(), nullable=False),
+    pa.field("fused_status", pa.string()),
+    pa.field("pool_size", pa.int32(), nullable=False),
+    pa.field("oracle", pa.float64(), nullable=False),  # pass@N of the pool: 1 if any candidate is correct
+    pa.field("majority", pa.float64()),  # majority vote over extracted answers (ties split), null for code
+    pa.field("random", pa.float64(), nullable=False),  # expected accuracy of a random pick
+    pa.field("total_chars", pa.int64(), nullable=False),
+    pa.field("teacher_chars", pa.map_(pa.string(), pa.int64())),  # incl. "multiple" and "unmatched"
+    pa.field("position_chars", pa.list_(pa.int64())),  # chars attributed to each pool position
+    pa.field("position_multiple", pa.int64()),
+    pa.field("position_unmatched", pa.int64()),
+])
+
+
+def template_text(cfg: FusionConfig) -> str:
+    if cfg.template:
+        path = Path(cfg.template)
+        if not path.is_file():
+            raise ConfigError(f"fusion.template: {path} does not exist")
+        text = path.read_text()
+    else:
+        text = resources.files("bonforge.templates").joinpath("fusion.txt").read_text()
+    for slot in ("{question}", "{candidates}"):
+        if slot not in text:
+            raise ConfigError(f"fusion.template must contain {slot}")
+    return text
+
+
+def pools_key_config(cfg: FusionConfig) -> dict:
+    out = {k: v for k, v in cfg.key_config().items() if k not in ("fusor", "export", "min_span")}
+    out["template"] = hashlib.sha256(template_text(cfg).encode()).hexdigest()
+    return out
+
+
+def pool_seed(seed: int, problem_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}/{problem_id}".encode()).digest()[:6], "big")
+
+
+def render(template: str, question: str, texts: list[str], guidance: bool) -> str:
+    """Fill the template's slots in one pass (braces inside the texts, e.g. LaTeX, stay as they are)."""
+    values = {
+        "question": question.strip(), "n": str(len(texts)), "guidance": GUIDANCE if guidance else "",
+        "candidates": "\n\n".join(f"### Response {i}\n{t.strip()}" for i, t in enumerate(texts)),
+    }
+    return re.sub(r"\{(question|candidates|n|guidance)\}", lambda m: values[m.group(1)], template)
+
+
+def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
+    """POOLS rows from ``pool`` (candidates joined with verdicts and problems: problem_id, question, domain,
+    candidate_id, teacher, text, status), a shard of whole problems."""
+    template = template_text(cfg)
+    t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
+    rows = []
+    by_problem: dict[str, list[dict]] = {}
+    for r in t.to_pylist():
+        by_problem.setdefault(r["problem_id"], []).append(r)
+    for pid, cands in by_problem.items():
+        seed = pool_seed(cfg.seed, pid)
+        rng = random.Random(seed)
+        chosen = []
+        for teacher, count in sorted(cfg.teachers.items()):
+            mine = [c for c in cands if c["teacher"] == teacher and c["text"]
+                    and c["status"] not in cfg.prefilter.drop_statuses
+                    and len(c["text"]) >= cfg.prefilter.min_chars]
+            chosen += rng.sample(mine, min(count, len(mine)))
+        if cfg.n is not None and len(chosen) > cfg.n:
+            chosen = rng.sample(chosen, cfg.n)
+        rng.shuffle(chosen)
+        if not chosen:
+            continue
+        rows.append({
+            "problem_id": pid, "domain": cands[0]["domain"], "pool_seed": seed,
+            "candidate_ids": [c["candidate_id"] for c in chosen], "teachers": [c["teacher"] for c in chosen],
+            "question": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
+        })
+    return pa.Table.from_pylist(rows, schema=POOLS)
+
+
+def fusor_teacher(cfg: FusionConfig):
+    """The fusor as a sampling teacher: one sample per pool, prompt = the rendered pool as it is."""
+    return cfg.fusor.model_copy(update={"prompt_template": str(PASSTHROUGH), "n": 1})
+
+
+def analyze(pools: pa.Table, members: pa.Table, fused: pa.Table, min_span: int) -> pa.Table:
+    """FUSION rows. ``members``: the pool candidates (candidate_id, teacher, text, correct, extracted);
+    ``fused``: the fused answers with their verdicts (problem_id, candidate_id, text, correct, status)."""
+    info = {r["candidate_id"]: r for r in members.to_pylist()}
+    fused_by = {r["problem_id"]: r for r in fused.to_pylist()}
+    rows = []
+    for p in pools.to_pylist():
+        cands = [info[c] for c in p["candidate_ids"]]
+        f = fused_by.get(p["problem_id"])
+        text = (f or {}).get("text") or ""
+        by_teacher = counts(attribute(text, [(c["teacher"], c["text"] or "") for c in cands], min_span))
+        by_pos = counts(attribute(text, [(f"{i:04d}", c["text"] or "") for i, c in enumerate(cands)], min_span))
+        correct = [bool(c["correct"]) for c in cands]
+        answers = [c["extracted"] for c in cands]
+        rows.append({
+            "problem_id": p["problem_id"],
+            "fused_candidate_id": f and f["candidate_id"],
+            "fused_correct": bool(f and f["correct"]),
+            "fused_status": f and f["status"],
+            "pool_size": len(cands),
+            "oracle": float(any(correct)),
+            "majority": majority_at_k(answers, correct, len(cands), p["problem_id"]),
+            "random": float(np.mean(correct)),
+            "total_chars": len(text),
+            "teacher_chars": sorted(by_teacher.items()),
+            "position_chars": [by_pos.get(f"{i:04d}", 0) for i in range(len(cands))],
+            "position_multiple": by_pos.get(MULTIPLE, 0),
+            "position_unmatched": by_pos.get(UNMATCHED, 0),
+        })
+    return pa.Table.from_pylist(rows, schema=FUSION)
+
+
+def comparison(fusion: pa.Table) -> dict:
+    """Accuracy of fused answers against best-of-N selection rules on the same pools."""
+    n = fusion.num_rows
+    if n == 0:
+        return {"problems": 0}
+    col = lambda name: [v for v in fusion.column(name).to_pylist() if v is not None]  # noqa: E731
+    chars: dict[str, int] = {}
+    for m in fusion.column("teacher_chars").to_pylist():
+        for k, v in m or []:
+            chars[k] = chars.get(k, 0) + v
+    total = sum(chars.values()) or 1
+    majority = col("majority")
+    return {
+        "problems": n,
+        "fused": float(np.mean([bool(x) for x in col("fused_correct")])),
+        "oracle_pass_at_n": float(np.mean(col("oracle"))),
+        "majority_vote": float(np.mean(majority)) if majority else None,
+        "random_pick": float(np.mean(col("random"))),
+        "contribution_fraction": {k: round(v / total, 4) for k, v in sorted(chars.items())},
+    }
+
+
+def sft_tables(fused: pa.Table, only_correct: bool) -> dict[str, pa.Table]:
+    """TRL ``messages`` and a plain table of fused answers (``fused``: problem_id, question, candidate_id,
+    text, correct)."""
+    rows = [r for r in fused.sort_by("problem_id").to_pylist() if r["correct"] or not only_correct]
+    messages = pa.Table.from_pylist(
+        [{"messages": [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["text"]}],
+          "problem_id": r["problem_id"]} for r in rows],
+        schema=pa.schema([("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+                          ("problem_id", pa.string())]))
+    plain = pa.Table.from_pylist(
+        [{k: r[k] for k in ("problem_id", "question", "candidate_id", "text", "correct")} for r in rows],
+        schema=pa.schema([("problem_id", pa.string()), ("question", pa.string()), ("candidate_id", pa.string()),
+                          ("text", pa.string()), ("correct", pa.bool_())]))
+    return {"trl": messages, "plain": plain}
+
