@@ -144,7 +144,7 @@ def _pid_alive(pid: int) -> bool:
 def cleanup_containers(all_owners: bool = True) -> int:
     """Remove sandbox containers; with ``all_owners=False`` only those whose owning process on this
     host is gone (safe while other pools run). Returns how many were removed."""
-    out = _docker("ps", "-aq", "--filter", f"label={LABEL}=1", "--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}')
+    out = _docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}')
     host = socket.gethostname()
     doomed = []
     for line in out.splitlines():

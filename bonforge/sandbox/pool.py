@@ -217,6 +217,8 @@ class SandboxPool:
             self._slots.put(slot)
 
     def _spawn(self) -> _Worker:
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
         name = f"bonforge-sbx-{os.getpid()}-{next(_names)}"
         if self.cfg.backend == "docker":
             argv = docker_argv(self.cfg, self.image, name)
@@ -252,10 +254,19 @@ class SandboxPool:
         todo: queue.Queue[_Job] = queue.Queue()
         for job in jobs:
             todo.put(job)
-        if jobs:
-            with ThreadPoolExecutor(min(self.cfg.pool_size, len(jobs))) as ex:
-                for f in [ex.submit(self._drive, todo) for _ in range(min(self.cfg.pool_size, len(jobs)))]:
-                    f.result()
+        if not jobs:
+            return []
+        drivers = min(self.cfg.pool_size, len(jobs))
+        ex = ThreadPoolExecutor(drivers)
+        try:
+            for f in [ex.submit(self._drive, todo) for _ in range(drivers)]:
+                f.result()
+        except BaseException:  # Ctrl-C or a bug: stop feeding workers; the caller closes the pool
+            while not todo.empty():
+                todo.get_nowait()
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+        ex.shutdown()
         return [job.outcome for job in jobs]
 
     def run_one(self, request: dict) -> dict:
@@ -267,7 +278,7 @@ class SandboxPool:
         slot = self._slots.get()
         inflight: collections.deque[_Job] = collections.deque()
         try:
-            while True:
+            while not self._closed:
                 while len(inflight) < PIPELINE_DEPTH and (slot[0] is None or slot[0].sent < self.cfg.recycle_after):
                     try:
                         job = todo.get_nowait()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 import time
 
 import pyarrow as pa
@@ -190,3 +192,35 @@ def test_process_backend_gives_the_same_verdicts():
     with SandboxPool(CodeVerifyConfig(backend="process", pool_size=2, time_limit_s=1.0, memory_mb=256)) as pool:
         verdicts = judge(pool, list(VERDICT_CASES.values()))
     assert [v["status"] for v in verdicts] == list(VERDICT_CASES)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, sig):
+    """Ctrl-C closes the pool; after a SIGKILL the next pool's start removes the dead owner's containers."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        "import sys\n"
+        "from bonforge.sandbox.config import CodeVerifyConfig\n"
+        "from bonforge.sandbox.pool import SandboxPool\n"
+        f"cfg = CodeVerifyConfig(image={sandbox_image!r}, pool_size=2, time_limit_s=20)\n"
+        "req = {'kind': 'stdio', 'program': 'import time\\ntime.sleep(60)', 'prelude': '', 'fn_name': None,\n"
+        "       'check': '', 'tests': [{}], 'time_limit': 20, 'wall_limit': 60, 'memory_mb': 256,\n"
+        "       'output_limit': 1024, 'stop_on_failure': False, 'nproc': None}\n"
+        "with SandboxPool(cfg) as pool:\n"
+        "    print('ready', flush=True)\n"
+        "    pool.run([dict(req, id=i) for i in range(6)])\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=image_mod.RUNNER_PATH.parents[2])
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1.0)
+    owner_label = f"label={image_mod.OWNER_LABEL}={image_mod.owner().split(':')[0]}:{proc.pid}"
+    running = subprocess.run(["docker", "ps", "-q", "--filter", owner_label], capture_output=True, text=True).stdout.split()
+    assert len(running) == 2
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) != 0
+    time.sleep(0.5)
+    if sig == signal.SIGKILL:
+        assert image_mod.cleanup_containers(all_owners=False) >= 0
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", owner_label], capture_output=True, text=True).stdout.split()
+    assert left == []
