@@ -329,13 +329,21 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
 
 
 def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
-    """Template/tokenizer paths in a recipe are relative to the recipe file."""
-    gs = recipe.genselect
-    upd = {}
-    for name in ("template", "tokenizer"):
-        value = getattr(gs, name)
-        if value and not Path(value).is_absolute() and (base / value).exists():
-            upd[name] = str((base / value).resolve())
-    if upd:
-        recipe = recipe.model_copy(update={"genselect": gs.model_copy(update=upd)})
-    return recipe
+    """Local files a recipe names (templates, tokenizers, model directories) are relative to the recipe."""
+
+    def fix(model: Model, names: tuple[str, ...]) -> Model:
+        upd = {}
+        for name in names:
+            value = getattr(model, name, None)
+            if isinstance(value, str) and value and not Path(value).is_absolute() and (base / value).exists():
+                upd[name] = str((base / value).resolve())
+        return model.model_copy(update=upd) if upd else model
+
+    upd: dict = {
+        "genselect": fix(recipe.genselect, ("template", "tokenizer")),
+        "teachers": [fix(t, ("prompt_template", "model")) for t in recipe.teachers],
+    }
+    if recipe.fusion:
+        upd["fusion"] = fix(recipe.fusion, ("template",)).model_copy(
+            update={"fusor": fix(recipe.fusion.fusor, ("prompt_template", "model"))})
+    return recipe.model_copy(update=upd)

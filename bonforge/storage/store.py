@@ -107,9 +107,10 @@ class StageStore:
             raise StoreError(f"stage {stage!r} {key} has no files")
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
-    def read_shards(self, stage: str, key: str, n_shards: int) -> pa.Table:
-        """The shards written so far of a stage being committed (for manifest summaries)."""
-        return pa.concat_tables([pq.read_table(self.shard_path(stage, key, i)) for i in range(n_shards)])
+    def read_shards(self, stage: str, key: str, n_shards: int, columns: list[str] | None = None) -> pa.Table:
+        """The shards of a stage being committed (for manifest summaries)."""
+        return pa.concat_tables([pq.read_table(self.shard_path(stage, key, i), columns=columns)
+                                 for i in range(n_shards)])
 
     # -- writes ------------------------------------------------------------------------------------
     def write_shard(self, stage: str, key: str, shard: int, table: pa.Table) -> int:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from bonforge.errors import ConfigError, DataError
 from bonforge.llm.base import Engine, EngineError, Request
@@ -171,10 +170,7 @@ def make_compute(teacher: SampledTeacher, engine: Engine | None = None) -> Sampl
 def _summary(store: StageStore, key: str, n_shards: int, teacher: SampledTeacher, sampler: Sampler) -> dict:
     """Token totals over every shard on disk (also those of an earlier, interrupted run), this run's
     throughput, and the problems that got fewer than n samples (skipped prompts)."""
-    tables = [pq.read_table(store.shard_path(STAGE, key, i), columns=["problem_id", "prompt_tokens",
-                                                                      "completion_tokens"])
-              for i in range(n_shards)]
-    table = pa.concat_tables(tables)
+    table = store.read_shards(STAGE, key, n_shards, columns=["problem_id", "prompt_tokens", "completion_tokens"])
     per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
     short = sorted(r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n)
     s = sampler.stats
