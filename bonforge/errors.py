@@ -25,7 +25,9 @@ class DataError(BonforgeError, ValueError):
     def __init__(self, message: str, source: str = "", record: str | int | None = None, field: str = ""):
         self.source, self.record, self.field = source, record, field
         where = ", ".join(
-            p for p in (source, f"record {record}" if record is not None else "", f"field {field!r}" if field else "") if p
+            p
+            for p in (source, f"record {record}" if record is not None else "", f"field {field!r}" if field else "")
+            if p
         )
         super().__init__(f"{where}: {message}" if where else message)
         self.message = message

@@ -27,8 +27,10 @@ def plan_shards(table: pa.Table, shard_rows: int | None) -> list[pa.Table]:
     """Split ``table`` into shards of about ``shard_rows`` rows without splitting a problem."""
     if not shard_rows or table.num_rows <= shard_rows:
         return [table]
-    table = table.sort_by([("problem_id", "ascending")] + (
-        [("candidate_id", "ascending")] if "candidate_id" in table.column_names else []))
+    table = table.sort_by(
+        [("problem_id", "ascending")]
+        + ([("candidate_id", "ascending")] if "candidate_id" in table.column_names else [])
+    )
     pids = table.column("problem_id")
     # boundaries where problem_id changes
     changes = pc.not_equal(pids.slice(1), pids.slice(0, len(pids) - 1))
@@ -55,14 +57,27 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
 
 
-def _compute_and_write(root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Compute,
-                       **context) -> tuple[int, int, float, str]:
+def _compute_and_write(
+    root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Compute, **context
+) -> tuple[int, int, float, str, str | None]:
+    """Compute and write one shard; returns (shard, rows, seconds, hostname, Ray node id or None)."""
     import socket
 
     t0 = time.perf_counter()
     out = compute(table, **context)
     StageStore(root).write_shard(stage, key, shard, out)
-    return shard, out.num_rows, time.perf_counter() - t0, socket.gethostname()
+    return shard, out.num_rows, time.perf_counter() - t0, socket.gethostname(), _ray_node()
+
+
+def _ray_node() -> str | None:
+    """The id of the Ray node running this process, when it is a Ray worker (hostnames repeat when several
+    nodes share a machine)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
 
 
 def run_stage(
@@ -97,7 +112,7 @@ def run_stage(
     if done:
         log.info("%s: resuming, %d of %d shards already written", label or stage, len(done), len(shards))
     t0 = time.perf_counter()
-    compute_s, hosts = 0.0, set()
+    compute_s, hosts, nodes = 0.0, set(), set()
     from bonforge.progress import stage_progress
 
     with stage_progress(label or stage, total=sum(shards[i].num_rows for i in todo)) as advance:
@@ -109,22 +124,36 @@ def run_stage(
             pending = [remote.remote(str(store.root), stage, key, i, shards[i], compute, **ctx_ref) for i in todo]
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
-                shard, _, secs, host = ray.get(ready[0])
+                shard, _, secs, host, node = ray.get(ready[0])
                 compute_s += secs
                 hosts.add(host)
+                nodes.add(node)
                 advance(shards[shard].num_rows)
         else:
             for i in todo:
-                _, _, secs, host = _compute_and_write(str(store.root), stage, key, i, shards[i], compute, **context)
+                _, _, secs, host, node = _compute_and_write(
+                    str(store.root), stage, key, i, shards[i], compute, **context
+                )
                 compute_s += secs
                 hosts.add(host)
+                nodes.add(node)
                 advance(shards[i].num_rows)
     wall = time.perf_counter() - t0
     extra_fields = extra(shards) if callable(extra) else dict(extra or {})
     man = store.commit(
-        stage, key, len(shards), version=version, config=config, upstream=upstream,
+        stage,
+        key,
+        len(shards),
+        version=version,
+        config=config,
+        upstream=upstream,
         timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
-        extra={"hosts": sorted(hosts), "shards_resumed": len(done), **extra_fields},
+        extra={
+            "hosts": sorted(hosts),
+            "ray_nodes": sorted(n for n in nodes if n),
+            "shards_resumed": len(done),
+            **extra_fields,
+        },
     )
     man["cached"] = False
     return man

@@ -33,7 +33,11 @@ def store(tmp_path):
 
 @pytest.fixture(scope="session")
 def gsm8k_pool(request) -> Path:
-    path = Path(os.environ.get("BONFORGE_DATA", REPO.parent / "shared" / "data")) / "gsm8k" / "example_model_solutions.jsonl"
+    path = (
+        Path(os.environ.get("BONFORGE_DATA", REPO.parent / "shared" / "data"))
+        / "gsm8k"
+        / "example_model_solutions.jsonl"
+    )
     if not path.is_file():
         pytest.skip(f"no data mirror with {path.name} (set BONFORGE_DATA)")
     return path

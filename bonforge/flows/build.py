@@ -41,13 +41,20 @@ def dag(b: Build, run) -> dict:
         fused = run(b.fused(pools))
         fused_verdicts = run(b.verdicts(problems, fused))
         run(b.fusion(problems, pools, candidates, verdicts, fused, fused_verdicts))
-        dataset["fusion_dataset"] = b.export_fusion(problems, fused, fused_verdicts,
-                                                    lineage={"recipe": b.recipe.name, "stages": dict(run.record)})
+        dataset["fusion_dataset"] = b.export_fusion(
+            problems, fused, fused_verdicts, lineage={"recipe": b.recipe.name, "stages": dict(run.record)}
+        )
     return dataset
 
 
-@task(name="stage", retries=2, retry_delay_seconds=2, persist_result=True, result_serializer="json",
-      cache_key_fn=lambda ctx, params: f"{params['step'].stage}-{params['step'].key}")
+@task(
+    name="stage",
+    retries=2,
+    retry_delay_seconds=2,
+    persist_result=True,
+    result_serializer="json",
+    cache_key_fn=lambda ctx, params: f"{params['step'].stage}-{params['step'].key}",
+)
 def stage_task(step: Step) -> dict:
     return step.run()
 
@@ -69,8 +76,13 @@ class _Runner:
             self.cached.setdefault(step.stage, []).append(step.key)
         self.timings[step.label] = round(secs, 3)
         if not self.quiet:
-            log.info("%-36s %8s rows  %s  (key %s)", step.label, manifest.get("rows"),
-                 "cached" if cached else f"computed in {secs:.1f}s", step.key)
+            log.info(
+                "%-36s %8s rows  %s  (key %s)",
+                step.label,
+                manifest.get("rows"),
+                "cached" if cached else f"computed in {secs:.1f}s",
+                step.key,
+            )
         return Ref(step.stage, step.key, manifest)
 
 
@@ -81,7 +93,8 @@ class PrefectRunner(_Runner):
         t0 = time.perf_counter()
         committed = self.store.exists(step.stage, step.key)
         state = stage_task.with_options(
-            task_run_name=step.label, result_storage=self.store.root / "prefect-results",
+            task_run_name=step.label,
+            result_storage=self.store.root / "prefect-results",
             refresh_cache=not committed,
         )(step, return_state=True)
         manifest = state.result()
@@ -104,12 +117,17 @@ class CommittedRunner(_Runner):
         return self._note(step, self.store.manifest(step.stage, step.key), True, 0.0)
 
 
-def _execute(recipe: Recipe, store: StageStore, recipe_dir: str, run_id: str | None, run: _Runner,
-             record_start: bool) -> dict:
+def _execute(
+    recipe: Recipe, store: StageStore, recipe_dir: str, run_id: str | None, run: _Runner, record_start: bool
+) -> dict:
     record = {
         "run_id": run_id or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6],
-        "recipe_name": recipe.name, "recipe": recipe.model_dump(mode="json"), "status": "running",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "stages": run.record, "cached": run.cached,
+        "recipe_name": recipe.name,
+        "recipe": recipe.model_dump(mode="json"),
+        "status": "running",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "stages": run.record,
+        "cached": run.cached,
     }
     if record_start:
         store.record_run(record)
@@ -125,8 +143,11 @@ def _execute(recipe: Recipe, store: StageStore, recipe_dir: str, run_id: str | N
         record.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
         raise
     finally:
-        record.update(finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      wall_s=round(time.perf_counter() - t0, 3), timings=run.timings)
+        record.update(
+            finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            wall_s=round(time.perf_counter() - t0, 3),
+            timings=run.timings,
+        )
         if record["status"] != "running":
             store.record_run(record)
     return record

@@ -36,22 +36,35 @@ def latest_run(store: StageStore, recipe: Recipe) -> dict:
     for run in reversed(store.runs()):
         if run.get("status") == "succeeded" and run.get("recipe") == want and "genselect" in run.get("stages", {}):
             return run
-    raise StoreError(f"no succeeded run of recipe {recipe.name!r} with these settings in {store.root}; "
-                     "run `bonforge run RECIPE` with the same --set options first")
+    raise StoreError(
+        f"no succeeded run of recipe {recipe.name!r} with these settings in {store.root}; "
+        "run `bonforge run RECIPE` with the same --set options first"
+    )
 
 
-def record_derived(store: StageStore, base: dict, kind: str, stage: str, key: str, manifest: dict, secs: float,
-                   **fields) -> dict:
+def record_derived(
+    store: StageStore, base: dict, kind: str, stage: str, key: str, manifest: dict, secs: float, **fields
+) -> dict:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cached = {s: list(keys) for s, keys in base["stages"].items() if s != stage}
     if manifest.get("cached"):
         cached[stage] = [key]
     record = {
-        "run_id": time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6], "kind": kind,
-        "base_run": base["run_id"], "recipe_name": base.get("recipe_name"), "recipe": base.get("recipe"),
-        "status": "succeeded", "started": now, "finished": now, "wall_s": round(secs, 3),
-        "stages": {**base["stages"], stage: [key]}, "cached": cached, "timings": {stage: round(secs, 3)},
-        "dataset": base.get("dataset"), "dataset_version": base.get("dataset_version"), **fields,
+        "run_id": time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6],
+        "kind": kind,
+        "base_run": base["run_id"],
+        "recipe_name": base.get("recipe_name"),
+        "recipe": base.get("recipe"),
+        "status": "succeeded",
+        "started": now,
+        "finished": now,
+        "wall_s": round(secs, 3),
+        "stages": {**base["stages"], stage: [key]},
+        "cached": cached,
+        "timings": {stage: round(secs, 3)},
+        "dataset": base.get("dataset"),
+        "dataset_version": base.get("dataset_version"),
+        **fields,
     }
     store.record_run(record)
     return record
@@ -63,9 +76,15 @@ def _keys(run: dict, stage: str) -> str:
     return ",".join(sorted(run["stages"][stage]))
 
 
-def eval_selector(store: StageStore, recipe: Recipe, teacher: SampledTeacher, runs: int = 1,
-                  skip_unanimous: bool = False, prompts: Literal["genselect", "pool"] = "genselect",
-                  engine: Engine | None = None) -> tuple[dict, dict]:
+def eval_selector(
+    store: StageStore,
+    recipe: Recipe,
+    teacher: SampledTeacher,
+    runs: int = 1,
+    skip_unanimous: bool = False,
+    prompts: Literal["genselect", "pool"] = "genselect",
+    engine: Engine | None = None,
+) -> tuple[dict, dict]:
     """Evaluate ``teacher`` as a selector on the latest run of ``recipe``; returns (record, summary).
 
     ``prompts="genselect"``: the run's GenSelect prompts. ``"pool"``: one prompt per problem over all its
@@ -86,19 +105,43 @@ def eval_selector(store: StageStore, recipe: Recipe, teacher: SampledTeacher, ru
 
         def table():
             return select_eval.pool_prompts(con.sql(_POOL).to_arrow_table(), recipe.genselect, recipe.seed)
-    cfg = {"selector": select_eval.selector_key(teacher), "runs": runs, "skip_unanimous": skip_unanimous,
-           "prompts": prompt_cfg}
+
+    cfg = {
+        "selector": select_eval.selector_key(teacher),
+        "runs": runs,
+        "skip_unanimous": skip_unanimous,
+        "prompts": prompt_cfg,
+    }
     key = stage_key("selector_eval", select_eval.VERSION, cfg, upstream)
     judge = select_eval.Judge(teacher, runs, skip_unanimous, engine)
     try:
-        man = run_stage(store, "selector_eval", key, version=select_eval.VERSION, config=cfg, upstream=upstream,
-                        table=table, compute=judge, shard_rows=PROMPT_SHARD_ROWS, label="selector_eval",
-                        extra={"selector": teacher.model, "engine": teacher.engine})
+        man = run_stage(
+            store,
+            "selector_eval",
+            key,
+            version=select_eval.VERSION,
+            config=cfg,
+            upstream=upstream,
+            table=table,
+            compute=judge,
+            shard_rows=PROMPT_SHARD_ROWS,
+            label="selector_eval",
+            extra={"selector": teacher.model, "engine": teacher.engine},
+        )
     finally:
         judge.close()
     summary = select_eval.summarize(store.read("selector_eval", key))
-    record = record_derived(store, base, "eval-selector", "selector_eval", key, man, time.perf_counter() - t0,
-                            selector={"engine": teacher.engine, "model": teacher.model}, summary=summary)
+    record = record_derived(
+        store,
+        base,
+        "eval-selector",
+        "selector_eval",
+        key,
+        man,
+        time.perf_counter() - t0,
+        selector={"engine": teacher.engine, "model": teacher.model},
+        summary=summary,
+    )
     return record, summary
 
 
@@ -112,9 +155,17 @@ def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, po
     cfg = {"ks": sorted(set(ks)) if ks else None, "pool": pool}
     key = stage_key("maxk_weights", maxk.VERSION, cfg, upstream)
     query = "SELECT problem_id, teacher, candidate_id, reward FROM verdicts ORDER BY problem_id, candidate_id"
-    man = run_stage(store, "maxk_weights", key, version=maxk.VERSION, config=cfg, upstream=upstream,
-                    table=lambda: connect(store, base["run_id"]).sql(query).to_arrow_table(),
-                    compute=partial(maxk.maxk_table, ks=cfg["ks"], pool=pool), shard_rows=MAXK_SHARD_ROWS,
-                    label="maxk_weights")
+    man = run_stage(
+        store,
+        "maxk_weights",
+        key,
+        version=maxk.VERSION,
+        config=cfg,
+        upstream=upstream,
+        table=lambda: connect(store, base["run_id"]).sql(query).to_arrow_table(),
+        compute=partial(maxk.maxk_table, ks=cfg["ks"], pool=pool),
+        shard_rows=MAXK_SHARD_ROWS,
+        label="maxk_weights",
+    )
     record = record_derived(store, base, "maxk", "maxk_weights", key, man, time.perf_counter() - t0)
     return record, man

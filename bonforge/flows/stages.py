@@ -66,9 +66,22 @@ class Build:
     def problems(self) -> Step:
         cfg = self.recipe.problems
         key = stage_key("problems", load.VERSION, cfg.key_config(), {})
-        return Step("problems", key, "problems", lambda: run_stage(self.store, "problems", key, version=load.VERSION, config=cfg.key_config(), upstream={},
-                        table=pa.table({"problem_id": pa.array([], pa.string())}),
-                        compute=lambda _t: load.load_problems(cfg, data.resolve(cfg.source, self.recipe_dir)), label="problems"))
+        return Step(
+            "problems",
+            key,
+            "problems",
+            lambda: run_stage(
+                self.store,
+                "problems",
+                key,
+                version=load.VERSION,
+                config=cfg.key_config(),
+                upstream={},
+                table=pa.table({"problem_id": pa.array([], pa.string())}),
+                compute=lambda _t: load.load_problems(cfg, data.resolve(cfg.source, self.recipe_dir)),
+                label="problems",
+            ),
+        )
 
     def candidates(self, problems: Ref, teacher) -> Step:
         label = f"candidates[{teacher.name}]"
@@ -76,17 +89,35 @@ class Build:
             from bonforge.tasks import sample
 
             key = sample.stage_key_for(problems.key, teacher)
-            return Step("candidates", key, label,
-                        lambda: sample.sample_stage(self.store, self.read(problems), problems.key, teacher))
+            return Step(
+                "candidates",
+                key,
+                label,
+                lambda: sample.sample_stage(self.store, self.read(problems), problems.key, teacher),
+            )
         from bonforge.llm.pool import import_pool
 
         cfg = teacher.key_config()
         key = stage_key("candidates", "pool-1", cfg, {"problems": problems.key})
-        return Step("candidates", key, label, lambda: run_stage(self.store, "candidates", key, version="pool-1", config=cfg,
-                        upstream={"problems": problems.key}, table=pa.table({"problem_id": pa.array([], pa.string())}),
-                        compute=lambda _t: import_pool(teacher, data.resolve(teacher.source, self.recipe_dir),
-                                                       self.read(problems)), label=label,
-                        extra={"teacher": teacher.name}))
+        return Step(
+            "candidates",
+            key,
+            label,
+            lambda: run_stage(
+                self.store,
+                "candidates",
+                key,
+                version="pool-1",
+                config=cfg,
+                upstream={"problems": problems.key},
+                table=pa.table({"problem_id": pa.array([], pa.string())}),
+                compute=lambda _t: import_pool(
+                    teacher, data.resolve(teacher.source, self.recipe_dir), self.read(problems)
+                ),
+                label=label,
+                extra={"teacher": teacher.name},
+            ),
+        )
 
     def verdicts(self, problems: Ref, candidates: Ref) -> Step:
         domains = set(self.read(problems, ["domain"]).column("domain").to_pylist())
@@ -102,13 +133,25 @@ class Build:
             cfg = self.recipe.verify.math
             key = stage_key("verdicts", verify_math.VERSION, cfg.key_config(), upstream)
             compute, executor, version = partial(_verify_math_shard, cfg=cfg), "ray", verify_math.VERSION
+
         def run() -> dict:
             if executor == "ray" and not self.store.exists("verdicts", key):
                 self._ray()
-            return run_stage(self.store, "verdicts", key, version=version, config=cfg.key_config(), upstream=upstream,
-                        table=lambda: self.read(candidates), compute=compute,
-                        context=lambda: {"problems": self.read(problems)}, shard_rows=VERIFY_SHARD_ROWS,
-                        executor=executor, label=f"verdicts[{teacher}]", extra={"teacher": teacher})
+            return run_stage(
+                self.store,
+                "verdicts",
+                key,
+                version=version,
+                config=cfg.key_config(),
+                upstream=upstream,
+                table=lambda: self.read(candidates),
+                compute=compute,
+                context=lambda: {"problems": self.read(problems)},
+                shard_rows=VERIFY_SHARD_ROWS,
+                executor=executor,
+                label=f"verdicts[{teacher}]",
+                extra={"teacher": teacher},
+            )
 
         return Step("verdicts", key, f"verdicts[{teacher}]", run)
 
@@ -118,21 +161,51 @@ class Build:
         key = stage_key("problem_stats", score.VERSION, cfg, upstream)
         columns = "problem_id, teacher, candidate_id, correct, reward, extracted"
         table = lambda: duckdb.connect().read_parquet(self._files(verdicts)).select(columns).to_arrow_table()  # noqa
-        return Step("problem_stats", key, "problem_stats", lambda: run_stage(self.store, "problem_stats", key, version=score.VERSION, config=cfg, upstream=upstream,
-                        table=table, compute=partial(score.score, score_cfg=self.recipe.score,
-                                                     filter_cfg=self.recipe.filter),
-                        shard_rows=SCORE_SHARD_ROWS, label="problem_stats"))
+        return Step(
+            "problem_stats",
+            key,
+            "problem_stats",
+            lambda: run_stage(
+                self.store,
+                "problem_stats",
+                key,
+                version=score.VERSION,
+                config=cfg,
+                upstream=upstream,
+                table=table,
+                compute=partial(score.score, score_cfg=self.recipe.score, filter_cfg=self.recipe.filter),
+                shard_rows=SCORE_SHARD_ROWS,
+                label="problem_stats",
+            ),
+        )
 
     def genselect(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Step:
-        upstream = {"problems": problems.key, "problem_stats": stats.key, "candidates": _keys(candidates),
-                    "verdicts": _keys(verdicts)}
+        upstream = {
+            "problems": problems.key,
+            "problem_stats": stats.key,
+            "candidates": _keys(candidates),
+            "verdicts": _keys(verdicts),
+        }
         cfg = assemble.key_config(self.recipe.genselect, self.recipe.seed)
         key = stage_key("genselect", assemble.VERSION, cfg, upstream)
         table = partial(self._kept_pool, problems, candidates, verdicts, stats)
-        return Step("genselect", key, "genselect", lambda: run_stage(self.store, "genselect", key, version=assemble.VERSION, config=cfg, upstream=upstream,
-                        table=table, compute=partial(assemble.assemble, cfg=self.recipe.genselect,
-                                                     seed=self.recipe.seed),
-                        shard_rows=ASSEMBLE_SHARD_ROWS, label="genselect"))
+        return Step(
+            "genselect",
+            key,
+            "genselect",
+            lambda: run_stage(
+                self.store,
+                "genselect",
+                key,
+                version=assemble.VERSION,
+                config=cfg,
+                upstream=upstream,
+                table=table,
+                compute=partial(assemble.assemble, cfg=self.recipe.genselect, seed=self.recipe.seed),
+                shard_rows=ASSEMBLE_SHARD_ROWS,
+                label="genselect",
+            ),
+        )
 
     def _kept_pool(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
         con = self._pool_view(problems, candidates, verdicts, stats)
@@ -154,17 +227,35 @@ class Build:
 
         def table() -> pa.Table:
             con = self._pool_view(problems, candidates, verdicts, stats)
-            kept = "JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep" if cfg.problems == "kept" else ""
-            return con.sql(f"""
+            kept = (
+                "JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep" if cfg.problems == "kept" else ""
+            )
+            return con.sql(
+                f"""
                 SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.teacher, c.text, v.status
                 FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id {kept}
                 WHERE c.teacher IN (SELECT unnest(?))
-            """, params=[sorted(cfg.teachers)]).to_arrow_table()
+            """,
+                params=[sorted(cfg.teachers)],
+            ).to_arrow_table()
 
-        return Step("fusion_pools", key, "fusion_pools", lambda: run_stage(
-            self.store, "fusion_pools", key, version=fuse.POOLS_VERSION, config=key_cfg, upstream=upstream,
-            table=table, compute=partial(fuse.build_pools, cfg=cfg), shard_rows=ASSEMBLE_SHARD_ROWS,
-            label="fusion_pools"))
+        return Step(
+            "fusion_pools",
+            key,
+            "fusion_pools",
+            lambda: run_stage(
+                self.store,
+                "fusion_pools",
+                key,
+                version=fuse.POOLS_VERSION,
+                config=key_cfg,
+                upstream=upstream,
+                table=table,
+                compute=partial(fuse.build_pools, cfg=cfg),
+                shard_rows=ASSEMBLE_SHARD_ROWS,
+                label="fusion_pools",
+            ),
+        )
 
     def fused(self, pools: Ref) -> Step:
         """The fusor's answers: a candidates stage whose 'problems' are the rendered pools."""
@@ -173,28 +264,50 @@ class Build:
         teacher = fuse.fusor_teacher(self.recipe.fusion)
         key = sample.stage_key_for(pools.key, teacher)
         prompts = lambda: self.read(pools, ["problem_id", "domain", "question"])  # noqa: E731
-        return Step("candidates", key, f"candidates[{teacher.name}]",
-                    lambda: sample.sample_stage(self.store, prompts(), pools.key, teacher))
+        return Step(
+            "candidates",
+            key,
+            f"candidates[{teacher.name}]",
+            lambda: sample.sample_stage(self.store, prompts(), pools.key, teacher),
+        )
 
-    def fusion(self, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref], fused: Ref,
-               fused_verdicts: Ref) -> Step:
+    def fusion(
+        self, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref], fused: Ref, fused_verdicts: Ref
+    ) -> Step:
         cfg = self.recipe.fusion
-        upstream = {"fusion_pools": pools.key, "candidates": _keys(candidates), "verdicts": _keys(verdicts),
-                    "fused": fused.key, "fused_verdicts": fused_verdicts.key}
+        upstream = {
+            "fusion_pools": pools.key,
+            "candidates": _keys(candidates),
+            "verdicts": _keys(verdicts),
+            "fused": fused.key,
+            "fused_verdicts": fused_verdicts.key,
+        }
         key = stage_key("fusion", fuse.FUSION_VERSION, {"min_span": cfg.min_span}, upstream)
 
         def run() -> dict:
             con = self._pool_view(problems, candidates + [fused], verdicts + [fused_verdicts], None)
-            members = con.sql("SELECT c.candidate_id, c.teacher, c.text, v.correct, v.extracted "
-                              "FROM c JOIN v USING (candidate_id)").to_arrow_table()
-            answers = con.sql("SELECT c.problem_id, c.candidate_id, c.text, v.correct, v.status "
-                              "FROM c JOIN v USING (candidate_id) WHERE c.teacher = ?",
-                              params=[cfg.fusor.name]).to_arrow_table()
-            return run_stage(self.store, "fusion", key, version=fuse.FUSION_VERSION, config={"min_span": cfg.min_span},
-                             upstream=upstream, table=self.read(pools),
-                             compute=partial(fuse.analyze, members=members, fused=answers, min_span=cfg.min_span),
-                             label="fusion", extra=lambda shards: {"comparison": fuse.comparison(
-                                 self.store.read_shards("fusion", key, len(shards)))})
+            members = con.sql(
+                "SELECT c.candidate_id, c.teacher, c.text, v.correct, v.extracted FROM c JOIN v USING (candidate_id)"
+            ).to_arrow_table()
+            answers = con.sql(
+                "SELECT c.problem_id, c.candidate_id, c.text, v.correct, v.status "
+                "FROM c JOIN v USING (candidate_id) WHERE c.teacher = ?",
+                params=[cfg.fusor.name],
+            ).to_arrow_table()
+            return run_stage(
+                self.store,
+                "fusion",
+                key,
+                version=fuse.FUSION_VERSION,
+                config={"min_span": cfg.min_span},
+                upstream=upstream,
+                table=self.read(pools),
+                compute=partial(fuse.analyze, members=members, fused=answers, min_span=cfg.min_span),
+                label="fusion",
+                extra=lambda shards: {
+                    "comparison": fuse.comparison(self.store.read_shards("fusion", key, len(shards)))
+                },
+            )
 
         return Step("fusion", key, "fusion", run)
 
@@ -202,8 +315,10 @@ class Build:
         from bonforge.storage.datasets import publish
 
         con = self._pool_view(problems, [fused], [fused_verdicts], None)
-        table = con.sql("SELECT c.problem_id, p.question, c.candidate_id, c.text, v.correct "
-                        "FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id").to_arrow_table()
+        table = con.sql(
+            "SELECT c.problem_id, p.question, c.candidate_id, c.text, v.correct "
+            "FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id"
+        ).to_arrow_table()
         exp = self.recipe.fusion.export
         return publish(self.store.root, exp.name, fuse.sft_tables(table, exp.only_correct), lineage)
 
@@ -236,4 +351,3 @@ def _verify_code_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
     from bonforge.tasks import verify_code
 
     return verify_code.verify_code(problems, cands, cfg)
-

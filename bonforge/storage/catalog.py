@@ -25,23 +25,49 @@ def connect(store: StageStore, run_id: str | None = None) -> duckdb.DuckDBPyConn
         files = [str(p) for key in keys if store.exists(stage, key) for p in store.paths(stage, key)]
         for key in keys:
             man = store.manifest(stage, key) if store.exists(stage, key) else {}
-            stage_rows.append({"run_id": run["run_id"], "stage": stage, "key": key, "rows": man.get("rows"),
-                               "wall_s": man.get("timings", {}).get("wall_s"),
-                               "compute_s": man.get("timings", {}).get("compute_s"),
-                               "cached": key in run.get("cached", {}).get(stage, [])})
+            stage_rows.append(
+                {
+                    "run_id": run["run_id"],
+                    "stage": stage,
+                    "key": key,
+                    "rows": man.get("rows"),
+                    "wall_s": man.get("timings", {}).get("wall_s"),
+                    "compute_s": man.get("timings", {}).get("compute_s"),
+                    "cached": key in run.get("cached", {}).get(stage, []),
+                }
+            )
         if files:
             con.read_parquet(files, union_by_name=True).create_view(stage, replace=True)
-    con.register("run_stages", pa.Table.from_pylist(stage_rows) if stage_rows else pa.table({"stage": pa.array([], pa.string())}))
+    con.register(
+        "run_stages", pa.Table.from_pylist(stage_rows) if stage_rows else pa.table({"stage": pa.array([], pa.string())})
+    )
     return con
 
 
 def _runs_table(runs: list[dict]) -> pa.Table:
-    rows = [{
-        "run_id": r["run_id"], "recipe": r.get("recipe_name"), "status": r.get("status"),
-        "started": r.get("started"), "finished": r.get("finished"), "wall_s": r.get("wall_s"),
-        "dataset": r.get("dataset"), "stages": json.dumps(r.get("stages", {}), sort_keys=True),
-    } for r in runs]
-    schema = pa.schema([("run_id", pa.string()), ("recipe", pa.string()), ("status", pa.string()),
-                        ("started", pa.string()), ("finished", pa.string()), ("wall_s", pa.float64()),
-                        ("dataset", pa.string()), ("stages", pa.string())])
+    rows = [
+        {
+            "run_id": r["run_id"],
+            "recipe": r.get("recipe_name"),
+            "status": r.get("status"),
+            "started": r.get("started"),
+            "finished": r.get("finished"),
+            "wall_s": r.get("wall_s"),
+            "dataset": r.get("dataset"),
+            "stages": json.dumps(r.get("stages", {}), sort_keys=True),
+        }
+        for r in runs
+    ]
+    schema = pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("recipe", pa.string()),
+            ("status", pa.string()),
+            ("started", pa.string()),
+            ("finished", pa.string()),
+            ("wall_s", pa.float64()),
+            ("dataset", pa.string()),
+            ("stages", pa.string()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)

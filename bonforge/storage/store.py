@@ -109,8 +109,9 @@ class StageStore:
 
     def read_shards(self, stage: str, key: str, n_shards: int, columns: list[str] | None = None) -> pa.Table:
         """The shards of a stage being committed (for manifest summaries)."""
-        return pa.concat_tables([pq.read_table(self.shard_path(stage, key, i), columns=columns)
-                                 for i in range(n_shards)])
+        return pa.concat_tables(
+            [pq.read_table(self.shard_path(stage, key, i), columns=columns) for i in range(n_shards)]
+        )
 
     # -- writes ------------------------------------------------------------------------------------
     def write_shard(self, stage: str, key: str, shard: int, table: pa.Table) -> int:

@@ -14,19 +14,41 @@ def pool(spec: dict[str, list[bool]], text_len: int = 20, domain: str = "math", 
     rows = []
     for pid, flags in spec.items():
         for i, ok in enumerate(flags):
-            rows.append({"problem_id": pid, "question": f"Q {pid}?", "domain": domain,
-                         "candidate_id": f"{pid}/t/{i}", "text": f"cand {pid} {i} " + "x" * text_len,
-                         "correct": ok, "status": (statuses or {}).get(f"{pid}/t/{i}", "correct" if ok else "wrong_answer")})
-    schema = pa.schema([("problem_id", pa.string()), ("question", pa.string()), ("domain", pa.string()),
-                        ("candidate_id", pa.string()), ("text", pa.string()), ("correct", pa.bool_()),
-                        ("status", pa.string())])
+            rows.append(
+                {
+                    "problem_id": pid,
+                    "question": f"Q {pid}?",
+                    "domain": domain,
+                    "candidate_id": f"{pid}/t/{i}",
+                    "text": f"cand {pid} {i} " + "x" * text_len,
+                    "correct": ok,
+                    "status": (statuses or {}).get(f"{pid}/t/{i}", "correct" if ok else "wrong_answer"),
+                }
+            )
+    schema = pa.schema(
+        [
+            ("problem_id", pa.string()),
+            ("question", pa.string()),
+            ("domain", pa.string()),
+            ("candidate_id", pa.string()),
+            ("text", pa.string()),
+            ("correct", pa.bool_()),
+            ("status", pa.string()),
+        ]
+    )
     return pa.Table.from_pylist(rows, schema=schema)
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.dictionaries(st.text("abc", min_size=1, max_size=3), st.lists(st.booleans(), min_size=0, max_size=24),
-                       min_size=1, max_size=6),
-       st.integers(2, 4), st.integers(4, 16), st.sampled_from([0.5, 0.34, 1.0]), st.integers(0, 3))
+@given(
+    st.dictionaries(
+        st.text("abc", min_size=1, max_size=3), st.lists(st.booleans(), min_size=0, max_size=24), min_size=1, max_size=6
+    ),
+    st.integers(2, 4),
+    st.integers(4, 16),
+    st.sampled_from([0.5, 0.34, 1.0]),
+    st.integers(0, 3),
+)
 def test_every_prompt_obeys_the_composition_rule(spec, lo, hi, frac, seed):
     cfg = GenSelectConfig(min_candidates=lo, max_candidates=hi, max_correct_fraction=frac)
     p = pool(spec)

@@ -62,7 +62,10 @@ def test_crash_mid_stage_leaves_nothing_visible_and_rerun_finishes_only_missing_
         store.read("demo", "k")
     assert store.done_shards("demo", "k") == {0, 1}
     # no temp file left behind beside the shards
-    assert sorted(p.name for p in store.stage_dir("demo", "k").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+    assert sorted(p.name for p in store.stage_dir("demo", "k").iterdir()) == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+    ]
     calls.clear()
     man = run_stage(store, "demo", "k", compute=compute, **kw)
     assert calls == ["p004", "p006", "p008"]  # only the missing shards
