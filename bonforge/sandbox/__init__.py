@@ -9,6 +9,7 @@ Importing this package starts nothing (no Docker call); pools start on first use
 * ``runner.py``: the standalone in-sandbox runner; ``judge`` and ``extract``: host-side helpers.
 """
 
+import bonforge.config  # noqa: F401  (first: it defines the Model base our config needs, then imports it)
 from bonforge.sandbox.config import CodeVerifyConfig
 
 __all__ = ["CodeVerifyConfig"]

@@ -1,84 +1,60 @@
-"""Configuration of code verification: sandbox backend, limits, judge and extraction."""
+"""Configuration of code verification: sandbox backend, limits, judge and extraction.
+
+Fields marked ``exec_only`` (backend, pool size, recycling, retries, start-up) change how verification
+runs, never a verdict, and stay out of the stage key.
+"""
 
 from __future__ import annotations
 
 import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from bonforge.config import Model, exec_only
 
 
-class CodeVerifyConfig(BaseModel):
-    """How candidates for code problems are extracted, run and judged.
+class CodeVerifyConfig(Model):
+    """How candidates for code problems are extracted, run and judged."""
 
-    Fields that change verdicts (limits, judge, extraction) belong in the stage key; ``pool_size``,
-    ``recycle_after``, ``retries`` and ``startup_timeout`` are execution-only (see ``EXECUTION_ONLY``).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    backend: Literal["docker", "process"] = "docker"
-    """'docker': warm pool of isolated containers. 'process': the same runner run directly on the host
-    with rlimits and (when permitted) a new network namespace; it isolates far less: trusted pools only."""
-
-    image: str | None = None
-    """Sandbox image tag; default ``bonforge-sandbox:<hash of the runner>`` (built when missing)."""
-
-    build_image: bool = True
-    """Build the image when it is missing (no registry needed) instead of failing."""
-
-    pool_size: int = Field(default_factory=lambda: os.cpu_count() or 1, gt=0)
-    """Containers (or runner processes) kept warm; each runs one candidate at a time."""
-
-    time_limit_s: float = Field(default=3.0, gt=0, le=600)
-    """CPU-time limit per test, seconds."""
-
-    wall_factor: float = Field(default=2.0, ge=1.0)
-    """Wall-clock safety net per test: ``time_limit_s * wall_factor + 1`` seconds (sleeping programs)."""
-
-    memory_mb: int = Field(default=1024, ge=64)
-    """Address-space limit per test process, MiB (RLIMIT_AS); the container gets this plus headroom."""
-
-    output_limit_bytes: int = Field(default=1 << 20, gt=0)
-    """Stdout cap per test; exceeding it gives ``output_limit``."""
-
-    tmpfs_mb: int = Field(default=64, gt=0)
-    """Size of the container's writable /tmp, MiB."""
-
-    pids_limit: int = Field(default=128, ge=16)
-    """Processes and threads per container (docker ``--pids-limit``)."""
-
-    cpus_per_container: float = Field(default=1.0, gt=0)
-    """CPU quota per container (docker ``--cpus``)."""
-
-    float_tolerance: float = Field(default=1e-6, ge=0)
-    """Absolute-or-relative tolerance when both tokens (or values) are numbers and one is a float."""
-
-    case_insensitive: bool = False
-    """Compare non-numeric output tokens case-insensitively."""
-
-    stop_on_first_failure: bool = False
-    """Stop a candidate at its first failing test; later tests count as not passed."""
-
-    extraction: Literal["auto", "fenced", "prompt_completion", "raw"] = "auto"
-    """How the program is taken from a candidate's text: 'fenced' = last ```python block; 'prompt_completion'
-    = the problem's question (the HumanEval prompt) followed by the text; 'raw' = the text as is; 'auto' =
-    fenced block if any, else prompt+completion for assert-style problems, else raw."""
-
-    recycle_after: int = Field(default=500, gt=0)
-    """Replace a container after this many candidates (also after any anomaly)."""
-
-    retries: int = Field(default=2, ge=0)
-    """Retries of a candidate whose sandbox failed, each on a fresh container, before ``sandbox_error``."""
-
-    startup_timeout_s: float = Field(default=60.0, gt=0)
-    """How long a new container or runner may take to say it is ready."""
-
-    detail_chars: int = Field(default=2000, ge=0)
-    """Characters of stderr / error text kept in a verdict's ``detail``."""
+    backend: Literal["docker", "process"] = exec_only(
+        "docker", description="'docker': a warm pool of isolated containers. 'process': the same runner "
+        "on the host with rlimits and, when permitted, a new network namespace; it isolates far less "
+        "(no filesystem, memory-cgroup or pid isolation): trusted pools only.")  # fmt: skip
+    image: str | None = Field(
+        None, description="Sandbox image tag (backend 'docker'); default bonforge-sandbox:<hash of the runner>.")
+    build_image: bool = exec_only(True, description="Build a missing image (no registry needed) instead of failing.")
+    pool_size: int = Field(
+        default_factory=lambda: os.cpu_count() or 1, gt=0, json_schema_extra={"exec_only": True},
+        description="Containers (or runner processes) kept warm, each running one candidate at a time "
+        "(default: the number of cores).")  # fmt: skip
+    time_limit_s: float = Field(3.0, gt=0, le=600, description="CPU-time limit per test, seconds.")
+    wall_factor: float = Field(
+        2.0, ge=1.0, description="Wall-clock safety net per test: time_limit_s * wall_factor + 1 seconds.")
+    memory_mb: int = Field(
+        1024, ge=64, description="Address-space limit per test process, MiB (RLIMIT_AS); the container "
+        "gets this plus tmpfs_mb plus 256 MiB for the runner.")  # fmt: skip
+    output_limit_bytes: int = Field(1 << 20, gt=0, description="Stdout cap per test (else verdict output_limit).")
+    tmpfs_mb: int = Field(64, gt=0, description="Size of the container's writable /tmp, MiB.")
+    pids_limit: int = Field(128, ge=16, description="Processes and threads per container (--pids-limit, RLIMIT_NPROC).")
+    cpus_per_container: float = Field(1.0, gt=0, description="CPU quota per container (--cpus).")
+    float_tolerance: float = Field(
+        1e-6, ge=0, description="Absolute-or-relative tolerance when two numbers compared are not both integers.")
+    case_insensitive: bool = Field(False, description="Compare non-numeric output tokens case-insensitively.")
+    stop_on_first_failure: bool = Field(
+        False, description="Stop a candidate at its first failing test; later tests count as not passed.")
+    extraction: Literal["auto", "fenced", "prompt_completion", "raw"] = Field(
+        "auto", description="Program from a candidate's text: 'fenced' = the last python code block; "
+        "'prompt_completion' = the problem's question (HumanEval prompt) followed by the text; 'raw' = the "
+        "text; 'auto' = a fenced block if any, else prompt_completion for assert-style tests, else raw.")  # fmt: skip
+    recycle_after: int = exec_only(500, gt=0, description="Replace a container after this many candidates.")
+    retries: int = exec_only(
+        2, ge=0, description="Retries of a candidate whose sandbox failed, each on a fresh one, before sandbox_error.")
+    startup_timeout_s: float = exec_only(60.0, gt=0, description="How long a new worker may take to be ready.")
+    detail_chars: int = Field(2000, ge=0, description="Characters of error text and stderr kept in a verdict's detail.")
 
     @model_validator(mode="after")
-    def _check(self) -> CodeVerifyConfig:
+    def _image_needs_docker(self) -> CodeVerifyConfig:
         if self.backend == "process" and self.image is not None:
             raise ValueError("image applies only to backend 'docker' (backend is 'process')")
         return self
@@ -86,7 +62,3 @@ class CodeVerifyConfig(BaseModel):
     @property
     def wall_limit_s(self) -> float:
         return self.time_limit_s * self.wall_factor + 1.0
-
-
-EXECUTION_ONLY = frozenset({"pool_size", "recycle_after", "retries", "startup_timeout_s", "build_image"})
-"""Fields that never change a verdict: leave them out of the stage key."""
