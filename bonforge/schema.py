@@ -99,6 +99,7 @@ MAXK_WEIGHTS = pa.schema(
         pa.field("k", pa.int32(), nullable=False),
         pa.field("reward", pa.float64(), nullable=False),
         pa.field("weight", pa.float64(), nullable=False),  # share of k-subsets where it is the max; sums to 1
+        pa.field("gradient_weight", pa.float64(), nullable=False),  # its ∇log p coefficient for ∇ max@k
     ]
 )
 

@@ -141,7 +141,7 @@ def stage_timings(con, run, store: StageStore) -> Plot:
             ax.text(walls[i], i, f" {walls[i]:.1f}s ({note})", va="center", fontsize="small")
         ax.set_yticks(y, labels)
         ax.set_xlim(0, max(walls + [1e-3]) * 1.8)
-        ax.set_xlabel("wall time when computed (s, stage manifest); grey = cache hit in this run")
+        ax.set_xlabel("wall time when computed (s, from the manifest); grey: cache hit")
         ax.invert_yaxis()
     return Plot("stage_timings", f"Stage timings and cache hits ({sum(r[3] for r in rows)} of {len(rows)} cached)",
                 fig, len(rows), q)
@@ -153,13 +153,13 @@ def tokens_per_teacher(con, run) -> Plot:
     rows = _rows(con, q, "candidates")
     fig, ax = _fig(height=0.5 + 0.45 * max(len(rows), 2))
     if not _empty(ax, rows):
-        labels = [f"{t} ({'tokens' if c is not None else 'characters: no token counts'})" for t, _, c, _ in rows]
+        labels = [t if c is not None else f"{t} (chars)" for t, _, c, _ in rows]
         out = [c if c is not None else chars for _, _, c, chars in rows]
         inp = [p or 0 for _, p, _, _ in rows]
-        ax.barh(labels, out, color="#dd8452", label="completion (or text length)")
+        ax.barh(labels, out, color="#dd8452", label="completion")
         ax.barh(labels, inp, left=out, color="#937860", label="prompt")
-        ax.set_xlabel("tokens (characters where the engine gave no counts)")
-        ax.legend(fontsize="small")
+        ax.set_xlabel("tokens; (chars): text length where the engine gave no token counts")
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize="small")
         ax.invert_yaxis()
     return Plot("tokens_per_teacher", "Tokens per teacher", fig, len(rows), q)
 

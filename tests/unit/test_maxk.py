@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bonforge.schema import MAXK_WEIGHTS
-from bonforge.tasks.maxk import maxk_table, maxk_weights
+from bonforge.tasks.maxk import gradient_weights, maxk_table, maxk_weights
 from bonforge.tasks.score import max_at_k
 
 
@@ -38,6 +38,26 @@ def test_weights_match_brute_force(rewards, data):
     assert float(np.dot(w, rewards)) == pytest.approx(max_at_k(np.array(rewards), k))
 
 
+def brute_gradient(rewards, k):
+    """Every k-subset credits its maximum reward to each of its members."""
+    credit = [0.0] * len(rewards)
+    subsets = list(itertools.combinations(range(len(rewards)), k))
+    for s in subsets:
+        for i in s:
+            credit[i] += max(rewards[j] for j in s)
+    return np.array(credit) / len(subsets)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rewards_st, st.data())
+def test_gradient_weights_match_brute_force(rewards, data):
+    k = data.draw(st.integers(1, len(rewards)))
+    g = gradient_weights(rewards, k)
+    np.testing.assert_allclose(g, brute_gradient(rewards, k), rtol=0, atol=1e-12)
+    # every subset is counted k times, once per member
+    assert g.sum() == pytest.approx(k * max_at_k(np.array(rewards), k))
+
+
 @settings(max_examples=100, deadline=None)
 @given(rewards_st, st.data())
 def test_weights_follow_the_candidates_not_the_row_order(rewards, data):
@@ -45,6 +65,8 @@ def test_weights_follow_the_candidates_not_the_row_order(rewards, data):
     perm = data.draw(st.permutations(range(len(rewards))))
     w = maxk_weights(rewards, k)
     np.testing.assert_allclose(maxk_weights([rewards[i] for i in perm], k), w[list(perm)], atol=1e-12)
+    g = gradient_weights(rewards, k)
+    np.testing.assert_allclose(gradient_weights([rewards[i] for i in perm], k), g[list(perm)], atol=1e-12)
 
 
 def test_known_cases():
@@ -55,6 +77,9 @@ def test_known_cases():
     # a tie at the top shares the block's weight: ranks 2 and 3 of 4 at k=2 hold 2/6 + 3/6
     np.testing.assert_allclose(maxk_weights([1.0, 0.0, 1.0, 0.5], 2), [5 / 12, 0, 5 / 12, 1 / 6])
     np.testing.assert_allclose(maxk_weights([0.3] * 5, 3), [0.2] * 5)
+    # k=1: the plain policy gradient, r_i / n; k=n: every sample carries the best reward
+    np.testing.assert_allclose(gradient_weights([0.2, 0.7], 1), [0.1, 0.35])
+    np.testing.assert_allclose(gradient_weights([0.2, 0.7, 0.4], 3), [0.7, 0.7, 0.7])
 
 
 def test_large_group_stays_finite():
@@ -64,8 +89,9 @@ def test_large_group_stays_finite():
 
 
 def test_k_out_of_range_is_an_error():
-    with pytest.raises(ValueError, match=r"k=4 must be between 1 and the number of candidates \(3\)"):
-        maxk_weights([0.1, 0.2, 0.3], 4)
+    for f in (maxk_weights, gradient_weights):
+        with pytest.raises(ValueError, match=r"k=4 must be between 1 and the number of candidates \(3\)"):
+            f([0.1, 0.2, 0.3], 4)
 
 
 def verdicts():
@@ -88,4 +114,7 @@ def test_table_per_teacher_and_pooled():
     k3 = {r["candidate_id"]: r["weight"] for r in pooled.to_pylist() if r["k"] == 3}
     np.testing.assert_allclose([k3[f"p1/{t}/{i}"] for t, i in (("a", 0), ("a", 1), ("b", 2), ("b", 3))],
                                brute_weights([0.0, 1.0, 0.5, 0.5], 3))
+    g3 = {r["candidate_id"]: r["gradient_weight"] for r in pooled.to_pylist() if r["k"] == 3}
+    np.testing.assert_allclose([g3[f"p1/{t}/{i}"] for t, i in (("a", 0), ("a", 1), ("b", 2), ("b", 3))],
+                               brute_gradient([0.0, 1.0, 0.5, 0.5], 3))
     assert not [r for r in pooled.to_pylist() if r["problem_id"] == "p2"]  # one candidate: no k >= 2

@@ -1,0 +1,108 @@
+"""The run report: written at the end of a real GSM8K build, every plot has data, it is self-contained,
+and headless Chromium (Debian's package) opens it, decodes every image and takes a non-trivial screenshot."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bonforge.cli import app
+from bonforge.config import load_recipe
+from bonforge.flows.build import build
+from bonforge.report import plots, report_after_build
+from bonforge.storage.store import StageStore
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
+PLOTS = {"pass_rate", "teacher_accuracy", "verdict_classes", "pass_at_k", "prompts_per_problem", "prompt_length",
+         "stage_timings", "tokens_per_teacher"}
+pytestmark = pytest.mark.slow  # Prefect + Ray start-up
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, gsm8k_pool):
+    import ray
+
+    root = tmp_path_factory.mktemp("store")
+    record = build(load_recipe(RECIPE, ["problems.limit=300"]), str(root), str(RECIPE.parent))
+    yield StageStore(root), record
+    ray.shutdown()
+
+
+def sections(page: str) -> dict[str, int]:
+    return {m[1]: int(m[2]) for m in re.finditer(r'<section id="(\w+)" data-rows="(\d+)">', page)}
+
+
+def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    profile = tmp / f"profile-{len(list(tmp.iterdir()))}"
+    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                           "--virtual-time-budget=5000", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_build_writes_the_report_and_every_plot_has_data(built):
+    store, record = built
+    path = Path(record["report"])
+    assert path == store.root / "reports" / record["run_id"] / "report.html"
+    page = path.read_text()
+    rows = sections(page)
+    assert set(rows) == PLOTS and all(rows.values()), rows
+    assert {p.stem for p in path.parent.glob("*.png")} == PLOTS
+    # self-contained: every image inline, nothing fetched
+    srcs = re.findall(r'src="([^"]*)"', page)
+    assert len(srcs) == len(PLOTS) and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert not re.search(r'(href|src)="(https?:|//)', page)
+
+
+def test_headless_chromium_opens_the_report_and_screenshots_it(built, tmp_path):
+    _, record = built
+    url = Path(record["report"]).as_uri()
+    dom = chromium("--dump-dom", url, tmp=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert f"<title>report ok: {len(PLOTS)}/{len(PLOTS)} images</title>" in dom.stdout  # every image decoded
+    assert not re.search(r"CONSOLE.*(Uncaught|Error)", dom.stderr), dom.stderr[-2000:]
+    shot = tmp_path / "report.png"
+    res = chromium(f"--screenshot={shot}", "--window-size=1100,4200", url, tmp=tmp_path)
+    assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
+    from matplotlib.image import imread
+
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[:2] == (4200, 1100)
+    colours = np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
+    assert len(colours) > 200  # plots, not a blank or error page
+    assert (pixels < 0.9).any(axis=-1).mean() > 0.05  # a real share of the page is drawn on
+
+
+def test_cli_report_of_a_chosen_run_into_a_folder(built, tmp_path):
+    store, record = built
+    res = CliRunner().invoke(app, ["report", record["run_id"][:15], "--output", str(tmp_path / "r"),
+                                   "--store", str(store.root)])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == str(tmp_path / "r" / "report.html")
+    res = CliRunner().invoke(app, ["report", "nope", "--store", str(store.root)])
+    assert res.exit_code == 2 and "no run 'nope'" in res.output
+
+
+def test_a_failing_report_never_fails_the_build(built, monkeypatch, caplog):
+    store, record = built
+
+    def broken(con, run):
+        raise RuntimeError("plot exploded")
+
+    monkeypatch.setattr(plots, "pass_rate", broken)
+    rec = {"run_id": record["run_id"]}
+    with caplog.at_level(logging.WARNING, logger="bonforge"):
+        report_after_build(str(store.root), rec)
+    assert "report" not in rec
+    assert f"run {record['run_id']}: the report could not be written: RuntimeError: plot exploded" in caplog.text
