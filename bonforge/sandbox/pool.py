@@ -356,3 +356,18 @@ class SandboxPool:
         if self.cfg.backend == "docker" and workers:
             image_mod._docker("rm", "-f", *[w.name for w in workers], check=False)
         _live_pools.discard(self)
+
+
+_shared: dict[str, SandboxPool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(cfg: CodeVerifyConfig) -> SandboxPool:
+    """This process's pool for ``cfg``: started on first use, reused (e.g. across a stage's shards),
+    closed at interpreter exit."""
+    key = cfg.model_dump_json()
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None or pool._closed:
+            pool = _shared[key] = SandboxPool(cfg)
+    return pool
