@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -17,6 +18,7 @@ from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
 from bonforge.report import plots, report_after_build
+from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,3 +108,25 @@ def test_a_failing_report_never_fails_the_build(built, monkeypatch, caplog):
         report_after_build(str(store.root), rec)
     assert "report" not in rec
     assert f"run {record['run_id']}: the report could not be written: RuntimeError: plot exploded" in caplog.text
+
+
+def test_maxk_weights_stage_agrees_with_problem_stats(built, tmp_path):
+    store, record = built
+    out = tmp_path / "weights.parquet"
+    res = CliRunner().invoke(app, ["maxk", record["run_id"], "--pool", "--k", "2", "--k", "4", "-o", str(out),
+                                   "--store", str(store.root)])
+    assert res.exit_code == 0, res.output
+    run = store.run()
+    assert run["kind"] == "maxk" and run["base_run"] == record["run_id"] and "maxk_weights" in run["stages"]
+    assert f"maxk_weights {run['stages']['maxk_weights'][0]}" in res.output
+    con = connect(store)
+    bad = con.sql("""
+        SELECT m.problem_id, m.k, sum(m.weight) AS total, sum(m.weight * m.reward) AS expected_max,
+               any_value(s.max_at_k[m.k]) AS max_at_k
+        FROM maxk_weights m JOIN problem_stats s ON s.problem_id = m.problem_id AND s.teacher = '*'
+        GROUP BY m.problem_id, m.k
+        HAVING abs(total - 1) > 1e-9 OR abs(expected_max - max_at_k) > 1e-9""").fetchall()
+    assert bad == []
+    table = pq.read_table(out)
+    assert table.num_rows == con.sql("SELECT count(*) FROM maxk_weights").fetchone()[0] > 0
+    assert set(table.column("k").to_pylist()) == {2, 4} and set(table.column("group").to_pylist()) == {"*"}
