@@ -31,6 +31,8 @@ def _quiet_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+    # Prefect's 20 s default for its temporary server to answer is too short on a busy machine.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def _fail(err: Exception) -> None:
