@@ -173,7 +173,11 @@ def selector_eval(con, run) -> Plot:
         x = np.arange(len(rows))
         ax.bar(x - 0.2, [100 * r[1] for r in rows], 0.4, label="selector")
         ax.bar(x + 0.2, [100 * r[2] for r in rows], 0.4, label="with random fallback")
+        summary = run.get("summary", {})
+        for name, style in (("pass@1", ":"), ("majority@N", "--")):
+            if name in summary:
+                ax.axhline(100 * summary[name], color="#444444", linestyle=style, label=name)
         ax.set_xticks(x, [f"run {r[0]} ({r[3]} unparsed)" for r in rows])
         ax.set_ylabel("selection accuracy (%)")
-        ax.legend(fontsize="small")
-    return Plot("selector_eval", "Selector accuracy per run", fig, len(rows), q)
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False, fontsize="small")
+    return Plot("selector_eval", "Selector accuracy per run, beside pass@1 and majority@N", fig, len(rows), q)

@@ -128,5 +128,5 @@ def test_maxk_weights_stage_agrees_with_problem_stats(built, tmp_path):
         HAVING abs(total - 1) > 1e-9 OR abs(expected_max - max_at_k) > 1e-9""").fetchall()
     assert bad == []
     table = pq.read_table(out)
-    assert table.num_rows == con.sql("SELECT count(*) FROM maxk_weights").fetchone()[0] > 0
+    assert table.num_rows == con.sql("SELECT count(*) FROM maxk_weights").fetchall()[0][0] > 0
     assert set(table.column("k").to_pylist()) == {2, 4} and set(table.column("group").to_pylist()) == {"*"}
