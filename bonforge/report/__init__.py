@@ -66,9 +66,9 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
 
 
 def report_after_build(store_root: str, record: dict) -> None:
-    """Write the report of a finished build and note its path in ``record``; a failure only logs a warning."""
+    """Write the report of a finished build and note its path in ``record`` (`bonforge run` prints it); a
+    failure only logs a warning."""
     try:
         record["report"] = str(write_report(StageStore(store_root), record["run_id"]))
-        log.info("report: %s", record["report"])
     except Exception as e:  # the report must never fail the build it describes
         log.warning("run %s: the report could not be written: %s: %s", record.get("run_id"), type(e).__name__, e)
