@@ -1,0 +1,51 @@
+"""Subprocess helpers of the operations tests: free ports, and `bonforge` commands run in their own
+process group so that a test can kill a build with everything it started (Prefect's server, Ray)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str], env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
+    """``python -m <args>`` in a new process group; output to ``log`` (or discarded)."""
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, "-m", *args], env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL, wait_s: float = 15) -> None:
+    """Send ``sig`` to the process group of ``proc`` and reap it; escalates to SIGKILL when it lingers."""
+    for s in (sig, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, s)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # children that outlived the leader
+    except ProcessLookupError:
+        pass
+
+
+def run(args: list[str], env: dict | None = None, log: Path | None = None, timeout: float = 600) -> int:
+    """Run ``python -m <args>`` to completion (its whole group is killed on timeout); returns the exit code."""
+    proc = start(args, env, log)
+    try:
+        return proc.wait(timeout)
+    finally:
+        kill_group(proc)

@@ -1,0 +1,88 @@
+"""A build on a real two-node Ray cluster (head + worker on this machine, token authentication on): the
+same recipe as on local Ray, only RAY_ADDRESS set, and the verification shards ran on both nodes.
+
+The cluster lives in its own temp dir and process groups and is torn down by killing those groups:
+``ray stop`` would also stop every other Ray instance on a shared machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from procs import free_port, kill_group, run, start
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
+
+
+def _ray(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    return start(["ray.scripts.scripts", "start", "--block", *args], env, log)
+
+
+def _alive_nodes(env: dict) -> int:
+    code = "import ray; ray.init(); print(sum(n['Alive'] for n in ray.nodes()))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else 0
+
+
+@pytest.fixture(scope="module")
+def cluster(gsm8k_pool):
+    """A head and a worker node with one CPU each; yields the environment a driver needs."""
+    tmp = Path(tempfile.mkdtemp(prefix="rc", dir="/tmp"))  # short: Ray's unix socket paths are length-limited
+    token = tmp / "auth_token"
+    token.write_text(uuid.uuid4().hex)
+    port = free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    common = ["--num-cpus", "1", "--temp-dir", str(tmp / "ray"), "--disable-usage-stats"]
+    procs = [_ray(["--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--include-dashboard",
+                   "false", *common], env, tmp / "head.log")]
+    env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while _alive_nodes(env) < 1:
+            assert time.monotonic() < deadline, (tmp / "head.log").read_text()[-3000:]
+            time.sleep(1)
+        procs.append(_ray(["--address", env["RAY_ADDRESS"], "--node-ip-address", "127.0.0.1", *common], env,
+                          tmp / "worker.log"))
+        while _alive_nodes(env) < 2:
+            assert time.monotonic() < deadline, (tmp / "worker.log").read_text()[-3000:]
+            time.sleep(1)
+        yield env
+    finally:
+        for p in reversed(procs):
+            kill_group(p, signal.SIGTERM)
+
+
+def test_driver_without_the_token_is_refused(cluster, tmp_path):
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text(uuid.uuid4().hex)
+    env = {**cluster, "RAY_AUTH_TOKEN_PATH": str(wrong)}
+    code = "import ray; ray.init(); print('connected')"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "connected" not in out.stdout
+    assert "auth" in out.stderr.lower() or "token" in out.stderr.lower(), out.stderr[-2000:]
+
+
+def test_build_runs_unchanged_on_the_cluster_and_uses_both_nodes(cluster, tmp_path):
+    store, log = tmp_path / "store", tmp_path / "run.log"
+    args = ["bonforge.cli", "run", str(RECIPE), "--store", str(store), "--set", "problems.limit=600"]
+    assert run(args, cluster, log) == 0, log.read_text()[-4000:]
+    nodes = set()
+    verdicts = list((store / "stages" / "verdicts").iterdir())
+    assert len(verdicts) == 4
+    for stage in verdicts:
+        man = json.loads((stage / "manifest.json").read_text())
+        assert len(man["files"]) == 3 and man["rows"] == 600
+        nodes |= set(man["ray_nodes"])
+    assert len(nodes) == 2, nodes
+    assert "dataset gsm8k-genselect v1" in log.read_text()
