@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from bonforge import data
 from bonforge.config import PoolTeacher, Recipe
@@ -188,7 +190,7 @@ class Build:
         }
         cfg = assemble.key_config(self.recipe.genselect, self.recipe.seed)
         key = stage_key("genselect", assemble.VERSION, cfg, upstream)
-        table = partial(self._kept_pool, problems, candidates, verdicts, stats)
+        table = partial(self._kept_keys, problems, candidates, verdicts, stats)
         return Step(
             "genselect",
             key,
@@ -201,20 +203,20 @@ class Build:
                 config=cfg,
                 upstream=upstream,
                 table=table,
-                compute=partial(assemble.assemble, cfg=self.recipe.genselect, seed=self.recipe.seed),
+                compute=partial(_assemble_shard, cfg=self.recipe.genselect, seed=self.recipe.seed),
+                context=lambda: {"con": self._pool_view(problems, candidates, verdicts, stats)},
                 shard_rows=ASSEMBLE_SHARD_ROWS,
                 label="genselect",
             ),
         )
 
-    def _kept_pool(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
+    def _kept_keys(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
+        """The keys of the kept problems' candidates: the shard plan. Each shard reads its own texts."""
         con = self._pool_view(problems, candidates, verdicts, stats)
-        return con.sql("""
-            SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
-            FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id
-            JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
-            ORDER BY c.problem_id, c.candidate_id
-        """).to_arrow_table()
+        return con.sql(
+            "SELECT c.problem_id, c.candidate_id FROM c JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' "
+            "AND s.keep"
+        ).to_arrow_table()
 
     # -- fusion ----------------------------------------------------------------------------------------
     def fusion_pools(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Step:
@@ -334,13 +336,29 @@ class Build:
     def export(self, genselect: Ref, lineage: dict) -> dict:
         from bonforge.storage.datasets import publish
 
-        table = self.read(genselect)
-        tables = export.formats(table, self.recipe.export.formats, data_source=f"bonforge/{self.recipe.name}")
-        return publish(self.store.root, self.recipe.export.name, tables, lineage)
+        shards = (pq.read_table(p) for p in self.store.paths(genselect.stage, genselect.key))
+        parts = export.stream(shards, self.recipe.export.formats, data_source=f"bonforge/{self.recipe.name}")
+        return publish(self.store.root, self.recipe.export.name, parts, lineage)
 
 
 def _keys(refs: list[Ref]) -> str:
     return ",".join(sorted(r.key for r in refs))
+
+
+def _assemble_shard(keys: pa.Table, con, cfg, seed: int) -> pa.Table:
+    """GenSelect rows of the kept problems in one shard (a problem_id range of ``keys``)."""
+    lo, hi = pc.min(keys.column("problem_id")).as_py(), pc.max(keys.column("problem_id")).as_py()
+    pool = con.sql(
+        """
+        SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
+        FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id
+        JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
+        WHERE c.problem_id BETWEEN $lo AND $hi AND v.problem_id BETWEEN $lo AND $hi
+        ORDER BY c.problem_id, c.candidate_id
+        """,
+        params={"lo": lo, "hi": hi},
+    ).to_arrow_table()
+    return assemble.assemble(pool, cfg, seed)
 
 
 def _verify_math_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:

@@ -1,4 +1,4 @@
-"""The DuckDB catalog: one view per stage table of a run (default: the latest), plus ``runs`` and
+"""The DuckDB catalog: one view per stage table of a run (default: the latest that succeeded), plus ``runs`` and
 ``run_stages``. Views read only committed stages (those with a manifest), so a query running while a build
 writes never sees a half-written stage.
 """

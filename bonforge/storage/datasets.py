@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,18 +27,30 @@ def _versions(base: Path) -> list[int]:
     return sorted(int(p.name[1:]) for p in base.iterdir() if p.name.startswith("v") and p.name[1:].isdigit())
 
 
-def publish(root: Path, name: str, tables: dict[str, pa.Table], lineage: dict) -> dict:
-    """Write ``tables`` (format → table) as a new version unless identical content exists; returns its manifest."""
+def publish(root: Path, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa.Table]], lineage: dict) -> dict:
+    """Write ``tables`` (format → table, or a stream of such parts appended in turn, so that only one part
+    is in memory) as a new version unless identical content exists; returns its manifest."""
     base = Path(root) / "datasets" / name
     base.mkdir(parents=True, exist_ok=True)
     tmp = base / f".tmp-{os.getpid()}-{time.time_ns()}"
     try:
-        files = {}
-        for fmt, table in sorted(tables.items()):
-            path = tmp / fmt / "train.parquet"
-            path.parent.mkdir(parents=True)
-            pq.write_table(table, path, compression="zstd")
-            files[f"{fmt}/train.parquet"] = {"sha256": sha256_file(path), "rows": table.num_rows}
+        writers: dict[str, pq.ParquetWriter] = {}
+        rows: dict[str, int] = {}
+        try:
+            for part in [tables] if isinstance(tables, dict) else tables:
+                for fmt, table in part.items():
+                    if fmt not in writers:
+                        (tmp / fmt).mkdir(parents=True)
+                        writers[fmt] = pq.ParquetWriter(tmp / fmt / "train.parquet", table.schema, compression="zstd")
+                    writers[fmt].write_table(table)
+                    rows[fmt] = rows.get(fmt, 0) + table.num_rows
+        finally:
+            for writer in writers.values():
+                writer.close()
+        files = {
+            f"{fmt}/train.parquet": {"sha256": sha256_file(tmp / fmt / "train.parquet"), "rows": rows[fmt]}
+            for fmt in sorted(writers)
+        }
         content = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
         for v in reversed(_versions(base)):
             man = json.loads((base / f"v{v}" / "manifest.json").read_text())

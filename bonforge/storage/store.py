@@ -173,11 +173,13 @@ class StageStore:
         return sorted(out, key=lambda r: (r.get("started", ""), r["run_id"]))
 
     def run(self, run_id: str | None = None) -> dict:
+        """The run ``run_id`` (a prefix will do); by default the latest that succeeded (a run still in
+        progress has not recorded its stages yet), else the latest."""
         runs = self.runs()
         if not runs:
             raise StoreError(f"no runs recorded in {self.root}; run `bonforge run RECIPE` first")
         if run_id is None:
-            return runs[-1]
+            return next((r for r in reversed(runs) if r.get("status") == "succeeded"), runs[-1])
         for r in runs:
             if r["run_id"] == run_id or r["run_id"].startswith(run_id):
                 return r

@@ -101,3 +101,11 @@ def test_score_table_overall_and_per_teacher():
     assert out[("a", "t2")]["n_correct"] == 0
     b = out[("b", "*")]
     assert b["keep"] is False and b["drop_reason"].startswith("too easy")
+
+
+def test_majority_sampling_is_close_to_brute_force():
+    """512 random subsets estimate majority@k within sampling error (C(14, 7) = 3432 subsets exactly)."""
+    answers = ["1", "1", "1", "2", "2", "3", None, "4", "4", "4", "4", "5", None, "1"]
+    correct = [a == "1" for a in answers]
+    exact = brute_majority(answers, correct, 7)
+    assert abs(majority_at_k(answers, correct, 7, "p") - exact) < 0.06
