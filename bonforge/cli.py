@@ -241,6 +241,39 @@ def report(
         _fail(e)
 
 
+@app.command()
+def deploy(
+    recipe: Path = typer.Argument(..., help="Recipe YAML file."),
+    cron: str = typer.Option(..., "--cron", help='Cron schedule, e.g. "0 3 * * *" (TZ, default UTC).'),
+    name: Optional[str] = typer.Option(None, "--name", help="Deployment name (default: the recipe's name)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
+    store: Optional[Path] = StoreOpt,
+) -> None:
+    """Register a scheduled build of the recipe on the Prefect server at PREFECT_API_URL; `bonforge serve`
+    executes its runs."""
+    from bonforge.flows.deploy import FLOW_NAME, deploy as register
+
+    try:
+        dep_name, dep_id = register(recipe, cron, name, set_, _store(store).root)
+    except BonforgeError as e:
+        _fail(e)
+    typer.echo(f"deployment {FLOW_NAME}/{dep_name} ({dep_id}): {cron}; run it now with "
+               f"`prefect deployment run {FLOW_NAME}/{dep_name}`, execute runs with `bonforge serve`")
+
+
+@app.command()
+def serve(
+    name: list[str] = typer.Option([], "--name", help="Serve only these deployments (default: every bonforge one)."),
+) -> None:
+    """Execute the scheduled and triggered runs of bonforge deployments until stopped (Ctrl-C)."""
+    from bonforge.flows.deploy import serve as serve_deployments
+
+    try:
+        serve_deployments(name)
+    except BonforgeError as e:
+        _fail(e)
+
+
 @sandbox_app.command("build-image")
 def sandbox_build_image(
     tag: Optional[str] = typer.Option(None, help="Image tag (default: the configured sandbox image)."),
