@@ -259,8 +259,13 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 
 
 def _index(node: list, part: str, path: list[str]) -> int:
+    """A list item by index, or by name for lists of named items (``--set teachers.<name>.n=4``)."""
+    names = [item.get("name") if isinstance(item, dict) else None for item in node]
+    if part in names:
+        return names.index(part)
     if not part.isdigit() or int(part) >= len(node):
-        raise ConfigError(f"--set {'.'.join(path)}: {part!r} is not an index of a list of {len(node)}")
+        known = f" nor a name ({', '.join(map(str, names))})" if any(names) else ""
+        raise ConfigError(f"--set {'.'.join(path)}: {part!r} is not an index of a list of {len(node)}{known}")
     return int(part)
 
 

@@ -12,6 +12,9 @@ from bonforge.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform
 
 
+_ABSENT = object()
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split())
 
@@ -56,8 +59,10 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
             if teacher.text:
                 if not isinstance(sample, dict):
                     raise DataError(f"expected an object with {teacher.text!r}", src, where, field)
-                text = get_field(sample, teacher.text, source=src, record=where)
                 field += f".{teacher.text}"
+                text = get_field(sample, teacher.text, default=_ABSENT)
+                if text is _ABSENT:
+                    raise DataError(f"missing field (sample has: {', '.join(sorted(sample))})", src, where, field)
             else:
                 text = sample
             text = require_str(text, source=src, record=where, field=field, allow_empty=True)
