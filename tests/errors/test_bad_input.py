@@ -26,16 +26,21 @@ GOOD = {"question": "What is 1 + 1?", "s": [{"solution": "A: 2", "ok": True}, {"
 
 def problems_table(tmp_path) -> pa.Table:
     p = tmp_path / "problems.jsonl"
-    p.write_text(json.dumps({"question": "What is 1 + 1?", "answer": "A: 2"}) + "\n"
-                 + json.dumps({"question": "What is 2 + 2?", "answer": "A: 4"}) + "\n")
+    p.write_text(
+        json.dumps({"question": "What is 1 + 1?", "answer": "A: 2"})
+        + "\n"
+        + json.dumps({"question": "What is 2 + 2?", "answer": "A: 4"})
+        + "\n"
+    )
     return load_problems(ProblemsConfig(source=DataSource(path=str(p)), name="t", fields=FieldMap()), p)
 
 
 def pool(tmp_path, content: bytes, **teacher) -> pa.Table:
     path = tmp_path / "pool.jsonl"
     path.write_bytes(content)
-    t = PoolTeacher(engine="pool", name="t1", source=DataSource(path=str(path)), samples="s", text="solution",
-                    label="ok", **teacher)
+    t = PoolTeacher(
+        engine="pool", name="t1", source=DataSource(path=str(path)), samples="s", text="solution", label="ok", **teacher
+    )
     return import_pool(t, path, problems_table(tmp_path))
 
 
@@ -90,8 +95,9 @@ def test_code_problem_without_tests_is_refused_before_any_container(tmp_path):
     (d / "question.txt").write_text("Print the sum.")
     (d / "input_output.json").write_text(json.dumps({"inputs": [], "outputs": []}))
     problems = load_apps(tmp_path / "apps")
-    cands = pa.table({"candidate_id": ["apps/0007/t/0"], "problem_id": ["apps/0007"], "teacher": ["t"],
-                      "text": ["print(1)"]})
+    cands = pa.table(
+        {"candidate_id": ["apps/0007/t/0"], "problem_id": ["apps/0007"], "teacher": ["t"], "text": ["print(1)"]}
+    )
     with pytest.raises(DataError, match=r"problems, record apps/0007, field 'tests': stdio spec needs a non-empty"):
         verify_code(problems, cands, CodeVerifyConfig())
     (d / "input_output.json").write_text(json.dumps({"inputs": ["1"], "outputs": []}))
@@ -117,15 +123,29 @@ def test_enormous_candidate_is_verified_and_never_enters_a_prompt():
 
     huge = "x" * (4 << 20) + "\nA: 3"
     texts = ["A: 2", huge, "A: 5", "A: 7", "A: 2"]
-    cands = pa.table({"candidate_id": [f"p/t/{i}" for i in range(5)], "problem_id": ["p"] * 5,
-                      "teacher": ["t"] * 5, "text": texts})
+    cands = pa.table(
+        {"candidate_id": [f"p/t/{i}" for i in range(5)], "problem_id": ["p"] * 5, "teacher": ["t"] * 5, "text": texts}
+    )
     problems = pa.table({"problem_id": ["p"], "answer": ["A: 2"]})
     verdicts = verify_math(cands, problems, MathVerifyConfig(timeout_s=30))
-    assert verdicts.column("status").to_pylist() == ["correct", "wrong_answer", "wrong_answer", "wrong_answer",
-                                                      "correct"]
-    pool = pa.table({"problem_id": ["p"] * 5, "question": ["What?"] * 5, "domain": ["math"] * 5,
-                     "candidate_id": cands.column("candidate_id"), "text": texts,
-                     "correct": verdicts.column("correct"), "status": verdicts.column("status")})
+    assert verdicts.column("status").to_pylist() == [
+        "correct",
+        "wrong_answer",
+        "wrong_answer",
+        "wrong_answer",
+        "correct",
+    ]
+    pool = pa.table(
+        {
+            "problem_id": ["p"] * 5,
+            "question": ["What?"] * 5,
+            "domain": ["math"] * 5,
+            "candidate_id": cands.column("candidate_id"),
+            "text": texts,
+            "correct": verdicts.column("correct"),
+            "status": verdicts.column("status"),
+        }
+    )
     prompts = assemble(pool, GenSelectConfig(prompts_per_problem=8), seed=0)
     assert prompts.num_rows > 0
     assert all("p/t/1" not in ids for ids in prompts.column("candidate_ids").to_pylist())
@@ -135,8 +155,11 @@ def test_enormous_candidate_is_verified_and_never_enters_a_prompt():
 def test_teacher_by_name_in_set_and_unknown_teacher_names():
     r = load_recipe(GSM8K, ["teachers.gpt3-6b-verifier.n=2"])
     assert [t.n for t in r.teachers] == [None, 2, None, None]
-    with pytest.raises(ConfigError, match=r"--set teachers\.gpt3-7b: 'gpt3-7b' is not an index of a list of 4 "
-                                          r"nor a name \(gpt3-6b-finetuned, gpt3-6b-verifier,"):
+    with pytest.raises(
+        ConfigError,
+        match=r"--set teachers\.gpt3-7b: 'gpt3-7b' is not an index of a list of 4 "
+        r"nor a name \(gpt3-6b-finetuned, gpt3-6b-verifier,",
+    ):
         load_recipe(GSM8K, ["teachers.gpt3-7b.n=2"])
 
 
