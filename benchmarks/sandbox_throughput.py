@@ -4,22 +4,27 @@
 2. ``docker run --rm`` per candidate, same isolation flags, same parallelism;
 3. unisolated, the approach of the common HumanEval harness (openai/human-eval ``execution.py``): per
    candidate a ``multiprocessing.Manager`` and a forked ``Process`` exec-ing program + tests, joined with a
-   timeout, from a thread pool.
+   timeout, from a thread pool (``humaneval_style_harness.py``, run in its own light process).
 
 All use ``--workers`` parallel slots (default: cores) and the same 3 s limit. ``docker run`` is slow, so
 it runs on the first ``--docker-run-samples`` samples of each problem (default 2 = 328 candidates); the
 others on ``--samples`` (default 8 = 1,312). Rates are per candidate, so the ratios compare like with like.
 
-    python benchmarks/sandbox_throughput.py [--samples 8] [--docker-run-samples 2] [--workers N]
+A second table runs trivial candidates the same three ways: the per-candidate cost of each method
+apart from the programs' own work (the CodeT pool holds a few infinite loops and heavy programs that
+cost the same CPU seconds whichever way they run).
+
+    python benchmarks/sandbox_throughput.py [--samples 8] [--docker-run-samples 2] [--workers N] [--overhead 400]
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +37,7 @@ from bonforge.sandbox.image import build_image
 from bonforge.sandbox.pool import SandboxPool, docker_argv
 from bonforge.sandbox.spec import parse_spec
 from bonforge.tasks.load_code import import_codet_pool, load_humaneval
+from bonforge.schema import CANDIDATES
 from bonforge.tasks.verify_code import verify_code
 
 TIME_LIMIT = 3.0
@@ -55,26 +61,21 @@ def docker_run_one(args: tuple[list[str], str]) -> bool:
     return proc.returncode == 0
 
 
-def _unisolated_target(program: str, result) -> None:
-    try:
-        exec(program, {})
-        result.append("passed")
-    except BaseException:
-        result.append("failed")
+def unisolated(progs: list[str], workers: int) -> tuple[float, int]:
+    """Run the human-eval style harness in its own light process (not forked from this one, which holds
+    pyarrow and bonforge): (seconds, passed)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(progs, f)
+        f.flush()
+        out = subprocess.run([sys.executable, str(Path(__file__).with_name("humaneval_style_harness.py")), f.name,
+                              str(workers), str(TIME_LIMIT)], capture_output=True, text=True, check=True)  # fmt: skip
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return res["seconds"], res["passed"]
 
 
-def unisolated_one(program: str) -> bool:
-    """As openai/human-eval's check_correctness: Manager + forked Process + join(timeout + 1)."""
-    manager = multiprocessing.Manager()
-    result = manager.list()
-    p = multiprocessing.Process(target=_unisolated_target, args=(program, result))
-    p.start()
-    p.join(timeout=TIME_LIMIT + 1)
-    if p.is_alive():
-        p.kill()
-    ok = len(result) > 0 and result[0] == "passed"
-    manager.shutdown()
-    return ok
+def report(label: str, n: int, seconds: float, passed: int) -> float:
+    print(f"{label:<34} {n:>6} {seconds:>9.1f} {n / seconds:>12.1f} {passed / n:>8.3f}", flush=True)
+    return n / seconds
 
 
 def timed(label: str, n: int, fn) -> tuple[float, float]:
@@ -91,6 +92,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--docker-run-samples", type=int, default=2)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--overhead", type=int, default=400, help="trivial candidates for the overhead table (0: skip)")
     args = ap.parse_args()
     data = Path(args.data) / "humaneval"
     problems = load_humaneval(data / "HumanEval.jsonl.gz")
@@ -119,15 +121,34 @@ def main() -> None:
         run_rate, _ = timed("docker run --rm per candidate", small.num_rows,
                             lambda: sum(ex.map(docker_run_one, [(run_argv, p) for p in small_programs])))
 
-    all_programs = programs(problems, cands)
-    with ThreadPoolExecutor(args.workers) as ex:
-        harness_rate, _ = timed("unisolated (human-eval style)", cands.num_rows,
-                                lambda: sum(ex.map(unisolated_one, all_programs)))
+    harness_rate = report("unisolated (human-eval style)", cands.num_rows,
+                          *unisolated(programs(problems, cands), args.workers))
 
     print(f"warm pool / docker run:  {warm_rate / run_rate:6.1f}x  (target >= 10x)")
     print(f"warm pool / unisolated:  {warm_rate / harness_rate:6.1f}x  (target >= 5x)")
+    if args.overhead:
+        overhead(problems, cfg, run_argv, args)
+
+
+def overhead(problems: pa.Table, cfg: CodeVerifyConfig, run_argv: list[str], args) -> None:
+    """The same three ways on trivial candidates (a correct one-line solution of HumanEval/53, add):
+    what each method costs per candidate apart from the programs' own work."""
+    add = problems.filter(pc.equal(problems.column("problem_id"), "HumanEval/53"))
+    n, n_run = args.overhead, max(args.overhead // 4, 8)
+    cands = pa.Table.from_pylist(
+        [{"candidate_id": f"HumanEval/53/t/{i}", "problem_id": "HumanEval/53", "teacher": "t", "sample_index": i,
+          "text": "    return x + y\n"} for i in range(n)], schema=CANDIDATES)  # fmt: skip
+    progs = programs(add, cands)
+    print(f"\nper-candidate overhead: {n} trivial candidates ({n_run} for docker run)")
+    with SandboxPool(cfg) as pool:
+        verify_code(add, cands.slice(0, 4), cfg, pool=pool)
+        warm, _ = timed("warm pool (bonforge)", n, lambda: sum(verify_code(add, cands, cfg, pool=pool).column("correct").to_pylist()))
+    with ThreadPoolExecutor(args.workers) as ex:
+        run, _ = timed("docker run --rm per candidate", n_run,
+                       lambda: sum(ex.map(docker_run_one, [(run_argv, p) for p in progs[:n_run]])))
+    uni = report("unisolated (human-eval style)", n, *unisolated(progs, args.workers))
+    print(f"warm pool / docker run:  {warm / run:6.1f}x;  warm pool / unisolated:  {warm / uni:6.1f}x")
 
 
 if __name__ == "__main__":
-    multiprocessing.set_start_method("fork")
     sys.exit(main())
