@@ -18,10 +18,11 @@ def free_port() -> int:
 
 
 def start(args: list[str], env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
-    """``python -m <args>`` in a new process group; output to ``log`` (or discarded)."""
+    """``python <args>`` in a new process group; output to ``log`` (or discarded)."""
     out = open(log, "wb") if log else subprocess.DEVNULL
-    return subprocess.Popen([sys.executable, "-m", *args], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL, wait_s: float = 15) -> None:
@@ -43,7 +44,7 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL, wait_s: float 
 
 
 def run(args: list[str], env: dict | None = None, log: Path | None = None, timeout: float = 600) -> int:
-    """Run ``python -m <args>`` to completion (its whole group is killed on timeout); returns the exit code."""
+    """Run ``python <args>`` to completion (its whole group is killed on timeout); returns the exit code."""
     proc = start(args, env, log)
     try:
         return proc.wait(timeout)

@@ -26,7 +26,7 @@ RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
 
 
 def _ray(args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    return start(["ray.scripts.scripts", "start", "--block", *args], env, log)
+    return start(["-m", "ray.scripts.scripts", "start", "--block", *args], env, log)
 
 
 def _alive_nodes(env: dict) -> int:
@@ -44,16 +44,22 @@ def cluster(gsm8k_pool):
     port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
     common = ["--num-cpus", "1", "--temp-dir", str(tmp / "ray"), "--disable-usage-stats"]
-    procs = [_ray(["--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--include-dashboard",
-                   "false", *common], env, tmp / "head.log")]
+    procs = [
+        _ray(
+            ["--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--include-dashboard", "false", *common],
+            env,
+            tmp / "head.log",
+        )
+    ]
     env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while _alive_nodes(env) < 1:
             assert time.monotonic() < deadline, (tmp / "head.log").read_text()[-3000:]
             time.sleep(1)
-        procs.append(_ray(["--address", env["RAY_ADDRESS"], "--node-ip-address", "127.0.0.1", *common], env,
-                          tmp / "worker.log"))
+        procs.append(
+            _ray(["--address", env["RAY_ADDRESS"], "--node-ip-address", "127.0.0.1", *common], env, tmp / "worker.log")
+        )
         while _alive_nodes(env) < 2:
             assert time.monotonic() < deadline, (tmp / "worker.log").read_text()[-3000:]
             time.sleep(1)
@@ -75,7 +81,7 @@ def test_driver_without_the_token_is_refused(cluster, tmp_path):
 
 def test_build_runs_unchanged_on_the_cluster_and_uses_both_nodes(cluster, tmp_path):
     store, log = tmp_path / "store", tmp_path / "run.log"
-    args = ["bonforge.cli", "run", str(RECIPE), "--store", str(store), "--set", "problems.limit=600"]
+    args = ["-m", "bonforge.cli", "run", str(RECIPE), "--store", str(store), "--set", "problems.limit=600"]
     assert run(args, cluster, log) == 0, log.read_text()[-4000:]
     nodes = set()
     verdicts = list((store / "stages" / "verdicts").iterdir())
