@@ -1,0 +1,169 @@
+"""Scale: scoring, GenSelect assembly and export on a synthetic pool of N problems x 16 candidates
+(4 teachers x 4 samples) with precomputed verdicts, through the real stage code.
+
+The problems, candidates and verdicts tables are written straight into a temporary store under the keys
+the build computes (verdicts in shards of the verify stage's size, as a real build writes them); then a
+fresh process runs the build DAG against that store, so only problem_stats, genselect and the export are
+computed. Printed per size: the stages' wall time, the process's peak RSS (target < 4 GB), and a DuckDB
+pass-rate-by-teacher query through the catalog (target < 2 s); then the time ratio of the largest to the
+smallest size against their size ratio (linear: equal).
+
+    python benchmarks/scale.py                      # 10,000 and 100,000 problems
+    python benchmarks/scale.py --sizes 2000 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TEACHERS, SAMPLES, TEXT_CHARS = 4, 4, 400
+
+
+def recipe():
+    from bonforge.config import Recipe
+
+    src = {"path": "synthetic/pool.jsonl"}  # never read: the stages that would read it are committed
+    return Recipe.model_validate({
+        "name": "scale",
+        "problems": {"name": "syn", "source": src},
+        "teachers": [{"name": f"t{i}", "engine": "pool", "source": src, "samples": "s"} for i in range(TEACHERS)],
+        "export": {"name": "scale"},
+    })
+
+
+def generate(store_root: str, n: int) -> None:
+    """Commit problems, candidates and verdicts of ``n`` synthetic problems under the build's keys."""
+    import numpy as np
+    import pyarrow as pa
+
+    from bonforge.flows.stages import VERIFY_SHARD_ROWS, Build, Ref
+    from bonforge.runner import plan_shards
+    from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
+    from bonforge.storage.store import StageStore
+
+    rng = np.random.default_rng(0)
+    store, rec = StageStore(store_root), recipe()
+    b = Build(store, rec, Path("."))
+    pids = np.array([f"syn/{i:06d}" for i in range(n)], dtype=object)
+    filler = [" ".join(rng.choice(["add", "the", "apples", "so", "we", "get", "total", "=", "7", "12"], 80))
+              for _ in range(256)]
+    problems = conform(pa.table({"problem_id": pids, "source": ["syn"] * n, "domain": ["math"] * n,
+                                 "question": [f"Question {p}: " + filler[i % 256][:200] for i, p in enumerate(pids)],
+                                 "answer": ["A: 7"] * n}), PROBLEMS)
+    step = b.problems()
+    store.put("problems", step.key, problems, version="1", config={}, upstream={})
+    pref = Ref("problems", step.key, store.manifest("problems", step.key))
+    difficulty = rng.random(n)  # each problem's chance that a sample is correct
+    for t, teacher in enumerate(rec.teachers):
+        rows = n * SAMPLES
+        pid = np.repeat(pids, SAMPLES)
+        idx = np.tile(np.arange(SAMPLES, dtype=np.int32), n)
+        cids = [f"{p}/{teacher.name}/{i}" for p, i in zip(pid, idx)]
+        text = [f"Candidate {c}. " + filler[(j * 7 + t) % 256][:TEXT_CHARS] for j, c in enumerate(cids)]
+        cands = conform(pa.table({"candidate_id": cids, "problem_id": pid, "teacher": [teacher.name] * rows,
+                                  "sample_index": idx, "text": text}), CANDIDATES)
+        cstep = b.candidates(pref, teacher)
+        store.put("candidates", cstep.key, cands, version="pool-1", config={}, upstream={},
+                  extra={"teacher": teacher.name})
+        cref = Ref("candidates", cstep.key, store.manifest("candidates", cstep.key))
+        correct = rng.random(rows) < np.repeat(difficulty, SAMPLES)
+        wrong = rng.integers(0, 5, rows).astype(str)
+        verdicts = conform(pa.table({
+            "candidate_id": cids, "problem_id": pid, "teacher": [teacher.name] * rows,
+            "extracted": np.where(correct, "7", wrong).astype(object), "correct": correct,
+            "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
+        }), VERDICTS)
+        vstep = b.verdicts(pref, cref)
+        shards = plan_shards(verdicts, VERIFY_SHARD_ROWS)
+        for i, shard in enumerate(shards):
+            store.write_shard("verdicts", vstep.key, i, shard)
+        store.commit("verdicts", vstep.key, len(shards), version="1", config={}, upstream={},
+                     extra={"teacher": teacher.name})
+
+
+class Direct:
+    """Runs each step in this process (no Prefect, no Ray): the stage code alone."""
+
+    def __init__(self):
+        self.record: dict[str, list[str]] = {}
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, step):
+        from bonforge.flows.stages import Ref
+
+        t0 = time.perf_counter()
+        manifest = step.run()
+        self.timings[step.label] = round(time.perf_counter() - t0, 2)
+        self.record.setdefault(step.stage, []).append(step.key)
+        return Ref(step.stage, step.key, manifest)
+
+
+def stages(store_root: str) -> dict:
+    """Run the DAG on the prepared store; returns timings, peak RSS and the catalog query time."""
+    import resource
+
+    from bonforge.flows.build import dag
+    from bonforge.flows.stages import Build
+    from bonforge.storage.catalog import connect
+    from bonforge.storage.store import StageStore
+
+    store, run = StageStore(store_root), Direct()
+    t0 = time.perf_counter()
+    dataset = dag(Build(store, recipe(), Path(".")), run)
+    wall = time.perf_counter() - t0
+    store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
+                      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    t1 = time.perf_counter()
+    con = connect(store)
+    t2 = time.perf_counter()
+    by_teacher = con.sql("SELECT teacher, avg(correct::INT) AS pass_rate, count(*) AS n FROM verdicts "
+                         "GROUP BY teacher ORDER BY teacher").fetchall()
+    t3 = time.perf_counter()
+    return {"wall_s": round(wall, 2), "timings": {k: v for k, v in run.timings.items() if v >= 0.05},
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "catalog_connect_s": round(t2 - t1, 3), "query_s": round(t3 - t2, 3), "by_teacher": by_teacher,
+            "prompts": dataset["files"]["verl/train.parquet"]["rows"]}
+
+
+def _child(*args: str) -> str:
+    out = subprocess.run([sys.executable, __file__, *args], check=True, stdout=subprocess.PIPE, text=True)
+    return out.stdout.strip()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    args = ap.parse_args()
+    results = {}
+    for n in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="bonforge-scale-") as root:
+            t0 = time.perf_counter()
+            _child("generate", root, str(n))
+            gen = time.perf_counter() - t0
+            r = json.loads(_child("stages", root))
+        results[n] = r
+        print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates: generated in {gen:.0f}s; stages {r['wall_s']:.1f}s "
+              f"({', '.join(f'{k} {v}s' for k, v in r['timings'].items())}); peak RSS {r['peak_rss_mb']} MB "
+              f"(target < 4096); {r['prompts']} prompts")
+        print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
+              f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "
+              + ", ".join(f"{t} {p:.3f}" for t, p, _ in r["by_teacher"]))
+    small, large = min(results), max(results)
+    if small != large:
+        ratio = results[large]["wall_s"] / results[small]["wall_s"]
+        print(f"time ratio {large}/{small}: {ratio:.2f} for a size ratio of {large / small:.0f} (linear: equal)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "generate":
+        generate(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "stages":
+        print(json.dumps(stages(sys.argv[2])))
+    else:
+        main()
