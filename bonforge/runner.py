@@ -95,10 +95,12 @@ def run_stage(
     executor: Literal["local", "ray"] = "local",
     label: str | None = None,
     extra: Callable[[list[pa.Table]], dict] | dict | None = None,
+    compact_rows: int | None = None,
 ) -> dict:
     """Compute ``stage`` from ``table`` (sharded) unless committed; returns the manifest.
 
     ``table`` and ``context`` may be callables: they are only evaluated when the stage must be computed.
+    ``compact_rows``: readers get files of about this many rows instead of one per shard (``StageStore.commit``).
     """
     if store.exists(stage, key):
         man = store.manifest(stage, key)
@@ -154,6 +156,7 @@ def run_stage(
             "shards_resumed": len(done),
             **extra_fields,
         },
+        compact_rows=compact_rows,
     )
     man["cached"] = False
     return man

@@ -26,6 +26,7 @@ log = logging.getLogger("bonforge")
 # Rows per shard of the sharded stages (part of the code, not of the config: the shard plan of a key must
 # never change between a crash and its rerun).
 VERIFY_SHARD_ROWS = 256
+VERDICT_FILE_ROWS = 100_000  # committed verdicts are read from files of this size, not from thousands of shards
 SCORE_SHARD_ROWS = 200_000
 ASSEMBLE_SHARD_ROWS = 50_000
 
@@ -121,6 +122,18 @@ class Build:
             ),
         )
 
+    def reference(self, problems: Ref) -> Step:
+        """The problems' reference solutions as a teacher named ``reference`` (``include_reference``)."""
+        from bonforge.tasks.load_code import reference_candidates
+
+        upstream = {"problems": problems.key}
+        key = stage_key("candidates", "reference-1", {"teacher": "reference"}, upstream)
+        return Step("candidates", key, "candidates[reference]", lambda: run_stage(
+            self.store, "candidates", key, version="reference-1", config={"teacher": "reference"},
+            upstream=upstream, table=pa.table({"problem_id": pa.array([], pa.string())}),
+            compute=lambda _t: reference_candidates(self.read(problems)), label="candidates[reference]",
+            extra={"teacher": "reference"}))
+
     def verdicts(self, problems: Ref, candidates: Ref) -> Step:
         domains = set(self.read(problems, ["domain"]).column("domain").to_pylist())
         teacher = candidates.manifest.get("teacher", "")
@@ -130,7 +143,7 @@ class Build:
 
             cfg = self.recipe.verify.code
             key = stage_key("verdicts", verify_code.VERSION, cfg.key_config(), upstream)
-            compute, executor, version = partial(_verify_code_shard, cfg=cfg), "local", verify_code.VERSION
+            compute, executor, version = partial(_verify_code_shard, cfg=cfg), "ray", verify_code.VERSION
         else:
             cfg = self.recipe.verify.math
             key = stage_key("verdicts", verify_math.VERSION, cfg.key_config(), upstream)
@@ -150,6 +163,7 @@ class Build:
                 compute=compute,
                 context=lambda: {"problems": self.read(problems)},
                 shard_rows=VERIFY_SHARD_ROWS,
+                compact_rows=VERDICT_FILE_ROWS,
                 executor=executor,
                 label=f"verdicts[{teacher}]",
                 extra={"teacher": teacher},
@@ -366,6 +380,12 @@ def _verify_math_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
 
 
 def _verify_code_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
+    """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
+    import ray
+
+    from bonforge.sandbox.pool import shared_pool
+    from bonforge.sandbox.ray_pool import node_pool
     from bonforge.tasks import verify_code
 
-    return verify_code.verify_code(problems, cands, cfg)
+    pool = node_pool(cfg) if ray.is_initialized() else shared_pool(cfg)
+    return verify_code.verify_code(problems, cands, cfg, pool=pool)

@@ -129,12 +129,16 @@ class StageStore:
         upstream: dict[str, str],
         timings: dict[str, float] | None = None,
         extra: dict[str, Any] | None = None,
+        compact_rows: int | None = None,
     ) -> dict:
-        """Write the manifest after checking that every shard 0..n_shards-1 is on disk."""
+        """Write the manifest after checking that every shard 0..n_shards-1 is on disk. With
+        ``compact_rows``, consecutive shards are first concatenated into files of about that many rows."""
         missing = sorted(set(range(n_shards)) - self.done_shards(stage, key))
         if missing:
             raise StoreError(f"cannot commit {stage} {key}: shards {missing[:5]} are missing")
         files = [self.shard_path(stage, key, i) for i in range(n_shards)]
+        if compact_rows and n_shards > 1:
+            files = self._compact(stage, key, files, compact_rows)
         rows = [pq.ParquetFile(f).metadata.num_rows for f in files]
         schema = pq.read_schema(files[0]) if files else None
         manifest = {
@@ -153,6 +157,23 @@ class StageStore:
         }
         atomic_write_json(self.stage_dir(stage, key) / "manifest.json", manifest)
         return manifest
+
+    def _compact(self, stage: str, key: str, parts: list[Path], rows_per_file: int) -> list[Path]:
+        """Concatenate consecutive shards into ``data-*.parquet`` files of about ``rows_per_file`` rows: what
+        readers read (thousands of small shards make every scan slow). The part files stay: they are the
+        record of done shards while the stage is not committed."""
+        out: list[Path] = []
+        group: list[Path] = []
+        rows = 0
+        for i, part in enumerate(parts):
+            group.append(part)
+            rows += pq.ParquetFile(part).metadata.num_rows
+            if rows >= rows_per_file or i == len(parts) - 1:
+                path = self.stage_dir(stage, key) / f"data-{len(out):05d}.parquet"
+                write_parquet_atomic(pa.concat_tables([pq.read_table(p) for p in group]), path)
+                out.append(path)
+                group, rows = [], 0
+        return out
 
     def put(self, stage: str, key: str, table: pa.Table, **commit_kwargs) -> dict:
         """Write a whole (unsharded) table as one shard and commit it."""

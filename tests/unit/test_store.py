@@ -74,3 +74,15 @@ def test_crash_mid_stage_leaves_nothing_visible_and_rerun_finishes_only_missing_
     calls.clear()
     assert run_stage(store, "demo", "k", compute=compute, **kw)["cached"] is True
     assert calls == []
+
+
+def test_commit_compacts_small_shards_into_files_readers_read(store):
+    """With compact_rows, readers get a few files of about that many rows, in shard order; the part files
+    stay as the record of done shards."""
+    table = pa.table({"problem_id": [f"p{i:03d}" for i in range(50)], "x": list(range(50))})
+    man = run_stage(store, "demo", "k", version="1", config={}, upstream={}, table=table, compute=lambda s: s,
+                    shard_rows=4, compact_rows=20)  # fmt: skip
+    assert man["files"] == ["data-00000.parquet", "data-00001.parquet", "data-00002.parquet"]
+    assert man["rows_per_file"] == [20, 20, 10] and man["rows"] == 50
+    assert store.read("demo", "k").column("x").to_pylist() == list(range(50))
+    assert store.done_shards("demo", "k") == set(range(13))
