@@ -285,5 +285,13 @@ def sandbox_build_image(
     typer.echo(image.build_image(tag=tag, force=force))
 
 
+@sandbox_app.command("cleanup")
+def sandbox_cleanup() -> None:
+    """Remove every bonforge sandbox container (e.g. after a crash on a machine without --rm support)."""
+    from bonforge.sandbox.image import cleanup_containers
+
+    typer.echo(f"removed {cleanup_containers()} container(s)")
+
+
 if __name__ == "__main__":
     app()

@@ -78,6 +78,9 @@ class ProblemsConfig(Model):
     domain: Literal["math", "code"] = "math"
     fields: FieldMap = Field(default_factory=FieldMap)
     limit: int | None = Field(None, gt=0, description="Keep only the first N problems.")
+    include_reference: bool = Field(
+        False, description="Add the problems' reference solutions (HumanEval canonical_solution, APPS "
+                           "solutions.json) to the pool as a teacher named `reference`.")
 
 
 class PoolTeacher(Model):
@@ -229,6 +232,8 @@ class Recipe(Model):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"teacher names must be unique; repeated: {', '.join(dup)}")
+        if self.problems.include_reference and "reference" in names:
+            raise ValueError("problems.include_reference adds a teacher named 'reference': rename yours")
         if self.fusion:
             unknown = sorted(set(self.fusion.teachers) - set(names))
             if unknown:

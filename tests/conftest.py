@@ -48,3 +48,17 @@ def _data_env():
     """Point BONFORGE_DATA at the mirror beside the repository when the caller did not."""
     os.environ.setdefault("BONFORGE_DATA", str(REPO.parent / "shared" / "data"))
     yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_between_modules():
+    """A build started in a test module leaves a local Ray session behind: shut it down after the
+    module, so that the next module starts from a clean process (some start Ray with their own options)."""
+    yield
+    import sys
+
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()

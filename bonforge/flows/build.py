@@ -32,6 +32,8 @@ def dag(b: Build, run) -> dict:
     """The DAG itself; ``run`` turns a Step into a committed Ref."""
     problems = run(b.problems())
     candidates = [run(b.candidates(problems, t)) for t in b.recipe.teachers]
+    if b.recipe.problems.include_reference:
+        candidates.append(run(b.reference(problems)))
     verdicts = [run(b.verdicts(problems, c)) for c in candidates]
     stats = run(b.problem_stats(verdicts))
     genselect = run(b.genselect(problems, candidates, verdicts, stats))
@@ -156,7 +158,20 @@ def _execute(
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
 def build_flow(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
     store = StageStore(store_root)
-    return _execute(recipe, store, recipe_dir, run_id, PrefectRunner(store), record_start=True)
+    try:
+        return _execute(recipe, store, recipe_dir, run_id, PrefectRunner(store), record_start=True)
+    finally:
+        _stop_sandboxes()
+
+
+def _stop_sandboxes() -> None:
+    """Stop the per-node sandbox pools (their containers) that code verification started."""
+    import ray
+
+    if ray.is_initialized():
+        from bonforge.sandbox.ray_pool import shutdown_node_pools
+
+        shutdown_node_pools()
 
 
 def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
@@ -196,8 +211,7 @@ def _start_services(recipe: Recipe) -> None:
 
         server = threading.Thread(target=start, daemon=True)
         server.start()
-    if recipe.problems.domain == "math":  # math verification runs on Ray
-        ensure_ray(recipe.ray.address, recipe.ray.num_cpus)
+    ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # verification runs on Ray
     if server is not None:
         server.join()
         if failed:

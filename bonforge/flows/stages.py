@@ -122,6 +122,18 @@ class Build:
             ),
         )
 
+    def reference(self, problems: Ref) -> Step:
+        """The problems' reference solutions as a teacher named ``reference`` (``include_reference``)."""
+        from bonforge.tasks.load_code import reference_candidates
+
+        upstream = {"problems": problems.key}
+        key = stage_key("candidates", "reference-1", {"teacher": "reference"}, upstream)
+        return Step("candidates", key, "candidates[reference]", lambda: run_stage(
+            self.store, "candidates", key, version="reference-1", config={"teacher": "reference"},
+            upstream=upstream, table=pa.table({"problem_id": pa.array([], pa.string())}),
+            compute=lambda _t: reference_candidates(self.read(problems)), label="candidates[reference]",
+            extra={"teacher": "reference"}))
+
     def verdicts(self, problems: Ref, candidates: Ref) -> Step:
         domains = set(self.read(problems, ["domain"]).column("domain").to_pylist())
         teacher = candidates.manifest.get("teacher", "")
@@ -131,7 +143,7 @@ class Build:
 
             cfg = self.recipe.verify.code
             key = stage_key("verdicts", verify_code.VERSION, cfg.key_config(), upstream)
-            compute, executor, version = partial(_verify_code_shard, cfg=cfg), "local", verify_code.VERSION
+            compute, executor, version = partial(_verify_code_shard, cfg=cfg), "ray", verify_code.VERSION
         else:
             cfg = self.recipe.verify.math
             key = stage_key("verdicts", verify_math.VERSION, cfg.key_config(), upstream)
@@ -368,6 +380,12 @@ def _verify_math_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
 
 
 def _verify_code_shard(cands: pa.Table, problems: pa.Table, cfg) -> pa.Table:
+    """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
+    import ray
+
+    from bonforge.sandbox.pool import shared_pool
+    from bonforge.sandbox.ray_pool import node_pool
     from bonforge.tasks import verify_code
 
-    return verify_code.verify_code(problems, cands, cfg)
+    pool = node_pool(cfg) if ray.is_initialized() else shared_pool(cfg)
+    return verify_code.verify_code(problems, cands, cfg, pool=pool)

@@ -13,7 +13,7 @@ request line it writes one response line. A request::
      "stop_on_failure": bool}
 
 A response: ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test
-run: ``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" |
+run: ``{"status": "ok" | "wrong_answer" (a failed assert-style check) | "runtime_error" | "compile_error" | "timeout" | "memory_limit" |
 "output_limit", "stdout": str, "value": json, "error": str, "stderr": str, "cpu_s": float,
 "wall_s": float}``. The runner never sees expected outputs: the host judges.
 
@@ -238,7 +238,17 @@ def _child(req, test, fds, workdir):
                     report({"s": "ok", "unserializable": repr(value)[:200]})
                 os._exit(0)
             if kind == "assert":
-                exec(check, ns)
+                try:
+                    exec(check, ns)
+                except AssertionError as e:
+                    tb = e.__traceback__
+                    while tb.tb_next is not None:
+                        tb = tb.tb_next
+                    if tb.tb_frame.f_code.co_filename != "check.py":
+                        raise  # the program's own assert failed: a runtime error, not a failed check
+                    sys.stderr.write(_format_error(e, {"solution.py": source, "check.py": req_check}))
+                    report({"s": "wrong", "e": f"check failed: {str(e)[:200]}"})
+                    os._exit(1)
         except SystemExit as e:
             exit_code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if kind != "stdio" and exit_code == 0:
@@ -386,6 +396,8 @@ def run_test(req, test, workdir):
             result["value"] = report["v"]
         elif "unserializable" in report:
             result["error"] = "return value is not JSON: " + report["unserializable"]
+    elif report.get("s") == "wrong" and code == 1:
+        status, result["error"] = "wrong_answer", report.get("e", "")  # an assert-style check failed
     elif not report and code == 0 and req["kind"] == "stdio":
         status = "ok"  # exited 0 without our wrapper reporting (os._exit(0)): the output is judged
     else:

@@ -21,7 +21,7 @@ from bonforge.sandbox.spec import TestSpec, parse_spec
 from bonforge.schema import VERDICTS
 
 NAME = "verify_code"
-VERSION = "1"
+VERSION = "2"  # 2: a failed assert-style check is wrong_answer (was runtime_error)
 READS = ("problems", "candidates")
 WRITES = "verdicts"
 

@@ -94,8 +94,11 @@ def test_call_based_and_assert_kinds(docker_pool):
         "passed", "wrong_answer"]  # fmt: skip
     check = {"kind": "assert", "entry_point": "inc", "check": "def check(c):\n    assert c(1) == 2\n\ncheck(inc)\n"}
     got = judge(docker_pool, ["def inc(x):\n    return x + 1\n", "def inc(x):\n    return x\n",
-                              "import sys\nsys.exit(0)\n"], check)  # fmt: skip
-    assert [v["status"] for v in got] == ["passed", "runtime_error", "runtime_error"]
+                              "import sys\nsys.exit(0)\n",
+                              "def inc(x):\n    assert x < 0, 'own assert'\n    return x + 1\n"], check)  # fmt: skip
+    # a failed check is a wrong answer; the program's own failing assert is a runtime error
+    assert [v["status"] for v in got] == ["passed", "wrong_answer", "runtime_error", "runtime_error"]
+    assert "check failed" in got[1]["detail"] and "own assert" in got[3]["detail"]
 
 
 HOSTILE = {
