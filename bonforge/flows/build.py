@@ -1,10 +1,10 @@
-"""The build flow. It reads like the DAG:
+"""The build. ``dag`` reads like the DAG:
 
     problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
 
-Each stage is one Prefect task whose cache key is the stage key; the store's manifests are the source of
-truth, so a task is only served from Prefect's cache while its stage is committed in the store.
-Parallel work inside a stage runs on Ray (see ``bonforge.runner``).
+``build`` runs it as a Prefect flow (``orchestrate.py``: one task per stage, cache key = stage key; the
+store's manifests are the source of truth, so a task is only served from Prefect's cache while its stage
+is committed in the store). Parallel work inside a stage runs on Ray (see ``bonforge.runner``).
 
 A build whose every stage is already committed has nothing to orchestrate: ``build`` then walks the same
 DAG against the store alone, without starting Prefect or Ray, records the run and returns in seconds.
@@ -16,8 +16,6 @@ import logging
 import time
 import uuid
 from pathlib import Path
-
-from prefect import flow, task
 
 from bonforge.config import Recipe
 from bonforge.errors import BonforgeError
@@ -49,18 +47,6 @@ def dag(b: Build, run) -> dict:
     return dataset
 
 
-@task(
-    name="stage",
-    retries=2,
-    retry_delay_seconds=2,
-    persist_result=True,
-    result_serializer="json",
-    cache_key_fn=lambda ctx, params: f"{params['step'].stage}-{params['step'].key}",
-)
-def stage_task(step: Step) -> dict:
-    return step.run()
-
-
 class _Runner:
     """Remembers what each step did, for the run record."""
 
@@ -86,22 +72,6 @@ class _Runner:
                 step.key,
             )
         return Ref(step.stage, step.key, manifest)
-
-
-class PrefectRunner(_Runner):
-    """Runs each step as a Prefect task (inside the build flow)."""
-
-    def __call__(self, step: Step) -> Ref:
-        t0 = time.perf_counter()
-        committed = self.store.exists(step.stage, step.key)
-        state = stage_task.with_options(
-            task_run_name=step.label,
-            result_storage=self.store.root / "prefect-results",
-            refresh_cache=not committed,
-        )(step, return_state=True)
-        manifest = state.result()
-        cached = committed or state.name == "Cached"
-        return self._note(step, manifest, cached, time.perf_counter() - t0)
 
 
 class NotCommitted(BonforgeError):
@@ -155,64 +125,19 @@ def _execute(
     return record
 
 
-@flow(name="bonforge-build", log_prints=False, validate_parameters=False)
-def build_flow(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
-    store = StageStore(store_root)
-    try:
-        return _execute(recipe, store, recipe_dir, run_id, PrefectRunner(store), record_start=True)
-    finally:
-        _stop_sandboxes()
-
-
-def _stop_sandboxes() -> None:
-    """Stop the per-node sandbox pools (their containers) that code verification started."""
-    import ray
-
-    if ray.is_initialized():
-        from bonforge.sandbox.ray_pool import shutdown_node_pools
-
-        shutdown_node_pools()
-
-
 def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
     """Build the recipe's dataset and return the run record."""
     store = StageStore(store_root)
     try:
         record = _execute(recipe, store, recipe_dir, run_id, CommittedRunner(store), record_start=False)
         log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record["stages"].values())))
+        report_after_build(store_root, record, reuse=True)
+        return record
     except NotCommitted as e:
         log.info("stage %s must be computed: starting the Prefect flow", e)
-        record = None
-    if record is None:
-        _start_services(recipe)
-        record = build_flow(recipe, store_root, recipe_dir, run_id)
+    from bonforge.flows.orchestrate import build_flow, start_services  # Prefect loads only here
+
+    start_services(recipe)
+    record = build_flow(recipe, store_root, recipe_dir, run_id)
     report_after_build(store_root, record)
     return record
-
-
-def _start_services(recipe: Recipe) -> None:
-    """Start Prefect's temporary server (when no PREFECT_API_URL is set) and Ray side by side: each takes
-    seconds, and the build needs both."""
-    import os
-    import threading
-
-    from bonforge.runner import ensure_ray
-
-    server, failed = None, []
-    if not os.environ.get("PREFECT_API_URL"):
-        from prefect.server.api.server import SubprocessASGIServer
-
-        def start() -> None:
-            try:
-                SubprocessASGIServer().start(timeout=180)  # generous: a loaded 2-core machine is slow
-            except Exception as e:  # leave it to the flow to start (and report) the server itself
-                failed.append(e)
-                SubprocessASGIServer().stop()
-
-        server = threading.Thread(target=start, daemon=True)
-        server.start()
-    ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # verification runs on Ray
-    if server is not None:
-        server.join()
-        if failed:
-            log.warning("Prefect's temporary server did not start early (%s); retrying in the flow", failed[0])

@@ -65,10 +65,18 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     return path
 
 
-def report_after_build(store_root: str, record: dict) -> None:
+def report_after_build(store_root: str, record: dict, reuse: bool = False) -> None:
     """Write the report of a finished build and note its path in ``record`` (`bonforge run` prints it); a
-    failure only logs a warning."""
+    failure only logs a warning. With ``reuse`` (a build that computed nothing), the report of an earlier
+    run with exactly the same stages is taken as it is."""
+    store = StageStore(store_root)
+    if reuse:
+        for run in reversed(store.runs()):
+            path = store.root / "reports" / run["run_id"] / "report.html"
+            if run["run_id"] != record["run_id"] and run.get("stages") == record["stages"] and path.is_file():
+                record["report"] = str(path)
+                return
     try:
-        record["report"] = str(write_report(StageStore(store_root), record["run_id"]))
+        record["report"] = str(write_report(store, record["run_id"]))
     except Exception as e:  # the report must never fail the build it describes
         log.warning("run %s: the report could not be written: %s: %s", record.get("run_id"), type(e).__name__, e)
