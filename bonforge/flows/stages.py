@@ -128,11 +128,23 @@ class Build:
 
         upstream = {"problems": problems.key}
         key = stage_key("candidates", "reference-1", {"teacher": "reference"}, upstream)
-        return Step("candidates", key, "candidates[reference]", lambda: run_stage(
-            self.store, "candidates", key, version="reference-1", config={"teacher": "reference"},
-            upstream=upstream, table=pa.table({"problem_id": pa.array([], pa.string())}),
-            compute=lambda _t: reference_candidates(self.read(problems)), label="candidates[reference]",
-            extra={"teacher": "reference"}))
+        return Step(
+            "candidates",
+            key,
+            "candidates[reference]",
+            lambda: run_stage(
+                self.store,
+                "candidates",
+                key,
+                version="reference-1",
+                config={"teacher": "reference"},
+                upstream=upstream,
+                table=pa.table({"problem_id": pa.array([], pa.string())}),
+                compute=lambda _t: reference_candidates(self.read(problems)),
+                label="candidates[reference]",
+                extra={"teacher": "reference"},
+            ),
+        )
 
     def verdicts(self, problems: Ref, candidates: Ref) -> Step:
         domains = set(self.read(problems, ["domain"]).column("domain").to_pylist())
