@@ -11,28 +11,20 @@ A download is written to a temporary name, checked against ``sha256`` and only t
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from bonforge.config import DataSource
 from bonforge.errors import FetchError
+from bonforge.storage.store import sha256_file
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("BONFORGE_CACHE", Path.home() / ".cache" / "bonforge" / "data"))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _checked(path: Path, src: DataSource) -> Path:
-    if src.sha256 and path.is_file() and _sha256(path) != src.sha256:
+    if src.sha256 and path.is_file() and sha256_file(path) != src.sha256:
         raise FetchError(f"{path}: sha256 does not match the recipe's {src.sha256} (a different file?)")
     return path
 
@@ -73,7 +65,7 @@ def _download(src: DataSource, dest: Path) -> Path:
             f"could not download {src.url} ({e.__class__.__name__}: {e}). Offline? Set BONFORGE_DATA to a "
             f"directory that holds {src.path}, or put the file at {dest}"
         ) from None
-    if src.sha256 and (got := _sha256(tmp)) != src.sha256:
+    if src.sha256 and (got := sha256_file(tmp)) != src.sha256:
         tmp.unlink(missing_ok=True)
         raise FetchError(f"{src.url}: sha256 {got} does not match the recipe's {src.sha256}")
     os.replace(tmp, dest)

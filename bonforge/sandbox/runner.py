@@ -13,9 +13,9 @@ request line it writes one response line. A request::
      "stop_on_failure": bool}
 
 A response: ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test
-run: ``{"status": "ok" | "wrong_answer" (a failed assert-style check) | "runtime_error" | "compile_error" | "timeout" | "memory_limit" |
-"output_limit", "stdout": str, "value": json, "error": str, "stderr": str, "cpu_s": float,
-"wall_s": float}``. The runner never sees expected outputs: the host judges.
+run: ``{"status": "ok" | "wrong_answer" (a failed assert-style check) | "runtime_error" | "compile_error" |
+"timeout" | "memory_limit" | "output_limit", "stdout": str, "value": json, "error": str, "stderr": str,
+"cpu_s": float, "wall_s": float}``. The runner never sees expected outputs: the host judges.
 
 Each test runs in a child forked from this (preloaded) interpreter: own session and process group,
 rlimits, stdin fed from the test, stdout/stderr drained continuously with a cap, the whole group killed

@@ -19,13 +19,12 @@ import hashlib
 import math
 import random
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 import pyarrow as pa
 
+from bonforge import templates
 from bonforge.config import GenSelectConfig
-from bonforge.errors import ConfigError
 from bonforge.schema import GENSELECT
 
 VERSION = "1"
@@ -34,17 +33,7 @@ UNRELIABLE = {"math": {"timeout", "error"}, "code": {"sandbox_error"}}
 
 
 def template_text(cfg: GenSelectConfig) -> str:
-    if cfg.template:
-        path = Path(cfg.template)
-        if not path.is_file():
-            raise ConfigError(f"genselect.template: {path} does not exist")
-        text = path.read_text()
-    else:
-        text = resources.files("bonforge.templates").joinpath("genselect.txt").read_text()
-    for slot in ("{question}", "{candidates}"):
-        if slot not in text:
-            raise ConfigError(f"genselect.template must contain {slot}")
-    return text
+    return templates.load(cfg.template, "genselect.txt", ("{question}", "{candidates}"), "genselect.template")
 
 
 def key_config(cfg: GenSelectConfig, seed: int) -> dict:

@@ -15,20 +15,18 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from bonforge import templates
 from bonforge.config import FusionConfig
-from bonforge.errors import ConfigError
 from bonforge.tasks.contribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.tasks.score import majority_at_k
 
 POOLS_VERSION = "1"
 FUSION_VERSION = "1"
-PASSTHROUGH = Path(__file__).resolve().parent.parent / "templates" / "passthrough.txt"
+PASSTHROUGH = templates.HERE / "passthrough.txt"
 GUIDANCE = ("\n\nBe careful with the result: check every computation before you commit to it, keep the "
             "answer self-contained, state the final answer clearly, and do not add unsafe or invented "
             "content that none of the responses supports.")
@@ -60,17 +58,7 @@ FUSION = pa.schema([
 
 
 def template_text(cfg: FusionConfig) -> str:
-    if cfg.template:
-        path = Path(cfg.template)
-        if not path.is_file():
-            raise ConfigError(f"fusion.template: {path} does not exist")
-        text = path.read_text()
-    else:
-        text = resources.files("bonforge.templates").joinpath("fusion.txt").read_text()
-    for slot in ("{question}", "{candidates}"):
-        if slot not in text:
-            raise ConfigError(f"fusion.template must contain {slot}")
-    return text
+    return templates.load(cfg.template, "fusion.txt", ("{question}", "{candidates}"), "fusion.template")
 
 
 def pools_key_config(cfg: FusionConfig) -> dict:

@@ -59,10 +59,9 @@ def clean_answer(ans: str) -> str:
     return ans.lstrip("$").strip()
 
 
-def extract_answer(text: str | None, cfg: MathVerifyConfig) -> str | None:
-    """The candidate's final answer: last \\boxed{}, else the configured patterns, else the last number."""
-    if not text:
-        return None
+def _marked_answer(text: str, cfg: MathVerifyConfig) -> str | None:
+    """An answer the text marks as final: the last \\boxed{}, else the last match of the first pattern
+    that matches (group 1 if the pattern has one)."""
     if cfg.boxed and (boxed := last_boxed(text)):
         return boxed
     for pattern in _compiled(tuple(cfg.patterns)):
@@ -72,6 +71,15 @@ def extract_answer(text: str | None, cfg: MathVerifyConfig) -> str | None:
             value = (m.group(1) if m.groups() else m.group(0)).strip()
             if value:
                 return clean_answer(value)
+    return None
+
+
+def extract_answer(text: str | None, cfg: MathVerifyConfig) -> str | None:
+    """The candidate's final answer: last \\boxed{}, else the configured patterns, else the last number."""
+    if not text:
+        return None
+    if (marked := _marked_answer(text, cfg)) is not None:
+        return marked
     if cfg.last_number and (numbers := _NUMBER.findall(text)):
         return clean_answer(numbers[-1])
     return None
@@ -81,14 +89,8 @@ def gold_answer(answer: str | None, cfg: MathVerifyConfig) -> str | None:
     """The gold answer: extracted like a candidate's when it is a worked solution, else taken as is."""
     if answer is None:
         return None
-    if cfg.boxed and (boxed := last_boxed(answer)):
-        return boxed
-    for pattern in _compiled(tuple(cfg.patterns)):
-        matches = list(pattern.finditer(answer))
-        if matches:
-            m = matches[-1]
-            return clean_answer(m.group(1) if m.groups() else m.group(0))
-    return clean_answer(answer)
+    marked = _marked_answer(answer, cfg)
+    return marked if marked is not None else clean_answer(answer)
 
 
 # -- checking in a killable child ---------------------------------------------------------------------------
