@@ -87,7 +87,10 @@ def test_stage_in_process_on_ten_rows(humaneval):
     by_teacher = {}
     for v in verdicts.to_pylist():
         by_teacher.setdefault(v["teacher"], set()).add((v["status"], v["reward"]))
-    assert by_teacher == {"reference": {("passed", 1.0)}, "broken": {("runtime_error", 0.0)}}
+    assert by_teacher["reference"] == {("passed", 1.0)}
+    # returning None fails the check (wrong_answer) or makes the check itself crash (runtime_error)
+    assert ("wrong_answer", 0.0) in by_teacher["broken"]
+    assert by_teacher["broken"] <= {("wrong_answer", 0.0), ("runtime_error", 0.0)}
     assert verdicts.column("candidate_id").to_pylist() == candidates.column("candidate_id").to_pylist()
 
 
