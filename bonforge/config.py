@@ -196,6 +196,9 @@ class FusionConfig(Model):
     prefilter: FusionPrefilter = Field(default_factory=FusionPrefilter)
     min_span: int = Field(16, gt=0, description="Shortest verbatim span that counts in contribution analysis.")
     fusor: FusorConfig
+    selector: FusorConfig | None = Field(
+        None, description="A GenSelect selector to compare with: it picks one candidate of each pool (the "
+                          "recipe's genselect template), and its accuracy joins the comparison table.")
     export: FusionExport
 
     @model_validator(mode="after")

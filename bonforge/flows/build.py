@@ -40,7 +40,8 @@ def dag(b: Build, run) -> dict:
         pools = run(b.fusion_pools(problems, candidates, verdicts, stats))
         fused = run(b.fused(pools))
         fused_verdicts = run(b.verdicts(problems, fused))
-        run(b.fusion(problems, pools, candidates, verdicts, fused, fused_verdicts))
+        selection = run(b.fusion_select(problems, pools, candidates, verdicts)) if b.recipe.fusion.selector else None
+        run(b.fusion(problems, pools, candidates, verdicts, fused, fused_verdicts, selection))
         dataset["fusion_dataset"] = b.export_fusion(
             problems, fused, fused_verdicts, lineage={"recipe": b.recipe.name, "stages": dict(run.record)}
         )

@@ -299,8 +299,54 @@ class Build:
             lambda: sample.sample_stage(self.store, prompts(), pools.key, teacher),
         )
 
+    def fusion_select(self, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Step:
+        """The configured selector picks one candidate of each fusion pool (GenSelect on the same pools)."""
+        from bonforge.tasks import assemble, select_eval
+
+        cfg = self.recipe.fusion
+        key_cfg = {
+            "selector": select_eval.selector_key(cfg.selector),
+            "genselect": assemble.key_config(self.recipe.genselect, self.recipe.seed),
+        }
+        upstream = {"fusion_pools": pools.key, "candidates": _keys(candidates), "verdicts": _keys(verdicts)}
+        key = stage_key("fusion_select", fuse.FUSION_VERSION, key_cfg, upstream)
+
+        def prompts() -> pa.Table:
+            con = self._pool_view(problems, candidates, verdicts, None)
+            members = con.sql(
+                "SELECT c.candidate_id, c.text, v.correct, v.extracted FROM c JOIN v USING (candidate_id)"
+            ).to_arrow_table()
+            questions = dict(con.sql("SELECT problem_id, question FROM p").fetchall())
+            return fuse.selection_prompts(self.read(pools), members, questions, self.recipe.genselect)
+
+        def run() -> dict:
+            judge = select_eval.Judge(cfg.selector, runs=1, skip_unanimous=False)
+            try:
+                return run_stage(
+                    self.store,
+                    "fusion_select",
+                    key,
+                    version=fuse.FUSION_VERSION,
+                    config=key_cfg,
+                    upstream=upstream,
+                    table=prompts,
+                    compute=judge,
+                    label="fusion_select",
+                )
+            finally:
+                judge.close()
+
+        return Step("fusion_select", key, "fusion_select", run)
+
     def fusion(
-        self, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref], fused: Ref, fused_verdicts: Ref
+        self,
+        problems: Ref,
+        pools: Ref,
+        candidates: list[Ref],
+        verdicts: list[Ref],
+        fused: Ref,
+        fused_verdicts: Ref,
+        selection: Ref | None,
     ) -> Step:
         cfg = self.recipe.fusion
         upstream = {
@@ -310,6 +356,8 @@ class Build:
             "fused": fused.key,
             "fused_verdicts": fused_verdicts.key,
         }
+        if selection is not None:
+            upstream["fusion_select"] = selection.key
         key = stage_key("fusion", fuse.FUSION_VERSION, {"min_span": cfg.min_span}, upstream)
 
         def run() -> dict:
@@ -322,6 +370,7 @@ class Build:
                 "FROM c JOIN v USING (candidate_id) WHERE c.teacher = ?",
                 params=[cfg.fusor.name],
             ).to_arrow_table()
+            picks = self.read(selection, ["problem_id", "correct"]) if selection is not None else None
             return run_stage(
                 self.store,
                 "fusion",
@@ -330,7 +379,7 @@ class Build:
                 config={"min_span": cfg.min_span},
                 upstream=upstream,
                 table=self.read(pools),
-                compute=partial(fuse.analyze, members=members, fused=answers, min_span=cfg.min_span),
+                compute=partial(fuse.analyze, members=members, fused=answers, min_span=cfg.min_span, selection=picks),
                 label="fusion",
                 extra=lambda shards: {
                     "comparison": fuse.comparison(self.store.read_shards("fusion", key, len(shards)))

@@ -49,6 +49,7 @@ FUSION = pa.schema([
     pa.field("oracle", pa.float64(), nullable=False),  # pass@N of the pool: 1 if any candidate is correct
     pa.field("majority", pa.float64()),  # majority vote over extracted answers (ties split), null for code
     pa.field("random", pa.float64(), nullable=False),  # expected accuracy of a random pick
+    pa.field("genselect", pa.float64()),  # the selector's pick was correct (1/0), when a selector is configured
     pa.field("total_chars", pa.int64(), nullable=False),
     pa.field("teacher_chars", pa.map_(pa.string(), pa.int64())),  # incl. "multiple" and "unmatched"
     pa.field("position_chars", pa.list_(pa.int64())),  # chars attributed to each pool position
@@ -62,7 +63,7 @@ def template_text(cfg: FusionConfig) -> str:
 
 
 def pools_key_config(cfg: FusionConfig) -> dict:
-    out = {k: v for k, v in cfg.key_config().items() if k not in ("fusor", "export", "min_span")}
+    out = {k: v for k, v in cfg.key_config().items() if k not in ("fusor", "selector", "export", "min_span")}
     out["template"] = hashlib.sha256(template_text(cfg).encode()).hexdigest()
     return out
 
@@ -116,11 +117,15 @@ def fusor_teacher(cfg: FusionConfig):
     return cfg.fusor.model_copy(update={"prompt_template": str(PASSTHROUGH), "n": 1})
 
 
-def analyze(pools: pa.Table, members: pa.Table, fused: pa.Table, min_span: int) -> pa.Table:
+def analyze(pools: pa.Table, members: pa.Table, fused: pa.Table, min_span: int,
+            selection: pa.Table | None = None) -> pa.Table:
     """FUSION rows. ``members``: the pool candidates (candidate_id, teacher, text, correct, extracted);
-    ``fused``: the fused answers with their verdicts (problem_id, candidate_id, text, correct, status)."""
+    ``fused``: the fused answers with their verdicts (problem_id, candidate_id, text, correct, status);
+    ``selection``: the selector's verdicts on the same pools (problem_id, correct), if any."""
     info = {r["candidate_id"]: r for r in members.to_pylist()}
     fused_by = {r["problem_id"]: r for r in fused.to_pylist()}
+    picked = {} if selection is None else dict(zip(selection.column("problem_id").to_pylist(),
+                                                   selection.column("correct").to_pylist()))
     rows = []
     for p in pools.to_pylist():
         cands = [info[c] for c in p["candidate_ids"]]
@@ -139,6 +144,7 @@ def analyze(pools: pa.Table, members: pa.Table, fused: pa.Table, min_span: int) 
             "oracle": float(any(correct)),
             "majority": majority_at_k(answers, correct, len(cands), p["problem_id"]),
             "random": float(np.mean(correct)),
+            "genselect": float(picked[p["problem_id"]]) if p["problem_id"] in picked else None,
             "total_chars": len(text),
             "teacher_chars": sorted(by_teacher.items()),
             "position_chars": [by_pos.get(f"{i:04d}", 0) for i in range(len(cands))],
@@ -159,15 +165,38 @@ def comparison(fusion: pa.Table) -> dict:
         for k, v in m or []:
             chars[k] = chars.get(k, 0) + v
     total = sum(chars.values()) or 1
-    majority = col("majority")
+    majority, genselect = col("majority"), col("genselect")
     return {
         "problems": n,
         "fused": float(np.mean([bool(x) for x in col("fused_correct")])),
         "oracle_pass_at_n": float(np.mean(col("oracle"))),
         "majority_vote": float(np.mean(majority)) if majority else None,
         "random_pick": float(np.mean(col("random"))),
+        "genselect": float(np.mean(genselect)) if genselect else None,
         "contribution_fraction": {k: round(v / total, 4) for k, v in sorted(chars.items())},
     }
+
+
+def selection_prompts(pools: pa.Table, members: pa.Table, questions: dict[str, str], cfg) -> pa.Table:
+    """One GenSelect prompt per pool, candidates in pool order (the input of ``select_eval.Judge``)."""
+    from bonforge.tasks import assemble
+    from bonforge.tasks.select_eval import answer_groups
+
+    template = assemble.template_text(cfg)
+    count, _ = assemble.token_counter(cfg)
+    info = {r["candidate_id"]: r for r in members.to_pylist()}
+    rows = []
+    for p in pools.to_pylist():
+        cands = [info[c] for c in p["candidate_ids"]]
+        prompt = assemble.render(template, questions[p["problem_id"]], [c["text"] or "" for c in cands])
+        rows.append({"prompt_id": f"{p['problem_id']}#fusion", "problem_id": p["problem_id"], "prompt": prompt,
+                     "n_candidates": len(cands), "n_tokens": count(prompt),
+                     "correct_indices": [i for i, c in enumerate(cands) if c["correct"]],
+                     "answer_groups": answer_groups([c["extracted"] for c in cands])})
+    schema = pa.schema([("prompt_id", pa.string()), ("problem_id", pa.string()), ("prompt", pa.string()),
+                        ("n_candidates", pa.int32()), ("n_tokens", pa.int32()),
+                        ("correct_indices", pa.list_(pa.int32())), ("answer_groups", pa.list_(pa.int32()))])
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def sft_tables(fused: pa.Table, only_correct: bool) -> dict[str, pa.Table]:

@@ -28,7 +28,14 @@ def responses(prompt: str) -> list[str]:
 
 
 def majority_copy(n: int, body: dict):
-    texts = responses(body["messages"][0]["content"])
+    """Fusion prompts: copy the response holding the most common final answer. Selection prompts (the
+    selector): always pick candidate 0."""
+    prompt = body["messages"][0]["content"]
+    if "### Candidate 0" in prompt:
+        reply = answer(body)
+        reply["choices"][0]["message"]["content"] = "They differ; the first holds up.\nJudgment: 0"
+        return 200, {}, reply
+    texts = responses(prompt)
     finals = [(re.findall(r"(?m)^A:\s*(.+?)\s*$", t) or [None])[-1] for t in texts]
     top = Counter(f for f in finals if f).most_common(1)
     pick = finals.index(top[0][0]) if top else 0
@@ -41,11 +48,13 @@ def test_fusion_build_compares_attributes_and_exports(tmp_path, gsm8k_pool):
     import ray
 
     with ScriptedServer(majority_copy) as server:
-        recipe = load_recipe(RECIPE, ["problems.limit=30", f"fusion.fusor.base_url={server.url}"])
+        selector = f"{{name: selector, engine: openai, model: s, base_url: '{server.url}', api_key_env: null}}"
+        recipe = load_recipe(RECIPE, ["problems.limit=30", f"fusion.fusor.base_url={server.url}",
+                                      f"fusion.selector={selector}"])
         record = build(recipe, str(tmp_path / "store"), str(RECIPE.parent))
-        assert server.count == 30
+        assert server.count == 60  # 30 fusions + 30 selections
         again = build(recipe, str(tmp_path / "store"), str(RECIPE.parent))
-        assert server.count == 30 and again["cached"] == again["stages"]  # nothing refused, nothing resampled
+        assert server.count == 60 and again["cached"] == again["stages"]  # nothing refused, nothing resampled
     ray.shutdown()
     store = StageStore(tmp_path / "store")
     (pools_key,) = record["stages"]["fusion_pools"]
@@ -71,6 +80,14 @@ def test_fusion_build_compares_attributes_and_exports(tmp_path, gsm8k_pool):
     assert set(comp) >= {"fused", "oracle_pass_at_n", "majority_vote", "random_pick", "contribution_fraction"}
     assert comp["oracle_pass_at_n"] >= comp["fused"]  # copying a pool member cannot beat the oracle
     assert comp["fused"] == sum(r["fused_correct"] for r in rows) / 30
+    # GenSelect on the same pools: the scripted selector always picks position 0
+    correct = {}
+    for k in record["stages"]["verdicts"]:
+        v = store.read("verdicts", k)
+        correct.update(zip(v.column("candidate_id").to_pylist(), v.column("correct").to_pylist()))
+    first_ok = {r["problem_id"]: r["genselect"] for r in rows}
+    assert first_ok == {p["problem_id"]: float(correct[p["candidate_ids"][0]]) for p in pools}
+    assert comp["genselect"] == sum(first_ok.values()) / 30
 
     sft = Path(record["fusion_dataset"])
     trl = pq.read_table(sft / "trl" / "train.parquet").to_pylist()
