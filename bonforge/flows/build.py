@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from pathlib import Path
 
 from bonforge.config import Recipe
 from bonforge.errors import BonforgeError
 from bonforge.flows.stages import Build, Ref, Step
 from bonforge.report import report_after_build
-from bonforge.storage.store import StageStore
+from bonforge.storage.store import StageStore, new_run_id, utc_now
 
 log = logging.getLogger("bonforge")
 
@@ -94,11 +93,11 @@ def _execute(
     recipe: Recipe, store: StageStore, recipe_dir: str, run_id: str | None, run: _Runner, record_start: bool
 ) -> dict:
     record = {
-        "run_id": run_id or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6],
+        "run_id": run_id or new_run_id(),
         "recipe_name": recipe.name,
         "recipe": recipe.model_dump(mode="json"),
         "status": "running",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started": utc_now(),
         "stages": run.record,
         "cached": run.cached,
     }
@@ -117,7 +116,7 @@ def _execute(
         raise
     finally:
         record.update(
-            finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            finished=utc_now(),
             wall_s=round(time.perf_counter() - t0, 3),
             timings=run.timings,
         )

@@ -9,7 +9,6 @@ stages plus the new one, ``kind`` and ``base_run`` naming where it came from. Th
 from __future__ import annotations
 
 import time
-import uuid
 from functools import partial
 from typing import Literal
 
@@ -19,7 +18,7 @@ from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
 from bonforge.runner import run_stage
 from bonforge.storage.catalog import connect
-from bonforge.storage.store import StageStore, stage_key
+from bonforge.storage.store import StageStore, new_run_id, stage_key, utc_now
 from bonforge.tasks import assemble, maxk, select_eval
 
 PROMPT_SHARD_ROWS = 256
@@ -45,12 +44,12 @@ def latest_run(store: StageStore, recipe: Recipe) -> dict:
 def record_derived(
     store: StageStore, base: dict, kind: str, stage: str, key: str, manifest: dict, secs: float, **fields
 ) -> dict:
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = utc_now()
     cached = {s: list(keys) for s, keys in base["stages"].items() if s != stage}
     if manifest.get("cached"):
         cached[stage] = [key]
     record = {
-        "run_id": time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6],
+        "run_id": new_run_id(),
         "kind": kind,
         "base_run": base["run_id"],
         "recipe_name": base.get("recipe_name"),

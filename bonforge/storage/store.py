@@ -38,6 +38,19 @@ def stage_key(stage: str, version: str, config: Any, upstream: dict[str, str]) -
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
+def utc_now() -> str:
+    """An ISO timestamp with microseconds: runs started within one second still sort in order."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_run_id() -> str:
+    import uuid
+
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
