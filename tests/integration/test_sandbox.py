@@ -221,7 +221,7 @@ def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, sig):
     running = subprocess.run(["docker", "ps", "-q", "--filter", owner_label], capture_output=True, text=True).stdout.split()
     assert len(running) == 2
     proc.send_signal(sig)
-    assert proc.wait(timeout=30) != 0
+    assert proc.wait(timeout=90) != 0  # generous: closing containers is slow on a loaded machine
     time.sleep(0.5)
     if sig == signal.SIGKILL:
         assert image_mod.cleanup_containers(all_owners=False) >= 0
