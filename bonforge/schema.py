@@ -147,10 +147,6 @@ KEY_COLUMNS: dict[str, str] = {
 }
 
 
-def empty(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()
-
-
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Reorder/cast ``table`` to ``schema``; missing nullable columns become nulls."""
     cols = []

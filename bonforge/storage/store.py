@@ -18,7 +18,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -219,7 +219,3 @@ class StageStore:
                 return r
         raise StoreError(f"no run {run_id!r} in {self.root}; `bonforge runs` lists them")
 
-
-def iter_parquet_batches(paths: Iterable[Path], columns: list[str] | None = None, batch_size: int = 65536):
-    for p in paths:
-        yield from pq.ParquetFile(p).iter_batches(batch_size=batch_size, columns=columns)
