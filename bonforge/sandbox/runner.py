@@ -4,8 +4,10 @@
 Standalone (Python 3 standard library only): the sandbox image carries a copy at
 ``/opt/bonforge/runner.py`` and the ``process`` backend starts this same file on the host.
 
-Protocol: one JSON object per line. The runner first writes ``{"event": "ready", ...}``; then for each
-request line it writes one response line. A request::
+Protocol: one JSON object per line, over stdin/stdout or, with ``--connect PATH``, over a Unix socket
+the host listens on (the Docker backend: it skips the proxies of Docker's attach stream). The runner
+first writes ``{"event": "ready", ...}``; then for each request line it writes one response line. A
+request::
 
     {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str,
      "fn_name": str, "check": str, "tests": [{"input": str} | {"args": [...]} | {}],
@@ -17,8 +19,9 @@ run: ``{"status": "ok" | "wrong_answer" (a failed assert-style check) | "runtime
 "timeout" | "memory_limit" | "output_limit", "stdout": str, "value": json, "error": str, "stderr": str,
 "cpu_s": float, "wall_s": float}``. The runner never sees expected outputs: the host judges.
 
-Each test runs in a child forked from this (preloaded) interpreter: own session and process group,
-rlimits, stdin fed from the test, stdout/stderr drained continuously with a cap, the whole group killed
+The program is compiled once per request (a syntax error answers every test without a fork); each test
+runs in a child forked from this (preloaded) interpreter: own session and process group, rlimits,
+stdin fed from the test, stdout/stderr drained continuously with a cap, the whole group killed
 at the wall-clock limit. After each request every descendant is killed and the work directory wiped.
 With ``--contained`` (inside a container, where the runner is alone with its init) it also sends
 SIGKILL to every process it may signal.
@@ -34,6 +37,7 @@ import resource
 import selectors
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -44,8 +48,8 @@ import bisect, collections, copy, decimal, fractions, functools, heapq, io, iter
 import math, operator, random, re, statistics, string, typing  # noqa: E401,F401
 
 STDERR_KEEP = 4096
-# Signals the runner ignores (a program may not stop it with them); its children get them back.
-IGNORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+# Signals the runner blocks (a program may not stop it with them); each child unblocks them.
+BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                    signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
 MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the status pipe)
 
@@ -57,16 +61,33 @@ def _prctl(option, value):
         return False
 
 
+_oom_fd = []  # the cgroup's OOM event file, opened once (cgroup files are re-read with pread)
+
+
 def _oom_kills():
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
-        try:
-            with open(path) as f:
-                for line in f:
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
-        except (OSError, ValueError):
-            continue
+    if not _oom_fd:
+        for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control", os.devnull):
+            try:
+                _oom_fd.append(os.open(path, os.O_RDONLY))
+                break
+            except OSError:
+                continue
+    try:
+        for line in os.pread(_oom_fd[0], 4096, 0).splitlines():
+            if line.startswith(b"oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
     return 0
+
+
+_selector = []  # one epoll instance for the runner's life
+
+
+def _sel():
+    if not _selector:
+        _selector.append(selectors.DefaultSelector())
+    return _selector[0]
 
 
 def _descendants(root):
@@ -160,13 +181,12 @@ def _format_error(exc, sources):
     return "\n".join(out) + "\n"
 
 
-def _child(req, test, fds, workdir):
+def _child(req, compiled, test, fds, workdir):
     """In the forked child: set limits, run the program, report on fd 3. Never returns."""
     status_w = 3
     try:
         os.setsid()
-        for sig in IGNORED_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         stdin_r, out_w, err_w, st_w = fds
         os.dup2(stdin_r, 0)
         os.dup2(out_w, 1)
@@ -183,15 +203,11 @@ def _child(req, test, fds, workdir):
         if req.get("nproc"):
             resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]),) * 2)
         try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
         except OSError:
             pass
-        os.environ.clear()
-        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"})
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
         sys.argv = ["solution.py"]
     except BaseException as e:  # the sandbox could not set up: not the program's fault
         os.write(status_w, (json.dumps({"s": "setup", "e": repr(e)}) + "\n").encode())
@@ -205,21 +221,9 @@ def _child(req, test, fds, workdir):
         os.write(status_w, (json.dumps(obj) + "\n").encode())
 
     kind = req["kind"]
+    code, check = compiled
     source = req.get("prelude", "") + req["program"]
     req_check = req.get("check") or ""
-    try:
-        try:
-            code = compile(source, "solution.py", "exec")
-        except SyntaxError as e:
-            if kind != "stdio" or e.msg != "'return' outside function":
-                raise
-            # As the APPS harness does: a script that returns at top level runs as a function body.
-            body = "".join("    " + ln for ln in req["program"].splitlines(True))
-            code = compile(f"{req.get('prelude', '')}def _main():\n{body}\n_main()\n", "solution.py", "exec")
-        check = compile(req["check"], "check.py", "exec") if kind == "assert" else None
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
-        report({"s": "compile", "e": f"{type(e).__name__}: {e}"})
-        os._exit(1)
     ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
     exit_code = 0
     try:
@@ -268,8 +272,24 @@ def _child(req, test, fds, workdir):
     os._exit(exit_code & 0xFF)
 
 
-def run_test(req, test, workdir):
-    stdin_r, stdin_w = os.pipe()
+def compile_program(req):
+    """(program code, check code or None), compiled once per request in the runner: children inherit
+    them. Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
+    source = req.get("prelude", "") + req["program"]
+    try:
+        code = compile(source, "solution.py", "exec")
+    except SyntaxError as e:
+        if req["kind"] != "stdio" or e.msg != "'return' outside function":
+            raise
+        # As the APPS harness does: a script that returns at top level runs as a function body.
+        body = "".join("    " + ln for ln in req["program"].splitlines(True))
+        code = compile(f"{req.get('prelude', '')}def _main():\n{body}\n_main()\n", "solution.py", "exec")
+    return code, compile(req["check"], "check.py", "exec") if req["kind"] == "assert" else None
+
+
+def run_test(req, compiled, test, workdir):
+    data = test.get("input", "").encode()
+    stdin_r, stdin_w = os.pipe() if data else (os.open(os.devnull, os.O_RDONLY), None)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     st_r, st_w = os.pipe()
@@ -281,23 +301,20 @@ def run_test(req, test, workdir):
     gc.freeze()  # the child's collector then leaves our objects alone: fewer copy-on-write faults
     pid = os.fork()
     if pid == 0:
-        for fd in (stdin_w, out_r, err_r, st_r):
+        for fd in (out_r, err_r, st_r):
             os.close(fd)
-        _child(req, child_test, (stdin_r, out_w, err_w, st_w), workdir)
+        _child(req, compiled, child_test, (stdin_r, out_w, err_w, st_w), workdir)
     for fd in (stdin_r, out_w, err_w, st_w):
         os.close(fd)
-    data = test.get("input", "").encode()
     limit = int(req["output_limit"])
     out, err, st = bytearray(), bytearray(), bytearray()
-    sel = selectors.DefaultSelector()
+    sel = _sel()
     for fd in (out_r, err_r, st_r):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
     if data:
         os.set_blocking(stdin_w, False)
         sel.register(stdin_w, selectors.EVENT_WRITE)
-    else:
-        os.close(stdin_w)
     try:
         pidfd = os.pidfd_open(pid)
         sel.register(pidfd, selectors.EVENT_READ)
@@ -328,6 +345,7 @@ def run_test(req, test, workdir):
                 if sent >= len(data):
                     sel.unregister(fd)
                     os.close(fd)
+                    stdin_w = None
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -361,7 +379,8 @@ def run_test(req, test, workdir):
             if fd == out_r and len(out) > limit:
                 killed = killed or "output_limit"
                 break
-    sel.close()
+    for fd in list(sel.get_map()):
+        sel.unregister(fd)
     for fd in (out_r, err_r, st_r, stdin_w, pidfd):
         if fd is not None:
             try:
@@ -384,8 +403,6 @@ def run_test(req, test, workdir):
         status = "output_limit"
     elif report.get("s") == "setup":
         raise RuntimeError(f"child setup failed: {report.get('e')}")
-    elif report.get("s") == "compile":
-        status, result["error"] = "compile_error", report.get("e", "")
     elif killed == "timeout" or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = "timeout"
     elif report.get("s") == "mem" or code == MEM_EXIT and not report or _oom_kills() > oom_before:
@@ -410,9 +427,17 @@ def run_test(req, test, workdir):
 
 
 def handle(req, workdir, contained, subreaper):
+    tests = req.pop("tests")
+    try:
+        compiled = compile_program(req)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as e:
+        error = {"status": "compile_error", "error": f"{type(e).__name__}: {e}"[:1000], "stdout": "", "stderr": "",
+                 "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
+        results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
+        return {"id": req.get("id"), "results": results, "clean": True, "cleanup": ""}
     results = []
-    for test in req.pop("tests"):
-        results.append(run_test(req, test, workdir))
+    for test in tests:
+        results.append(run_test(req, compiled, test, workdir))
         if req.get("stop_on_failure") and results[-1]["status"] != "ok":
             break
     clean = _kill_all(contained, subreaper)
@@ -423,17 +448,32 @@ def handle(req, workdir, contained, subreaper):
 
 def main():
     contained = "--contained" in sys.argv
-    for sig in IGNORED_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
     _prctl(4, 0)  # PR_SET_DUMPABLE 0: programs may not read our memory through /proc
     subreaper = _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphaned descendants stay ours to kill
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
+    if "--connect" in sys.argv:  # the host's socket (Docker: a bypass of the attach stream's proxies)
+        path = sys.argv[sys.argv.index("--connect") + 1]
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+        except OSError as e:
+            sys.exit(f"bonforge runner: cannot connect to the host's socket {path} ({e}); is the Docker daemon "
+                     "on another host? Then set transport: attach")  # fmt: skip
+        proto_in, proto_out = conn.makefile("rb"), conn.makefile("wb")
+    else:
+        proto_in = os.fdopen(os.dup(0), "rb")
+        proto_out = os.fdopen(os.dup(1), "wb")
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(null, fd)
     os.close(null)
+    # What every child needs, done once here and inherited (cheaper than per child: fewer pages copied).
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"})
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
 
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")

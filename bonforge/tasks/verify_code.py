@@ -88,10 +88,13 @@ def judge_outcome(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple
 def verify_code(
     problems: pa.Table, candidates: pa.Table, cfg: CodeVerifyConfig, pool: Pool | None = None
 ) -> pa.Table:
-    """One verdict per candidate (same order as ``candidates``)."""
+    """One verdict per candidate (same order as ``candidates``). Identical programs for the same problem run
+    once and share the verdict: the sandbox's time goes to distinct programs, and duplicate candidates
+    can never get different labels (a contradiction in selection data)."""
     by_problem = {p["problem_id"]: p for p in problems.select(["problem_id", "question", "tests"]).to_pylist()}
     specs: dict[str, TestSpec] = {}
     rows, requests, pending = [], [], []
+    first_of: dict[tuple[str, str], int] = {}  # (problem, program) -> its request: identical programs run once
     for cand in candidates.select(["candidate_id", "problem_id", "teacher", "text"]).to_pylist():
         pid = cand["problem_id"]
         if pid not in by_problem:
@@ -108,11 +111,15 @@ def verify_code(
         if not program.strip():
             row.update(status="compile_error", tests_passed=0, detail="no program found in the candidate's text")
             continue
-        requests.append(build_request(spec, program, cfg, cand["candidate_id"]))
-        pending.append((row, spec))
+        key = (pid, program)
+        if key not in first_of:
+            first_of[key] = len(requests)
+            requests.append(build_request(spec, program, cfg, cand["candidate_id"]))
+        pending.append((row, spec, first_of[key]))
     if requests:
         outcomes = _run(requests, cfg, pool)
-        for (row, spec), outcome in zip(pending, outcomes, strict=True):
+        for row, spec, i in pending:
+            outcome = outcomes[i]
             status, passed, total, detail = judge_outcome(spec, outcome, cfg)
             row.update(status=status, tests_passed=passed, tests_total=total, detail=detail or None)
             run_s = sum(r["wall_s"] for r in outcome["results"]) if "results" in outcome else outcome["latency_s"]

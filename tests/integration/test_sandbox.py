@@ -191,6 +191,35 @@ def test_close_leaves_no_container(sandbox_image):
     assert set(pool_containers()) == before
 
 
+@pytest.mark.docker
+def test_attach_transport_gives_the_same_verdicts(sandbox_image):
+    """The runner's channel over Docker's attached stdin/stdout (for a daemon on another host)."""
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=1, time_limit_s=1.0, memory_mb=256, transport="attach")
+    with SandboxPool(cfg) as pool:
+        verdicts = judge(pool, list(VERDICT_CASES.values()))
+    assert [v["status"] for v in verdicts] == list(VERDICT_CASES)
+
+
+class CountingPool:
+    def __init__(self, pool):
+        self.pool, self.cfg, self.programs = pool, pool.cfg, []
+
+    def run(self, requests):
+        self.programs += [r["program"] for r in requests]
+        return self.pool.run(requests)
+
+
+@pytest.mark.docker
+def test_identical_programs_run_once_and_share_the_verdict(docker_pool):
+    counting = CountingPool(docker_pool)
+    programs = [ADD, "print(5)\n", ADD, "while True:\n    pass\n", ADD, "print(5)\n"]
+    verdicts = judge(counting, programs)
+    assert sorted(counting.programs) == sorted({*programs})
+    assert [v["candidate_id"] for v in verdicts] == [f"p/t/{i}" for i in range(6)]
+    assert [v["status"] for v in verdicts] == ["passed", "wrong_answer", "passed", "timeout", "passed", "wrong_answer"]
+    assert verdicts[0]["latency_ms"] == verdicts[2]["latency_ms"] == verdicts[4]["latency_ms"]
+
+
 def test_process_backend_gives_the_same_verdicts():
     with SandboxPool(CodeVerifyConfig(backend="process", pool_size=2, time_limit_s=1.0, memory_mb=256)) as pool:
         verdicts = judge(pool, list(VERDICT_CASES.values()))
