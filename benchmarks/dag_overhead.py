@@ -26,14 +26,17 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from bonforge.config import load_recipe
-from bonforge.flows.orchestrate import build_flow, start_services
+from bonforge.flows.orchestrate import build_flow, services
 from bonforge.report import report_after_build
 recipe = load_recipe(sys.argv[1]); store = sys.argv[2]
-t1 = time.perf_counter(); start_services(recipe)
-t2 = time.perf_counter(); record = build_flow(recipe, store, str(sys.argv[3]))
-t3 = time.perf_counter(); report_after_build(store, record)
-t4 = time.perf_counter()
-print(json.dumps({"imports": t1 - t0, "services": t2 - t1, "flow": t3 - t2, "dag": record["wall_s"], "report": t4 - t3}))
+t1 = time.perf_counter()
+with services(recipe):
+    t2 = time.perf_counter(); record = build_flow(recipe, store, str(sys.argv[3]))
+    t3 = time.perf_counter()
+t4 = time.perf_counter(); report_after_build(store, record)
+t5 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "services": t2 - t1, "flow": t3 - t2, "dag": record["wall_s"], "stop": t4 - t3,
+                  "report": t5 - t4}))
 """
 
 
@@ -79,7 +82,8 @@ def main() -> None:
     )
     print(
         f"DAG: {phases['dag']:.1f}s for {compute:.1f}s of stage compute = {phases['dag'] / compute:.2f}x "
-        f"(target <= 1.3x); the Prefect flow around it {phases['flow']:.1f}s; report {phases['report']:.1f}s"
+        f"(target <= 1.3x); the Prefect flow around it {phases['flow']:.1f}s; stopping the server {phases['stop']:.1f}s; "
+        f"report {phases['report']:.1f}s"
     )
     print(
         f"`bonforge run`: first {first:.1f}s, cached re-run {cached:.1f}s = {100 * cached / first:.1f} % "

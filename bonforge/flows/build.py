@@ -135,9 +135,9 @@ def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | 
         return record
     except NotCommitted as e:
         log.info("stage %s must be computed: starting the Prefect flow", e)
-    from bonforge.flows.orchestrate import build_flow, start_services  # Prefect loads only here
+    from bonforge.flows.orchestrate import build_flow, services  # Prefect loads only here
 
-    start_services(recipe)
-    record = build_flow(recipe, store_root, recipe_dir, run_id)
+    with services(recipe):
+        record = build_flow(recipe, store_root, recipe_dir, run_id)
     report_after_build(store_root, record)
     return record

@@ -3,10 +3,18 @@ the start of the services it needs. Imported only when a build has something to 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
-import threading
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 
 from prefect import flow, task
 
@@ -66,24 +74,105 @@ def stop_sandboxes() -> None:
         shutdown_node_pools()
 
 
-def start_services(recipe: Recipe) -> None:
-    """Start Prefect's temporary server (when no PREFECT_API_URL is set) and Ray side by side: each takes
-    seconds, and the build needs both."""
-    server, failed = None, []
-    if not os.environ.get("PREFECT_API_URL"):
-        from prefect.server.api.server import SubprocessASGIServer
+@contextlib.contextmanager
+def services(recipe: Recipe) -> Iterator[None]:
+    """Prefect's API and Ray for one build, started side by side.
 
-        def start() -> None:
+    With no Prefect API configured (``PREFECT_API_URL`` or a profile), a temporary Prefect server runs for
+    the build: the same uvicorn command Prefect uses for its own temporary server, launched here straight
+    away and without importing Prefect's server code into this process (Prefect's way imports it here first,
+    ~4 s, then again in the server). It stops when the build ends, or when this process dies."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    server = None if PREFECT_API_URL.value() else _TemporaryServer()
+    try:
+        ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # meanwhile the server starts
+        url = server.wait() if server else None
+        with temporary_settings(updates={PREFECT_API_URL: url}) if url else contextlib.nullcontext():
+            yield
+    finally:
+        if server:
+            _drain_prefect_clients()
+            server.stop()
+
+
+def _drain_prefect_clients() -> None:
+    """Send Prefect's queued logs and events before its server goes (else they fail at exit, loudly)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        try:
+            worker.drain_all(timeout=10)
+        except RuntimeError:  # never started
+            pass
+
+
+class _TemporaryServer:
+    """A Prefect API server in a child process on a free local port, for this build only."""
+
+    def __init__(self) -> None:
+        self.log = tempfile.TemporaryFile()
+        self._launch()
+
+    def _launch(self) -> None:
+        import prefect
+        from prefect.settings import get_current_settings
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        env = {
+            **os.environ,
+            "PREFECT_UI_ENABLED": "0",
+            "PREFECT__SERVER_EPHEMERAL": "1",
+            "PREFECT__SERVER_FINAL": "1",
+            **get_current_settings().to_environment_variables(exclude_unset=True),
+        }
+        argv = [
+            sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
+            "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+            "--log-level", "error", "--lifespan", "on",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, preexec_fn=_die_with_parent
+        )
+
+    def wait(self, timeout: float = 180.0) -> str | None:
+        """The API URL once the server answers; None (and a warning: the flow then starts Prefect's own
+        temporary server) when it does not start in time."""
+        deadline = time.monotonic() + timeout  # generous: a loaded 2-core machine is slow
+        url = f"http://127.0.0.1:{self.port}/api"
+        while time.monotonic() < deadline:
+            if self.proc.poll() == 3:  # the port was taken meanwhile
+                self._launch()
+                url = f"http://127.0.0.1:{self.port}/api"
+            elif self.proc.poll() is not None:
+                break
             try:
-                SubprocessASGIServer().start(timeout=180)  # generous: a loaded 2-core machine is slow
-            except Exception as e:  # leave it to the flow to start (and report) the server itself
-                failed.append(e)
-                SubprocessASGIServer().stop()
+                with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
+                    if r.status == 200:
+                        return url
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.log.seek(0)
+        tail = self.log.read()[-2000:].decode(errors="replace").strip()
+        log.warning("the temporary Prefect server did not start (%s); the flow starts its own", tail or "no output")
+        self.stop()
+        return None
 
-        server = threading.Thread(target=start, daemon=True)
-        server.start()
-    ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # verification runs on Ray
-    if server is not None:
-        server.join()
-        if failed:
-            log.warning("Prefect's temporary server did not start early (%s); retrying in the flow", failed[0])
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _die_with_parent() -> None:
+    """In the server's child process: SIGTERM when the parent dies (also by SIGKILL)."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG

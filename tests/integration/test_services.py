@@ -1,0 +1,80 @@
+"""The temporary Prefect server a build starts: it answers during the build and goes away with the
+process that started it, even when that process is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from procs import kill_group
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml"
+
+SCRIPT = """
+import sys, time
+from bonforge.config import load_recipe
+from bonforge.flows.orchestrate import services
+from prefect.settings import PREFECT_API_URL
+with services(load_recipe(sys.argv[1])):
+    print(PREFECT_API_URL.value(), flush=True)
+    if sys.argv[2] == "hold":
+        time.sleep(600)
+print("stopped", flush=True)
+"""
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def gone(url: str, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not answers(url):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture
+def env():
+    return {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"RAY_ADDRESS": ""}
+
+
+def run(mode: str, env) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(RECIPE), mode],
+        stdout=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+
+
+def test_the_server_stops_with_the_build(env):
+    proc = run("exit", env)
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/api")
+    assert proc.stdout.readline().strip() == "stopped"
+    assert proc.wait(60) == 0
+    assert not answers(url)
+
+
+def test_the_server_dies_with_a_killed_build(env):
+    proc = run("hold", env)
+    try:
+        url = proc.stdout.readline().strip()
+        assert answers(url)
+        os.kill(proc.pid, signal.SIGKILL)  # the build only: its server is left to notice
+        proc.wait(30)
+        assert gone(url, within_s=30)
+    finally:
+        kill_group(proc)
