@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.errors import ConfigError, DataError
+from bonforge import templates
+from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import SampledTeacher
 from bonforge.runner import run_stage
@@ -28,24 +29,13 @@ log = logging.getLogger("bonforge")
 
 STAGE = "candidates"
 VERSION = "1"
-_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content, larger ones by size+mtime
 
 
-def template_path(teacher: SampledTeacher, domain: str) -> Path:
-    if teacher.prompt_template:
-        return Path(teacher.prompt_template)
-    return _TEMPLATES / f"sample_{domain}.txt"
-
-
-def read_template(path: Path, teacher: str) -> str:
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"teachers.{teacher}.prompt_template: cannot read {path}: {e.strerror}") from None
-    if "{question}" not in text:
-        raise ConfigError(f"teachers.{teacher}.prompt_template: {path} has no {{question}} placeholder")
-    return text
+def read_template(teacher: SampledTeacher, domain: str) -> str:
+    """The teacher's prompt template, or bonforge's default for the domain."""
+    return templates.load(teacher.prompt_template, f"sample_{domain}.txt", ("{question}",),
+                          f"teachers.{teacher.name}.prompt_template")  # fmt: skip
 
 
 def render(template: str, question: str) -> str:
@@ -77,8 +67,7 @@ def key_config(teacher: SampledTeacher) -> dict:
     cfg["model"] = model_identity(teacher.model, teacher.revision)
     domains = ["any"] if teacher.prompt_template else ["math", "code"]
     cfg["prompt_template"] = {
-        d: hashlib.sha256(read_template(template_path(teacher, "math" if d == "any" else d),
-                                         teacher.name).encode()).hexdigest()
+        d: hashlib.sha256(read_template(teacher, "math" if d == "any" else d).encode()).hexdigest()
         for d in domains
     }
     return cfg
@@ -111,7 +100,7 @@ class Sampler:
             if domain not in ("math", "code"):
                 raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems", pid, "domain")
             if domain not in self.templates:
-                self.templates[domain] = read_template(template_path(t, domain), t.name)
+                self.templates[domain] = read_template(t, domain)
             out.append(Request(
                 id=pid, messages=({"role": "user", "content": render(self.templates[domain], question)},),
                 n=t.n, temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,

@@ -9,13 +9,15 @@ from bonforge.errors import ConfigError
 HERE = Path(__file__).resolve().parent
 
 
-def load(path: str | None, default: str, slots: tuple[str, ...], field: str) -> str:
-    """The template at ``path`` (a recipe's field) or bonforge's ``default`` file; every slot must appear."""
+def load(path: str | Path | None, default: str, slots: tuple[str, ...], field: str) -> str:
+    """The template at ``path`` (the recipe's ``field``) or bonforge's ``default`` file; every slot must
+    appear. Errors name the field and the file."""
     file = Path(path) if path else HERE / default
-    if not file.is_file():
-        raise ConfigError(f"{field}: {file} does not exist")
-    text = file.read_text()
+    try:
+        text = file.read_text()
+    except OSError as e:
+        raise ConfigError(f"{field}: cannot read {file}: {e.strerror or e}") from None
     for slot in slots:
         if slot not in text:
-            raise ConfigError(f"{field} must contain {slot}")
+            raise ConfigError(f"{field}: {file} has no {slot} placeholder")
     return text

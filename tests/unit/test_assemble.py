@@ -116,6 +116,6 @@ def test_real_tokenizer_is_used_when_configured(tmp_path):
 def test_template_must_have_slots(tmp_path):
     bad = tmp_path / "t.txt"
     bad.write_text("no slots here")
-    with pytest.raises(ConfigError, match="must contain"):
+    with pytest.raises(ConfigError, match=r"genselect.template: .* has no \{question\} placeholder"):
         template_text(GenSelectConfig(template=str(bad)))
     assert "Judgment: <index>" in template_text(GenSelectConfig())
