@@ -3,6 +3,7 @@
 Layout::
 
     <root>/stages/<stage>/<key>/part-<shard>.parquet   one file per shard, written to a temp name and renamed
+    <root>/stages/<stage>/<key>/plan.json              the shard plan the part files belong to
     <root>/stages/<stage>/<key>/manifest.json          written last; a stage without it does not exist
     <root>/runs/<run_id>.json                          one record per run
 
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,8 @@ import pyarrow.parquet as pq
 from bonforge.errors import StoreError
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
+_TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)$")  # what _temp_path names
+log = logging.getLogger("bonforge")
 
 
 def canonical_json(obj: Any) -> str:
@@ -51,9 +56,34 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+def _temp_path(path: Path) -> Path:
+    """A hidden temp name beside ``path``, naming the writer (host and pid) so that the leftovers of a
+    crashed writer can be told from a live one's."""
+    return path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
+
+
+def _remove_dead_temps(folder: Path) -> int:
+    """Remove temp files in ``folder`` left by writers on this host that no longer run."""
+    host, removed = socket.gethostname(), 0
+    for p in folder.iterdir():
+        m = _TEMP.match(p.name)
+        if not m or m["host"] != host:
+            continue
+        try:
+            os.kill(int(m["pid"]), 0)
+            continue  # alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, another user's
+        p.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temp_path(path)
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
@@ -67,7 +97,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temp_path(path)
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)
 
@@ -127,6 +157,24 @@ class StageStore:
         )
 
     # -- writes ------------------------------------------------------------------------------------
+    def begin(self, stage: str, key: str, plan: dict) -> set[int]:
+        """Start or resume computing a stage whose shards follow ``plan``: returns the shards already
+        written under that same plan. Part files of another plan (a crash, then a rerun that splits the
+        input differently) are removed, and so are temp files of dead writers on this host."""
+        d = self.stage_dir(stage, key)
+        d.mkdir(parents=True, exist_ok=True)
+        _remove_dead_temps(d)
+        path = d / "plan.json"
+        old = json.loads(path.read_text()) if path.is_file() else None
+        if old != plan:
+            stale = [p for p in d.iterdir() if _PART.match(p.name)]
+            if stale:
+                log.info("%s: %d shards of an earlier run follow another shard plan: recomputing", stage, len(stale))
+            for p in stale:
+                p.unlink()
+            atomic_write_json(path, plan)
+        return self.done_shards(stage, key)
+
     def write_shard(self, stage: str, key: str, shard: int, table: pa.Table) -> int:
         write_parquet_atomic(table, self.shard_path(stage, key, shard))
         return table.num_rows

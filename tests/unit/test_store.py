@@ -1,3 +1,5 @@
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -65,6 +67,7 @@ def test_crash_mid_stage_leaves_nothing_visible_and_rerun_finishes_only_missing_
     assert sorted(p.name for p in store.stage_dir("demo", "k").iterdir()) == [
         "part-00000.parquet",
         "part-00001.parquet",
+        "plan.json",
     ]
     calls.clear()
     man = run_stage(store, "demo", "k", compute=compute, **kw)
@@ -74,6 +77,44 @@ def test_crash_mid_stage_leaves_nothing_visible_and_rerun_finishes_only_missing_
     calls.clear()
     assert run_stage(store, "demo", "k", compute=compute, **kw)["cached"] is True
     assert calls == []
+
+
+def test_a_rerun_with_another_shard_plan_discards_the_partial_shards(store):
+    """Shards written under one plan are not mixed with another's (e.g. shard sizes changed between a
+    crash and its rerun): they are recomputed."""
+    table = _table(10)
+
+    def fail_at_p004(shard):
+        if shard.column("problem_id")[0].as_py() == "p004":
+            raise Boom("p004")
+        return shard
+
+    kw = dict(version="1", config={}, upstream={}, table=table)
+    with pytest.raises(Boom):
+        run_stage(store, "demo", "k", compute=fail_at_p004, shard_rows=6, **kw)
+    assert store.done_shards("demo", "k") == {0, 1}  # p000-p001, p002-p003 (3 rows per problem)
+    calls = []
+    man = run_stage(store, "demo", "k", compute=lambda s: calls.append(s.num_rows) or s, shard_rows=9, **kw)
+    assert man["shards_resumed"] == 0 and sum(calls) == 30
+    assert store.read("demo", "k").column("problem_id").to_pylist() == table.column("problem_id").to_pylist()
+
+
+def test_temp_files_of_dead_writers_on_this_host_are_removed(store):
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    d = store.stage_dir("demo", "k")
+    d.mkdir(parents=True)
+    host = socket.gethostname()
+    dead_tmp = d / f".part-00000.parquet.tmp-{host}-{dead.stdout.strip()}"
+    live_tmp = d / f".part-00001.parquet.tmp-{host}-{os.getpid()}"
+    other_host = d / f".part-00002.parquet.tmp-elsewhere-{dead.stdout.strip()}"
+    for p in (dead_tmp, live_tmp, other_host):
+        p.write_bytes(b"partial")
+    run_stage(store, "demo", "k", version="1", config={}, upstream={}, table=_table(2), compute=lambda s: s)
+    assert not dead_tmp.exists() and live_tmp.exists() and other_host.exists()
 
 
 def test_commit_compacts_small_shards_into_files_readers_read(store):
