@@ -82,8 +82,8 @@ def main() -> None:
     )
     print(
         f"DAG: {phases['dag']:.1f}s for {compute:.1f}s of stage compute = {phases['dag'] / compute:.2f}x "
-        f"(target <= 1.3x); the Prefect flow around it {phases['flow']:.1f}s; stopping the server {phases['stop']:.1f}s; "
-        f"report {phases['report']:.1f}s"
+        f"(target <= 1.3x); the Prefect flow around it {phases['flow']:.1f}s; "
+        f"stopping the server {phases['stop']:.1f}s; report {phases['report']:.1f}s"
     )
     print(
         f"`bonforge run`: first {first:.1f}s, cached re-run {cached:.1f}s = {100 * cached / first:.1f} % "

@@ -233,8 +233,14 @@ class Build:
                 context=lambda: {"con": self._pool_view(problems, candidates, verdicts, stats)},
                 shard_rows=ASSEMBLE_SHARD_ROWS,
                 label="genselect",
+                extra=lambda shards: {"prompts_dropped_too_long": self._dropped_too_long(key, len(shards))},
             ),
         )
+
+    def _dropped_too_long(self, key: str, n_shards: int) -> int:
+        """Prompts over ``genselect.max_tokens``, summed from the shards' metadata."""
+        paths = (self.store.shard_path("genselect", key, i) for i in range(n_shards))
+        return sum(int((pq.read_schema(p).metadata or {}).get(b"dropped_too_long", 0)) for p in paths)
 
     def _kept_keys(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
         """The keys of the kept problems' candidates: the shard plan. Each shard reads its own texts."""

@@ -148,7 +148,8 @@ class StageStore:
         tables = [pq.read_table(p, columns=columns) for p in paths]
         if not tables:
             raise StoreError(f"stage {stage!r} {key} has no files")
-        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        return table.replace_schema_metadata()  # per-shard notes (e.g. genselect's dropped_too_long) stay there
 
     def read_shards(self, stage: str, key: str, n_shards: int, columns: list[str] | None = None) -> pa.Table:
         """The shards of a stage being committed (for manifest summaries)."""

@@ -139,13 +139,15 @@ def problem_prompts(pid: str, question: str, correct: list[tuple[str, str]], wro
 
 def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     """GENSELECT rows from ``pool``: one row per candidate of a kept problem with columns problem_id,
-    question, domain, candidate_id, text, correct, status (a shard of whole problems)."""
+    question, domain, candidate_id, text, correct, status (a shard of whole problems). The number of
+    prompts dropped for length is in the schema metadata, key ``dropped_too_long``."""
     template = template_text(cfg)
     count, counter_name = token_counter(cfg)
     t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
     cols = {name: t.column(name).to_pylist() for name in
             ("problem_id", "question", "domain", "candidate_id", "text", "correct", "status")}
     rows: list[dict] = []
+    too_long = 0
     lo, n = 0, t.num_rows
     while lo < n:
         pid = cols["problem_id"][lo]
@@ -159,9 +161,10 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
             if cols["status"][i] in bad or not text or not text.strip():
                 continue
             (correct if cols["correct"][i] else wrong).append((cols["candidate_id"][i], text))
-        got, _ = problem_prompts(pid, cols["question"][lo], correct, wrong, cfg, template, count, seed)
+        got, dropped = problem_prompts(pid, cols["question"][lo], correct, wrong, cfg, template, count, seed)
         rows.extend(got)
+        too_long += dropped
         lo = hi
     for r in rows:
         r["token_counter"] = counter_name
-    return pa.Table.from_pylist(rows, schema=GENSELECT)
+    return pa.Table.from_pylist(rows, schema=GENSELECT.with_metadata({"dropped_too_long": str(too_long)}))

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
+from bonforge.storage.store import StageStore
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
@@ -41,6 +42,7 @@ def test_first_run_computes_every_stage_and_publishes_v1(runs):
     man = json.loads((Path(first["dataset"]) / "manifest.json").read_text())
     assert set(man["files"]) == {"verl/train.parquet", "plain/train.parquet"}
     assert man["stages"]["genselect"] == first["stages"]["genselect"]  # lineage
+    assert StageStore(store).manifest("genselect", first["stages"]["genselect"])["prompts_dropped_too_long"] == 0
 
 
 def test_second_run_recomputes_nothing_and_reuses_the_version(runs):

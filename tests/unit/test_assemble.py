@@ -82,8 +82,10 @@ def test_same_seed_same_prompts_other_seed_other_prompts():
 
 def test_over_long_prompts_are_dropped_and_real_counts_recorded():
     p = pool({"p": [True, False, False, False]}, text_len=3000)
-    out = assemble(p, GenSelectConfig(max_tokens=2500), 0).to_pylist()
+    table = assemble(p, GenSelectConfig(max_tokens=2500), 0)
+    out = table.to_pylist()
     assert out and all(r["n_tokens"] <= 2500 and r["n_candidates"] == 2 for r in out)
+    assert int(table.schema.metadata[b"dropped_too_long"]) > 0  # summed into the stage's manifest
     assert all(r["token_counter"] == "estimate" for r in out)
 
 
