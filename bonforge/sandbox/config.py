@@ -26,8 +26,8 @@ class CodeVerifyConfig(Model):
     transport: Literal["socket", "attach"] = exec_only(
         "socket", description="How the host talks to a container's runner (backend 'docker'): 'socket' = a "
         "Unix socket in a host directory mounted read-only into the container (fast; needs the Docker daemon "
-        "on this host); 'attach' = the container's attached stdin/stdout (works with a remote daemon, costs "
-        "about 1 ms more CPU per candidate).")  # fmt: skip
+        "on this host; with DOCKER_HOST naming a remote daemon, 'attach' is used); 'attach' = the container's "
+        "attached stdin/stdout (works with a remote daemon, costs about 1 ms more CPU per candidate).")  # fmt: skip
     build_image: bool = exec_only(True, description="Build a missing image (no registry needed) instead of failing.")
     pool_size: int = Field(
         default_factory=lambda: os.cpu_count() or 1, gt=0, json_schema_extra={"exec_only": True},

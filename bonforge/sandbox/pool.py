@@ -211,6 +211,11 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
     ]  # fmt: skip
 
 
+def _remote_daemon() -> bool:
+    """Whether DOCKER_HOST names a daemon on another machine (it cannot mount this host's socket folder)."""
+    return os.environ.get("DOCKER_HOST", "").startswith(("tcp://", "ssh://", "http://", "https://"))
+
+
 _netns_prefix: list[str] | None = None
 
 
@@ -287,7 +292,7 @@ class SandboxPool:
         name = f"bonforge-sbx-{os.getpid()}-{next(_names)}"
         socket_dir = None
         if self.cfg.backend == "docker":
-            if self.cfg.transport == "socket":
+            if self.cfg.transport == "socket" and not _remote_daemon():
                 socket_dir = tempfile.mkdtemp(prefix="bonforge-sbx-")
                 os.chmod(socket_dir, 0o755)
             argv = docker_argv(self.cfg, self.image, name, socket_dir)
