@@ -4,10 +4,8 @@ the start of the services it needs. Imported only when a build has something to 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -130,13 +128,12 @@ class _TemporaryServer:
             **get_current_settings().to_environment_variables(exclude_unset=True),
         }
         argv = [
-            sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
+            sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), "-m", "uvicorn",
+            "--app-dir", str(prefect.__module_path__.parent),
             "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
             "--log-level", "error", "--lifespan", "on",
         ]  # fmt: skip
-        self.proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, preexec_fn=_die_with_parent
-        )
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
 
     def wait(self, timeout: float = 180.0) -> str | None:
         """The API URL once the server answers; None (and a warning: the flow then starts Prefect's own
@@ -173,6 +170,12 @@ class _TemporaryServer:
         self.log.close()
 
 
-def _die_with_parent() -> None:
-    """In the server's child process: SIGTERM when the parent dies (also by SIGKILL)."""
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Run as `python -c _DIE_WITH_PARENT PARENT_PID -m uvicorn ...`: ask the kernel for SIGTERM when the parent
+# dies (kept across exec; a preexec_fn is unsafe in a process with threads), then become the server.
+_DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("bonforge: the build died before its Prefect server started")
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
