@@ -42,7 +42,7 @@ def test_first_run_computes_every_stage_and_publishes_v1(runs):
     man = json.loads((Path(first["dataset"]) / "manifest.json").read_text())
     assert set(man["files"]) == {"verl/train.parquet", "plain/train.parquet"}
     assert man["stages"]["genselect"] == first["stages"]["genselect"]  # lineage
-    assert StageStore(store).manifest("genselect", first["stages"]["genselect"])["prompts_dropped_too_long"] == 0
+    assert StageStore(store).manifest("genselect", first["stages"]["genselect"][0])["prompts_dropped_too_long"] == 0
 
 
 def test_second_run_recomputes_nothing_and_reuses_the_version(runs):
