@@ -112,6 +112,9 @@ HOSTILE = {
     "10 MB of output": ("import sys\nsys.stdout.write('z' * 10_000_000)\n", {"output_limit"}),
     "kill the runner": ("import os\nos.kill(os.getppid(), 9)\n", {"runtime_error"}),
     "kill everything": ("import os\nos.kill(-1, 9)\n", {"runtime_error"}),
+    "the host's socket": ("import os, socket\ntry:\n    socket.socket(socket.AF_UNIX).connect('/run/bonforge/runner.sock')\n"
+                          "except OSError:\n    try:\n        open('/run/bonforge/x', 'w')\n    except OSError:\n"
+                          "        a, b = map(int, input().split())\n        print(a + b)\n", {"passed"}),
     "signal init": ("import os, signal, time\nos.kill(1, signal.SIGTERM)\ntime.sleep(0.2)\n"
                     "a, b = map(int, input().split())\nprint(a + b)\n", {"passed"}),
 }  # fmt: skip
