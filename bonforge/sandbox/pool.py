@@ -298,7 +298,12 @@ class SandboxPool:
             argv = docker_argv(self.cfg, self.image, name, socket_dir)
         else:
             argv = process_argv()
-        worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir)
+        try:
+            worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir)
+        except SandboxError:
+            if self.cfg.backend == "docker":  # a container may have started without its runner answering
+                image_mod._docker("rm", "-f", name, check=False)
+            raise
         with self._lock:
             self._workers.add(worker)
         return worker

@@ -11,6 +11,7 @@ import time
 import pyarrow as pa
 import pytest
 
+from bonforge.errors import SandboxError
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
@@ -182,6 +183,26 @@ def test_containers_are_isolated(docker_pool):
     uid, caps, root_writable, nets = json.loads(outcome["results"][0]["stdout"])
     assert uid == 65534 and not root_writable and nets == ["lo"]
     assert "CapEff:\t0000000000000000" in caps and "NoNewPrivs:\t1" in caps
+
+
+@pytest.mark.docker
+def test_a_worker_that_does_not_start_leaves_no_container(sandbox_image, monkeypatch):
+    """A container whose runner never answers (here: it runs `sleep` instead) is removed."""
+    from bonforge.sandbox import pool as pool_mod
+
+    real = pool_mod.docker_argv
+    def sleeper(cfg, image, *args):
+        argv = real(cfg, image, *args)
+        return [*argv[: argv.index(image) + 1], "sleep", "60"]
+
+    monkeypatch.setattr(pool_mod, "docker_argv", sleeper)
+    before = set(pool_containers())
+    pool = SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=1, startup_timeout_s=3))
+    with pytest.raises(SandboxError, match="did not start"):
+        pool.start()
+    pool.close()
+    time.sleep(0.5)
+    assert set(pool_containers()) == before
 
 
 @pytest.mark.docker
