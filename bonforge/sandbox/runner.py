@@ -61,19 +61,20 @@ def _prctl(option, value):
         return False
 
 
-_oom_fd = []  # the cgroup's OOM event file, opened once (cgroup files are re-read with pread)
+@functools.cache
+def _oom_file():
+    """The cgroup's OOM event file, opened once (cgroup files are re-read with pread); else /dev/null."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            return os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+    return os.open(os.devnull, os.O_RDONLY)
 
 
 def _oom_kills():
-    if not _oom_fd:
-        for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control", os.devnull):
-            try:
-                _oom_fd.append(os.open(path, os.O_RDONLY))
-                break
-            except OSError:
-                continue
     try:
-        for line in os.pread(_oom_fd[0], 4096, 0).splitlines():
+        for line in os.pread(_oom_file(), 4096, 0).splitlines():
             if line.startswith(b"oom_kill "):
                 return int(line.split()[1])
     except (OSError, ValueError):
@@ -81,13 +82,10 @@ def _oom_kills():
     return 0
 
 
-_selector = []  # one epoll instance for the runner's life
-
-
-def _sel():
-    if not _selector:
-        _selector.append(selectors.DefaultSelector())
-    return _selector[0]
+@functools.cache
+def _selector():
+    """One epoll instance for the runner's life."""
+    return selectors.DefaultSelector()
 
 
 def _descendants(root):
@@ -221,8 +219,7 @@ def _child(req, compiled, test, fds, workdir):
         os.write(status_w, (json.dumps(obj) + "\n").encode())
 
     kind = req["kind"]
-    code, check = compiled
-    source = req.get("prelude", "") + req["program"]
+    source, code, check = compiled
     req_check = req.get("check") or ""
     ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
     exit_code = 0
@@ -273,8 +270,8 @@ def _child(req, compiled, test, fds, workdir):
 
 
 def compile_program(req):
-    """(program code, check code or None), compiled once per request in the runner: children inherit
-    them. Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
+    """(source, program code, check code or None), compiled once per request in the runner: children
+    inherit them. Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
     source = req.get("prelude", "") + req["program"]
     try:
         code = compile(source, "solution.py", "exec")
@@ -284,7 +281,7 @@ def compile_program(req):
         # As the APPS harness does: a script that returns at top level runs as a function body.
         body = "".join("    " + ln for ln in req["program"].splitlines(True))
         code = compile(f"{req.get('prelude', '')}def _main():\n{body}\n_main()\n", "solution.py", "exec")
-    return code, compile(req["check"], "check.py", "exec") if req["kind"] == "assert" else None
+    return source, code, compile(req["check"], "check.py", "exec") if req["kind"] == "assert" else None
 
 
 def run_test(req, compiled, test, workdir):
@@ -308,7 +305,7 @@ def run_test(req, compiled, test, workdir):
         os.close(fd)
     limit = int(req["output_limit"])
     out, err, st = bytearray(), bytearray(), bytearray()
-    sel = _sel()
+    sel = _selector()
     for fd in (out_r, err_r, st_r):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
