@@ -62,9 +62,9 @@ def _temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
 
 
-def _remove_dead_temps(folder: Path) -> int:
+def _remove_dead_temps(folder: Path) -> None:
     """Remove temp files in ``folder`` left by writers on this host that no longer run."""
-    host, removed = socket.gethostname(), 0
+    host = socket.gethostname()
     for p in folder.iterdir():
         m = _TEMP.match(p.name)
         if not m or m["host"] != host:
@@ -77,8 +77,6 @@ def _remove_dead_temps(folder: Path) -> int:
         except PermissionError:
             continue  # alive, another user's
         p.unlink(missing_ok=True)
-        removed += 1
-    return removed
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -158,10 +156,12 @@ class StageStore:
         )
 
     # -- writes ------------------------------------------------------------------------------------
-    def begin(self, stage: str, key: str, plan: dict) -> set[int]:
-        """Start or resume computing a stage whose shards follow ``plan``: returns the shards already
-        written under that same plan. Part files of another plan (a crash, then a rerun that splits the
-        input differently) are removed, and so are temp files of dead writers on this host."""
+    def begin(self, stage: str, key: str, shard_rows: list[int]) -> set[int]:
+        """Start or resume computing a stage split into shards of ``shard_rows`` rows: returns the shards
+        already written under that same plan. Part files of another plan (a crash, then a rerun that splits
+        the input differently) are removed, and so are temp files of dead writers on this host."""
+        rows_sha256 = hashlib.sha256(canonical_json(shard_rows).encode()).hexdigest()
+        plan = {"shards": len(shard_rows), "rows_sha256": rows_sha256}
         d = self.stage_dir(stage, key)
         d.mkdir(parents=True, exist_ok=True)
         _remove_dead_temps(d)
