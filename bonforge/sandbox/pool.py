@@ -77,9 +77,10 @@ class _Worker:
         self._sock: socket.socket | None = None
         listener = None
         if socket_dir:
+            path = os.path.join(socket_dir, SOCKET_NAME)
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(os.path.join(socket_dir, SOCKET_NAME))
-            os.chmod(os.path.join(socket_dir, SOCKET_NAME), 0o777)  # the runner is uid 65534
+            listener.bind(path)
+            os.chmod(path, 0o777)  # the runner is uid 65534
             listener.listen(1)
         pipe = subprocess.DEVNULL if socket_dir else subprocess.PIPE
         try:
@@ -114,12 +115,14 @@ class _Worker:
                 raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
         return listener.accept()[0]
 
-    def _cleanup(self, listener: socket.socket | None) -> None:
+    @staticmethod
+    def _cleanup(listener: socket.socket | None) -> None:
         """Close the listening socket and remove its path: no second connection is possible."""
         if listener is not None:
+            path = listener.getsockname()
             listener.close()
             try:
-                os.unlink(os.path.join(self._dir, SOCKET_NAME))
+                os.unlink(path)
             except OSError:
                 pass
 
