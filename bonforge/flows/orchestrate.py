@@ -135,21 +135,23 @@ class _TemporaryServer:
         ]  # fmt: skip
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
     def wait(self, timeout: float = 180.0) -> str | None:
         """The API URL once the server answers; None (and a warning: the flow then starts Prefect's own
         temporary server) when it does not start in time."""
         deadline = time.monotonic() + timeout  # generous: a loaded 2-core machine is slow
-        url = f"http://127.0.0.1:{self.port}/api"
         while time.monotonic() < deadline:
             if self.proc.poll() == 3:  # the port was taken meanwhile
                 self._launch()
-                url = f"http://127.0.0.1:{self.port}/api"
             elif self.proc.poll() is not None:
                 break
             try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as r:
                     if r.status == 200:
-                        return url
+                        return self.url
             except OSError:
                 pass
             time.sleep(0.1)
