@@ -23,8 +23,8 @@ from bonforge.tasks import assemble, export, fuse, load, score, verify_math
 
 log = logging.getLogger("bonforge")
 
-# Rows per shard of the sharded stages (part of the code, not of the config: the shard plan of a key must
-# never change between a crash and its rerun).
+# Rows per shard of the sharded stages: part of the code, not of the config or the key (how a stage is split
+# never changes its output; a rerun under another split starts the stage over, see StageStore.begin).
 VERIFY_SHARD_ROWS = 256
 VERDICT_FILE_ROWS = 100_000  # committed verdicts are read from files of this size, not from thousands of shards
 SCORE_SHARD_ROWS = 200_000
