@@ -21,6 +21,12 @@ def exec_only(default: Any = None, **kw: Any) -> Any:
     return Field(default, json_schema_extra={"exec_only": True}, **kw)
 
 
+def added(default: Any = None, **kw: Any) -> Any:
+    """A field added after stage keys were in use: left out of the key while it holds its default, so the
+    recipes written before it keep their keys (and their cached stages)."""
+    return Field(default, json_schema_extra={"key_if_set": True}, **kw)
+
+
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -29,9 +35,9 @@ class Model(BaseModel):
         out = {}
         for name, field in type(self).model_fields.items():
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-            if extra.get("exec_only"):
-                continue
             value = getattr(self, name)
+            if extra.get("exec_only") or (extra.get("key_if_set") and value == field.get_default()):
+                continue
             out[name] = _key_value(value)
         return out
 
@@ -61,12 +67,30 @@ class DataSource(Model):
 
 
 class FieldMap(Model):
-    """Which record fields hold the problem's parts (dotted paths allowed)."""
+    """Which record fields hold the problem's parts (dotted paths allowed; a path may go through a field
+    holding a JSON object as a string, as LiveCodeBench's ``metadata.func_name``)."""
 
     question: str = "question"
     answer: str | None = "answer"
     id: str | None = Field(None, description="Field with a stable id; else ids are '<source>/<row index>'.")
     metadata: list[str] = Field(default_factory=list, description="Fields copied into the metadata JSON.")
+    tests: str | list[str] | None = added(
+        None, description="Code problems: the field (or fields, joined in order, e.g. [public_tests, "
+        "private_tests]) holding the tests, in a shape of `tests_format`.")  # fmt: skip
+    tests_format: Literal["auto", "bonforge", "apps", "codecontests", "livecodebench", "assert"] = added(
+        "auto", description="The tests' shape (see bonforge.tasks.test_formats); 'auto' tells them apart.")
+    fn_name: str | None = added(None, description="Field with the function call-based tests call.")
+    entry_point: str | None = added(None, description="Field with the function assert-style tests check.")
+    starter: str | None = added(None, description="Field with starter code (appended to the question).")
+    time_limit: str | None = added(
+        "time_limit", description="Field with a per-test time limit, when present: seconds, '2 seconds', "
+        "'500 ms' or {seconds, nanos}; it overrides verify.code.time_limit_s for that problem.")  # fmt: skip
+    memory_limit: str | None = added(
+        "memory_limit", description="Field with a memory limit, when present: '256 megabytes', a number of "
+        "MiB, or bytes for a field named *_bytes; recorded in the metadata as memory_limit_mb.")  # fmt: skip
+    solutions: str | None = added(
+        None, description="Code problems: field with a list of reference programs (or its JSON string): "
+        "answer = the first, all of them in metadata reference_solutions (see include_reference).")  # fmt: skip
 
 
 class ProblemsConfig(Model):
@@ -74,13 +98,26 @@ class ProblemsConfig(Model):
 
     source: DataSource
     name: str = Field(description="Dataset name, used in problem ids and `data_source`.")
-    format: Literal["jsonl", "parquet", "humaneval", "apps"] = "jsonl"
+    format: Literal["jsonl", "parquet", "hf", "humaneval", "apps"] = Field(
+        "jsonl", description="'hf': a local Hugging Face dataset directory (save_to_disk output, or hub-style "
+        "Parquet shards such as data/train-*.parquet); 'parquet' also takes a directory of shards.")
+    split: str | None = added(None, description="Split of an 'hf' directory (default: train, or the only one).")
+    files: str | None = added(None, description="Glob of the shard files inside the source directory.")
     domain: Literal["math", "code"] = "math"
     fields: FieldMap = Field(default_factory=FieldMap)
     limit: int | None = Field(None, gt=0, description="Keep only the first N problems.")
     include_reference: bool = Field(
         False, description="Add the problems' reference solutions (HumanEval canonical_solution, APPS "
-                           "solutions.json) to the pool as a teacher named `reference`.")
+                           "solutions.json, fields.solutions) to the pool as a teacher named `reference`.")
+
+    @model_validator(mode="after")
+    def _tests_for_code(self) -> "ProblemsConfig":
+        table = self.format in ("jsonl", "parquet", "hf")
+        if table and self.domain == "code" and not self.fields.tests:
+            raise ValueError("code problems from a table need fields.tests (the field holding their tests)")
+        if self.fields.tests and (self.domain != "code" or not table):
+            raise ValueError("fields.tests applies to code problems (domain: code) from jsonl, parquet or hf")
+        return self
 
 
 class PoolTeacher(Model):

@@ -94,15 +94,18 @@ def test_code_problem_without_tests_is_refused_before_any_container(tmp_path):
     d.mkdir(parents=True)
     (d / "question.txt").write_text("Print the sum.")
     (d / "input_output.json").write_text(json.dumps({"inputs": [], "outputs": []}))
-    problems = load_apps(tmp_path / "apps")
+    with pytest.raises(DataError, match=r"record apps/0007, field 'input_output': empty test list"):
+        load_apps(tmp_path / "apps")
+    (d / "input_output.json").write_text(json.dumps({"inputs": ["1"], "outputs": []}))
+    with pytest.raises(DataError, match=r"record apps/0007, field 'input_output': 1 inputs but 0 outputs"):
+        load_apps(tmp_path / "apps")
+    problems = pa.table({"problem_id": ["apps/0007"], "question": ["Print the sum."],
+                         "tests": ['{"kind": "stdio", "tests": []}']})  # fmt: skip
     cands = pa.table(
         {"candidate_id": ["apps/0007/t/0"], "problem_id": ["apps/0007"], "teacher": ["t"], "text": ["print(1)"]}
     )
     with pytest.raises(DataError, match=r"problems, record apps/0007, field 'tests': stdio spec needs a non-empty"):
         verify_code(problems, cands, CodeVerifyConfig())
-    (d / "input_output.json").write_text(json.dumps({"inputs": ["1"], "outputs": []}))
-    with pytest.raises(DataError, match=r"record apps/0007, field 'outputs': 1 inputs but 0 outputs"):
-        load_apps(tmp_path / "apps")
 
 
 def test_candidate_of_an_unknown_problem_names_the_candidate(tmp_path):
