@@ -120,6 +120,36 @@ class ProblemsConfig(Model):
         return self
 
 
+class Benchmark(Model):
+    """A benchmark whose items must not reach the training data: an ordinary source plus the field with its
+    question."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Named in the contamination table.")
+    source: DataSource
+    format: Literal["jsonl", "parquet", "hf"] = "jsonl"
+    split: str | None = Field(None, description="Split of an 'hf' directory (default: train, or the only one).")
+    files: str | None = Field(None, description="Glob of the shard files inside the source directory.")
+    field: str = Field("problem", description="Field holding the item's question (dotted paths allowed).")
+    id: str | None = Field("id", description="Field holding the item's id (null: '<name>/<row index>').")
+
+
+class DecontaminateConfig(Model):
+    """Drop problems that overlap a benchmark, and duplicates inside the problem set, before sampling."""
+
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+    ngram: int = Field(13, ge=1, le=64, description="Words in a shared span that counts as an overlap.")
+    dedup: bool = Field(True, description="Also drop repeats of a normalised question (the first one stays).")
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> "DecontaminateConfig":
+        names = [b.name for b in self.benchmarks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"benchmark names must be unique: {', '.join(names)}")
+        if not names and not self.dedup:
+            raise ValueError("nothing to do: no benchmarks and dedup is off (remove the section)")
+        return self
+
+
 class PoolTeacher(Model):
     """Import candidates someone already generated (the `pool` engine)."""
 
@@ -257,6 +287,8 @@ class Recipe(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
     problems: ProblemsConfig
+    decontaminate: DecontaminateConfig | None = Field(
+        None, description="A `contamination` stage before sampling (see bonforge.tasks.decontaminate).")
     teachers: list[TeacherConfig] = Field(min_length=1)
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)

@@ -1,6 +1,6 @@
 """The build. ``dag`` reads like the DAG:
 
-    problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
+    [contamination ─►] problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
 
 ``build`` runs it as a Prefect flow (``orchestrate.py``: one task per stage, cache key = stage key; the
 store's manifests are the source of truth, so a task is only served from Prefect's cache while its stage
@@ -27,7 +27,8 @@ log = logging.getLogger("bonforge")
 
 def dag(b: Build, run) -> dict:
     """The DAG itself; ``run`` turns a Step into a committed Ref."""
-    problems = run(b.problems())
+    contamination = run(b.contamination()) if b.recipe.decontaminate else None
+    problems = run(b.problems(contamination))
     candidates = [run(b.candidates(problems, t)) for t in b.recipe.teachers]
     if b.recipe.problems.include_reference:
         candidates.append(run(b.reference(problems)))

@@ -19,7 +19,7 @@ from bonforge import data
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.runner import ensure_ray, run_stage
 from bonforge.storage.store import StageStore, stage_key
-from bonforge.tasks import assemble, export, fuse, load, score, verify_math
+from bonforge.tasks import assemble, decontaminate, export, fuse, load, score, verify_math
 
 log = logging.getLogger("bonforge")
 
@@ -66,9 +66,29 @@ class Build:
         return [str(p) for r in refs for p in self.store.paths(r.stage, r.key)]
 
     # -- stages --------------------------------------------------------------------------------------
-    def problems(self) -> Step:
+    def contamination(self) -> Step:
+        """Problems to leave out (benchmark overlap, duplicates): a source stage of its own, so that its
+        table is a catalog view and ``problems`` stays one clean table."""
+        cfg, problems = self.recipe.decontaminate, self.recipe.problems
+        key_cfg = {"problems": problems.key_config(), "decontaminate": cfg.key_config()}
+        key = stage_key("contamination", decontaminate.VERSION, key_cfg, {})
+
+        def compute(_t: pa.Table) -> pa.Table:
+            paths = {b.name: data.resolve(b.source, self.recipe_dir) for b in cfg.benchmarks}
+            loaded = load.load_problems(problems, data.resolve(problems.source, self.recipe_dir))
+            return decontaminate.contamination(loaded, cfg, paths)
+
+        return Step("contamination", key, "contamination", lambda: run_stage(
+            self.store, "contamination", key, version=decontaminate.VERSION, config=key_cfg, upstream={},
+            table=pa.table({"problem_id": pa.array([], pa.string())}), compute=compute, label="contamination",
+            extra=lambda shards: decontaminate.summary(self.store.read_shards("contamination", key, len(shards))),
+        ))  # fmt: skip
+
+    def problems(self, contamination: Ref | None = None) -> Step:
         cfg = self.recipe.problems
-        key = stage_key("problems", load.VERSION, cfg.key_config(), {})
+        upstream = {"contamination": contamination.key} if contamination else {}
+        key = stage_key("problems", load.VERSION, cfg.key_config(), upstream)
+        drop = (lambda: self.read(contamination, ["problem_id"])) if contamination else (lambda: None)
         return Step(
             "problems",
             key,
@@ -79,9 +99,9 @@ class Build:
                 key,
                 version=load.VERSION,
                 config=cfg.key_config(),
-                upstream={},
+                upstream=upstream,
                 table=pa.table({"problem_id": pa.array([], pa.string())}),
-                compute=lambda _t: load.load_problems(cfg, data.resolve(cfg.source, self.recipe_dir)),
+                compute=lambda _t: load.load_problems(cfg, data.resolve(cfg.source, self.recipe_dir), drop()),
                 label="problems",
             ),
         )
