@@ -148,9 +148,9 @@ def detect(doc: Any, where: Where, name: str) -> str:
             raise where.error("empty test list", name)
         if all(isinstance(t, dict) for t in doc):
             return "livecodebench"
-        if all(isinstance(t, str) for t in doc):
+        if all(isinstance(t, str) and "assert" in t for t in doc):
             return "assert"
-    elif isinstance(doc, str):
+    elif isinstance(doc, str) and ("assert" in doc or _CHECK_DEF.search(doc)):
         return "assert"
     raise where.error(f"cannot tell the tests' shape ({type(doc).__name__}); name it in fields.tests_format "
                       f"({', '.join(FORMATS)})", name)  # fmt: skip
