@@ -63,6 +63,9 @@ def run(
         result = build(rec, str(st.root), str(recipe.resolve().parent))
     except BonforgeError as e:
         _fail(e)
+    if result["stages"].get("contamination"):
+        dropped = st.manifest("contamination", result["stages"]["contamination"][0]).get("dropped", {})
+        typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
     if result.get("report"):
         typer.echo(f"report: {result['report']}")

@@ -51,6 +51,14 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             f"<details><summary>query ({p.rows} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
     stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
+    if "contamination" in run["stages"]:
+        dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "
+                          "GROUP BY why ORDER BY why").fetchall()  # fmt: skip
+        cells = "".join(f"<tr><td>{html.escape(why)}</td><td>{n}</td></tr>" for why, n in dropped)
+        sections.insert(0, f'<section id="contamination"><h2>Problems left out before sampling</h2><table>'
+                           f"<tr><th>dropped by</th><th>problems</th></tr>{cells or '<tr><td>none</td><td>0</td></tr>'}"
+                           "</table><details><summary>query</summary><code>SELECT * FROM contamination</code>"
+                           "</details></section>")  # fmt: skip
     stage_rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}

@@ -26,11 +26,13 @@ STDIO = ("0001", "0111", "2287")
 
 def codecontests(data: Path) -> tuple[list[dict], list[str]]:
     """CodeContests rows (stdin/stdout) from the APPS stdio problems: the first test public, the rest
-    private, Python 3 solutions, limits as CodeContests writes them."""
+    private, Python 3 solutions, limits as CodeContests writes them; ``coderl`` holds CodeRL's generated
+    programs with their published labels (a candidate pool for ``recipes/codecontests-cpu.yaml``)."""
     rows = []
     for pid in STDIO:
         io, sols, question, _ = apps(data, pid)
         ins, outs = io["inputs"], io["outputs"]
+        generated = json.loads((data / "apps-coderl" / pid / "gen_solutions.json").read_text())
         rows.append({
             "name": f"apps-{pid}", "description": question,
             "public_tests": {"input": ins[:1], "output": outs[:1]},
@@ -38,6 +40,7 @@ def codecontests(data: Path) -> tuple[list[dict], list[str]]:
             "generated_tests": {"input": [], "output": []},
             "solutions": {"language": [3] * len(sols), "solution": sols},
             "time_limit": {"seconds": 2, "nanos": 0}, "memory_limit_bytes": 256 * 2**20,
+            "coderl": [{"code": g["code"], "is_correct": g["result"] is True} for g in generated],
         })  # fmt: skip
     return rows, ["print(0)"] * len(rows)
 
