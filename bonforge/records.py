@@ -67,7 +67,7 @@ def require_str(value: Any, *, source: str, record: Any, field: str, allow_empty
     return value
 
 
-_SHARD = re.compile(r"^(.+?)-\d+-of-\d+$")
+_SHARD = re.compile(r"^(.+?)-\d+-of-\d+")  # train-00000-of-00039[-<hash>]
 
 
 def dataset_files(path: Path, files: str | None = None, split: str | None = None) -> list[Path]:

@@ -45,8 +45,8 @@ def test_save_to_disk_directories(tmp_path, expected):
 
 def test_hub_style_parquet_shards(tmp_path, expected):
     (tmp_path / "data").mkdir()
-    for i, part in enumerate((ROWS[:3], ROWS[3:])):
-        pq.write_table(pa.Table.from_pylist(part), tmp_path / "data" / f"train-{i:05d}-of-00002.parquet")
+    for name, part in (("train-00000-of-00002", ROWS[:3]), ("train-00001-of-00002-e991a271dbfa9925", ROWS[3:])):
+        pq.write_table(pa.Table.from_pylist(part), tmp_path / "data" / f"{name}.parquet")  # as the hub names them
     pq.write_table(pa.Table.from_pylist(ROWS[:1]), tmp_path / "data" / "test-00000-of-00001.parquet")
     assert load_problems(cfg(tmp_path), tmp_path).equals(expected)
     globbed = load_problems(cfg(tmp_path, files="data/train-00001-*.parquet"), tmp_path)
