@@ -1,6 +1,8 @@
 """The build. ``dag`` reads like the DAG:
 
-    [contamination ─►] problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
+    problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
+
+(with a ``decontaminate`` section, a ``contamination`` stage first names the problems to leave out)
 
 ``build`` runs it as a Prefect flow (``orchestrate.py``: one task per stage, cache key = stage key; the
 store's manifests are the source of truth, so a task is only served from Prefect's cache while its stage

@@ -8,7 +8,8 @@
   the others are dropped with reason ``duplicate`` and the kept one's id.
 
 Normalisation: NFKC, lower case, every run of characters that are neither letters nor digits becomes one
-space (so whitespace, case, punctuation and LaTeX markup changes do not hide an overlap).
+space (so whitespace, case, punctuation and LaTeX markup changes do not hide an overlap). ASCII texts take
+a byte-map fast path with the same result.
 
 One pass, vectorised: every word of the problems and benchmarks is dictionary-encoded together, each
 window of ``ngram`` codes is hashed (64-bit, numpy), the problems' hashes are looked up in the sorted
@@ -37,10 +38,30 @@ VERSION = "1"
 _MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
+def _ascii_table() -> np.ndarray:
+    """Byte map of the normalisation for ASCII text: letters lower-cased, digits kept, the rest a space."""
+    table = np.full(256, ord(" "), dtype=np.uint8)
+    for chars in (b"abcdefghijklmnopqrstuvwxyz", b"0123456789"):
+        table[list(chars)] = list(chars)
+    table[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")] = list(b"abcdefghijklmnopqrstuvwxyz")
+    return table
+
+
+_ASCII = _ascii_table()
+
+
 def normalized_words(texts: pa.Array) -> pa.ListArray:
-    """Each text as its list of normalised words."""
-    texts = pc.utf8_lower(pc.utf8_normalize(texts, "NFKC"))
-    spaced = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, r"[^\p{L}\p{N}]+", " "))
+    """Each text as its list of normalised words. ASCII texts (NFKC leaves them as they are) go through
+    one byte map; the others through NFKC, Unicode lower case and Unicode letter/digit classes."""
+    texts = texts.cast(pa.string())
+    validity, offsets, data = texts.buffers()
+    folded = pa.StringArray.from_buffers(len(texts), offsets, pa.py_buffer(_ASCII[np.frombuffer(data or b"", np.uint8)]),
+                                         validity, texts.null_count, texts.offset)  # fmt: skip
+    unicode = pc.invert(pc.string_is_ascii(texts)).fill_null(False)
+    if pc.any(unicode).as_py():
+        other = pc.utf8_lower(pc.utf8_normalize(texts.filter(unicode), "NFKC"))
+        folded = pc.replace_with_mask(folded, unicode, pc.replace_substring_regex(other, r"[^\p{L}\p{N}]+", " "))
+    spaced = pc.utf8_trim_whitespace(folded)
     return pc.if_else(pc.equal(spaced, ""), pa.scalar([], pa.list_(pa.string())), pc.utf8_split_whitespace(spaced))
 
 

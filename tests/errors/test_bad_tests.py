@@ -40,8 +40,8 @@ CASES = [
 @pytest.mark.parametrize("tests,extra,message", CASES)
 def test_bad_tests_name_record_and_field(tmp_path, fmt, tests, extra, message):
     unset = dict.fromkeys(extra)
-    rows = [{"question": "q0", "tests": json.dumps(GOOD), **unset}, {"question": "q1", "tests": json.dumps(GOOD), **unset},
-            {"question": "q2", "tests": tests if isinstance(tests, str) else json.dumps(tests), **extra}]  # fmt: skip
+    rows = [{"question": f"q{i}", "tests": json.dumps(GOOD), **unset} for i in range(2)] + [
+            {"question": "q2", "tests": tests if isinstance(tests, str) else json.dumps(tests), **extra}]
     path = tmp_path / f"p.{fmt}"
     if fmt == "jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))

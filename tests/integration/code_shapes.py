@@ -63,7 +63,7 @@ def livecodebench(data: Path) -> tuple[list[dict], list[str]]:
     io, sols, question, _ = apps(data, "0001")
     stdin = [{"input": i, "output": o, "testtype": "stdin"} for i, o in zip(io["inputs"], io["outputs"])]
     fio, fsols, fquestion, _ = apps(data, "4184")
-    functional = [{"input": "\n".join(json.dumps(a) for a in args), "output": json.dumps(out[0]), "testtype": "functional"}
+    functional = [{"input": "\n".join(map(json.dumps, args)), "output": json.dumps(out[0]), "testtype": "functional"}
                   for args, out in zip(fio["inputs"], fio["outputs"])]  # fmt: skip
     rows = [
         {"question_content": question, "public_test_cases": json.dumps(stdin), "metadata": "{}", "ref": sols[0]},
