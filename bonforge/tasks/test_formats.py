@@ -262,9 +262,14 @@ _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|kilobytes?|m|mb|
 _MB_PER = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024}
 
 
+_UNKNOWN = ("", "none", "null", "n/a")  # how some tables (TACO) say "no limit given"
+
+
 def time_limit_s(value: Any, where: Where, name: str) -> float | None:
     """Seconds from a number, ``"2 seconds"`` / ``"500 ms"``, or CodeContests' ``{seconds, nanos}``;
-    null or zero (unknown in some CodeContests rows) means no limit from the data."""
+    null, zero or ``"None"`` (unknown in some rows) means no limit from the data."""
+    if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
+        return None
     if isinstance(value, dict):
         secs = value.get("seconds") or 0
         nanos = value.get("nanos") or 0
@@ -285,7 +290,9 @@ def time_limit_s(value: Any, where: Where, name: str) -> float | None:
 
 def memory_limit_mb(value: Any, where: Where, name: str) -> float | None:
     """MiB from ``"256 megabytes"`` / ``"1 GB"`` / a number (MiB, or bytes when the field's name ends in
-    ``_bytes`` as CodeContests' ``memory_limit_bytes`` does); null or zero means none from the data."""
+    ``_bytes`` as CodeContests' ``memory_limit_bytes`` does); null, zero or ``"None"`` means none from the data."""
+    if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
+        return None
     if isinstance(value, str):
         m = _MEMORY.match(value)
         if not m:

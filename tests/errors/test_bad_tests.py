@@ -79,3 +79,17 @@ def test_new_fields_keep_the_keys_of_older_recipes():
     assert set(cfg.key_config()["fields"]) == {"question", "answer", "id", "metadata"}
     code = ProblemsConfig(source={"path": "cc.jsonl"}, name="cc", domain="code", fields={"tests": "t"})
     assert code.key_config()["fields"]["tests"] == "t"
+
+
+def test_limits_in_the_forms_datasets_write_them():
+    from bonforge.tasks.test_formats import Where, memory_limit_mb, time_limit_s
+
+    w = Where("t.jsonl", "line 1")
+    assert [time_limit_s(v, w, "time_limit") for v in ("2 seconds", "1.5 s", "500 ms", 3, {"seconds": 1, "nanos": 5e8},
+                                                        {"seconds": 0, "nanos": 0}, None, "None")] == [
+        2.0, 1.5, 0.5, 3.0, 1.5, None, None, None]  # fmt: skip
+    assert [memory_limit_mb(v, w, f) for v, f in (("256 megabytes", "m"), ("1 GB", "m"), (512, "m"),
+                                                   (268435456, "memory_limit_bytes"), ("None", "m"))] == [
+        256.0, 1024.0, 512.0, 256.0, None]  # fmt: skip
+    with pytest.raises(DataError, match=r"t.jsonl, record line 1, field 'time_limit': not a time limit: -1"):
+        time_limit_s(-1, w, "time_limit")
