@@ -44,9 +44,15 @@ def read_records(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def get_field(rec: dict, dotted: str, *, source: str = "", record: Any = None, default: Any = _MISSING) -> Any:
-    """``rec['a']['b']`` for ``'a.b'``; a missing field raises ``DataError`` unless a default is given."""
+    """``rec['a']['b']`` for ``'a.b'``, also through a field holding a JSON object as a string (LiveCodeBench's
+    ``metadata.func_name``); a missing field raises ``DataError`` unless a default is given."""
     node: Any = rec
     for part in dotted.split("."):
+        if isinstance(node, str) and node.lstrip().startswith("{"):
+            try:
+                node = json.loads(node)
+            except ValueError:
+                raise DataError("not valid JSON", source, record, dotted) from None
         if isinstance(node, dict) and part in node:
             node = node[part]
         else:

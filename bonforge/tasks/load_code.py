@@ -29,30 +29,19 @@ import pyarrow as pa
 
 from bonforge.config import FieldMap
 from bonforge.errors import DataError
+from bonforge.records import get_field
 from bonforge.sandbox.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.tasks.test_formats import Where, memory_limit_mb, time_limit_s, to_spec
 
 APPS_TIME_LIMIT_S = 4.0
-_MISSING = object()
+_REQUIRED = object()
 
 
-def field_value(rec: dict, dotted: str, where: Where, default=_MISSING):
-    """``rec['a']['b']`` for ``'a.b'``, also through a field that holds a JSON object as a string."""
-    node = rec
-    for part in dotted.split("."):
-        if isinstance(node, str) and node.lstrip().startswith("{"):
-            try:
-                node = json.loads(node)
-            except ValueError:
-                raise where.error("not valid JSON", dotted) from None
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif default is not _MISSING:
-            return default
-        else:
-            raise where.error(f"missing field (record has: {', '.join(sorted(rec)[:12])})", dotted)
-    return node
+def field_value(rec: dict, dotted: str, where: Where, default=_REQUIRED):
+    """A record's field (see ``records.get_field``), errors naming ``where``."""
+    kw = {} if default is _REQUIRED else {"default": default}
+    return get_field(rec, dotted, source=where.source, record=where.record, **kw)
 
 
 def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]:
