@@ -15,8 +15,10 @@ One pass, vectorised: every word of the problems and benchmarks is dictionary-en
 window of ``ngram`` codes is hashed (64-bit, numpy), the problems' hashes are looked up in the sorted
 benchmark hashes, and every hit is confirmed word by word (a hash collision never drops a problem).
 
-Reads ``problems`` (``problem_id``, ``question``) and benchmark tables (``id``, ``text``); writes
-``CONTAMINATION``. Imports neither Ray, Prefect nor the store: ``decontaminate`` is a plain function.
+``decontaminate`` is a plain function of Arrow tables: ``problems`` (``problem_id``, ``question``) and
+benchmark tables (``id``, ``text``) in, ``CONTAMINATION`` out. The stage (a source stage: it loads the
+problems as ``problems`` would, and the benchmark lists) runs before ``problems``, which then leaves out
+the rows named here; its manifest keeps the counts (``dropped``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.config import Benchmark, DecontaminateConfig
+from bonforge.config import Benchmark, DecontaminateConfig, ProblemsConfig, Recipe
 from bonforge.errors import DataError
 from bonforge.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import CONTAMINATION
+from bonforge.stage import Node, Stage
 
 VERSION = "1"
 
@@ -159,10 +162,13 @@ def benchmark_table(bench: Benchmark, path: Path) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string())})
 
 
-def contamination(problems: pa.Table, cfg: DecontaminateConfig, paths: dict[str, Path]) -> pa.Table:
-    """The stage's compute: ``problems`` as loaded against the benchmarks found at ``paths`` (by name)."""
-    benches = {b.name: benchmark_table(b, paths[b.name]) for b in cfg.benchmarks}
-    return decontaminate(problems.select(["problem_id", "question"]), benches, cfg.ngram, cfg.dedup)
+def _compute(_: pa.Table, problems: ProblemsConfig, cfg: DecontaminateConfig, recipe_dir: Path) -> pa.Table:
+    from bonforge import data
+    from bonforge.tasks.load import load_problems
+
+    loaded = load_problems(problems, data.resolve(problems.source, recipe_dir))
+    benches = {b.name: benchmark_table(b, data.resolve(b.source, recipe_dir)) for b in cfg.benchmarks}
+    return decontaminate(loaded.select(["problem_id", "question"]), benches, cfg.ngram, cfg.dedup)
 
 
 def summary(table: pa.Table) -> dict:
@@ -172,3 +178,12 @@ def summary(table: pa.Table) -> dict:
         key = bench if reason == "benchmark" else "duplicate"
         counts[key] = counts.get(key, 0) + 1
     return {"dropped": dict(sorted(counts.items()))}
+
+
+STAGE = Stage("contamination", VERSION, compute=_compute, summary=lambda w: summary(w.read(["reason", "benchmark"])))
+
+
+def node(recipe: Recipe, recipe_dir: Path) -> Node:
+    """Keyed by the problems' source and mapping and the decontamination settings."""
+    return STAGE.bind({"problems": recipe.problems.key_config(), "decontaminate": recipe.decontaminate.key_config()},
+                      {}, params={"problems": recipe.problems, "cfg": recipe.decontaminate, "recipe_dir": recipe_dir})

@@ -15,10 +15,12 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.config import ProblemsConfig
+from bonforge import data
+from bonforge.config import ProblemsConfig, Recipe
 from bonforge.errors import DataError
 from bonforge.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import PROBLEMS
+from bonforge.stage import Node, Ref, Stage
 
 VERSION = "1"
 
@@ -85,3 +87,17 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
     if not rows["problem_id"]:
         raise DataError("no problems found (empty file?)", str(path))
     return pa.Table.from_pydict(rows, schema=PROBLEMS)
+
+
+def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path, drop: pa.Table | None = None) -> pa.Table:
+    return load_problems(cfg, data.resolve(cfg.source, recipe_dir), drop)
+
+
+STAGE = Stage("problems", VERSION, compute=_load,
+              context=lambda i: {"drop": i.read("contamination", ["problem_id"])} if "contamination" in i else {})
+
+
+def node(recipe: Recipe, recipe_dir: Path, contamination: Ref | None = None) -> Node:
+    """Without a contamination stage (``None``) the key is what it was before that stage existed."""
+    return STAGE.bind(recipe.problems.key_config(), {"contamination": contamination},
+                      params={"cfg": recipe.problems, "recipe_dir": recipe_dir})
