@@ -58,8 +58,8 @@ def normalized_words(texts: pa.Array) -> pa.ListArray:
     one byte map; the others through NFKC, Unicode lower case and Unicode letter/digit classes."""
     texts = texts.cast(pa.string())
     validity, offsets, data = texts.buffers()
-    folded = pa.StringArray.from_buffers(len(texts), offsets, pa.py_buffer(_ASCII[np.frombuffer(data or b"", np.uint8)]),
-                                         validity, texts.null_count, texts.offset)  # fmt: skip
+    mapped = pa.py_buffer(_ASCII[np.frombuffer(data or b"", np.uint8)])
+    folded = pa.StringArray.from_buffers(len(texts), offsets, mapped, validity, texts.null_count, texts.offset)
     unicode = pc.invert(pc.string_is_ascii(texts)).fill_null(False)
     if pc.any(unicode).as_py():
         other = pc.utf8_lower(pc.utf8_normalize(texts.filter(unicode), "NFKC"))

@@ -29,8 +29,10 @@ def test_planted_aime24_problems_are_dropped_and_named(tmp_path, data_dir):
         pool.insert(25 * k + 3, {**pool[0], "question": text})
         planted[f"gsm8k/{25 * k + 3:05d}"] = str(aime[i]["id"])
     path = write_jsonl(tmp_path / "planted.jsonl", pool)
-    teacher = f"{{name: gpt3-6b, engine: pool, source: {{path: {path}}}, samples: 6b_finetuning, text: solution, label: is_correct}}"
-    recipe = load_recipe(RECIPES / "gsm8k-decontaminated.yaml", [f"problems.source={{path: {path}}}", f"teachers=[{teacher}]"])
+    teacher = (f"{{name: gpt3-6b, engine: pool, source: {{path: {path}}}, samples: 6b_finetuning, text: solution, "
+               "label: is_correct}")
+    recipe = load_recipe(RECIPES / "gsm8k-decontaminated.yaml",
+                         [f"problems.source={{path: {path}}}", f"teachers=[{teacher}]"])
     record = build(recipe, str(tmp_path / "store"), str(RECIPES))
     store = StageStore(tmp_path / "store")
     con = connect(store)

@@ -23,13 +23,15 @@ LISTS = {"aime24": ("math/aime24.jsonl", "id"), "aime25": ("math/aime25.jsonl", 
 def benchmarks() -> dict[str, pa.Table]:
     if not (DATA / "math" / "aime24.jsonl").is_file():
         pytest.skip("no data mirror with math/ (set BONFORGE_DATA)")
-    return {n: benchmark_table(Benchmark(name=n, source=DataSource(path=p), id=i), DATA / p) for n, (p, i) in LISTS.items()}
+    return {n: benchmark_table(Benchmark(name=n, source=DataSource(path=p), id=i), DATA / p)
+            for n, (p, i) in LISTS.items()}
 
 
 @pytest.fixture(scope="module")
 def gsm8k() -> pa.Table:
     rows = [json.loads(line) for line in (DATA / "gsm8k" / "test.jsonl").read_text().splitlines()]
-    return pa.table({"problem_id": [f"gsm8k/{i:05d}" for i in range(len(rows))], "question": [r["question"] for r in rows]})
+    return pa.table({"problem_id": [f"gsm8k/{i:05d}" for i in range(len(rows))],
+                     "question": [r["question"] for r in rows]})
 
 
 def mangle(text: str) -> str:
@@ -69,7 +71,8 @@ def test_ngram_length_duplicates_and_short_items():
     at13 = {r["problem_id"]: r for r in decontaminate(problems, bench).to_pylist()}
     assert set(at13) == {"p2", "p3", "p4"}  # p0 shares only 12 words
     assert (at13["p2"]["reason"], at13["p2"]["matched_id"]) == ("duplicate", "p1")  # the first one stays
-    assert (at13["p3"]["reason"], at13["p3"]["matched_id"], at13["p3"]["overlap"]) == ("benchmark", "b1", "name a colour")
+    p3 = at13["p3"]
+    assert (p3["reason"], p3["matched_id"], p3["overlap"]) == ("benchmark", "b1", "name a colour")
     at12 = decontaminate(problems, bench, ngram=12, dedup=False).to_pylist()
     assert [(r["problem_id"], r["matched_id"], r["overlap"]) for r in at12 if r["problem_id"] == "p0"] == [
         ("p0", "b0", " ".join(words[:12]))]

@@ -34,7 +34,8 @@ def test_save_to_disk_directories(tmp_path, expected):
     one = datasets.Dataset.from_list(ROWS)
     one.save_to_disk(str(tmp_path / "one"))
     assert load_problems(cfg(tmp_path / "one"), tmp_path / "one").equals(expected)
-    both = datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS[:4]), "test": datasets.Dataset.from_list(ROWS[4:])})
+    both = datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS[:4]),
+                                 "test": datasets.Dataset.from_list(ROWS[4:])})
     both.save_to_disk(str(tmp_path / "both"))
     assert load_problems(cfg(tmp_path / "both"), tmp_path / "both").equals(expected.slice(0, 4))  # train by default
     test = load_problems(cfg(tmp_path / "both", split="test"), tmp_path / "both")
