@@ -45,7 +45,7 @@ class PrefectRunner(_Runner):
         committed = self.store.exists(step.stage, step.key)
         state = stage_task.with_options(
             task_run_name=step.label,
-            result_storage=self.store.root / "prefect-results",
+            result_storage=self.store.result_storage(),
             refresh_cache=not committed,
         )(step, return_state=True)
         manifest = state.result()

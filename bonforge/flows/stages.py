@@ -10,10 +10,8 @@ from typing import Callable
 from functools import partial
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from bonforge import data
 from bonforge.config import PoolTeacher, Recipe
@@ -188,7 +186,7 @@ class Build:
         cfg = {"score": self.recipe.score.key_config(), "filter": self.recipe.filter.key_config()}
         key = stage_key("problem_stats", score.VERSION, cfg, upstream)
         columns = "problem_id, teacher, candidate_id, correct, reward, extracted"
-        table = lambda: duckdb.connect().read_parquet(self._files(verdicts)).select(columns).to_arrow_table()  # noqa
+        table = lambda: self.store.duckdb().read_parquet(self._files(verdicts)).select(columns).to_arrow_table()  # noqa
         return Step(
             "problem_stats",
             key,
@@ -240,7 +238,7 @@ class Build:
     def _dropped_too_long(self, key: str, n_shards: int) -> int:
         """Prompts over ``genselect.max_tokens``, summed from the shards' metadata."""
         paths = (self.store.shard_path("genselect", key, i) for i in range(n_shards))
-        return sum(int((pq.read_schema(p).metadata or {}).get(b"dropped_too_long", 0)) for p in paths)
+        return sum(int((self.store.read_schema(p).metadata or {}).get(b"dropped_too_long", 0)) for p in paths)
 
     def _kept_keys(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
         """The keys of the kept problems' candidates: the shard plan. Each shard reads its own texts."""
@@ -403,10 +401,10 @@ class Build:
             "FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id"
         ).to_arrow_table()
         exp = self.recipe.fusion.export
-        return publish(self.store.root, exp.name, fuse.sft_tables(table, exp.only_correct), lineage)
+        return publish(self.store.loc, exp.name, fuse.sft_tables(table, exp.only_correct), lineage)
 
     def _pool_view(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref | None):
-        con = duckdb.connect()
+        con = self.store.duckdb()
         con.read_parquet(self._files([problems])).create_view("p")
         con.read_parquet(self._files(candidates), union_by_name=True).create_view("c")
         con.read_parquet(self._files(verdicts), union_by_name=True).create_view("v")
@@ -417,9 +415,9 @@ class Build:
     def export(self, genselect: Ref, lineage: dict) -> dict:
         from bonforge.storage.datasets import publish
 
-        shards = (pq.read_table(p) for p in self.store.paths(genselect.stage, genselect.key))
+        shards = (self.store.read_file(p) for p in self.store.paths(genselect.stage, genselect.key))
         parts = export.stream(shards, self.recipe.export.formats, data_source=f"bonforge/{self.recipe.name}")
-        return publish(self.store.root, self.recipe.export.name, parts, lineage)
+        return publish(self.store.loc, self.recipe.export.name, parts, lineage)
 
 
 def _keys(refs: list[Ref]) -> str:
