@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import urllib.error
@@ -90,10 +91,7 @@ class SeaweedFS:
         return f"s3://{BUCKET}/{prefix or uuid.uuid4().hex[:12]}"
 
     def stop(self) -> None:
+        """Stop the server (its data is temporary: no need to wait for a clean shutdown)."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
