@@ -87,8 +87,9 @@ def sql(
 
     if fmt not in ("table", "csv", "json", "parquet"):
         _fail(BonforgeError(f"--format must be table, csv, json or parquet, not {fmt!r}"))
+    st = _store(store)
     try:
-        con = connect(_store(store), run_id)
+        con = connect(st, run_id)
         rel = con.sql(query)
     except BonforgeError as e:
         _fail(e)

@@ -2,13 +2,20 @@
 
 Prefect's own remote block goes through fsspec's s3 implementation (s3fs); this one writes through the
 store's location instead, so that results live beside the stages with the same settings and credentials.
+Prefect takes only blocks saved on its server as result storage: ``saved`` saves one per store (it holds
+the store's URL, no credentials) on the server the build talks to.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 from prefect.filesystems import WritableFileSystem
+from prefect.settings import PREFECT_API_URL
 
 from bonforge.storage.fs import open_location
+
+_saved: dict[tuple[str, str], "StoreResults"] = {}
 
 
 class StoreResults(WritableFileSystem):
@@ -26,8 +33,24 @@ class StoreResults(WritableFileSystem):
     def _where(self, path: str) -> str:
         return f"{self.basepath.rstrip('/')}/{path.lstrip('/')}"
 
-    async def read_path(self, path: str) -> bytes:
+    # Prefect calls these as ``read_path(path, _sync=True)`` or, from async code, as ``aread_path(path)``.
+    def read_path(self, path: str, _sync: bool = True) -> bytes:
         return open_location(self.basepath).read_bytes(self._where(path))
 
-    async def write_path(self, path: str, content: bytes) -> None:
+    def write_path(self, path: str, content: bytes, _sync: bool = True) -> None:
         open_location(self.basepath).write_bytes(self._where(path), content)
+
+    async def aread_path(self, path: str) -> bytes:
+        return self.read_path(path)
+
+    async def awrite_path(self, path: str, content: bytes) -> None:
+        self.write_path(path, content)
+
+def saved(basepath: str) -> StoreResults:
+    """The block for ``basepath``, saved on the current Prefect server (once per server and process)."""
+    server = str(PREFECT_API_URL.value())
+    if (server, basepath) not in _saved:
+        block = StoreResults(basepath=basepath)
+        block.save(f"store-{hashlib.sha256(basepath.encode()).hexdigest()[:16]}", overwrite=True)
+        _saved[server, basepath] = block
+    return _saved[server, basepath]

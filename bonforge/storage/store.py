@@ -120,9 +120,9 @@ class StageStore:
         """Where Prefect keeps its task results: ``<root>/prefect-results``."""
         if not self.loc.remote:
             return self.loc.path("prefect-results")
-        from bonforge.storage.prefect_results import StoreResults  # imports Prefect
+        from bonforge.storage.prefect_results import saved  # imports Prefect
 
-        return StoreResults(basepath=self.loc.path("prefect-results"))
+        return saved(self.loc.path("prefect-results"))
 
     # -- writes ------------------------------------------------------------------------------------
     def begin(self, stage: str, key: str, shard_rows: list[int]) -> set[int]:
