@@ -177,7 +177,10 @@ class S3Prefix:
 
     @cached_property
     def _client(self):
-        import boto3
+        try:
+            import boto3
+        except ImportError:
+            raise StoreError("stores on S3 need boto3: pip install 'bonforge[s3]'") from None
 
         return boto3.client("s3", endpoint_url=_endpoint(), region_name=_region())
 
