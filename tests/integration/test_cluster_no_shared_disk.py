@@ -51,10 +51,17 @@ app(sys.argv[1:])
 """
 
 
-def _alive_nodes(env: dict) -> int:
-    code = "import ray; ray.init(); print(sum(n['Alive'] for n in ray.nodes()))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else 0
+def _wait_for_nodes(env: dict, n: int, log: Path, timeout: float = 180) -> None:
+    """Wait until the cluster has ``n`` live nodes (one driver process polls: a Ray import costs seconds)."""
+    code = (
+        "import sys, time, ray; ray.init(); deadline = time.monotonic() + float(sys.argv[2])\n"
+        "while sum(x['Alive'] for x in ray.nodes()) < int(sys.argv[1]) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.2)\n"
+        "sys.exit(sum(x['Alive'] for x in ray.nodes()) < int(sys.argv[1]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(n), str(timeout)], env=env, capture_output=True, text=True,
+                         timeout=timeout + 120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:] + log.read_text()[-3000:]
 
 
 class Node:
@@ -91,14 +98,9 @@ def cluster(seaweedfs, gsm8k_pool):
     for n in (worker, driver):
         n.env["RAY_ADDRESS"] = address
     try:
-        deadline = time.monotonic() + 180
-        while _alive_nodes(driver.env) < 1:
-            assert time.monotonic() < deadline, (head.dir / "ray.log").read_text()[-3000:]
-            time.sleep(1)
+        _wait_for_nodes(driver.env, 1, head.dir / "ray.log")
         worker.start("--address", address)
-        while _alive_nodes(driver.env) < 2:
-            assert time.monotonic() < deadline, (worker.dir / "ray.log").read_text()[-3000:]
-            time.sleep(1)
+        _wait_for_nodes(driver.env, 2, worker.dir / "ray.log")
         yield root, head, worker, driver
     finally:
         worker.kill()
@@ -123,13 +125,12 @@ def _dataset(store: StageStore) -> dict:
 
 def test_a_build_on_nodes_without_a_shared_disk_survives_losing_a_node(cluster, seaweedfs, s3_env, tmp_path):
     root, head, worker, driver = cluster
-    t0 = time.monotonic()
-    local = tmp_path / "local"  # the undisturbed build, into a local store (its Ray work on the cluster too)
+    local, t0 = tmp_path / "local", time.monotonic()  # the undisturbed build, into a local store (on the cluster)
+    ref_log = tmp_path / "reference.log"
     ref_args = ["-m", "bonforge.cli", "run", str(RECIPE), "--store", str(local), *LIMIT]
-    assert run(ref_args, driver.env, tmp_path / "ref.log", cwd=tmp_path) == 0, "see ref.log"
+    assert run(ref_args, driver.env, ref_log, cwd=tmp_path) == 0, ref_log.read_text()[-3000:]
     reference = _dataset(StageStore(local))
     t1 = time.monotonic()
-
     url = seaweedfs.url()
     script = driver.dir / "slow_bonforge.py"
     script.write_text(DRIVER)
