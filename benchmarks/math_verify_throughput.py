@@ -24,11 +24,11 @@ def baseline(pairs: list[tuple[str, str]]) -> float:
 
 
 def main() -> None:
-    from functools import partial
-
-    from bonforge.flows.stages import VERIFY_SHARD_ROWS, _verify_math_shard
-    from bonforge.runner import ensure_ray, run_stage
+    from bonforge.engine import run_node
+    from bonforge.engine.shards import ensure_ray
+    from bonforge.stage import Ref
     from bonforge.storage.store import StageStore
+    from bonforge.tasks import verify
     from bonforge.tasks.verify_math import extract_answer, gold_answer
 
     recipe, problems, cands = gsm8k_tables()
@@ -42,10 +42,11 @@ def main() -> None:
     ensure_ray()
     ray_start = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        man = run_stage(StageStore(tmp), "verdicts", "bench", version="1", config={}, upstream={}, table=cands,
-                        compute=partial(_verify_math_shard, cfg=cfg), context={"problems": problems},
-                        shard_rows=VERIFY_SHARD_ROWS, executor="ray")
+        store = StageStore(tmp)
+        refs = [Ref(stage, stage, store.put(stage, stage, table, version="1", config={}, upstream={}))
+                for stage, table in (("problems", problems), ("candidates", cands))]
+        t0 = time.perf_counter()  # the stage alone, from its committed inputs
+        man = run_node(store, verify.node(recipe, *refs, {"math"}))
         ours = time.perf_counter() - t0
     base = baseline(pairs)
     n = man["rows"]

@@ -11,43 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from bonforge.config_model import Model, exec_only
 from bonforge.errors import ConfigError
-
-
-def exec_only(default: Any = None, **kw: Any) -> Any:
-    """A field that changes how a stage runs, never what it produces (excluded from stage keys)."""
-    return Field(default, json_schema_extra={"exec_only": True}, **kw)
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def key_config(self) -> dict:
-        """The model as JSON-able data without execution-only fields (what goes into a stage key)."""
-        out = {}
-        for name, field in type(self).model_fields.items():
-            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-            if extra.get("exec_only"):
-                continue
-            value = getattr(self, name)
-            out[name] = _key_value(value)
-        return out
-
-
-def _key_value(value: Any) -> Any:
-    if isinstance(value, Model):
-        return value.key_config()
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, (list, tuple)):
-        return [_key_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _key_value(v) for k, v in value.items()}
-    if isinstance(value, Path):
-        return str(value)
-    return value
+from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher
+from bonforge.sandbox.config import CodeVerifyConfig
 
 
 class DataSource(Model):
@@ -99,9 +68,6 @@ class PoolTeacher(Model):
     label: str | None = Field(None, description="Field of a sample with a published correctness label.")
     n: int | None = Field(None, gt=0, description="Keep at most n samples per problem.")
 
-
-from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher  # noqa: E402 (needs Model)
-from bonforge.sandbox.config import CodeVerifyConfig  # noqa: E402 (needs Model)
 
 ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}
 TeacherConfig = Annotated[

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from bonforge.config import Model, exec_only
+from bonforge.config_model import Model, exec_only
 
 
 class CodeVerifyConfig(Model):

@@ -8,8 +8,8 @@ Layout (under a local folder or an S3 prefix, see ``bonforge.storage.fs``)::
     <root>/runs/<run_id>.json                          one record per run
     <root>/prefect-results/                            Prefect's task results (the stage manifests)
 
-``key = hash(stage name, stage code version, normalized config, upstream keys)``: execution-only settings
-must be left out of ``config`` by the caller (see ``bonforge.stages``).
+``key = hash(stage name, stage code version, normalized config, upstream keys)`` (``bonforge.keys``), derived
+from a stage's declaration (``bonforge.stage``); execution-only settings are not part of it.
 """
 
 from __future__ import annotations
@@ -26,20 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bonforge.errors import StoreError
+from bonforge.keys import canonical_json
 from bonforge.storage.fs import Location, atomic_write_json, json_bytes, open_location, sha256_file  # noqa: F401
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
 log = logging.getLogger("bonforge")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def stage_key(stage: str, version: str, config: Any, upstream: dict[str, str]) -> str:
-    """The identity of a stage's output: same key ⇒ same output ⇒ never recomputed."""
-    payload = canonical_json({"stage": stage, "version": version, "config": config, "upstream": upstream})
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
 def utc_now() -> str:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bonforge.config import ProblemsConfig
+from bonforge import data
+from bonforge.config import ProblemsConfig, Recipe
 from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
 from bonforge.schema import PROBLEMS
+from bonforge.stage import Node, Stage
 
 VERSION = "1"
 
@@ -50,3 +52,14 @@ def load_problems(cfg: ProblemsConfig, path: Path) -> pa.Table:
     if not rows["problem_id"]:
         raise DataError("no problems found (empty file?)", src)
     return pa.Table.from_pydict(rows, schema=PROBLEMS)
+
+
+def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path) -> pa.Table:
+    return load_problems(cfg, data.resolve(cfg.source, recipe_dir))
+
+
+STAGE = Stage("problems", VERSION, compute=_load)
+
+
+def node(recipe: Recipe, recipe_dir: Path) -> Node:
+    return STAGE.bind(recipe.problems.key_config(), {}, params={"cfg": recipe.problems, "recipe_dir": recipe_dir})

@@ -1,4 +1,4 @@
-"""Stage ``verify_code``: run code candidates against their problem's tests in the sandbox.
+"""Code verification (stage ``verdicts``, see ``tasks/verify.py``): run candidates against their problem's tests.
 
 Reads ``problems`` (``PROBLEMS``, with a JSON test spec in ``tests``, see ``bonforge.sandbox.spec``) and
 ``candidates`` (``CANDIDATES``); writes ``verdicts`` (``VERDICTS``, key ``candidate_id``).
@@ -20,10 +20,7 @@ from bonforge.sandbox.judge import tokens_match, value_matches
 from bonforge.sandbox.spec import TestSpec, parse_spec
 from bonforge.schema import VERDICTS
 
-NAME = "verify_code"
 VERSION = "2"  # 2: a failed assert-style check is wrong_answer (was runtime_error)
-READS = ("problems", "candidates")
-WRITES = "verdicts"
 
 
 class Pool(Protocol):

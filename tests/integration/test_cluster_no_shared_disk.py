@@ -33,18 +33,16 @@ pytestmark = pytest.mark.slow
 # ``slow_verify`` is defined here (in __main__), so Ray ships it to the nodes by value.
 DRIVER = """
 import sys, time
-import bonforge.flows.stages as stages
-
-stages.VERIFY_SHARD_ROWS = 32
-_verify = stages._verify_math_shard
+from dataclasses import replace
+from bonforge.tasks import verify
 
 
 def slow_verify(*args, **kwargs):
     time.sleep(0.4)
-    return _verify(*args, **kwargs)
+    return verify.verify_math.verify_math(*args, **kwargs)
 
 
-stages._verify_math_shard = slow_verify
+verify.MATH = replace(verify.MATH, shard_rows=32, compute=slow_verify)
 from bonforge.cli import app
 
 app(sys.argv[1:])

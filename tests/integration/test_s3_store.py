@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from bonforge.cli import app
 from bonforge.errors import StoreError
-from bonforge.runner import run_stage
+from bonforge.engine import run_node
+from bonforge.stage import Node, Stage
 from bonforge.storage.datasets import latest, publish
 from bonforge.storage.store import StageStore
 
@@ -24,6 +25,11 @@ from bonforge.storage.store import StageStore
 @pytest.fixture
 def s3_store(seaweedfs, s3_env) -> StageStore:
     return StageStore(seaweedfs.url())
+
+
+def demo(table: pa.Table, compute, name: str = "demo", **stage_fields) -> Node:
+    """A stage computing ``table`` shard by shard."""
+    return Stage(name, "1", compute=compute, table=lambda i: table, **stage_fields).bind({}, {})
 
 
 def _table(n_problems: int, per: int = 3) -> pa.Table:
@@ -45,20 +51,21 @@ def test_crash_mid_stage_then_rerun_computes_only_the_missing_shards(s3_store):
             raise Boom(first)
         return shard
 
-    kw = dict(version="1", config={}, upstream={}, table=_table(10), shard_rows=6)
+    table = _table(10)
     with pytest.raises(Boom):
-        run_stage(s3_store, "demo", "k", compute=lambda s: compute(s, fail_on="p004"), **kw)
-    assert not s3_store.exists("demo", "k")
+        run_node(s3_store, demo(table, lambda s: compute(s, fail_on="p004"), shard_rows=6))
+    k = demo(table, compute).key
+    assert not s3_store.exists("demo", k)
     with pytest.raises(StoreError, match="not committed"):
-        s3_store.read("demo", "k")
-    loc = s3_store.loc
-    assert sorted(loc.names(s3_store.stage_dir("demo", "k"))) == ["part-00000.parquet", "part-00001.parquet", "plan.json"]
+        s3_store.read("demo", k)
+    names = sorted(s3_store.loc.names(s3_store.stage_dir("demo", k)))
+    assert names == ["part-00000.parquet", "part-00001.parquet", "plan.json"]
     calls.clear()
-    man = run_stage(StageStore(s3_store.root), "demo", "k", compute=compute, **kw)  # a fresh process's view
+    man = run_node(StageStore(s3_store.root), demo(table, compute, shard_rows=6))  # a fresh process's view
     assert calls == ["p004", "p006", "p008"] and man["shards_resumed"] == 2 and man["rows"] == 30
-    assert s3_store.read("demo", "k").sort_by("x").column("x").to_pylist() == list(range(30))
+    assert s3_store.read("demo", k).sort_by("x").column("x").to_pylist() == list(range(30))
     calls.clear()
-    assert run_stage(s3_store, "demo", "k", compute=compute, **kw)["cached"] is True and calls == []
+    assert run_node(s3_store, demo(table, compute, shard_rows=6))["cached"] is True and calls == []
 
 
 def _fail_at_p004(shard: pa.Table) -> pa.Table:
@@ -70,14 +77,13 @@ def _fail_at_p004(shard: pa.Table) -> pa.Table:
 def test_commit_compacts_and_a_new_shard_plan_discards_stale_parts(s3_store):
     table = _table(10)
     with pytest.raises(Boom):
-        run_stage(s3_store, "demo", "k", version="1", config={}, upstream={}, table=table, shard_rows=6,
-                  compute=_fail_at_p004)  # fmt: skip
-    assert s3_store.done_shards("demo", "k") == {0, 1}
-    man = run_stage(s3_store, "demo", "k", version="1", config={}, upstream={}, table=table, compute=lambda s: s,
-                    shard_rows=3, compact_rows=12)  # fmt: skip
-    assert man["shards_resumed"] == 0 and man["files"] == ["data-00000.parquet", "data-00001.parquet", "data-00002.parquet"]
-    assert man["rows_per_file"] == [12, 12, 6]
-    assert s3_store.read("demo", "k").column("x").to_pylist() == list(range(30))
+        run_node(s3_store, demo(table, _fail_at_p004, shard_rows=6))
+    k = demo(table, _fail_at_p004).key
+    assert s3_store.done_shards("demo", k) == {0, 1}
+    man = run_node(s3_store, demo(table, lambda s: s, shard_rows=3, compact_rows=12))
+    assert man["shards_resumed"] == 0 and man["rows_per_file"] == [12, 12, 6]
+    assert man["files"] == ["data-00000.parquet", "data-00001.parquet", "data-00002.parquet"]
+    assert s3_store.read("demo", k).column("x").to_pylist() == list(range(30))
 
 
 _WRITER = """
@@ -97,7 +103,8 @@ def test_an_upload_killed_half_way_leaves_no_object(s3_store, s3_env):
 
     client = boto3.client("s3")
     bucket, prefix = s3_store.loc.key(s3_store.root).split("/", 1)
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, s3_store.root], env=s3_env, stdout=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-c", _WRITER, s3_store.root]
+    proc = subprocess.Popen(argv, env=s3_env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "writing"
         deadline = time.monotonic() + 60
@@ -148,10 +155,11 @@ def test_a_conditional_create_has_exactly_one_winner(s3_store):
 def test_builds_racing_for_a_version_never_both_get_it(s3_store):
     results = _race(_publish, s3_store.root)
     assert sorted(v for _, v, _ in results) == [1, 2, 3, 4, 5, 6]
+    loc = s3_store.loc
     for i, version, content in results:
-        man = json.loads(s3_store.loc.read_bytes(s3_store.loc.path("datasets", "raced", f"v{version}", "manifest.json")))
+        man = json.loads(loc.read_bytes(loc.path("datasets", "raced", f"v{version}", "manifest.json")))
         assert (man["writer"], man["content_sha256"]) == (i, content)
-        data = s3_store.read_file(s3_store.loc.path("datasets", "raced", f"v{version}", "plain", "train.parquet"))
+        data = s3_store.read_file(loc.path("datasets", "raced", f"v{version}", "plain", "train.parquet"))
         assert data.column("i").to_pylist() == [i] * (i + 1)
 
 
@@ -165,12 +173,12 @@ def test_a_claimed_version_without_manifest_is_invisible_and_skipped(s3_store):
 
 
 def test_sql_and_runs_over_an_s3_store(s3_store, s3_env):
-    run_stage(s3_store, "problem_stats", "k1", version="1", config={}, upstream={}, table=_table(4),
-              compute=lambda s: s, shard_rows=3)  # fmt: skip
-    s3_store.record_run({"run_id": "r1", "started": "2026", "status": "succeeded", "stages": {"problem_stats": ["k1"]}})
-    res = CliRunner().invoke(app, ["sql", "SELECT count(*) AS n, sum(x)::INT AS s FROM problem_stats", "--store", s3_store.root,
-                                   "--format", "json"])  # fmt: skip
+    key = run_node(s3_store, demo(_table(4), lambda s: s, name="problem_stats", shard_rows=3))["key"]
+    s3_store.record_run({"run_id": "r1", "started": "2026", "status": "succeeded", "stages": {"problem_stats": [key]}})
+    query = "SELECT count(*) AS n, sum(x)::INT AS s FROM problem_stats"
+    res = CliRunner().invoke(app, ["sql", query, "--store", s3_store.root, "--format", "json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output) == {"n": 12, "s": 66}
-    res = CliRunner().invoke(app, ["sql", "SELECT run_id, status FROM runs", "--store", s3_store.root, "--format", "csv"])
+    res = CliRunner().invoke(app, ["sql", "SELECT run_id, status FROM runs", "--store", s3_store.root,
+                                   "--format", "csv"])  # fmt: skip
     assert res.output.splitlines() == ['"run_id","status"', '"r1","succeeded"']
