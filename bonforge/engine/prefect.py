@@ -37,7 +37,7 @@ class PrefectRun(Run):
         committed = self.store.exists(node.stage.name, node.key)
         state = stage_task.with_options(
             task_run_name=node.label,
-            result_storage=self.store.root / "prefect-results",
+            result_storage=self.store.result_storage(),
             refresh_cache=not committed,
         )(str(self.store.root), node, return_state=True)
         manifest = state.result()

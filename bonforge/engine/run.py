@@ -62,7 +62,7 @@ class Run:
         content), its lineage the stages run so far."""
         from bonforge.storage.datasets import publish
 
-        return publish(self.store.root, name, parts, {"recipe": self.recipe.name, "stages": dict(self.record)})
+        return publish(self.store.loc, name, parts, {"recipe": self.recipe.name, "stages": dict(self.record)})
 
 
 class NotCommitted(BonforgeError):

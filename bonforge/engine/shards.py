@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterator
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
@@ -77,7 +76,7 @@ class StoreInputs:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect()
+            self._con = self.store.duckdb()
             for name in self.refs:
                 self._con.read_parquet(self.files(name), union_by_name=True).create_view(name)
         return self._con
@@ -90,7 +89,7 @@ class StoreInputs:
         return self.con.sql(query, params=params).to_arrow_table()
 
     def tables(self, name: str) -> Iterator[pa.Table]:
-        return (pq.read_table(p) for p in self.files(name))
+        return (self.store.read_file(p) for p in self.files(name))
 
 
 class Shards:
@@ -104,7 +103,7 @@ class Shards:
 
     def shard_metadata(self) -> list[dict[bytes, bytes]]:
         paths = (self.store.shard_path(self.node.stage.name, self.node.key, i) for i in range(self.n_shards))
-        return [pq.read_schema(p).metadata or {} for p in paths]
+        return [self.store.read_schema(p).metadata or {} for p in paths]
 
 
 def _compute_and_write(

@@ -160,3 +160,26 @@ def test_commit_compacts_small_shards_into_files_readers_read(store):
     assert man["rows_per_file"] == [20, 20, 10] and man["rows"] == 50
     assert store.read("demo", k).column("x").to_pylist() == list(range(50))
     assert store.done_shards("demo", k) == set(range(13))
+
+
+@pytest.mark.parametrize("spec", ["gs://bucket/prefix", "s3:/bucket/prefix", "https://host/store"])
+def test_a_store_url_that_is_not_supported_is_one_error_line_never_a_local_folder(spec, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from bonforge.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    for args in (["sql", "SELECT 1", "--store", spec], ["runs"]):
+        res = CliRunner(env={"BONFORGE_STORE": spec}).invoke(app, args)
+        assert res.exit_code == 2
+        assert res.output.splitlines() == [
+            f"error: store {spec!r}: the scheme {spec.split(':')[0]!r} is not supported; use a local folder or "
+            "s3://bucket/prefix"
+        ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_url_is_a_local_store(tmp_path):
+    from bonforge.storage.store import StageStore
+
+    assert StageStore(f"file://{tmp_path}/s").root == tmp_path / "s"
