@@ -8,14 +8,14 @@ number of a text without LaTeX is a fallback only where math-verify finds nothin
 math-verify's own timeouts rely on SIGALRM (main thread only) and cannot interrupt some C-level hangs (a
 deep power tower makes sympy compute forever). So every check runs in a long-lived child process that the
 caller kills on a hard wall-clock limit per item: a killed item gets status ``timeout`` and the work goes
-on with a fresh child. Children are started on first use and reused across calls, one per calling thread
-at a time, so ``check_answer`` is safe from any thread and any process (trainer reward workers included).
+on with a fresh child. Children are started on first use and reused across calls (at most one per CPU,
+each serving one caller at a time), so ``check_answer`` is safe from any thread and any process (trainer
+reward workers included).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import socket
@@ -303,27 +303,35 @@ class HardTimeoutChecker:
 
 
 class _Checkers:
-    """This process's idle checkers: each caller borrows one (a new one when all are busy) and returns it."""
+    """This process's checkers: each caller borrows an idle one (a new one when all are busy, at most one
+    per CPU: further callers wait) and gives it back."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[HardTimeoutChecker] = []
+        self._reset()
+
+    def _reset(self) -> None:
         self._pid = os.getpid()
+        self._idle: list[HardTimeoutChecker] = []
+        self._slots = threading.BoundedSemaphore(len(os.sched_getaffinity(0)))
 
     @contextlib.contextmanager
     def borrow(self):
         with self._lock:
             if self._pid != os.getpid():  # a forked copy: the parent's children are not ours to use
-                self._idle, self._pid = [], os.getpid()
-            checker = self._idle.pop() if self._idle else HardTimeoutChecker()
-        try:
-            yield checker
-        except BaseException:
-            checker.close()  # interrupted mid-batch: its pipe may hold stale answers
-            raise
-        with self._lock:
-            if self._pid == os.getpid():
-                self._idle.append(checker)
+                self._reset()
+            slots = self._slots
+        with slots:
+            with self._lock:
+                checker = self._idle.pop() if self._idle else HardTimeoutChecker()
+            try:
+                yield checker
+            except BaseException:
+                checker.close()  # interrupted mid-batch: its pipe may hold stale answers
+                raise
+            with self._lock:
+                if self._pid == os.getpid():
+                    self._idle.append(checker)
 
 
 _CHECKERS = _Checkers()
