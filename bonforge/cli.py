@@ -64,6 +64,9 @@ def run(
     except BonforgeError as e:
         _fail(e)
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
+    for extra in ("rl_dataset", "fusion_dataset"):
+        if result.get(extra):
+            typer.echo(f"{extra.replace('_', ' ')}: {result[extra]}")
     if result.get("report"):
         typer.echo(f"report: {result['report']}")
 

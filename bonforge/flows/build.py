@@ -35,6 +35,9 @@ def dag(b: Build, run) -> dict:
     stats = run(b.problem_stats(verdicts))
     genselect = run(b.genselect(problems, candidates, verdicts, stats))
     dataset = b.export(genselect, lineage={"recipe": b.recipe.name, "stages": dict(run.record)})
+    if b.recipe.export.rl:
+        lineage = {"recipe": b.recipe.name, "stages": dict(run.record)}
+        dataset["rl_dataset"] = b.export_rl(problems, candidates, verdicts, stats, lineage)
     if b.recipe.fusion:
         pools = run(b.fusion_pools(problems, candidates, verdicts, stats))
         fused = run(b.fused(pools))
@@ -107,8 +110,9 @@ def _execute(
     try:
         dataset = dag(Build(store, recipe, Path(recipe_dir)), run)
         record.update(status="succeeded", dataset=dataset["path"], dataset_version=dataset["version"])
-        if "fusion_dataset" in dataset:
-            record["fusion_dataset"] = dataset["fusion_dataset"]["path"]
+        for extra in ("rl_dataset", "fusion_dataset"):
+            if extra in dataset:
+                record[extra] = dataset[extra]["path"]
     except NotCommitted:
         raise
     except BaseException as e:

@@ -233,14 +233,18 @@ class Build:
                 context=lambda: {"con": self._pool_view(problems, candidates, verdicts, stats)},
                 shard_rows=ASSEMBLE_SHARD_ROWS,
                 label="genselect",
-                extra=lambda shards: {"prompts_dropped_too_long": self._dropped_too_long(key, len(shards))},
+                extra=lambda shards: {
+                    "prompts_dropped_too_long": self._shard_note(key, len(shards), b"dropped_too_long"),
+                    "candidates_dropped_too_long": self._shard_note(key, len(shards), b"candidates_too_long"),
+                },
             ),
         )
 
-    def _dropped_too_long(self, key: str, n_shards: int) -> int:
-        """Prompts over ``genselect.max_tokens``, summed from the shards' metadata."""
+    def _shard_note(self, key: str, n_shards: int, note: bytes) -> int:
+        """A count the genselect shards note in their metadata (prompts over ``genselect.max_tokens``,
+        candidates over ``genselect.max_candidate_tokens``), summed."""
         paths = (self.store.shard_path("genselect", key, i) for i in range(n_shards))
-        return sum(int((pq.read_schema(p).metadata or {}).get(b"dropped_too_long", 0)) for p in paths)
+        return sum(int((pq.read_schema(p).metadata or {}).get(note, 0)) for p in paths)
 
     def _kept_keys(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> pa.Table:
         """The keys of the kept problems' candidates: the shard plan. Each shard reads its own texts."""
@@ -403,7 +407,8 @@ class Build:
             "FROM c JOIN v USING (candidate_id) JOIN p ON p.problem_id = c.problem_id"
         ).to_arrow_table()
         exp = self.recipe.fusion.export
-        return publish(self.store.root, exp.name, fuse.sft_tables(table, exp.only_correct), lineage)
+        trainers = export.trainers(None, "trl/train.parquet", sft=True)
+        return publish(self.store.root, exp.name, fuse.sft_tables(table, exp.only_correct), lineage, trainers)
 
     def _pool_view(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref | None):
         con = duckdb.connect()
@@ -418,8 +423,25 @@ class Build:
         from bonforge.storage.datasets import publish
 
         shards = (pq.read_table(p) for p in self.store.paths(genselect.stage, genselect.key))
-        parts = export.stream(shards, self.recipe.export.formats, data_source=f"bonforge/{self.recipe.name}")
-        return publish(self.store.root, self.recipe.export.name, parts, lineage)
+        formats = self.recipe.export.formats
+        parts = export.stream(shards, formats, data_source=f"bonforge/{self.recipe.name}")
+        max_tokens = self.recipe.genselect.max_tokens
+        trainers = export.trainers("genselect", "verl/train.parquet", max_tokens) if "verl" in formats else None
+        return publish(self.store.root, self.recipe.export.name, parts, lineage, trainers)
+
+    def export_rl(self, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref, lineage: dict) -> dict:
+        """The RL dataset of the kept problems (``export.rl``), with the reward of the recipe's domain."""
+        from bonforge import templates
+        from bonforge.storage.datasets import publish
+
+        cfg, domain = self.recipe.export.rl, self.recipe.problems.domain
+        prompt = templates.load(cfg.template, f"sample_{domain}.txt", ("{question}",), "export.rl.template")
+        # the policy answers the sampling template in a fenced block: `auto` also reads completions
+        code = self.recipe.verify.code.model_copy(update={"extraction": "auto"})
+        verify = {"math": self.recipe.verify.math, "code": code}
+        con = self._pool_view(problems, candidates, verdicts, stats)
+        parts = export.rl_parts(con, f"bonforge/{self.recipe.problems.name}", {domain: prompt}, verify)
+        return publish(self.store.root, cfg.name, parts, lineage, export.trainers(domain, "rl/train.parquet"))
 
 
 def _keys(refs: list[Ref]) -> str:

@@ -27,9 +27,17 @@ def _versions(base: Path) -> list[int]:
     return sorted(int(p.name[1:]) for p in base.iterdir() if p.name.startswith("v") and p.name[1:].isdigit())
 
 
-def publish(root: Path, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa.Table]], lineage: dict) -> dict:
+def publish(
+    root: Path,
+    name: str,
+    tables: dict[str, pa.Table] | Iterable[dict[str, pa.Table]],
+    lineage: dict,
+    trainers: dict | None = None,
+) -> dict:
     """Write ``tables`` (format → table, or a stream of such parts appended in turn, so that only one part
-    is in memory) as a new version unless identical content exists; returns its manifest."""
+    is in memory) as a new version unless identical content exists; returns its manifest. ``trainers``
+    (what each trainer needs: reward function, overrides; see ``tasks.export.trainers``) is part of the
+    content."""
     base = Path(root) / "datasets" / name
     base.mkdir(parents=True, exist_ok=True)
     tmp = base / f".tmp-{os.getpid()}-{time.time_ns()}"
@@ -51,7 +59,8 @@ def publish(root: Path, name: str, tables: dict[str, pa.Table] | Iterable[dict[s
             f"{fmt}/train.parquet": {"sha256": sha256_file(tmp / fmt / "train.parquet"), "rows": rows[fmt]}
             for fmt in sorted(writers)
         }
-        content = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+        described = {"files": files, "trainers": trainers} if trainers else files
+        content = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
         for v in reversed(_versions(base)):
             man = json.loads((base / f"v{v}" / "manifest.json").read_text())
             if man["content_sha256"] == content:
@@ -64,6 +73,7 @@ def publish(root: Path, name: str, tables: dict[str, pa.Table] | Iterable[dict[s
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "content_sha256": content,
             "files": files,
+            **({"trainers": trainers} if trainers else {}),
             **lineage,
         }
         atomic_write_json(tmp / "manifest.json", manifest)
