@@ -1,158 +1,258 @@
-"""Stage `verdicts` for math: extract the final answer, check it against the gold answer with math-verify.
+"""Stage `verdicts` for math, and ``check_answer``: one candidate text against one gold answer.
 
-math-verify's own timeout relies on SIGALRM (main thread only) and cannot interrupt some C-level hangs
-(a deep power tower makes sympy compute forever). So checks run in a child process that the caller kills
-on a hard wall-clock limit per item: a killed item gets status ``timeout`` and the work goes on with a
-fresh child. The child is started once per worker process and reused across shards.
+Both the answer and the gold are read by math-verify itself (``parse`` with its LaTeX and expression
+extraction, boxed answers first by default), and compared by ``verify(gold, pred)``, gold first. A recipe's
+regexes (GSM8K's ``A: x``) come before math-verify's extraction where the recipe names them; the last
+number of a text without LaTeX is a fallback only where math-verify finds nothing.
+
+math-verify's own timeouts rely on SIGALRM (main thread only) and cannot interrupt some C-level hangs (a
+deep power tower makes sympy compute forever). So every check runs in a long-lived child process that the
+caller kills on a hard wall-clock limit per item: a killed item gets status ``timeout`` and the work goes
+on with a fresh child. Children are started on first use and reused across calls (at most one per CPU,
+each serving one caller at a time), so ``check_answer`` is safe from any thread and any process (trainer
+reward workers included).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
-from multiprocessing.connection import Connection
+from dataclasses import dataclass
 from functools import lru_cache
+from multiprocessing.connection import Connection
+from pathlib import Path
 
 import pyarrow as pa
 
 from bonforge.config import MathVerifyConfig
 from bonforge.schema import VERDICTS
 
-VERSION = "1"
+VERSION = "2"
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
-
-
-# -- extraction -------------------------------------------------------------------------------------------
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), with nested braces balanced."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    i = text.find("{", start)
-    if i < 0:
-        return None
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j].strip() or None
-    return None
+MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 
 
-@lru_cache(maxsize=64)
-def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern, ...]:
-    return tuple(re.compile(p, re.MULTILINE) for p in patterns)
+@dataclass(frozen=True)
+class MathResult:
+    """The verdict on one answer.
+
+    ``status``: ``correct`` | ``wrong_answer`` | ``no_answer`` (nothing to compare was found) | ``timeout``
+    (killed at the hard limit) | ``error`` (unreadable gold answer, or the verifier failed).
+    ``extracted``: the answer as math-verify read it (its string form), or None.
+    ``detail``: why the status is not ``correct`` / ``wrong_answer``, else None.
+    """
+
+    status: str
+    extracted: str | None = None
+    detail: str | None = None
+    latency_ms: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct"
 
 
-def clean_answer(ans: str) -> str:
-    """Normalise surface forms math-verify does not: thousands separators, a currency sign, a final period."""
-    ans = ans.strip().rstrip(".").strip()
-    ans = re.sub(r"(?<=\d),(?=\d{3}\b)", "", ans)
-    return ans.lstrip("$").strip()
+def check_answer(text: str | None, gold: str | None, settings: MathVerifyConfig | None = None,
+                 timeout: float | None = None) -> MathResult:
+    """Judge the answer in ``text`` (a whole candidate response) against ``gold`` (a plain answer such as
+    ``42``, ``\\frac{1}{2}`` or ``[0,1)``, an answer in ``$...$`` or ``\\boxed{}``, or a worked solution
+    with such a marker), with the extraction and comparison rules of ``settings`` (default:
+    ``MathVerifyConfig()``; a recipe's ``verify.math``).
 
-
-def _marked_answer(text: str, cfg: MathVerifyConfig) -> str | None:
-    """An answer the text marks as final: the last \\boxed{}, else the last match of the first pattern
-    that matches (group 1 if the pattern has one)."""
-    if cfg.boxed and (boxed := last_boxed(text)):
-        return boxed
-    for pattern in _compiled(tuple(cfg.patterns)):
-        matches = list(pattern.finditer(text))
-        if matches:
-            m = matches[-1]
-            value = (m.group(1) if m.groups() else m.group(0)).strip()
-            if value:
-                return clean_answer(value)
-    return None
-
-
-def extract_answer(text: str | None, cfg: MathVerifyConfig) -> str | None:
-    """The candidate's final answer: last \\boxed{}, else the configured patterns, else the last number."""
+    Runs in a reused child process killed after ``timeout`` seconds (default ``settings.timeout_s``):
+    never raises for any text, never uses signals in the caller; safe from threads and worker processes.
+    """
+    settings = settings or MathVerifyConfig()
+    if gold is None:
+        return MathResult("error", detail="the problem has no gold answer")
     if not text:
-        return None
-    if (marked := _marked_answer(text, cfg)) is not None:
-        return marked
-    if cfg.last_number and (numbers := _NUMBER.findall(text)):
-        return clean_answer(numbers[-1])
+        return MathResult("no_answer", detail="empty text")
+    with _CHECKERS.borrow() as checker:
+        return checker.check(settings, [(0, text, gold)], timeout or settings.timeout_s)[0]
+
+
+# -- reading answers (runs in the child) ---------------------------------------------------------------------
+# A lone number by math-verify's expression rules, optionally with a currency sign, a percent sign or unit
+# words ("12 apples"): read as plain text, where "2,74" is 2.74 and "1 000" is 1000 (in $...$ they would be
+# the set {2, 74} and the product 1*0).
+_PLAIN_NUMBER = re.compile(
+    r"[$€£¥]?\s*[-+]?(?:[1-9]\d{0,2}(?:[ ,]\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?|\.\d+)"
+    r"\s*(?:%|[Pp]ercent)?(?:\s+[A-Za-z]{2,})*\s*\.?"
+)
+_LATEX_MARKUP = re.compile(r"\$[^$]+\$|\\\(|\\\[|\\boxed|\\fbox")
+_COMMANDS = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname|begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
+# "2,74" reads as 2.74 in plain text and as the pair {2, 74} in LaTeX: such a gold answer accepts both
+_COMMA_PAIR = re.compile(r"[-+]?\d+,\d+")
+_THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+")
+_THIN_SPACE_SEPARATOR = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")  # 10\,000: math-verify reads {,} but not \,
+_WORD = re.compile(r"(?<![A-Za-z])(?!(?:and|or)\b)[A-Za-z]{2,}")  # an English word, not a variable or \command
+_FORMULA = re.compile(r"(?:\\.|[\w\s+\-*/^=<>()\[\]{}|,.!'&])+")  # no ':', '#', '?', ... ("A: 4" is text)
+_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+
+
+@dataclass(frozen=True)
+class _Rules:
+    patterns: tuple[re.Pattern, ...]
+    targets: tuple  # math-verify extraction configs
+    choices: bool
+    last_number: bool
+    verify_kw: dict
+
+
+@lru_cache(maxsize=16)
+def _rules(cfg_json: str) -> _Rules:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, StringExtractionConfig
+
+    cfg = MathVerifyConfig.model_validate_json(cfg_json)
+    if cfg.choices:
+        targets = (StringExtractionConfig(strings=tuple(cfg.choices)),)
+    else:
+        targets = (LatexExtractionConfig(boxed_match_priority=cfg.boxed_match_priority), ExprExtractionConfig())
+    return _Rules(
+        patterns=tuple(re.compile(p, re.MULTILINE) for p in cfg.patterns),
+        targets=targets,
+        choices=bool(cfg.choices),
+        last_number=cfg.last_number and not cfg.choices,
+        verify_kw={"float_rounding": cfg.float_rounding, "numeric_precision": cfg.numeric_precision,
+                   "strict": cfg.strict, "allow_set_relation_comp": cfg.allow_set_relation_comp},
+    )
+
+
+def _mv_parse(text: str, rules: _Rules) -> list:
+    from math_verify import parse
+
+    return parse(_THIN_SPACE_SEPARATOR.sub("", text), rules.targets, parsing_timeout=None)
+
+
+def _pattern_answer(text: str, rules: _Rules) -> tuple[int, str] | None:
+    """(pattern number, value) of the last match of the first recipe pattern that matches."""
+    for n, pattern in enumerate(rules.patterns, 1):
+        m = None
+        for m in pattern.finditer(text):
+            pass
+        if m is not None:
+            value = (m.group(1) if m.groups() else m.group(0)) or ""
+            if value.strip():
+                return n, value.strip()
     return None
 
 
-def gold_answer(answer: str | None, cfg: MathVerifyConfig) -> str | None:
-    """The gold answer: extracted like a candidate's when it is a worked solution, else taken as is."""
-    if answer is None:
-        return None
-    marked = _marked_answer(answer, cfg)
-    return marked if marked is not None else clean_answer(answer)
+def _parse_answer(answer: str, rules: _Rules) -> list:
+    """An answer on its own (a plain gold answer, a value a recipe pattern captured, a one-line reply),
+    read the way math-verify reads gold: text with LaTeX markup or words, or a lone number, as text; a
+    bare formula as LaTeX (``\\frac{\\sqrt{3}}{2}``, ``[0,1)``, ``x >= 5``, ``3, 5, 7``, ``x=5 or x=-3``)."""
+    answer = answer.strip()
+    if (rules.choices or _LATEX_MARKUP.search(answer) or not _FORMULA.fullmatch(answer)
+            or _PLAIN_NUMBER.fullmatch(answer) or _WORD.search(_COMMANDS.sub(" ", answer))):
+        return _mv_parse(answer, rules)
+    return _mv_parse(f"${answer}$", rules) or _mv_parse(answer, rules)
+
+
+@lru_cache(maxsize=4096)
+def _parse_gold(gold: str, cfg_json: str) -> list:
+    """Parsed once per distinct gold answer: a problem's gold is shared by all its candidates."""
+    rules = _rules(cfg_json)
+    hit = _pattern_answer(gold, rules)
+    answer = (hit[1] if hit else gold).strip()
+    parsed = _parse_answer(answer, rules)
+    if not rules.choices and _COMMA_PAIR.fullmatch(answer) and not _THOUSANDS.fullmatch(answer):
+        parsed = parsed + _mv_parse(f"${answer}$", rules)
+    return parsed
+
+
+def _shown(parsed: list) -> str:
+    """math-verify's string form of what it extracted (the matched text, normalised)."""
+    text = next((p for p in reversed(parsed) if isinstance(p, str)), None)
+    return (text if text is not None else str(parsed[0]))[:MAX_EXTRACTED_CHARS]
+
+
+def _extract(text: str, rules: _Rules) -> tuple[list, str | None]:
+    """(parsed answer, why there is none)."""
+    hit = _pattern_answer(text, rules)
+    if hit:
+        parsed = _parse_answer(hit[1], rules)
+        return parsed, None if parsed else f"math-verify cannot read {hit[1][:200]!r} (matched by pattern {hit[0]})"
+    one_line = "\n" not in text.strip() and len(text) <= MAX_EXTRACTED_CHARS
+    if parsed := (_parse_answer(text, rules) if one_line else _mv_parse(text, rules)):
+        return parsed, None
+    latex = "\\" in text or "$" in text
+    if rules.last_number and not latex and (numbers := _LAST_NUMBER.findall(text)):
+        return _mv_parse(numbers[-1], rules), None
+    what = "no recipe pattern matched and " if rules.patterns else ""
+    what += "math-verify found no " + ("choice letter" if rules.choices else "answer") + " in the text"
+    if rules.last_number and latex:
+        what += " (the last-number fallback skips texts with LaTeX)"
+    return [], what
+
+
+def judge(text: str, gold: str, cfg_json: str) -> tuple[str, str | None, str | None]:
+    """(status, extracted, detail) of one item, without any time limit: call it only in a killable child."""
+    from math_verify import verify
+
+    rules = _rules(cfg_json)
+    gold_parsed = _parse_gold(gold, cfg_json)
+    if not gold_parsed:
+        return "error", None, f"math-verify cannot read the gold answer {gold[:200]!r}"
+    pred, why = _extract(text, rules)
+    if not pred:
+        return "no_answer", None, why
+    ok = verify(gold_parsed, pred, timeout_seconds=None, **rules.verify_kw)
+    return ("correct" if ok else "wrong_answer"), _shown(pred), None
 
 
 # -- checking in a killable child ---------------------------------------------------------------------------
-@lru_cache(maxsize=4096)
-def _parse(ans: str):
-    """Parsed once per distinct string: a problem's gold answer is shared by all its candidates."""
-    from math_verify import parse
-
-    return parse(_as_latex(ans), parsing_timeout=None)
-
-
-def check_pair(gold: str, pred: str) -> bool:
-    """math-verify's equivalence check, gold first, with its own (SIGALRM) timeouts disabled."""
-    from math_verify import verify
-
-    g, p = _parse(gold), _parse(pred)
-    return bool(g) and bool(p) and verify(g, p, timeout_seconds=None)
-
-
-def _as_latex(ans: str) -> str:
-    return ans if ans.startswith("$") else f"${ans}$"
+# The child's program: this very bonforge (its root first on sys.path), whatever the caller's cwd holds.
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from bonforge.tasks.verify_math import _child_main; " \
+         "_child_main(int(sys.argv[2]))"
 
 
 def _child_main(fd: int) -> None:
-    """Entry of the checker child: ``python -m bonforge.tasks.verify_math <fd>``."""
+    """Entry of the checker child (see ``_CHILD``)."""
     import logging
 
     import math_verify  # noqa: F401  (import once, before the first item arrives)
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns that we disabled its SIGALRM timeout
+    judge(r"so $\frac{1}{2} \leq x$", "[1/2, 3)", MathVerifyConfig().model_dump_json())  # sympy's first parse is slow
     conn = Connection(fd)
     conn.send("ready")
-
     while True:
         try:
-            batch = conn.recv()
+            msg = conn.recv()
         except EOFError:
             return
-        if batch is None:
+        if msg is None:
             return
-        for idx, gold, pred in batch:
+        cfg_json, batch = msg
+        for idx, text, gold in batch:
             t0 = time.perf_counter()
             try:
-                ok, err = check_pair(gold, pred), None
+                status, extracted, detail = judge(text, gold, cfg_json)
             except Exception as e:  # a verifier crash is the item's verdict, not the stage's failure
-                ok, err = False, f"{type(e).__name__}: {e}"[:500]
-            conn.send((idx, ok, err, (time.perf_counter() - t0) * 1000))
+                status, extracted, detail = "error", None, f"{type(e).__name__}: {e}"[:500]
+            conn.send((idx, status, extracted, detail, (time.perf_counter() - t0) * 1000))
 
 
 class HardTimeoutChecker:
-    """Checks (gold, pred) pairs in a child process, killing it when one item exceeds ``timeout_s``."""
+    """Checks items in one child process, killing it when one item exceeds the time limit. One caller at
+    a time (``check_answer`` and the stage borrow checkers from a per-process pool)."""
 
     def __init__(self) -> None:
-        self._proc = None
-        self._conn = None
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
 
     def _start(self) -> None:
         # A fresh interpreter (not fork): safe inside threaded parents such as Ray workers, and it does not
-        # re-import the caller's __main__ the way multiprocessing's spawn does.
+        # re-import the caller's __main__ the way multiprocessing's spawn does. It imports the same bonforge.
         parent, child = socket.socketpair()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bonforge.tasks.verify_math", str(child.fileno())],
+            [sys.executable, "-c", _CHILD, str(Path(__file__).resolve().parents[2]), str(child.fileno())],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
         )
         child.close()
@@ -173,41 +273,68 @@ class HardTimeoutChecker:
 
     close = _kill
 
-    def check(self, items: list[tuple[int, str, str]], timeout_s: float) -> dict[int, tuple[str, str | None, float]]:
-        """Return ``{idx: (status, error, latency_ms)}`` with status correct | wrong_answer | timeout | error."""
-        results: dict[int, tuple[str, str | None, float]] = {}
+    def check(self, cfg: MathVerifyConfig, items: list[tuple[int, str, str]],
+              timeout_s: float) -> dict[int, MathResult]:
+        """``{idx: MathResult}`` for ``items`` = ``[(idx, text, gold), ...]``."""
+        cfg_json = cfg.model_dump_json()
+        results: dict[int, MathResult] = {}
         remaining = list(items)
         while remaining:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
-            self._conn.send(remaining)
+            self._conn.send((cfg_json, remaining))
             while remaining:
                 if not self._conn.poll(timeout_s):
                     idx = remaining.pop(0)[0]
-                    results[idx] = ("timeout", f"no verdict within {timeout_s:g} s", timeout_s * 1000)
+                    results[idx] = MathResult("timeout", None, f"no verdict within {timeout_s:g} s", timeout_s * 1000)
                     self._kill()
                     break
                 try:
-                    idx, ok, err, ms = self._conn.recv()
+                    idx, status, extracted, detail, ms = self._conn.recv()
                 except (EOFError, OSError):  # the child died (e.g. killed by the OOM killer): blame the item in flight
                     idx = remaining.pop(0)[0]
-                    results[idx] = ("error", "verifier process died", 0.0)
+                    results[idx] = MathResult("error", None, "verifier process died")
                     self._kill()
                     break
                 assert idx == remaining[0][0]
                 remaining.pop(0)
-                results[idx] = ("error" if err else ("correct" if ok else "wrong_answer"), err, ms)
+                results[idx] = MathResult(status, extracted, detail, ms)
         return results
 
 
-_CHECKER: HardTimeoutChecker | None = None
+class _Checkers:
+    """This process's checkers: each caller borrows an idle one (a new one when all are busy, at most one
+    per CPU: further callers wait) and gives it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._idle: list[HardTimeoutChecker] = []
+        self._slots = threading.BoundedSemaphore(len(os.sched_getaffinity(0)))
+
+    @contextlib.contextmanager
+    def borrow(self):
+        with self._lock:
+            if self._pid != os.getpid():  # a forked copy: the parent's children are not ours to use
+                self._reset()
+            slots = self._slots
+        with slots:
+            with self._lock:
+                checker = self._idle.pop() if self._idle else HardTimeoutChecker()
+            try:
+                yield checker
+            except BaseException:
+                checker.close()  # interrupted mid-batch: its pipe may hold stale answers
+                raise
+            with self._lock:
+                if self._pid == os.getpid():
+                    self._idle.append(checker)
 
 
-def _checker() -> HardTimeoutChecker:
-    global _CHECKER
-    if _CHECKER is None:
-        _CHECKER = HardTimeoutChecker()
-    return _CHECKER
+_CHECKERS = _Checkers()
 
 
 # -- the stage function --------------------------------------------------------------------------------------
@@ -217,37 +344,34 @@ def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig)
     cids = candidates.column("candidate_id").to_pylist()
     pids = candidates.column("problem_id").to_pylist()
     texts = candidates.column("text").to_pylist()
-    extracted = [extract_answer(t, cfg) for t in texts]
-    status: list[str] = ["no_answer"] * len(cids)
-    detail: list[str | None] = [None] * len(cids)
-    latency = [0.0] * len(cids)
+    results: dict[int, MathResult] = {}
     work = []
-    for i, (pid, pred) in enumerate(zip(pids, extracted)):
-        gold = gold_answer(gold_by_pid.get(pid), cfg)
+    for i, (pid, text) in enumerate(zip(pids, texts)):
+        gold = gold_by_pid.get(pid)
         if gold is None:
-            status[i], detail[i] = "error", f"problem {pid} has no gold answer"
-        elif pred is not None:
-            work.append((i, gold, pred))
-    for i, (st, err, ms) in _checker().check(work, cfg.timeout_s).items():
-        status[i], detail[i], latency[i] = st, err, ms
-    correct = [s == "correct" for s in status]
+            results[i] = MathResult("error", detail=f"problem {pid} has no gold answer")
+        elif not text:
+            results[i] = MathResult("no_answer", detail="empty text")
+        else:
+            work.append((i, text, gold))
+    if work:
+        with _CHECKERS.borrow() as checker:
+            results.update(checker.check(cfg, work, cfg.timeout_s))
+    rows = [results[i] for i in range(len(cids))]
+    correct = [r.correct for r in rows]
     return pa.Table.from_pydict(
         {
             "candidate_id": cids,
             "problem_id": pids,
             "teacher": candidates.column("teacher"),
-            "extracted": extracted,
+            "extracted": [r.extracted for r in rows],
             "correct": correct,
             "reward": [1.0 if c else 0.0 for c in correct],
-            "status": status,
+            "status": [r.status for r in rows],
             "tests_passed": pa.nulls(len(cids), pa.int32()),
             "tests_total": pa.nulls(len(cids), pa.int32()),
-            "detail": detail,
-            "latency_ms": latency,
+            "detail": [r.detail for r in rows],
+            "latency_ms": [r.latency_ms for r in rows],
         },
         schema=VERDICTS,
     )
-
-
-if __name__ == "__main__":
-    _child_main(int(sys.argv[1]))

@@ -1,0 +1,88 @@
+"""A labelled set of (family, candidate text, gold answer, correct?) pairs in many answer formats, written
+for these tests. The label is what a careful grader would say."""
+
+PAIRS = [
+    # integers with thousands separators
+    ("separators", "The total is 1,234 apples.", "1234", True),
+    ("separators", "Answer: 1 000", "1000", True),
+    ("separators", "1 000", "1000", True),
+    ("separators", "So we get $1{,}000$.", "1000", True),
+    ("separators", "The answer is 12,345,678", "12345678", True),
+    ("separators", r"\boxed{10\,000}", "10000", True),
+    ("separators", "The answer is 1,235", "1234", False),
+    ("separators", "It costs $1,500 in total.", "1500", True),
+    # decimals with a decimal comma
+    ("decimal comma", "The answer is 2,74", "2.74", True),
+    ("decimal comma", "2,74", "2,74", True),
+    ("decimal comma", "Result: 1,22 m", "1.22", True),
+    ("decimal comma", "The answer is 2,75", "2,74", False),
+    ("decimal comma", "The answer is 1.22", "1,22", True),
+    # fractions in all notations
+    ("fractions", r"$\frac{10}{9}$", r"\frac{10}{9}", True),
+    ("fractions", r"\boxed{\dfrac{10}{9}}", "10/9", True),
+    ("fractions", "The answer is 10/9.", r"\frac{10}{9}", True),
+    ("fractions", r"We find $\tfrac{1}{2}$.", "0.5", True),
+    ("fractions", r"\boxed{\frac12}", r"\frac{1}{2}", True),
+    ("fractions", r"$\frac{9}{10}$", r"\frac{10}{9}", False),
+    ("fractions", "1/2", r"$\frac{1}{2}$", True),
+    ("fractions", r"\boxed{\frac{\sqrt{3}}{2}}", r"\frac{\sqrt3}{2}", True),
+    ("fractions", r"\boxed{\frac{\sqrt{2}}{2}}", r"\frac{\sqrt3}{2}", False),
+    ("fractions", "The answer is 0.5", r"\frac{1}{2}", True),
+    # intervals
+    ("intervals", "$[0,1)$", "[0,1)", True),
+    ("intervals", "The solution set is $[0,1)$.", "[0, 1)", True),
+    ("intervals", "$(0,1]$", "[0,1)", False),
+    ("intervals", r"So $x \in (-\infty, 3]$.", r"(-\infty,3]", True),
+    ("intervals", r"\boxed{[2,5]}", "[2,5]", True),
+    ("intervals", "[0,1)", "[0,1)", True),
+    # inequalities
+    ("inequalities", r"Therefore $x \geq 5$ is the solution.", r"x \geq 5", True),
+    ("inequalities", "x >= 5", r"x \ge 5", True),
+    ("inequalities", "$x > 5$", r"x \geq 5", False),
+    ("inequalities", r"\boxed{-2 < x < 3}", "-2<x<3", True),
+    # sets and tuples
+    ("sets and tuples", r"\boxed{3, 5, 7}", "3, 5, 7", True),
+    ("sets and tuples", r"\boxed{7, 5, 3}", "3,5,7", True),
+    ("sets and tuples", r"$\{1, 2\}$", r"\{1,2\}", True),
+    ("sets and tuples", r"\boxed{(1, 2)}", "(1,2)", True),
+    ("sets and tuples", r"\boxed{(2, 1)}", "(1,2)", False),
+    ("sets and tuples", r"\boxed{\left( 3, \frac{\pi}{2} \right)}", r"\left( 3, \frac{\pi}{2} \right)", True),
+    ("sets and tuples", r"\boxed{-2, 1}", "-2,1", True),
+    ("sets and tuples", r"\boxed{3, 5}", "3, 5, 7", False),
+    ("sets and tuples", r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", True),
+    # equations
+    ("equations", "$x = 5$", "5", True),
+    ("equations", "so $y = 2x + 1$", "y=2x+1", True),
+    ("equations", r"\boxed{x=5}", "x=5", True),
+    ("equations", r"\boxed{x = 4}", "x=5", False),
+    ("equations", "x=5 or x=-3", "x=-3 or x=5", True),
+    # units and \text{}
+    ("units and text", r"\boxed{5\text{ cm}}", "5", True),
+    ("units and text", "The answer is 18 inches.", "18", True),
+    ("units and text", r"so our final answer is $\boxed{864 \mbox{ inches}^2}$", r"864 \mbox{ inches}^2", True),
+    ("units and text", r"\boxed{\text{Evelyn}}", r"\text{Evelyn}", True),
+    ("units and text", r"\boxed{\text{Evelyn}}", r"\text{Bob}", False),
+    ("units and text", r"The answer is $\boxed{\text{(C)}}$.", r"\text{(C)}", True),
+    ("units and text", r"She paid $\boxed{\$18.90}$.", r"\$18.90", True),
+    ("units and text", r"\boxed{30^\circ}", "30", True),
+    ("units and text", "12 apples", "12", True),
+    # answers in sentences
+    ("sentences", "She has 12 apples left, so the answer is 12.", "12", True),
+    ("sentences", r"The final answer is $\frac{3}{4}$. I hope it is correct.", "3/4", True),
+    ("sentences", "After 3 hours she drove 150 miles.", "150", True),
+    ("sentences", "After 3 hours she drove 150 miles.", "3", False),
+    ("sentences", "The answer is 50%.", "50\\%", True),
+    ("sentences", "answer:5", "5", True),
+    ("sentences", "no idea", "5", False),
+    # boxed vs unboxed
+    ("boxed vs unboxed", r"We get $x=3$ first, but the answer is \boxed{4}.", "4", True),
+    ("boxed vs unboxed", r"$\boxed{4}$ is my guess; the answer is 5", "5", False),
+    ("boxed vs unboxed", r"\boxed{4}", "#### 4", True),
+    ("boxed vs unboxed", r"\boxed{4}", r"The sum is $2+2=\boxed{4}$.", True),
+    ("boxed vs unboxed", "4", r"\boxed{4}", True),
+    ("boxed vs unboxed", r"The answer is $4$.", r"$4$", True),
+    # multiple boxes
+    ("multiple boxes", r"\boxed{2} and \boxed{3}", "2, 3", True),
+    ("multiple boxes", r"\boxed{2} and \boxed{3}", "3", False),
+    ("multiple boxes", r"First \boxed{3}, and to be sure: \boxed{3}.", "3", True),
+]
