@@ -11,7 +11,8 @@ GenSelect dataset:
 RL dataset (``export.rl``): the kept problems themselves.
 
 * ``rl``: the same verl layout, one row per kept problem, the prompt rendered with the sampling template;
-  ``ground_truth`` is the gold final answer (math) or the JSON test spec (code); ``extra_info.verify``
+  ``ground_truth`` is the gold answer as stored (math, read by the reward as the verdicts stage reads it:
+  a plain answer or a worked solution with a marker) or the JSON test spec (code); ``extra_info.verify``
   holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code`` check exactly as the
   verdicts stage did.
 * ``candidates``: the kept problems' candidates with their verdicts (``reward`` = the fraction of tests
@@ -29,7 +30,6 @@ import pyarrow.compute as pc
 
 from bonforge.errors import DataError
 from bonforge.tasks.sample import render
-from bonforge.tasks.verify_math import gold_answer
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
@@ -161,12 +161,12 @@ RL_CANDIDATES_SCHEMA = pa.schema(
 def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: dict) -> pa.Table:
     """RL rows in problem_id order from ``kept`` (problem_id, domain, question, answer, tests, pass_rate).
     ``templates`` and ``verify`` map a domain to its prompt template and its checking config (a model with
-    ``key_config()``; for math also the gold-answer extraction)."""
+    ``key_config()``)."""
     settings = {d: json.dumps(cfg.key_config(), sort_keys=True) for d, cfg in verify.items()}
     rows = []
     for i, r in enumerate(kept.sort_by("problem_id").to_pylist()):
         domain = r["domain"]
-        truth = r["tests"] if domain == "code" else gold_answer(r["answer"], verify["math"])
+        truth = r["tests"] if domain == "code" else r["answer"]
         if not truth:
             field = "tests" if domain == "code" else "answer"
             raise DataError("a kept problem has no ground truth", "problems", r["problem_id"], field)

@@ -116,8 +116,8 @@ def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
     assert t.schema == RL_SCHEMA
     first, second = t.to_pylist()
     assert first["extra_info"]["problem_id"] == "gsm8k/1" and first["extra_info"]["index"] == 0  # problem order
-    assert first["reward_model"] == {"style": "rule", "ground_truth": "1000"}
-    assert second["reward_model"]["ground_truth"] == "4"
+    assert first["reward_model"] == {"style": "rule", "ground_truth": "#### 1,000"}  # read by the reward
+    assert second["reward_model"]["ground_truth"] == "He has 2 + 2 = 4 apples.\nA: 4"
     assert second["prompt"] == [{"role": "user", "content": "Solve: Two plus {x}?"}]  # other braces stay
     assert (second["ability"], second["data_source"]) == ("math", "bonforge/gsm8k")
     assert second["extra_info"]["pass_rate"] == 0.25

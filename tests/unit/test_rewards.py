@@ -66,9 +66,13 @@ def test_math_scores_answers_with_the_verdict_extraction():
     wrong = math_reward.compute_score("d", r"\boxed{7}", "8", SETTINGS)
     assert (wrong["score"], wrong["status"]) == (0.0, "wrong_answer")
     assert math_reward.compute_score("d", "no idea", "8", SETTINGS)["status"] == "no_answer"
-    # the row's settings are the recipe's: without the last-number fallback, "7" is no answer
-    strict = {"verify": json.dumps(MathVerifyConfig(last_number=False).key_config())}
-    assert math_reward.compute_score("d", "it is 7", "7", strict)["status"] == "no_answer"
+    # the row's settings are the recipe's: GSM8K's `A: x` pattern comes before math-verify's extraction
+    gsm8k = {"verify": json.dumps(MathVerifyConfig(patterns=[r"(?m)^A:\s*(.+?)\s*$"]).key_config())}
+    text = "A: 7\nCheck: 7 + 1 = 8"
+    assert math_reward.compute_score("d", text, "7", gsm8k)["score"] == 1.0
+    assert math_reward.compute_score("d", text, "7", SETTINGS)["extracted"] == "8"
+    # a worked gold solution is read as the verdicts stage reads it
+    assert math_reward.compute_score("d", "She has 4.", "2 + 2 = 4 apples.\nA: 4", gsm8k)["score"] == 1.0
 
 
 def test_math_hangs_time_out_from_threads_without_sigalrm():
