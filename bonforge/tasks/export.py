@@ -34,26 +34,15 @@ from bonforge.tasks.sample import render
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 
-VERL_SCHEMA = pa.schema(
-    [
-        ("data_source", pa.string()),
-        ("prompt", MESSAGES),
-        ("ability", pa.string()),
-        ("reward_model", REWARD_MODEL),
-        (
-            "extra_info",
-            pa.struct(
-                [
-                    ("prompt_id", pa.string()),
-                    ("problem_id", pa.string()),
-                    ("index", pa.int32()),
-                    ("candidate_ids", pa.list_(pa.string())),
-                    ("n_candidates", pa.int32()),
-                ]
-            ),
-        ),
-    ]
-)
+
+def verl_schema(extra_info: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    """verl's RL layout with the given ``extra_info`` fields."""
+    return pa.schema([("data_source", pa.string()), ("prompt", MESSAGES), ("ability", pa.string()),
+                      ("reward_model", REWARD_MODEL), ("extra_info", pa.struct(extra_info))])  # fmt: skip
+
+
+VERL_SCHEMA = verl_schema([("prompt_id", pa.string()), ("problem_id", pa.string()), ("index", pa.int32()),
+                           ("candidate_ids", pa.list_(pa.string())), ("n_candidates", pa.int32())])  # fmt: skip
 
 
 ORDER = [("problem_id", "ascending"), ("prompt_index", "ascending")]
@@ -124,26 +113,8 @@ def _order_key(t: pa.Table, i: int) -> tuple:
 
 
 # -- the RL export of the kept problems -------------------------------------------------------------------
-RL_SCHEMA = pa.schema(
-    [
-        ("data_source", pa.string()),
-        ("prompt", MESSAGES),
-        ("ability", pa.string()),
-        ("reward_model", REWARD_MODEL),
-        (
-            "extra_info",
-            pa.struct(
-                [
-                    ("problem_id", pa.string()),
-                    ("index", pa.int32()),
-                    ("question", pa.string()),
-                    ("pass_rate", pa.float64()),
-                    ("verify", pa.string()),
-                ]
-            ),
-        ),
-    ]
-)
+RL_SCHEMA = verl_schema([("problem_id", pa.string()), ("index", pa.int32()), ("question", pa.string()),
+                         ("pass_rate", pa.float64()), ("verify", pa.string())])  # fmt: skip
 
 RL_CANDIDATES_SCHEMA = pa.schema(
     [
