@@ -203,6 +203,9 @@ class GenSelectConfig(Model):
     max_correct_fraction: float = Field(0.5, gt=0, le=1, description="At most this share correct per prompt.")
     prompts_per_problem: int = Field(4, ge=1)
     max_tokens: int = Field(16384, gt=0)
+    max_candidate_tokens: int | None = Field(
+        12288, gt=0, description="Leave out candidates whose response is longer (tokens, counted like prompts) "
+        "before assembly; null: no limit.")  # fmt: skip
     tokenizer: str | None = Field(None, description="Local tokenizer dir/file; else a conservative estimate.")
     template: str | None = Field(None, description="Prompt template file (default: bonforge's genselect.txt).")
 
@@ -213,9 +216,24 @@ class GenSelectConfig(Model):
         return self
 
 
+class RLExport(Model):
+    """The kept problems themselves (and their candidates), for RL with the math and code rewards."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
+    template: str | None = Field(
+        None, description="Prompt template file with {question} (default: bonforge's sample_<domain>.txt).")
+
+
 class ExportConfig(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
+    rl: RLExport | None = Field(None, description="Also publish the RL dataset of the kept problems.")
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> "ExportConfig":
+        if self.rl and self.rl.name == self.name:
+            raise ValueError(f"rl.name must differ from the GenSelect dataset's name {self.name!r}")
+        return self
 
 
 class FusionPrefilter(Model):

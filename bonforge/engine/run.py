@@ -57,12 +57,14 @@ class Run:
         """The distinct values of one column of a committed output."""
         return set(self.store.read(ref.stage, ref.key, [column]).column(column).to_pylist())
 
-    def publish(self, name: str, parts: Iterable[dict[str, pa.Table]] | Iterator[dict[str, pa.Table]]) -> dict:
+    def publish(self, name: str, parts: Iterable[dict[str, pa.Table]] | Iterator[dict[str, pa.Table]],
+                trainers: dict | None = None) -> dict:
         """Publish ``parts`` as the next version of dataset ``name`` (or reuse the version with the same
-        content), its lineage the stages run so far."""
+        content), its lineage the stages run so far; ``trainers``: the manifest's section for trainers."""
         from bonforge.storage.datasets import publish
 
-        return publish(self.store.loc, name, parts, {"recipe": self.recipe.name, "stages": dict(self.record)})
+        lineage = {"recipe": self.recipe.name, "stages": dict(self.record)}
+        return publish(self.store.loc, name, parts, lineage, trainers)
 
 
 class NotCommitted(BonforgeError):
@@ -99,8 +101,9 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     try:
         dataset = dag(recipe, run, Path(recipe_dir))
         record.update(status="succeeded", dataset=dataset["path"], dataset_version=dataset["version"])
-        if "fusion_dataset" in dataset:
-            record["fusion_dataset"] = dataset["fusion_dataset"]["path"]
+        for extra in ("rl_dataset", "fusion_dataset"):
+            if extra in dataset:
+                record[extra] = dataset[extra]["path"]
     except NotCommitted:
         raise
     except BaseException as e:

@@ -31,7 +31,11 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     stats = run(score.node(recipe, verdicts))
     genselect = run(assemble.node(recipe, problems, candidates, verdicts, stats))
     dataset = run.publish(recipe.export.name, export.stream(run.inputs(genselect=genselect).tables("genselect"),
-                                                            recipe.export.formats, data_source=f"bonforge/{recipe.name}"))
+                                                            recipe.export.formats, data_source=f"bonforge/{recipe.name}"),
+                          export.genselect_trainers(recipe))
+    if recipe.export.rl:
+        kept = run.inputs(problems=problems, candidates=candidates, verdicts=verdicts, problem_stats=stats)
+        dataset["rl_dataset"] = run.publish(recipe.export.rl.name, *export.rl_dataset(kept, recipe))
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
         fused = run(sample.node(pools, fuse.fusor_teacher(recipe.fusion)))
@@ -39,7 +43,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         selection = run(fuse.select_node(recipe, problems, pools, candidates, verdicts)) if recipe.fusion.selector else None
         run(fuse.fusion_node(recipe, pools, candidates, verdicts, fused, fused_verdicts, selection))
         sft = fuse.sft_parts(run.inputs(problems=problems, candidates=fused, verdicts=fused_verdicts), recipe.fusion.export)
-        dataset["fusion_dataset"] = run.publish(recipe.fusion.export.name, sft)
+        dataset["fusion_dataset"] = run.publish(recipe.fusion.export.name, sft, export.sft_trainers())
     return dataset
 
 

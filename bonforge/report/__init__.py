@@ -63,6 +63,9 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     stage_rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
+    for key in run["stages"].get("genselect", [])[:1]:  # what assembly left out for length
+        man = store.manifest("genselect", key) if store.exists("genselect", key) else {}
+        facts.update({k: man[k] for k in ("candidates_dropped_too_long", "prompts_dropped_too_long") if k in man})
     head = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
     page = (f'<!doctype html><html><head><meta charset="utf-8"><title>bonforge run {html.escape(run["run_id"])}'
             f"</title><style>{_CSS}</style><script>{_CHECK}</script></head><body>"

@@ -43,10 +43,12 @@ def _manifest(loc: Location, name: str, version: int) -> dict | None:
         return None
 
 
-def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa.Table]], lineage: dict) -> dict:
+def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa.Table]], lineage: dict,
+            trainers: dict | None = None) -> dict:
     """Write ``tables`` (format → table, or a stream of such parts appended in turn, so that only one part
     is in memory) into the store at ``root`` as a new version unless identical content exists; returns its
-    manifest."""
+    manifest. ``trainers`` (what each trainer needs: reward function, overrides; see
+    ``tasks.export.trainers``) is part of the content."""
     loc = open_location(root)
     base = loc.path("datasets", name)
     if loc.remote:
@@ -72,7 +74,8 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
             f"{fmt}/train.parquet": {"sha256": sha256_file(tmp / fmt / "train.parquet"), "rows": rows[fmt]}
             for fmt in sorted(writers)
         }
-        content = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+        described = {"files": files, "trainers": trainers} if trainers else files
+        content = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
         for v in reversed(_versions(loc, name)):
             man = _manifest(loc, name, v)
             if man and man["content_sha256"] == content:
@@ -84,6 +87,7 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "content_sha256": content,
             "files": files,
+            **({"trainers": trainers} if trainers else {}),
             **lineage,
         }
         version = _upload(loc, name, tmp, manifest) if loc.remote else _rename(base, tmp, manifest)

@@ -3,8 +3,9 @@
 Per problem, up to ``prompts_per_problem`` prompts are drawn by seeded resampling. Each prompt holds
 between ``min_candidates`` and ``max_candidates`` candidates, at least one correct and at most
 ``max_correct_fraction`` of them correct; the composition is checked on every prompt, not on the pool.
-A prompt with the same set of candidates as an earlier one is a duplicate and is not kept. Prompts longer
-than ``max_tokens`` are dropped. The label is the list of 0-based indices of the correct candidates, in
+A prompt with the same set of candidates as an earlier one is a duplicate and is not kept. Candidates
+whose response is longer than ``max_candidate_tokens`` never enter a prompt (the seed recipe's 12K cut);
+prompts longer than ``max_tokens`` are dropped. The label is the list of 0-based indices of the correct candidates, in
 prompt order; the selector answers ``Judgment: <index>``.
 
 Token counts come from the configured tokenizer (a ``tokenizer.json`` file or a local model directory).
@@ -141,15 +142,16 @@ def problem_prompts(pid: str, question: str, correct: list[tuple[str, str]], wro
 
 def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     """GENSELECT rows from ``pool``: one row per candidate of a kept problem with columns problem_id,
-    question, domain, candidate_id, text, correct, status (a shard of whole problems). The number of
-    prompts dropped for length is in the schema metadata, key ``dropped_too_long``."""
+    question, domain, candidate_id, text, correct, status (a shard of whole problems). The numbers of
+    prompts and of candidates left out for length are in the schema metadata, keys ``dropped_too_long``
+    and ``candidates_too_long``."""
     template = template_text(cfg)
     count, counter_name = token_counter(cfg)
     t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
     cols = {name: t.column(name).to_pylist() for name in
             ("problem_id", "question", "domain", "candidate_id", "text", "correct", "status")}
     rows: list[dict] = []
-    too_long = 0
+    too_long = candidates_too_long = 0
     lo, n = 0, t.num_rows
     while lo < n:
         pid = cols["problem_id"][lo]
@@ -162,6 +164,9 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
             text = cols["text"][i]
             if cols["status"][i] in bad or not text or not text.strip():
                 continue
+            if cfg.max_candidate_tokens is not None and count(text) > cfg.max_candidate_tokens:
+                candidates_too_long += 1
+                continue
             (correct if cols["correct"][i] else wrong).append((cols["candidate_id"][i], text))
         got, dropped = problem_prompts(pid, cols["question"][lo], correct, wrong, cfg, template, count, seed)
         rows.extend(got)
@@ -169,7 +174,8 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
         lo = hi
     for r in rows:
         r["token_counter"] = counter_name
-    return pa.Table.from_pylist(rows, schema=GENSELECT.with_metadata({"dropped_too_long": str(too_long)}))
+    notes = {"dropped_too_long": str(too_long), "candidates_too_long": str(candidates_too_long)}
+    return pa.Table.from_pylist(rows, schema=GENSELECT.with_metadata(notes))
 
 
 def _kept(i: Inputs) -> pa.Table:
@@ -195,8 +201,11 @@ def _shard(keys: pa.Table, inputs: Inputs, cfg: GenSelectConfig, seed: int) -> p
 
 
 def _dropped_too_long(w: Written) -> dict:
-    """Prompts over ``genselect.max_tokens``, summed from the shards' metadata."""
-    return {"prompts_dropped_too_long": sum(int(m.get(b"dropped_too_long", 0)) for m in w.shard_metadata())}
+    """Prompts over ``genselect.max_tokens`` and candidates over ``genselect.max_candidate_tokens``, summed
+    from the shards' metadata."""
+    notes = list(w.shard_metadata())
+    return {"prompts_dropped_too_long": sum(int(m.get(b"dropped_too_long", 0)) for m in notes),
+            "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
 
 
 STAGE = Stage("genselect", VERSION, compute=_shard, table=_kept, context=lambda i: {"inputs": i}, shard_rows=50_000,

@@ -108,3 +108,10 @@ def test_mirror_checksum_mismatch(tmp_path, monkeypatch):
     monkeypatch.setenv("BONFORGE_DATA", str(tmp_path / "m"))
     with pytest.raises(FetchError, match="sha256 does not match"):
         resolve(DataSource(path="d/f.jsonl", sha256="1" * 64))
+
+
+def test_rl_dataset_needs_its_own_name(tmp_path):
+    raw = base()
+    raw["export"]["rl"] = {"name": raw["export"]["name"]}
+    with pytest.raises(ConfigError, match=r"export: .*rl\.name must differ from the GenSelect dataset's name"):
+        load_recipe(write(tmp_path, raw))

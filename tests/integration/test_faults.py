@@ -89,7 +89,7 @@ def kill_mid_stage(args: list[str], store: Path, stage: str, log: Path, timeout:
 
 
 def dataset_files(store: Path) -> dict[str, str]:
-    (version,) = (store / "datasets").glob("*/v*")
+    (version,) = (store / "datasets").glob("gsm8k-genselect/v*")
     return {str(p.relative_to(version)): sha256_file(p) for p in sorted(version.rglob("*.parquet"))}
 
 

@@ -74,3 +74,67 @@ def test_stream_refuses_shards_out_of_problem_order():
     whole = genselect(4)
     with pytest.raises(ValueError, match="out of problem order"):
         list(stream([whole.slice(2), whole.slice(0, 2)], ["plain"], "x"))
+
+
+def test_manifest_carries_the_trainers_section_and_it_is_part_of_the_content(tmp_path):
+    from bonforge.tasks.export import trainers
+
+    section = trainers("genselect", "verl/train.parquet", 16384)
+    assert section["verl"]["overrides"] == [
+        "reward.custom_reward_function.path=pkg://bonforge.rewards.genselect",
+        "reward.custom_reward_function.name=compute_score",
+        "data.reward_fn_key=data_source",
+        "data.max_prompt_length=16384",
+    ]
+    assert section["verl"]["legacy_overrides"][0] == "custom_reward_function.path=pkg://bonforge.rewards.genselect"
+    assert section["trl"]["reward_funcs"] == "bonforge.rewards.genselect.genselect_reward"
+    v1 = publish(tmp_path, "ds", formats(genselect(2), ["verl"], "x"), {}, trainers=section)
+    man = json.loads((tmp_path / "datasets" / "ds" / "v1" / "manifest.json").read_text())
+    assert man["trainers"] == section
+    math = trainers("math", "verl/train.parquet")
+    other = publish(tmp_path, "ds", formats(genselect(2), ["verl"], "x"), {}, trainers=math)
+    assert (v1["version"], other["version"]) == (1, 2)  # same files, other instructions: a new version
+
+
+def kept_problems(domain: str = "math") -> pa.Table:
+    return pa.Table.from_pylist([
+        {"problem_id": "gsm8k/2", "domain": domain, "question": "Two plus {x}?", "pass_rate": 0.25,
+         "answer": "He has 2 + 2 = 4 apples.\nA: 4", "tests": '{"kind": "stdio", "tests": []}'},
+        {"problem_id": "gsm8k/1", "domain": domain, "question": "One?", "pass_rate": 0.5, "answer": "#### 1,000",
+         "tests": '{"kind": "stdio", "tests": []}'},
+    ])  # fmt: skip
+
+
+def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
+    from bonforge.config import MathVerifyConfig
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.tasks.export import RL_SCHEMA, to_rl
+
+    verify = {"math": MathVerifyConfig(patterns=[r"(?m)^A:\s*(.+?)\s*$", r"####\s*(.+?)\s*$"]),
+              "code": CodeVerifyConfig()}
+    t = to_rl(kept_problems(), "bonforge/gsm8k", {"math": "Solve: {question}"}, verify)
+    assert t.schema == RL_SCHEMA
+    first, second = t.to_pylist()
+    assert first["extra_info"]["problem_id"] == "gsm8k/1" and first["extra_info"]["index"] == 0  # problem order
+    assert first["reward_model"] == {"style": "rule", "ground_truth": "#### 1,000"}  # read by the reward
+    assert second["reward_model"]["ground_truth"] == "He has 2 + 2 = 4 apples.\nA: 4"
+    assert second["prompt"] == [{"role": "user", "content": "Solve: Two plus {x}?"}]  # other braces stay
+    assert (second["ability"], second["data_source"]) == ("math", "bonforge/gsm8k")
+    assert second["extra_info"]["pass_rate"] == 0.25
+    assert MathVerifyConfig(**json.loads(second["extra_info"]["verify"])) == verify["math"]
+    code = to_rl(kept_problems("code"), "bonforge/h", {"code": "{question}"}, verify).to_pylist()
+    assert code[0]["reward_model"]["ground_truth"] == '{"kind": "stdio", "tests": []}'
+    assert CodeVerifyConfig(**json.loads(code[0]["extra_info"]["verify"])).time_limit_s == 3.0
+
+
+def test_rl_export_refuses_a_kept_problem_without_ground_truth():
+    import pytest
+
+    from bonforge.config import MathVerifyConfig
+    from bonforge.errors import DataError
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.tasks.export import to_rl
+
+    t = kept_problems("code").set_column(5, "tests", pa.array([None, "{}"], pa.string()))
+    with pytest.raises(DataError, match=r"problems, record gsm8k/2, field 'tests': a kept problem has no ground truth"):
+        to_rl(t, "x", {"code": "{question}"}, {"math": MathVerifyConfig(), "code": CodeVerifyConfig()})

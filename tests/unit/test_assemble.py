@@ -121,3 +121,17 @@ def test_template_must_have_slots(tmp_path):
     with pytest.raises(ConfigError, match=r"genselect.template: .* has no \{question\} placeholder"):
         template_text(GenSelectConfig(template=str(bad)))
     assert "Judgment: <index>" in template_text(GenSelectConfig())
+
+
+def test_over_long_candidates_never_enter_a_prompt_and_are_counted():
+    """The seed recipe's cut: a response over max_candidate_tokens is left out before assembly (here the
+    estimate counts ceil(bytes / 3) tokens: 3,300 bytes are 1,100 tokens)."""
+    p = pool({"p": [True, False, False, False]})
+    long_text = "x" * 3300
+    p = p.set_column(4, "text", pa.array([long_text if i == 1 else t for i, t in enumerate(p["text"].to_pylist())]))
+    table = assemble(p, GenSelectConfig(max_candidate_tokens=1000), 0)
+    assert table.num_rows and all("p/t/1" not in r["candidate_ids"] for r in table.to_pylist())
+    assert table.schema.metadata[b"candidates_too_long"] == b"1"  # summed into the stage's manifest
+    unlimited = assemble(p, GenSelectConfig(max_candidate_tokens=None), 0)
+    assert any("p/t/1" in r["candidate_ids"] for r in unlimited.to_pylist())
+    assert unlimited.schema.metadata[b"candidates_too_long"] == b"0"
