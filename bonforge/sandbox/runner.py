@@ -626,7 +626,7 @@ def main():
             try:
                 response = handle(req, workdir, contained, subreaper)
             except Exception as e:  # a runner fault: the host treats it as a sandbox error
-                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
+                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"[:2000]}
             send(response)
             if not response.get("clean"):
                 break  # after a fault or a failed cleanup, this sandbox is not reused
