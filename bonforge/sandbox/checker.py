@@ -149,8 +149,10 @@ class _Proxy:
     """The program as the check sees it, for one run: ``plan`` (encoded) and ``values`` (rebuilt) are the
     calls the run made, ``answers`` the program's answers, ``ended`` None if it answered every call."""
 
-    def __init__(self, plan, values, answers, ended):
+    def __init__(self, plan, values, answers, ended, go_on=False):
         self.plan, self.values, self.answers, self.ended = plan, values, answers, ended
+        # the run may stop short of its plan only after an exception it was not told to go on after
+        self.stopped = bool(answers) and answers[-1][0] and not go_on
         self.made: list = []
         self.planning = answers is None
         self.more = False  # the check needs a longer run
@@ -172,8 +174,8 @@ class _Proxy:
                     self.raised = value
                     raise value
                 return value
-            if planned and self.ended is not None:
-                self.gave_up = True
+            if planned and (self.ended is not None or not self.stopped):
+                self.gave_up = True  # it ended, or claimed to be done, without answering this call
                 raise _Ended
             self.planning = self.more = True  # a call this run did not make: plan on from here
         self.made.append([[codec.encode_value(a) for a in args], {n: codec.encode_value(v) for n, v in kwargs.items()}])
@@ -226,11 +228,13 @@ def _replay(check: _Check, item: dict) -> dict:
         values = _decode_plan(plan)
     answers = [_answer(line) for line in item["calls"]]
     end = item["end"]
-    proxy = _Proxy(plan, values, answers, None if end["status"] == "ok" else end)
+    proxy = _Proxy(plan, values, answers, None if end["status"] == "ok" else end, item.get("go_on", False))
     exc = check.run(proxy, float(item["time_limit"]))
     if proxy.more:
         return {"more": proxy.made, "go_on": proxy.caught}
     if proxy.gave_up:
+        if end["status"] == "ok":
+            return {"status": "runtime_error", "error": f"the program ended without answering call {len(proxy.made)}"}
         return {"status": end["status"], "error": end.get("error", "")}
     if exc is None:
         return {"status": "passed"}
@@ -324,9 +328,11 @@ class Checker:
         answer = self._ask(dict(self._checks[key], op="plan", key=key), 60.0)
         return answer or {"fault": "the checker process died while planning"}
 
-    def replay(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float) -> dict:
-        """The verdict of one run (``{"status", "error"}``) or ``{"more": plan, "go_on": bool}``."""
-        item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit}
+    def replay(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float, go_on: bool) -> dict:
+        """The verdict of one run (``{"status", "error"}``) or ``{"more": plan, "go_on": bool}``: ``plan``
+        (None: the first) and ``go_on`` as the run was asked, ``calls`` and ``end`` what it answered."""
+        item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
+                "go_on": go_on}  # fmt: skip
         answer = self._ask(item, time_limit + self.GRACE_S)
         if answer is None:
             return {"status": "timeout", "error": "the check did not finish on the program's answers"}

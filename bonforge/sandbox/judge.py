@@ -22,6 +22,13 @@ _INT = re.compile(r"[+-]?\d+\Z")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
 
 
+def _int_key(token: str) -> tuple[bool, str]:
+    """An integer token as (negative, digits without leading zeros): exact comparison at any length,
+    with no conversion (``int()`` refuses more than 4,300 digits)."""
+    digits = token.lstrip("+-").lstrip("0")
+    return token.startswith("-") and bool(digits), digits
+
+
 def _numbers_close(a: float, b: float, tol: float) -> bool:
     if not (math.isfinite(a) and math.isfinite(b)):
         return a == b
@@ -37,7 +44,7 @@ def tokens_match(got: str, expected: str, tol: float = 1e-6, case_insensitive: b
         if a == b:
             continue
         if _INT.match(a) and _INT.match(b):
-            if int(a) != int(b):
+            if _int_key(a) != _int_key(b):
                 return False
         elif _FLOAT.match(a) and _FLOAT.match(b):
             if not _numbers_close(float(a), float(b), tol):

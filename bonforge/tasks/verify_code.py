@@ -129,7 +129,7 @@ def _judge(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple[str, i
                 try:
                     got = returned_value(res["value"])
                     ok = value_matches(got, spec.outputs[i], cfg.float_tolerance)
-                except (KeyError, ValueError) as e:
+                except (KeyError, ValueError, OverflowError) as e:
                     got, ok, note = None, False, f"the return value cannot be compared: {e}"
                 note = "" if ok else note or f"expected {spec.outputs[i]!r:.200}, got {got!r:.200}"
             else:
@@ -222,6 +222,7 @@ def _check_asserts(requests: list[dict], outcomes: list[dict], asserts: dict[int
     verdict; run again, with the longer plan, those whose check asked for calls the run did not make
     (at most ``MAX_ROUNDS`` runs of a program)."""
     plans: dict[int, list | None] = dict.fromkeys(asserts)
+    go_ons = dict.fromkeys(asserts, False)
     todo = list(asserts)
     for round_no in range(1, MAX_ROUNDS + 1):
         again = []
@@ -230,7 +231,7 @@ def _check_asserts(requests: list[dict], outcomes: list[dict], asserts: dict[int
                 continue  # a sandbox failure or a compile error: judged as it is
             res = outcomes[i]["results"][0]
             end = {"status": res["status"], "error": res.get("error", "")}
-            answer = checker.replay(asserts[i], plans[i], res["calls"], end, float(requests[i]["time_limit"]))
+            answer = checker.replay(asserts[i], plans[i], res["calls"], end, float(requests[i]["time_limit"]), go_ons[i])
             if "more" not in answer:
                 res["status"] = "ok" if answer["status"] == "passed" else answer["status"]
                 res["error"] = answer.get("error", "")
@@ -239,16 +240,16 @@ def _check_asserts(requests: list[dict], outcomes: list[dict], asserts: dict[int
                 res["error"] = (f"the check's calls still depended on the program's answers after {MAX_ROUNDS} runs "
                                 "(or it passes values the sandbox cannot carry: see the sandbox README)")  # fmt: skip
             else:
-                plans[i] = answer["more"]
-                again.append((i, bool(answer.get("go_on"))))
+                plans[i], go_ons[i] = answer["more"], bool(answer.get("go_on"))
+                again.append(i)
         if not again:
             return
-        reruns = run([dict(requests[i], tests=[{"calls": plans[i], "go_on": go_on}]) for i, go_on in again])
-        for (i, _), outcome in zip(again, reruns, strict=True):
+        reruns = run([dict(requests[i], tests=[{"calls": plans[i], "go_on": go_ons[i]}]) for i in again])
+        for i, outcome in zip(again, reruns, strict=True):
             if "results" in outcome and "results" in outcomes[i]:
                 outcome["results"][0]["wall_s"] += outcomes[i]["results"][0]["wall_s"]  # the candidate's time, all runs
             outcomes[i] = outcome
-        todo = [i for i, _ in again]
+        todo = again
 
 
 @contextlib.contextmanager
