@@ -5,9 +5,14 @@ Each worker is one runner (``runner.py``) spoken to over its stdin/stdout (for D
 one outcome per request, in order:
 
 * ``{"results": [...], ...}``: the runner's response;
-* ``{"sandbox_error": msg}``: the sandbox failed on every attempt (never the candidate's fault);
-* ``{"runner_killed": msg}``: the runner died while running this program on every attempt, each time
-  on a fresh worker: the program killed it (a candidate failure).
+* ``{"sandbox_error": msg}``: the sandbox failed on every attempt and a known-good control program failed
+  on a fresh worker too (or no worker could start): never the candidate's fault;
+* ``{"runner_killed": msg}``: the runner failed (died, faulted, garbled its answer) while running this
+  program on every attempt, each time on a fresh worker, while the control program passed: the program's
+  fault (a candidate failure);
+* a runner that gives no answer within the host's own wall limit (the sum of the tests' wall limits plus
+  ``HOST_MARGIN_S``, counted from when the request could start) is killed, and the request gets a
+  ``timeout`` result for every test.
 
 A worker is replaced after ``recycle_after`` candidates and after any anomaly (death, timeout, a
 request it could not clean up after). Containers are labelled; leftovers of dead owners are removed at
@@ -43,16 +48,23 @@ from bonforge.sandbox.config import CodeVerifyConfig
 log = logging.getLogger("bonforge.sandbox")
 
 PIPELINE_DEPTH = 2  # requests queued per worker: the next is already there when one finishes
+HOST_MARGIN_S = 2.0  # the host's wall limit per request: the tests' wall limits (+0.25 s each) plus this
+SANDBOX_IDS = "65534:65534"  # the uid:gid tests run under in a container (the runner stays root)
+CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is the sandbox itself sound?
 _RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
 SOCKET_NAME = "runner.sock"
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
-RUNNER_UID = 65534  # the uid the runner connects to the host's socket as
+RUNNER_UID = 0  # the runner (root in its container, no user namespace) connects to the host's socket as this uid
 STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
 _names = itertools.count()
 
 
 class WorkerDied(SandboxError):
     """The runner stopped answering in the middle of a request."""
+
+
+class WorkerHung(WorkerDied):
+    """The runner gave no answer within the host's wall limit."""
 
 
 class _Job:
@@ -191,7 +203,7 @@ class _Worker:
                 raise WorkerDied(f"an answer over {limit} bytes")
             left = deadline - time.monotonic()
             if left <= 0 or not self._sel.select(left):
-                raise WorkerDied(f"no answer within {timeout:.0f} s")
+                raise WorkerHung(f"no answer within {timeout:.1f} s")
             try:
                 chunk = os.read(self._fd, 1 << 20)
             except OSError:
@@ -261,11 +273,13 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
         "--network", "none", "--read-only",
         "--tmpfs", f"/tmp:rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777",
         "--memory", f"{mem}m", "--memory-swap", f"{mem}m",
-        "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container),
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-        "--user", "65534:65534", "--workdir", "/tmp", "--env", "HOME=/tmp",
+        "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container), "--ipc", "private",
+        # The runner is root with only what it needs to start tests as another uid and kill them; each
+        # test drops to SANDBOX_IDS and loses every capability before the program runs.
+        "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
+        "--security-opt", "no-new-privileges", "--workdir", "/tmp", "--env", "HOME=/tmp",
         "--log-driver", "none",
-        image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", *connect,
+        image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect,
     ]  # fmt: skip
 
 
@@ -297,10 +311,13 @@ def _remote_daemon() -> bool:
 
 
 _netns_prefix: list[str] | None = None
+_uids = itertools.count()
 
 
-def process_argv() -> list[str]:
-    """The runner on the host, in a new network namespace when ``unshare`` is permitted."""
+def process_argv(cfg: CodeVerifyConfig) -> list[str]:
+    """The runner on the host, in a new network namespace when ``unshare`` is permitted. Run as root, its
+    tests get a uid of their own per worker (then RLIMIT_NPROC counts that worker's processes only, and
+    the program cannot signal or ``prlimit`` the runner); else they run as the host user."""
     global _netns_prefix
     if _netns_prefix is None:
         _netns_prefix = []
@@ -314,7 +331,11 @@ def process_argv() -> list[str]:
             "memory-cgroup or pid isolation%s. Use it only for trusted pools; prefer backend 'docker'.",
             "" if _netns_prefix else ", and NO network isolation (unshare not permitted)",
         )
-    return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH)]
+    ids = []
+    if os.geteuid() == 0:
+        uid = (1 << 30) + (os.getpid() << 8) + next(_uids) % 256  # distinct per pool process and worker
+        ids = ["--uid", f"{uid}:{uid}", "--nproc", str(cfg.pids_limit)]
+    return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH), *ids]
 
 
 _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
@@ -377,7 +398,7 @@ class SandboxPool:
                 _give_to_runner(socket_dir)
             argv = docker_argv(self.cfg, self.image, name, socket_dir)
         else:
-            argv = process_argv()
+            argv = process_argv(self.cfg)
         try:
             worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir, lambda pid, uid: _is_runner(name, pid, uid))
         except SandboxError:
@@ -403,7 +424,8 @@ class SandboxPool:
             image_mod._docker("rm", "-f", worker.name, check=False)
 
     def request_timeout(self, request: dict) -> float:
-        return len(request["tests"]) * (float(request["wall_limit"]) + 1.0) + 30.0
+        """The host's own wall limit for a request, from when the runner can start it."""
+        return len(request["tests"]) * (float(request["wall_limit"]) + 0.25) + HOST_MARGIN_S
 
     def run(self, requests: list[dict]) -> list[dict]:
         """Run every request; outcomes in the same order, each with ``latency_s`` added."""
@@ -435,7 +457,8 @@ class SandboxPool:
         """Feed one worker from ``todo`` with up to ``PIPELINE_DEPTH`` requests in flight (the runner reads
         the next while it runs the current: no idle round trip) until nothing is left."""
         slot = self._slots.get()
-        inflight: collections.deque[_Job] = collections.deque()
+        inflight: collections.deque[tuple[_Job, float]] = collections.deque()
+        idle_since = time.monotonic()  # when the worker finished its last answer: the next may start
         try:
             while not self._closed:
                 while len(inflight) < PIPELINE_DEPTH and (slot[0] is None or slot[0].sent < self.cfg.recycle_after):
@@ -451,57 +474,104 @@ class SandboxPool:
                         if inflight:  # the worker died under an earlier job: the read below tells
                             todo.put(job)
                             break
-                        self._failed(job, todo, f"{e}", died=False)  # no worker, or it was dead: nothing ran
                         self._discard(slot)
+                        self._failed(job, todo, f"{e}", slot, ran=False)  # no worker, or it was dead: nothing ran
                         continue
-                    inflight.append(job)
+                    inflight.append((job, time.monotonic()))
                 if not inflight:
                     if slot[0] is not None and slot[0].sent >= self.cfg.recycle_after:
                         self._discard(slot)
                         continue
                     return
-                job = inflight.popleft()
+                job, sent = inflight.popleft()
+                limit = self.request_timeout(job.request)
+                begun = max(sent, idle_since)
                 try:
-                    response = slot[0].read(job.request, self.request_timeout(job.request))
-                except WorkerDied as e:  # it died running this job; the others had not started
-                    self._failed(job, todo, f"{slot[0].name}: {e}", died=True)
-                    self._requeue(inflight, todo)
+                    response = slot[0].read(job.request, begun + limit - time.monotonic())
+                except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict
                     self._discard(slot)
+                    self._requeue(inflight, todo)
+                    self._finish(job, self._timed_out(job.request, time.monotonic() - begun))
+                    idle_since = time.monotonic()
                     continue
+                except WorkerDied as e:  # it died running this job; the others had not started
+                    name = slot[0].name
+                    self._discard(slot)
+                    self._requeue(inflight, todo)
+                    self._failed(job, todo, f"{name}: {e}", slot, ran=True)
+                    idle_since = time.monotonic()
+                    continue
+                idle_since = time.monotonic()
                 if "error" in response:
-                    self._failed(job, todo, f"runner fault: {response['error']}", died=False)
-                elif not response.get("clean"):
-                    log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
-                    self._finish(job, response)
-                else:
-                    self._finish(job, response)
+                    self._discard(slot)  # the runner exits after a fault
+                    self._requeue(inflight, todo)
+                    self._failed(job, todo, f"runner fault: {response['error']}", slot, ran=True)
                     continue
-                self._requeue(inflight, todo)  # the runner exits after a fault or a dirty cleanup
-                self._discard(slot)
+                self._finish(job, response)
+                if not response.get("clean"):
+                    log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
+                    self._requeue(inflight, todo)  # the runner exits after a dirty cleanup
+                    self._discard(slot)
         finally:
             self._slots.put(slot)
 
     @staticmethod
-    def _requeue(inflight: collections.deque[_Job], todo: queue.Queue[_Job]) -> None:
+    def _requeue(inflight: collections.deque[tuple[_Job, float]], todo: queue.Queue[_Job]) -> None:
         while inflight:
-            todo.put(inflight.popleft())
+            todo.put(inflight.popleft()[0])
 
     @staticmethod
     def _finish(job: _Job, outcome: dict) -> None:
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
         job.outcome = outcome
 
-    def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, died: bool) -> None:
+    @staticmethod
+    def _timed_out(request: dict, seconds: float) -> dict:
+        n = len(request["tests"])
+        result = {"status": "timeout", "error": f"no answer from the sandbox within {seconds:.1f} s (the host's "
+                  "wall limit): the runner was stopped or hung, and was replaced", "stdout": "", "stderr": "",
+                  "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}  # fmt: skip
+        return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
+
+    def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, slot: list, ran: bool) -> None:
+        """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
+        a known-good control program passes on a fresh worker, the program's (``runner_killed``)."""
         job.attempts += 1
-        job.deaths += died
+        job.deaths += ran
         job.errors.append(error)
         if job.attempts <= self.cfg.retries:
             todo.put(job)
-        elif job.deaths == job.attempts:
-            self._finish(job, {"runner_killed": f"the runner died while running this program, {job.deaths} "
-                               f"times on fresh sandboxes ({error})"})  # fmt: skip
+        elif job.deaths == job.attempts and self._control_passes(slot):
+            self._finish(job, {"runner_killed": f"the sandbox failed under this program {job.deaths} times, each "
+                               f"on a fresh sandbox, while a control program passed ({error})"})  # fmt: skip
         else:
             self._finish(job, {"sandbox_error": "; ".join(job.errors)[-2000:]})
+
+    def control_request(self) -> dict:
+        """A known-good program (it echoes its input) under this pool's limits."""
+        cfg = self.cfg
+        return {"id": "bonforge-control", "kind": "stdio", "program": "print(input())\n", "prelude": "",
+                "fn_name": None, "check": "", "tests": [{"input": CONTROL_INPUT}], "time_limit": cfg.time_limit_s,
+                "wall_limit": cfg.wall_limit_s, "memory_mb": cfg.memory_mb, "output_limit": cfg.output_limit_bytes,
+                "stop_on_failure": False}  # fmt: skip
+
+    def _control_passes(self, slot: list) -> bool:
+        """Run the control program on a fresh worker in ``slot`` (kept when it stays sound)."""
+        request = self.control_request()
+        try:
+            self._discard(slot)
+            self._ensure(slot)
+            slot[0].send(request)
+            response = slot[0].read(request, self.request_timeout(request))
+        except SandboxError as e:
+            log.warning("control program failed: %s", e)
+            self._discard(slot)
+            return False
+        results = response.get("results") or [{}]
+        passed = results[0].get("status") == "ok" and results[0].get("stdout") == CONTROL_INPUT
+        if not (passed and response.get("clean")):
+            self._discard(slot)
+        return passed
 
     def close(self) -> None:
         """Stop every worker and remove its container."""

@@ -28,26 +28,37 @@ outputs: the host judges.
 
 The child reports on a result pipe (fd 3) with one line per event: ``v``/``x`` (a call's value or
 exception), ``d`` (all calls made), ``e <text>`` (the program failed), ``m`` (MemoryError). Anything it
-writes there is only a claim about its own behaviour, judged on the host. Set-up failures travel on a
-separate pipe that the child closes before the program runs, so a program cannot forge one.
+writes there is only a claim about its own behaviour, judged on the host. The set-up writes ``R`` there first,
+before any program code runs: anything else first is a set-up failure, which a program cannot forge.
 
-The program is compiled once per request (a syntax error answers every test without a fork); each test
-runs in a child forked from this (preloaded) interpreter: own session and process group, rlimits,
-stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length), stdout/stderr
-drained continuously with a cap, the whole group killed at the wall-clock limit. A stdio program ends as
-the interpreter would: non-daemon threads joined, ``atexit`` handlers run, streams flushed. After each
-request every descendant is killed and the work directory wiped. With ``--contained`` (inside a
-container, where the runner is alone with its init) it also sends SIGKILL to every process it may signal.
+Three kinds of process. The *supervisor* (this process: the host channel, limits, results) forks, before
+it reads any request, a *zygote*: a warm interpreter (common modules preloaded) that never holds a
+candidate's data and does nothing but fork. The program is compiled once per request in the supervisor (a
+syntax error answers every test without a fork) and handed, marshalled in a memfd, to each test's *child*,
+forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the supervisor and
+the zygote run as root and the candidate cannot signal, ptrace or ``prlimit`` them), rlimits (the stack may grow to
+the memory limit), stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
+stdout/stderr drained continuously with a cap; a stdio program ends as the interpreter would (non-daemon
+threads joined, ``atexit`` handlers run, streams flushed). The zygote is a child subreaper, so every
+descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
+supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
+After each test every process of the candidate is killed (none survives into the next test); after each
+request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that
+its own and the zygote's limits, affinity and priority are as they were; otherwise it answers
+``clean: false`` and exits (the host replaces the sandbox).
 """
 
 import atexit
 import builtins
 import ctypes
 import errno
+import fcntl
 import gc
 import json
+import marshal
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -68,6 +79,14 @@ BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
 MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the status pipe)
 
 
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
+# What a candidate could change in the supervisor or zygote to hurt the next one: checked after each request.
+WATCHED_LIMITS = tuple(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
+SCRATCH_DIRS = ("/dev/shm", "/dev/mqueue")  # shared memory and message queues: emptied after each request
+HOST_SCRATCH_DIRS = ("/tmp", "/var/tmp", *SCRATCH_DIRS)  # backend process: the sandbox uid's entries removed
+SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
+
+
 def _prctl(option, value):
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
@@ -75,15 +94,26 @@ def _prctl(option, value):
         return False
 
 
-@functools.cache
-def _oom_file():
-    """The cgroup's OOM event file, opened once (cgroup files are re-read with pread); else /dev/null."""
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+def _counter_file(paths):
+    for path in paths:
         try:
             return os.open(path, os.O_RDONLY)
         except OSError:
             continue
-    return os.open(os.devnull, os.O_RDONLY)
+    return None
+
+
+@functools.cache
+def _oom_file():
+    """The cgroup's OOM event file, opened once (cgroup files are re-read with pread); else None."""
+    return _counter_file(("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"))
+
+
+@functools.cache
+def _cpu_file():
+    """The container cgroup's CPU counter (v2 ``cpu.stat``, v1 ``cpuacct.usage``); else None."""
+    return _counter_file(("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage",
+                          "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"))  # fmt: skip
 
 
 def _oom_kills():
@@ -91,9 +121,25 @@ def _oom_kills():
         for line in os.pread(_oom_file(), 4096, 0).splitlines():
             if line.startswith(b"oom_kill "):
                 return int(line.split()[1])
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         pass
     return 0
+
+
+def _cgroup_cpu():
+    """CPU seconds used by every process of this cgroup so far, or None (no cgroup of our own)."""
+    try:
+        data = os.pread(_cpu_file(), 4096, 0)
+    except (OSError, TypeError):
+        return None
+    if data.startswith(b"usage_usec "):
+        return int(data.split()[1]) / 1e6
+    return int(data) / 1e9 if data.strip().isdigit() else None
+
+
+def _self_cpu():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 @functools.cache
@@ -103,7 +149,7 @@ def _selector():
 
 
 def _descendants(root):
-    """Pids of every live descendant of ``root`` (orphans are reparented to us: we are a subreaper)."""
+    """Pids of every live descendant of ``root``."""
     parent = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -120,59 +166,90 @@ def _descendants(root):
     return found
 
 
-def _reap():
-    """Reap exited children; True when no child is left at all."""
-    while True:
+def _fingerprint(pid):
+    """The state of ``pid`` its forked children inherit: rlimits, CPU affinity, priority."""
+    try:
+        return ([resource.prlimit(pid, r) for r in WATCHED_LIMITS], os.sched_getaffinity(pid),
+                os.getpriority(os.PRIO_PROCESS, pid))  # fmt: skip
+    except OSError as e:
+        return repr(e)
+
+
+class _As:
+    """Run file operations as the sandbox uid (its files, nothing else); no-op without uid separation."""
+
+    def __init__(self, ids):
+        self.uid = ids[0] if ids else None
+
+    def __enter__(self):
+        if self.uid is not None:
+            os.seteuid(self.uid)
+
+    def __exit__(self, *exc):
+        if self.uid is not None:
+            os.seteuid(0)
+
+
+def _empty_dir(root, budget=100_000):
+    """Remove everything inside ``root``, iteratively and by directory fd (no recursion, no path
+    length limit, links never followed; a subtree deeper than 32 levels is first moved up into
+    ``root``). True when ``root`` ended empty within ``budget`` entries."""
+    try:
+        rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return True
+    stack, n = [rfd], 0
+    try:
+        while stack and n < budget:
+            fd, sub = stack[-1], None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    n += 1
+                    try:
+                        if not entry.is_dir(follow_symlinks=False):
+                            os.unlink(entry.name, dir_fd=fd)
+                            continue
+                        try:
+                            os.rmdir(entry.name, dir_fd=fd)
+                            continue
+                        except OSError:
+                            pass
+                        os.chmod(entry.name, 0o700, dir_fd=fd)
+                        if len(stack) >= 32:
+                            os.rename(entry.name, f".bonforge-wipe-{n}", src_dir_fd=fd, dst_dir_fd=rfd)
+                            continue
+                        sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                        break
+                    except OSError:
+                        continue
+            if sub is not None:
+                stack.append(sub)
+            elif fd == rfd:
+                break
+            else:
+                os.close(stack.pop())  # emptied: the parent's next pass removes it
+        return not os.listdir(rfd)
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _remove_owned(path, uid):
+    """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``)."""
+    try:
+        entries = [e for e in os.scandir(path) if e.stat(follow_symlinks=False).st_uid == uid]
+    except OSError:
+        return
+    for entry in entries:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if pid == 0:
-            return False
-
-
-def _kill_all(contained, subreaper):
-    """Kill every descendant (and, contained, everything we may signal); True when none is left.
-
-    As a subreaper, every surviving descendant is a child of ours (orphans are reparented to us), so
-    having no child at all proves the tree empty without scanning /proc."""
-    me = os.getpid()
-    for _ in range(200):
-        if contained:
-            try:
-                os.kill(-1, signal.SIGKILL)  # spares ourselves and pid 1
-            except OSError:
-                pass
-        if subreaper and _reap():
-            return True
-        left = _descendants(me)
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if _reap() and not left:
-            return True
-        time.sleep(0.005)
-    return False
-
-
-def _wipe(workdir):
-    for name in os.listdir(workdir):
-        path = os.path.join(workdir, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            for d, _, _ in os.walk(path):
-                try:
-                    os.chmod(d, 0o700)
-                except OSError:
-                    pass
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-    return not os.listdir(workdir)
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)
+                _empty_dir(entry.path)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _format_error(exc, sources):
@@ -310,42 +387,59 @@ def _finish_interpreter():
             pass
 
 
-def _child(req, compiled, test, fds, workdir):
-    """In the forked child: set limits, run the program, report on fd 3. Never returns."""
-    result_fd, setup_fd = 3, 4
+def _enter_sandbox(fds, ids, nproc):
+    """In a child forked from the zygote: standard streams, the request's payload, limits, the sandbox uid
+    with no capabilities. Returns the payload; a failure is reported on fd 3 before any candidate code
+    ran (the first line there is the set-up's: ``R`` when it succeeded)."""
+    stdin_r, out_w, err_w, st_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    os.dup2(st_w, 3)
     try:
         os.setsid()
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
-        stdin_r, out_w, err_w, res_w, setup_w = fds
         os.dup2(stdin_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.dup2(res_w, result_fd)
-        os.dup2(setup_w, setup_fd)
-        os.closerange(setup_fd + 1, 65536)
-        os.chdir(workdir)
-        cpu = max(1, int(req["time_limit"] + 0.999))
+        payload = marshal.loads(os.pread(payload_fd, os.fstat(payload_fd).st_size, 0))
+        os.closerange(4, 65536)
+        os.chdir(payload["workdir"])
+        cpu = max(1, int(payload["time_limit"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        mem = int(req["memory_mb"]) * 1024 * 1024
+        mem = int(payload["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         stack_hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
         stack = mem if stack_hard == resource.RLIM_INFINITY else min(mem, stack_hard)
-        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(req.get("file_limit", 16 << 20)),) * 2)
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))  # deep recursion: up to the memory limit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(payload["file_limit"] or 16 << 20),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if req.get("nproc"):
-            resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]),) * 2)
+        if nproc:  # backend process with its own uid per worker (in Docker the pids cgroup counts)
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         try:
             fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(fd, b"1000")
             os.close(fd)
         except OSError:
             pass
+        if ids:  # drop to the sandbox uid: every capability is lost with it
+            os.setgroups([])
+            os.setresgid(ids[1], ids[1], ids[1])
+            os.setresuid(ids[0], ids[0], ids[0])
+            _prctl(PR_SET_DUMPABLE, 1)  # its own /proc entries become its own
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         sys.argv = ["solution.py"]
-        os.close(setup_fd)  # from here on the program runs: it cannot report a set-up failure
+        os.write(3, b"R\n")
+        return payload
     except BaseException as e:  # the sandbox could not set up: not the program's fault
-        os.write(setup_fd, repr(e)[:500].encode())
+        os.write(3, (json.dumps({"s": "setup", "e": repr(e)}) + "\n").encode())
         os._exit(1)
+
+
+def _child(fds, index, ids, nproc):
+    """In a child forked from the zygote: enter the sandbox, run the program on test ``index``, report on
+    fd 3 (see the module's docstring). Never returns."""
+    result_fd = 3
+    req = _enter_sandbox(fds, ids, nproc)
+    compiled = (req["source"], req["code"])
+    test = req["tests"][index]
 
     def emit(line):
         os.write(result_fd, line.encode("utf-8", "replace") + b"\n")
@@ -435,6 +529,143 @@ def compile_program(req):
     return source, code
 
 
+class _Stuck(Exception):
+    """A test's processes could not all be killed and reaped: this sandbox cannot run another test."""
+
+
+def _zygote(sock, ids, nproc):
+    """The zygote's loop: fork one child per test and reap every process that ends up ours (we are a
+    subreaper), reporting the child's pid (``P``), its wait status (``S``) and, when no process of the
+    test is left, the CPU seconds of all of them (``D``). Never returns."""
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    gc.freeze()  # children's collectors then leave the preloaded objects alone: fewer copy-on-write faults
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 32, 8)
+        except OSError:
+            os._exit(1)
+        if not msg:
+            os._exit(0)
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            _child(fds, int(msg), ids, nproc)
+        for fd in fds:
+            os.close(fd)
+        sock.send(b"P %d" % pid)
+        if pid < 0:
+            continue
+        cpu = 0.0
+        while True:
+            try:
+                done, wstatus, ru = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            cpu += ru.ru_utime + ru.ru_stime
+            if done == pid:
+                sock.send(b"S %d" % wstatus)
+        sock.send(b"D %r" % cpu)
+
+
+class _Sandbox:
+    """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
+
+    def __init__(self, ids, nproc, contained):
+        self.ids, self.contained = ids, contained
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            _zygote(theirs, ids, nproc)
+        theirs.close()
+        self.state = (_fingerprint(os.getpid()), _fingerprint(self.pid))
+
+    def start(self, index, fds):
+        self.child = self.wstatus = self.cpu = None
+        socket.send_fds(self.sock, [b"%d" % index], fds)
+
+    def receive(self):
+        msg = self.sock.recv(64)
+        if not msg:
+            raise RuntimeError("the zygote died")
+        kind, value = msg.split()
+        if kind == b"P":
+            self.child = int(value)
+            if self.child < 0:
+                raise RuntimeError("the zygote could not fork")
+        elif kind == b"S":
+            self.wstatus = int(value)
+        else:
+            self.cpu = float(value)
+
+    def survivors(self):
+        """Processes of the candidate still alive: in a container everything but init, us and the zygote."""
+        if self.contained:
+            return {int(n) for n in os.listdir("/proc") if n.isdigit()} - {1, os.getpid(), self.pid}
+        return _descendants(self.pid)
+
+    def finish(self, timeout=5.0):
+        """Kill every process of the test; wait until the zygote has reaped them all."""
+        if self.child:
+            try:
+                os.killpg(self.child, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        while self.cpu is None:
+            if select.select([self.sock], [], [], 0.005)[0]:
+                self.receive()
+                continue
+            for pid in self.survivors():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                raise _Stuck(f"processes of the program survived SIGKILL for {timeout:.0f} s")
+
+    def cleanup(self, workdir):
+        """Empty the work directory and shared scratch places; what is still not as it was, if anything."""
+        problems = []
+        with _As(self.ids):
+            wiped = _empty_dir(workdir)
+            if self.contained:
+                wiped = all([_empty_dir(d) for d in SCRATCH_DIRS]) and wiped
+            elif self.ids:
+                for d in HOST_SCRATCH_DIRS:
+                    _remove_owned(d, self.ids[0])
+        if not wiped:
+            problems.append("work directory, /dev/shm or /dev/mqueue not empty")
+        if self.contained:
+            for path in SYSV_IPC:
+                try:
+                    with open(path, "rb") as f:
+                        if len(f.read().splitlines()) > 1:
+                            problems.append(f"System V IPC objects left ({path})")
+                except OSError:
+                    pass
+        if (_fingerprint(os.getpid()), _fingerprint(self.pid)) != self.state:
+            problems.append("the runner's limits, affinity or priority changed")
+        return problems
+
+    def close(self):
+        self.sock.close()
+        for pid in [*self.survivors(), self.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
 def _stdin_file(data):
     """The test's input as a memory file (a regular file: its size is known, reads never block)."""
     fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
@@ -445,68 +676,63 @@ def _stdin_file(data):
     return fd
 
 
-def run_test(req, compiled, test, workdir):
+def run_test(req, index, test, payload_fd, sandbox):
     stdin_r = _stdin_file(test.get("input", "").encode())
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    res_r, res_w = os.pipe()
-    setup_r, setup_w = os.pipe()
-    oom_before = _oom_kills()
+    st_r, st_w = os.pipe()
+    # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
+    cgroup_before = _cgroup_cpu() if sandbox.contained else None
+    oom_before, self_before = _oom_kills(), _self_cpu()
     start = time.monotonic()
-    gc.freeze()  # the child's collector then leaves our objects alone: fewer copy-on-write faults
-    pid = os.fork()
-    if pid == 0:
-        for fd in (out_r, err_r, res_r, setup_r):
-            os.close(fd)
-        _child(req, compiled, test, (stdin_r, out_w, err_w, res_w, setup_w), workdir)
-    for fd in (stdin_r, out_w, err_w, res_w, setup_w):
+    sandbox.start(index, [stdin_r, out_w, err_w, st_w, payload_fd])
+    for fd in (stdin_r, out_w, err_w, st_w):
         os.close(fd)
     limit = int(req["output_limit"])
-    out, err, res = bytearray(), bytearray(), bytearray()
+    cpu_limit = float(req["time_limit"])
+    out, err, st = bytearray(), bytearray(), bytearray()
     sel = _selector()
-    for fd in (out_r, err_r, res_r):
+    zfd = sandbox.sock.fileno()
+    sel.register(zfd, selectors.EVENT_READ)
+    for fd in (out_r, err_r, st_r):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    try:
-        pidfd = os.pidfd_open(pid)
-        sel.register(pidfd, selectors.EVENT_READ)
-    except (AttributeError, OSError):
-        pidfd = None
     deadline = start + float(req["wall_limit"])
-    killed, rusage, wstatus = None, None, None
-    while True:
-        now = time.monotonic()
-        if wstatus is None:
-            done, ws, ru = os.wait4(pid, os.WNOHANG)
-            if done:
-                wstatus, rusage = ws, ru
-        if wstatus is not None:
-            break
-        if now >= deadline:
-            killed = "timeout"
-            break
-        for key, _ in sel.select(min(deadline - now, 0.05 if pidfd is None else 1.0)):
-            fd = key.fd
-            if fd == pidfd:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                sel.unregister(fd)
-            elif fd == err_r:
-                err += chunk
-                del err[:-STDERR_KEEP]
-            else:
-                (out if fd == out_r else res).extend(chunk)
-        if len(out) + len(res) > limit:
-            killed = "output_limit"
-            break
+    poll = 0.1 if cgroup_before is not None else 1.0
+    killed = None
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    if wstatus is None:
-        _, wstatus, rusage = os.wait4(pid, 0)
-    for fd in (out_r, err_r, res_r):  # what is already buffered
+        while sandbox.wstatus is None:
+            now = time.monotonic()
+            if now >= deadline:
+                killed = "timeout"
+                break
+            if cgroup_before is not None and now - start > poll:
+                if _cgroup_cpu() - cgroup_before - (_self_cpu() - self_before) > cpu_limit:
+                    killed = "timeout"
+                    break
+            for key, _ in sel.select(min(deadline - now, poll)):
+                fd = key.fd
+                if fd == zfd:
+                    sandbox.receive()
+                else:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        sel.unregister(fd)
+                    elif fd == out_r:
+                        out += chunk
+                    elif fd == err_r:
+                        err += chunk
+                        del err[:-STDERR_KEEP]
+                    else:
+                        st += chunk
+            if len(out) + len(st) > limit + 2:  # stdout and the call lines together (+ the set-up's line)
+                killed = "output_limit"
+                break
+    finally:
+        for fd in list(sel.get_map()):
+            sel.unregister(fd)
+    sandbox.finish()
+    for fd in (out_r, err_r, st_r):  # what is already buffered
         for _ in range(64):
             try:
                 chunk = os.read(fd, 65536)
@@ -514,25 +740,20 @@ def run_test(req, compiled, test, workdir):
                 break
             if not chunk:
                 break
-            (out if fd == out_r else err if fd == err_r else res).extend(chunk)
+            (out if fd == out_r else err if fd == err_r else st).extend(chunk)
             del err[:-STDERR_KEEP]
-            if len(out) + len(res) > limit:
+            if len(out) + len(st) > limit + 2:
                 killed = killed or "output_limit"
                 break
-    setup = os.read(setup_r, 1000)
-    for fd in list(sel.get_map()):
-        sel.unregister(fd)
-    for fd in (out_r, err_r, res_r, setup_r, pidfd):
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    if setup:
-        raise RuntimeError(f"child setup failed: {setup.decode(errors='replace')}")
+    for fd in (out_r, err_r, st_r):
+        os.close(fd)
     wall = time.monotonic() - start
-    cpu = rusage.ru_utime + rusage.ru_stime
-    lines = bytes(res).decode("utf-8", "replace").splitlines() if len(out) + len(res) <= limit else []
+    cpu, wstatus = sandbox.cpu, sandbox.wstatus  # every process of the test reaped: all their CPU counted
+    setup, _, rest = bytes(st[: limit + 2]).partition(b"\n")
+    if setup != b"R":  # written before any program code ran: anything else is the set-up's failure
+        raise RuntimeError(f"child set-up failed: {setup[:500].decode(errors='replace')}")
+    over = killed == "output_limit" or len(out) + len(st) > limit + 2
+    lines = [] if over else rest.decode("utf-8", "replace").splitlines()
     events = {ln[:1] for ln in lines}
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
@@ -544,7 +765,7 @@ def run_test(req, compiled, test, workdir):
             result["value"] = values[0]
     elif kind == "assert":
         result["calls"] = [ln for ln in lines if ln.startswith(("v ", "x "))]
-    if killed == "output_limit" or len(out) + len(res) > limit:
+    if over:
         status = "output_limit"
     elif killed == "timeout" or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = "timeout"
@@ -564,7 +785,7 @@ def run_test(req, compiled, test, workdir):
     return result
 
 
-def handle(req, workdir, contained, subreaper):
+def handle(req, workdir, sandbox):
     tests = req.pop("tests")
     try:
         compiled = compile_program(req)
@@ -573,24 +794,50 @@ def handle(req, workdir, contained, subreaper):
                  "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
         results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
         return {"id": req.get("id"), "results": results, "clean": True, "cleanup": ""}
+    source, code = compiled
+    payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
+    payload.update(source=source, code=code, tests=tests, workdir=workdir)
+    pfd = os.memfd_create("bonforge-request", os.MFD_CLOEXEC)
+    problems = []
     results = []
-    for test in tests:
-        results.append(run_test(req, compiled, test, workdir))
-        if req.get("stop_on_failure") and results[-1]["status"] != "ok":
-            break
-    clean = _kill_all(contained, subreaper)
-    wiped = _wipe(workdir)
-    problems = ([] if clean else ["processes survived"]) + ([] if wiped else ["work directory not empty"])
-    return {"id": req.get("id"), "results": results, "clean": clean and wiped, "cleanup": "; ".join(problems)}
+    try:
+        view = memoryview(marshal.dumps(payload))
+        while view:
+            view = view[os.write(pfd, view) :]
+        for i, test in enumerate(tests):
+            results.append(run_test(req, i, test, pfd, sandbox))
+            if req.get("stop_on_failure") and results[-1]["status"] != "ok":
+                break
+    except _Stuck as e:
+        problems.append(str(e))
+        note = {"status": "runtime_error", "error": f"not run: {e}", "stdout": "", "stderr": "", "cpu_s": 0.0,
+                "wall_s": 0.0}  # fmt: skip
+        results += [dict(note) for _ in tests[len(results) :]]
+    finally:
+        os.close(pfd)
+    problems += sandbox.cleanup(workdir)
+    return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems)}
+
+
+def _ids(argv):
+    """``--uid UID:GID``: the uid and gid the tests run under (the runner itself stays root)."""
+    if "--uid" not in argv:
+        return None
+    uid, _, gid = argv[argv.index("--uid") + 1].partition(":")
+    return int(uid), int(gid or uid)
 
 
 def main():
     contained = "--contained" in sys.argv
     sys.set_int_max_str_digits(0)  # inherited: programs may print and read integers of any length
+    ids = _ids(sys.argv)
+    nproc = int(sys.argv[sys.argv.index("--nproc") + 1]) if "--nproc" in sys.argv else None
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: programs may not read our memory through /proc
-    subreaper = _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphaned descendants stay ours to kill
+    _prctl(PR_SET_DUMPABLE, 0)  # programs may not read our memory through /proc
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # should the zygote die, its orphans are still ours to kill
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
+    if ids and not contained:
+        os.chown(workdir, *ids)
     if "--connect" in sys.argv:  # the host's socket (Docker: a bypass of the attach stream's proxies)
         path = sys.argv[sys.argv.index("--connect") + 1]
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -614,6 +861,8 @@ def main():
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
 
+    sandbox = _Sandbox(ids, nproc, contained)  # before any request: the zygote never holds one
+
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")
         proto_out.flush()
@@ -624,8 +873,8 @@ def main():
             req = json.loads(line)
             del line
             try:
-                response = handle(req, workdir, contained, subreaper)
-            except Exception as e:  # a runner fault: the host treats it as a sandbox error
+                response = handle(req, workdir, sandbox)
+            except Exception as e:  # a runner fault: the host decides whose (a control program)
                 response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"[:2000]}
             send(response)
             if not response.get("clean"):
@@ -633,7 +882,7 @@ def main():
     except (BrokenPipeError, KeyboardInterrupt):
         pass
     finally:
-        _kill_all(contained, subreaper)
+        sandbox.close()
         if not contained:
             shutil.rmtree(workdir, ignore_errors=True)
 
