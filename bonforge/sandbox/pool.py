@@ -238,9 +238,10 @@ class _Worker:
         """The runner's answer to ``request`` (the oldest one in flight), checked (``parse_answer``)."""
         return parse_answer(self._read_line(timeout, max_answer_bytes(request)), request)
 
-    def kill(self) -> None:
-        """End the channel (the runner exits on EOF; a thread reading it wakes), wait a moment, then kill.
-        The socket and selector are closed when the worker is dropped: a thread may still be reading."""
+    def kill(self, grace: float = 2.0) -> None:
+        """End the channel (the runner exits on EOF; a thread reading it wakes), wait ``grace`` seconds,
+        then kill. The socket and selector are closed when the worker is dropped: a thread may still be
+        reading."""
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -252,7 +253,7 @@ class _Worker:
             except OSError:
                 pass
         try:
-            self.proc.wait(timeout=2)
+            self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -413,14 +414,18 @@ class SandboxPool:
         if slot[0] is None:
             slot[0] = self._spawn()
 
-    def _discard(self, slot: list) -> None:
+    def _discard(self, slot: list, hung: bool = False) -> None:
+        """Stop the slot's worker; a hung one (it may be stopped or frozen) is killed at once."""
         worker, slot[0] = slot[0], None
         if worker is None:
             return
         with self._lock:
             self._workers.discard(worker)
-        worker.kill()
-        if self.cfg.backend == "docker":
+        docker = self.cfg.backend == "docker"
+        if hung and docker:
+            image_mod._docker("rm", "-f", worker.name, check=False)
+        worker.kill(grace=0.0 if hung else 2.0)
+        if docker and not hung:
             image_mod._docker("rm", "-f", worker.name, check=False)
 
     def request_timeout(self, request: dict) -> float:
@@ -489,7 +494,7 @@ class SandboxPool:
                 try:
                     response = slot[0].read(job.request, begun + limit - time.monotonic())
                 except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict
-                    self._discard(slot)
+                    self._discard(slot, hung=True)
                     self._requeue(inflight, todo)
                     self._finish(job, self._timed_out(job.request, time.monotonic() - begun))
                     idle_since = time.monotonic()
