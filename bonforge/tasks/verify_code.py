@@ -92,6 +92,13 @@ def _as_json(value):
     raise ValueError(f"a value of type {type(value).__name__}")
 
 
+def _show(value) -> str:
+    try:
+        return repr(value)[:200]
+    except ValueError:  # an integer past the 4,300-digit limit of repr
+        return "a value too long to show"
+
+
 def returned_value(text: str):
     """The value a call-based program returned, rebuilt on the host from the runner's tagged text with
     bounded depth; ``ValueError`` when it cannot be read or is not JSON data."""
@@ -131,7 +138,7 @@ def _judge(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple[str, i
                     ok = value_matches(got, spec.outputs[i], cfg.float_tolerance)
                 except (KeyError, ValueError, OverflowError) as e:
                     got, ok, note = None, False, f"the return value cannot be compared: {e}"
-                note = "" if ok else note or f"expected {spec.outputs[i]!r:.200}, got {got!r:.200}"
+                note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"
             else:
                 ok = True
             status = "passed" if ok else "wrong_answer"

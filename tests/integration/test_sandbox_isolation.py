@@ -222,8 +222,8 @@ def test_the_control_program_decides_whose_failure_it_was(solo, monkeypatch):
     real_read = pool_mod._Worker.read
     fails = {"victim"}
 
-    def read(worker, timeout):
-        response = real_read(worker, timeout)
+    def read(worker, request, timeout):
+        response = real_read(worker, request, timeout)
         if response.get("id") in fails:
             raise pool_mod.WorkerDied("the runner died")
         return response
