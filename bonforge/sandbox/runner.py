@@ -271,6 +271,7 @@ def _format_error(exc, sources):
 
 
 VALUE_DEPTH = 64  # nesting a value may have on the channel (deeper: not expressible)
+ITER_ITEMS = 1_000_000  # items a returned generator or iterator may yield
 _TAGS_SEQ = {"l": list, "t": tuple, "s": set, "fs": frozenset}
 _HEX = re.compile(r"-?[0-9a-f]+\Z")
 _FLOAT = re.compile(r"-?(inf|nan|[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?)\Z")
@@ -291,8 +292,9 @@ class Opaque:
 def encode_value(v, depth=0):
     """The plain, type-tagged JSON form of ``v``: None, bools and strings as JSON; ``["i", hex digits]``,
     ``["f", repr]`` (inf and nan included), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
-    ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["?", type name]`` for anything
-    else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
+    ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["r", [start, stop, step]]``
+    (a range), ``["it", [items]]`` (a generator or iterator, run to its end here: it arrives as an iterator
+    over those items), ``["?", type name]`` for anything else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
     subclass travels as its integer and an object cannot bring its own ``__eq__``."""
     if depth > VALUE_DEPTH:
         raise ValueError(f"nested deeper than {VALUE_DEPTH}")
@@ -314,6 +316,15 @@ def encode_value(v, depth=0):
             return [tag, [encode_value(x, depth + 1) for x in base.__iter__(v)]]
     if issubclass(t, dict):
         return ["d", [[encode_value(k, depth + 1), encode_value(x, depth + 1)] for k, x in dict.items(v)]]
+    if t is range:
+        return ["r", [encode_value(v.start), encode_value(v.stop), encode_value(v.step)]]
+    if hasattr(t, "__next__") and hasattr(t, "__iter__"):  # a generator or iterator: what it yields
+        items = []
+        for x in v:
+            if len(items) >= ITER_ITEMS:
+                raise ValueError(f"an iterator of more than {ITER_ITEMS} items")
+            items.append(encode_value(x, depth + 1))
+        return ["it", items]
     try:
         name = str.__str__(type.__dict__["__name__"].__get__(t))
     except Exception:
@@ -348,6 +359,10 @@ def decode_value(x, depth=0):
                 raise ValueError("not a dict item")
             out[decode_value(pair[0], depth + 1)] = decode_value(pair[1], depth + 1)
         return out
+    if tag == "r" and type(body) is list and len(body) == 3:
+        return range(*(decode_value(x, depth + 1) for x in body))
+    if tag == "it" and type(body) is list:
+        return iter([decode_value(v, depth + 1) for v in body])
     if tag == "?" and type(body) is str:
         return Opaque(body)
     raise ValueError(f"bad tagged value {tag[:20]!r}")

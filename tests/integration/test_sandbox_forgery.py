@@ -81,12 +81,13 @@ def test_the_check_sees_only_builtin_values(process_pool):
         "check": "def check(c):\n    r = c([1, 2])\n    assert type(r) is tuple and type(r[0]) is dict and r[1] == {3}\n"
                  "    assert c(10**5000) == 10**5000 + 1 and type(c(1.5)) is float\n"
                  "    try:\n        c('boom')\n    except KeyError as e:\n        assert 'boom' in str(e)\n"
-                 "    else:\n        assert False\n    assert c(None) is None\n\ncheck(f)\n",
+                 "    else:\n        assert False\n    assert c(None) is None\n    assert list(c('gen')) == [0, 1, 4] and c('range') == range(3)\n\ncheck(f)\n",
     }  # fmt: skip
     program = (
         "import collections\nclass MyKeyError(KeyError):\n    pass\n"
         "def f(x):\n    if isinstance(x, list):\n        return (collections.OrderedDict(a=x), frozenset({3}))\n"
-        "    if x == 'boom':\n        raise MyKeyError('boom')\n    if x is None:\n        return None\n"
+        "    if x == 'boom':\n        raise MyKeyError('boom')\n    if x == 'gen':\n        return (i * i for i in range(3))\n"
+        "    if x == 'range':\n        return range(3)\n    if x is None:\n        return None\n"
         "    return x + 1 if isinstance(x, int) else x * 2\n"
     )
     assert [v["status"] for v in judge(process_pool, [program], check)] == ["passed"]
