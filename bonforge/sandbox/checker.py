@@ -105,17 +105,10 @@ def _on_alarm(signum, frame):
     raise _OutOfTime
 
 
-def _same(a, b) -> bool:
-    """Exact equality of argument values: same builtin types all the way down (1, 1.0 and True differ)."""
-    if type(a) is not type(b):
-        return False
-    if type(a) in (list, tuple):
-        return len(a) == len(b) and all(map(_same, a, b))
-    if type(a) is dict:
-        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
-    if type(a) is float:
-        return a == b or (a != a and b != b)
-    return a == b
+def _key(value) -> str:
+    """A canonical text of an argument list, to tell planned calls from others exactly: ``repr`` tells
+    1, 1.0 and True, lists and tuples, sets and frozensets apart (the check's own values: trusted)."""
+    return repr(value)
 
 
 def _exception(name: str, msg: str) -> BaseException:
@@ -132,22 +125,38 @@ def _exception(name: str, msg: str) -> BaseException:
         return exc
 
 
-def _answer(line: str):
-    """(raised, value or exception) from one call line of the runner; unreadable lines are opaque values."""
+def _answer(body):
+    """(raised, value or exception) from one parsed call line of the runner (``[tag, JSON]``)."""
     try:
-        body = json.loads(line[2:])
-        if line.startswith("x "):
-            if type(body) is list and len(body) == 2 and all(type(s) is str for s in body):
-                return True, _exception(body[0][:100], body[1][:500])
+        tag, data = body
+        if tag == "x":
+            if type(data) is list and len(data) == 2 and all(type(s) is str for s in data):
+                return True, _exception(data[0][:100], data[1][:500])
             raise ValueError("bad exception line")
-        return False, codec.decode_value(body)
+        return False, codec.decode_value(data)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError):
         return False, codec.Opaque("unreadable value")
 
 
+def _answers(lines: list[str]) -> list:
+    """Every call line parsed (in one pass when all are well formed, else line by line)."""
+    try:
+        bodies = json.loads("[" + ",".join(f'["{ln[0]}",{ln[2:]}]' for ln in lines) + "]")
+        if len(bodies) != len(lines):
+            raise ValueError("a line held more than one value")
+    except (ValueError, RecursionError, MemoryError):
+        bodies = []
+        for ln in lines:
+            try:
+                bodies.append([ln[0], json.loads(ln[2:])])
+            except (ValueError, RecursionError, MemoryError):
+                bodies.append(None)
+    return [_answer(b) for b in bodies]
+
+
 class _Proxy:
-    """The program as the check sees it, for one run: ``plan`` (encoded) and ``values`` (rebuilt) are the
-    calls the run made, ``answers`` the program's answers, ``ended`` None if it answered every call."""
+    """The program as the check sees it, for one run: ``plan`` (encoded) and ``values`` (their ``_key``) are
+    the calls the run made, ``answers`` the program's answers, ``ended`` None if it answered every call."""
 
     def __init__(self, plan, values, answers, ended, go_on=False):
         self.plan, self.values, self.answers, self.ended = plan, values, answers, ended
@@ -166,7 +175,7 @@ class _Proxy:
             raise _NeedsRun
         self.caught = self.caught or self.raised is not None
         if not self.planning:
-            planned = k < len(self.values) and _same(self.values[k], (list(args), kwargs))
+            planned = k < len(self.values) and self.values[k] == _key((list(args), kwargs))
             if planned and k < len(self.answers):
                 self.made.append(self.plan[k])
                 raised, value = self.answers[k]
@@ -216,7 +225,8 @@ class _Check:
 
 
 def _decode_plan(plan: list) -> list:
-    return [([codec.decode_value(a) for a in args], {k: codec.decode_value(v) for k, v in kwargs.items()})
+    """The planned calls as ``_key`` texts of their rebuilt arguments."""
+    return [_key(([codec.decode_value(a) for a in args], {k: codec.decode_value(v) for k, v in kwargs.items()}))
             for args, kwargs in plan]  # fmt: skip
 
 
@@ -226,7 +236,7 @@ def _replay(check: _Check, item: dict) -> dict:
         plan, values = check.first_plan, check.first_values
     else:
         values = _decode_plan(plan)
-    answers = [_answer(line) for line in item["calls"]]
+    answers = _answers(item["calls"])
     end = item["end"]
     proxy = _Proxy(plan, values, answers, None if end["status"] == "ok" else end, item.get("go_on", False))
     exc = check.run(proxy, float(item["time_limit"]))
@@ -253,6 +263,7 @@ def _replay(check: _Check, item: dict) -> dict:
 def serve(memory_mb: int) -> None:
     """The checker process: one JSON request per line on stdin, one answer per line on stdout."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+    sys.set_int_max_str_digits(0)  # _key: the check's own integer arguments, of any length
     signal.signal(signal.SIGPROF, _on_alarm)
     out = os.fdopen(os.dup(1), "w")
     null = os.open(os.devnull, os.O_RDWR)

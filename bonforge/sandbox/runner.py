@@ -376,6 +376,16 @@ def _builtin_name(exc):
     return "Exception"
 
 
+def _value_line(value):
+    """The ``v`` line of a returned value (plain integers, the common case, without the JSON encoder)."""
+    if type(value) is int:
+        return f'v ["i","{value:x}"]'
+    try:
+        return "v " + json.dumps(encode_value(value))
+    except (ValueError, TypeError, RecursionError) as e:
+        return "v " + json.dumps(["?", f"unencodable value ({e})"[:200]])
+
+
 def _exception_line(exc):
     try:
         msg = str(exc)[:500]
@@ -497,10 +507,7 @@ def _child(fds, index, ids, nproc):
             raise NameError(f"name {fn_name!r} is not defined")
         if kind == "call":
             value = fn(*test["args"])
-            try:
-                emit("v " + json.dumps(encode_value(value)))
-            except (ValueError, TypeError, RecursionError) as e:
-                emit("v " + json.dumps(["?", f"unencodable value ({e})"[:200]]))
+            emit(_value_line(value))
             os._exit(0)
         for args, kwargs in test["calls"]:
             try:
@@ -516,10 +523,7 @@ def _child(fds, index, ids, nproc):
                 if not test.get("go_on"):
                     break
                 continue
-            try:
-                emit("v " + json.dumps(encode_value(value)))
-            except (ValueError, TypeError, RecursionError) as e:
-                emit("v " + json.dumps(["?", f"unencodable value ({e})"[:200]]))
+            emit(_value_line(value))
         emit("d")
         os._exit(0)
     except MemoryError:
