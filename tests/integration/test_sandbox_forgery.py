@@ -54,7 +54,7 @@ FORGERIES = {
 
 def _assert_no_forgery(pool) -> None:
     verdicts = judge(pool, [RIGHT, WRONG, *FORGERIES.values()], CHECK)
-    assert [v["status"] for v in verdicts[:2]] == ["passed", "wrong_answer"]
+    assert [v["status"] for v in verdicts[:2]] == ["passed", "wrong_answer"], [v["detail"] for v in verdicts[:2]]
     forged = {name: (v["status"], (v["detail"] or "")[:200]) for name, v in zip(FORGERIES, verdicts[2:], strict=True)}
     assert {name: s for name, (s, _) in forged.items() if s not in ("wrong_answer", "runtime_error")} == {}, forged
 
