@@ -274,6 +274,53 @@ def serve(
         _fail(e)
 
 
+@app.command()
+def up(
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", min=1, help="CPUs of the Ray head (default: all)."),
+) -> None:
+    """Start a local Prefect server and a Ray head once, for every later `bonforge run` on this machine
+    (they are recorded in BONFORGE_HOME, default ~/.config/bonforge; `bonforge down` stops them)."""
+    from bonforge.engine import warm
+
+    _quiet_prefect()
+    try:
+        record = warm.up(num_cpus)
+    except BonforgeError as e:
+        _fail(e)
+    _show_services(record, warm.check(record))
+
+
+def _show_services(record: dict, alive: dict[str, bool]) -> None:
+    for name, where in (("prefect", record["prefect"]["url"]), ("ray", record["ray"]["address"])):
+        state = "up" if alive[name] else "not answering"
+        typer.echo(f"{name:8} {where:32} pid {record[name]['pid']:<8} {state}  (log {record[name]['log']})")
+
+
+@app.command()
+def status() -> None:
+    """Show the services `bonforge up` started, and whether they answer."""
+    from bonforge.engine import warm
+
+    record = warm.read()
+    if record is None:
+        typer.echo(f"no services recorded in {warm.record_path()}: builds start their own (`bonforge up` keeps "
+                   "them warm)")
+        return
+    _show_services(record, warm.check(record))
+
+
+@app.command()
+def down() -> None:
+    """Stop the services `bonforge up` started."""
+    from bonforge.engine import warm
+
+    stopped = warm.down()
+    if not stopped:
+        typer.echo("no services recorded: nothing to stop")
+    for name, was_running in stopped.items():
+        typer.echo(f"{name:8} {'stopped' if was_running else 'was not running'}")
+
+
 @sandbox_app.command("build-image")
 def sandbox_build_image(
     tag: Optional[str] = typer.Option(None, help="Image tag (default: the configured sandbox image)."),
