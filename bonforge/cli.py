@@ -35,7 +35,11 @@ def _quiet_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
-def _fail(err: Exception) -> None:
+def _fail(err: Exception, debug: bool = False) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exception(err)
     typer.secho(f"error: {err}", fg="red", err=True)
     raise typer.Exit(2)
 
@@ -45,8 +49,10 @@ def run(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
     store: Optional[Path] = StoreOpt,
+    debug: bool = typer.Option(False, "--debug", help="Show Prefect's logs and the traceback of an error."),
 ) -> None:
-    """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused."""
+    """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused. Bad input
+    stops the build with one `error:` line (exit code 2); the run record keeps the details."""
     from bonforge.config import load_recipe
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
@@ -54,15 +60,17 @@ def run(
     try:
         rec = load_recipe(recipe, set_)
     except BonforgeError as e:
-        _fail(e)
+        _fail(e, debug)
     _quiet_prefect()
+    if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
+        os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.flows.build import build
 
     st = _store(store)
     try:
         result = build(rec, str(st.root), str(recipe.resolve().parent))
     except BonforgeError as e:
-        _fail(e)
+        _fail(e, debug)
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
     if result.get("report"):
         typer.echo(f"report: {result['report']}")

@@ -14,18 +14,26 @@ from prefect import flow, task
 from bonforge.config import Recipe
 from bonforge.engine import warm
 from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_clients
-from bonforge.engine.run import Dag, Run, execute
+from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.engine.shards import ensure_ray, run_node
+from bonforge.errors import BonforgeError, TransientError
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
 
 
+def _may_help(task, task_run, state) -> bool:
+    """Whether a retry may help: not after bad input or another terminal bonforge error."""
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, TransientError) or not isinstance(error, BonforgeError)
+
+
 @task(
     name="stage",
     retries=2,
     retry_delay_seconds=2,
+    retry_condition_fn=_may_help,
     persist_result=True,
     result_serializer="json",
     cache_key_fn=lambda ctx, params: f"{params['node'].stage.name}-{params['node'].key}",
@@ -38,6 +46,9 @@ class PrefectRun(Run):
     """Runs each node as a Prefect task (inside the build flow)."""
 
     def __call__(self, node: Node) -> Ref:
+        if node.key in self.done:  # computed early, by this build
+            manifest, secs = self.done[node.key]
+            return self._note(node, manifest, False, secs)
         t0 = time.perf_counter()
         committed = self.store.exists(node.stage.name, node.key)
         state = stage_task.with_options(
@@ -45,15 +56,17 @@ class PrefectRun(Run):
             result_storage=self.store.root / "prefect-results",
             refresh_cache=not committed,
         )(str(self.store.root), node, return_state=True)
-        manifest = state.result()
+        with failing_as(node):
+            manifest = state.result()
         cached = committed or state.name == "Cached"
         return self._note(node, manifest, cached, time.perf_counter() - t0)
 
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
-def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None,
+               done: dict[str, tuple[dict, float]] | None = None) -> dict:
     try:
-        return execute(dag, PrefectRun(StageStore(store_root), recipe), recipe_dir, run_id, record_start=True)
+        return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True)
     finally:
         stop_sandboxes()
 

@@ -58,7 +58,7 @@ def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path) -> pa.Table:
     return load_problems(cfg, data.resolve(cfg.source, recipe_dir))
 
 
-STAGE = Stage("problems", VERSION, compute=_load)
+STAGE = Stage("problems", VERSION, compute=_load, early=True)
 
 
 def node(recipe: Recipe, recipe_dir: Path) -> Node:
