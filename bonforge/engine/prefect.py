@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from prefect import flow, task
 
 from bonforge.config import Recipe
-from bonforge.engine import warm
+import bonforge.engine.warm as warm
 from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_clients
 from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.engine.shards import ensure_ray, run_node
