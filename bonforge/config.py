@@ -135,6 +135,8 @@ class GenSelectConfig(Model):
 class ExportConfig(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
+    allow_empty: bool = Field(False, description="Publish a dataset version even when no prompt is left "
+                              "(else the build fails, naming why every problem was dropped).")
 
 
 class FusionPrefilter(Model):
