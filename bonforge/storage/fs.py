@@ -165,8 +165,8 @@ class S3Prefix:
         self.url = f"s3://{parts.netloc}/{parts.path.strip('/')}".rstrip("/")
         self.root = self.url
 
-    # Built on first use (not pickled state): each process, e.g. a Ray worker on another node, connects
-    # with its own environment's credentials.
+    # Built on first use, from this process's environment: a Ray worker on another node gets a store from
+    # the URL alone and connects with its own node's settings and credentials.
     @cached_property
     def fs(self) -> pafs.S3FileSystem:
         kwargs: dict[str, Any] = {"region": _region()}
@@ -183,9 +183,6 @@ class S3Prefix:
             raise StoreError("stores on S3 need boto3: pip install 'bonforge[s3]'") from None
 
         return boto3.client("s3", endpoint_url=_endpoint(), region_name=_region())
-
-    def __getstate__(self) -> dict:
-        return {"bucket": self.bucket, "url": self.url, "root": self.root}
 
     def path(self, *parts: str) -> str:
         return "/".join([self.url, *parts])

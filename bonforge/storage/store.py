@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from bonforge.errors import StoreError
 from bonforge.keys import canonical_json
-from bonforge.storage.fs import Location, atomic_write_json, json_bytes, open_location, sha256_file  # noqa: F401
+from bonforge.storage.fs import Location, json_bytes, open_location, sha256_file  # noqa: F401 (re-exported)
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
 log = logging.getLogger("bonforge")
