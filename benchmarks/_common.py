@@ -16,7 +16,7 @@ def gsm8k_tables():
 
     from bonforge.config import load_recipe
     from bonforge.data import resolve
-    from bonforge.llm.pool import import_pool
+    from bonforge.tasks.load_pool import import_pool
     from bonforge.tasks.load import load_problems
 
     os.environ.setdefault("BONFORGE_DATA", str(DATA))

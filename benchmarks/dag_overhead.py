@@ -26,12 +26,13 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from bonforge.config import load_recipe
-from bonforge.flows.orchestrate import build_flow, services
+from bonforge.engine.prefect import build_flow, services
+from bonforge.flows.build import dag
 from bonforge.report import report_after_build
 recipe = load_recipe(sys.argv[1]); store = sys.argv[2]
 t1 = time.perf_counter()
 with services(recipe):
-    t2 = time.perf_counter(); record = build_flow(recipe, store, str(sys.argv[3]))
+    t2 = time.perf_counter(); record = build_flow(dag, recipe, store, str(sys.argv[3]))
     t3 = time.perf_counter()
 t4 = time.perf_counter(); report_after_build(store, record)
 t5 = time.perf_counter()

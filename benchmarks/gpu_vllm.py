@@ -21,11 +21,14 @@ import time
 
 import pyarrow as pa
 
+from bonforge.engine import run_node
 from bonforge.llm.config import VLLMTeacher
 from bonforge.llm.vllm_engine import VLLMEngine
 from bonforge.schema import PROBLEMS
+from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
-from bonforge.tasks.sample import problem_seed, read_template, render, sample_stage, template_path
+from bonforge.tasks import sample
+from bonforge.tasks.sample import problem_seed, read_template, render, template_path
 
 
 def make_problems(count: int) -> pa.Table:
@@ -59,10 +62,12 @@ def bench_stage(problems: pa.Table, teacher: VLLMTeacher) -> float:
 
     engine = VLLMEngine(teacher)
     t0 = time.perf_counter()
-    engine.start()  # model load, outside the measured time (sample_stage closes the engine)
+    engine.start()  # model load, outside the measured time (the stage closes the engine)
     load_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as root:
-        man = sample_stage(StageStore(root), problems, "bench-problems", teacher, engine=engine)
+        store = StageStore(root)
+        ref = Ref("problems", "bench", store.put("problems", "bench", problems, version="1", config={}, upstream={}))
+        man = run_node(store, sample.node(ref, teacher, engine=engine))
     ray.shutdown()
     tokens, compute_s = man["tokens"]["completion"], man["timings"]["compute_s"]
     print(f"stage: {man['rows']} samples in {len(man['files'])} shards, {tokens} completion tokens, "

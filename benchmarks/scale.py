@@ -42,23 +42,22 @@ def generate(store_root: str, n: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from bonforge.flows.stages import VERDICT_FILE_ROWS, VERIFY_SHARD_ROWS, Build, Ref
-    from bonforge.runner import plan_shards
+    from bonforge.engine.shards import plan_shards
     from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
+    from bonforge.stage import Ref
     from bonforge.storage.store import StageStore
+    from bonforge.tasks import load, load_pool, verify
 
     rng = np.random.default_rng(0)
     store, rec = StageStore(store_root), recipe()
-    b = Build(store, rec, Path("."))
     pids = np.array([f"syn/{i:06d}" for i in range(n)], dtype=object)
     filler = [" ".join(rng.choice(["add", "the", "apples", "so", "we", "get", "total", "=", "7", "12"], 80))
               for _ in range(256)]
     problems = conform(pa.table({"problem_id": pids, "source": ["syn"] * n, "domain": ["math"] * n,
                                  "question": [f"Question {p}: " + filler[i % 256][:200] for i, p in enumerate(pids)],
                                  "answer": ["A: 7"] * n}), PROBLEMS)
-    step = b.problems()
-    store.put("problems", step.key, problems, version="1", config={}, upstream={})
-    pref = Ref("problems", step.key, store.manifest("problems", step.key))
+    key = load.node(rec, Path(".")).key
+    pref = Ref("problems", key, store.put("problems", key, problems, version="1", config={}, upstream={}))
     difficulty = rng.random(n)  # each problem's chance that a sample is correct
     for t, teacher in enumerate(rec.teachers):
         rows = n * SAMPLES
@@ -68,10 +67,9 @@ def generate(store_root: str, n: int) -> None:
         text = [f"Candidate {c}. " + filler[(j * 7 + t) % 256][:TEXT_CHARS] for j, c in enumerate(cids)]
         cands = conform(pa.table({"candidate_id": cids, "problem_id": pid, "teacher": [teacher.name] * rows,
                                   "sample_index": idx, "text": text}), CANDIDATES)
-        cstep = b.candidates(pref, teacher)
-        store.put("candidates", cstep.key, cands, version="pool-1", config={}, upstream={},
-                  extra={"teacher": teacher.name})
-        cref = Ref("candidates", cstep.key, store.manifest("candidates", cstep.key))
+        key = load_pool.node(Path("."), pref, teacher).key
+        cref = Ref("candidates", key, store.put("candidates", key, cands, version="pool-1", config={}, upstream={},
+                                                extra={"teacher": teacher.name}))
         correct = rng.random(rows) < np.repeat(difficulty, SAMPLES)
         wrong = rng.integers(0, 5, rows).astype(str)
         verdicts = conform(pa.table({
@@ -79,29 +77,27 @@ def generate(store_root: str, n: int) -> None:
             "extracted": np.where(correct, "7", wrong).astype(object), "correct": correct,
             "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
         }), VERDICTS)
-        vstep = b.verdicts(pref, cref)
-        shards = plan_shards(verdicts, VERIFY_SHARD_ROWS)
+        node = verify.node(rec, pref, cref, {"math"})
+        shards = plan_shards(verdicts, node.stage.shard_rows)
         for i, shard in enumerate(shards):
-            store.write_shard("verdicts", vstep.key, i, shard)
-        store.commit("verdicts", vstep.key, len(shards), version="1", config={}, upstream={},
-                     extra={"teacher": teacher.name}, compact_rows=VERDICT_FILE_ROWS)
+            store.write_shard("verdicts", node.key, i, shard)
+        store.commit("verdicts", node.key, len(shards), version="1", config={}, upstream={},
+                     extra={"teacher": teacher.name}, compact_rows=node.stage.compact_rows)
 
 
-class Direct:
-    """Runs each step in this process (no Prefect, no Ray): the stage code alone."""
+def direct_run(store, rec):
+    """A run of each node in this process (no Prefect, no Ray): the stage code alone."""
+    from bonforge.engine import Run, run_node
 
-    def __init__(self):
-        self.record: dict[str, list[str]] = {}
-        self.timings: dict[str, float] = {}
+    class Direct(Run):
+        quiet = True
 
-    def __call__(self, step):
-        from bonforge.flows.stages import Ref
+        def __call__(self, node):
+            t0 = time.perf_counter()
+            manifest = run_node(self.store, node)
+            return self._note(node, manifest, manifest["cached"], time.perf_counter() - t0)
 
-        t0 = time.perf_counter()
-        manifest = step.run()
-        self.timings[step.label] = round(time.perf_counter() - t0, 2)
-        self.record.setdefault(step.stage, []).append(step.key)
-        return Ref(step.stage, step.key, manifest)
+    return Direct(store, rec)
 
 
 def stages(store_root: str) -> dict:
@@ -109,13 +105,13 @@ def stages(store_root: str) -> dict:
     import resource
 
     from bonforge.flows.build import dag
-    from bonforge.flows.stages import Build
     from bonforge.storage.catalog import connect
     from bonforge.storage.store import StageStore
 
-    store, run = StageStore(store_root), Direct()
+    store, rec = StageStore(store_root), recipe()
+    run = direct_run(store, rec)
     t0 = time.perf_counter()
-    dataset = dag(Build(store, recipe(), Path(".")), run)
+    dataset = dag(rec, run, Path("."))
     wall = time.perf_counter() - t0
     store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")})

@@ -17,13 +17,18 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build Best-o
 sandbox_app = typer.Typer(no_args_is_help=True, help="The Docker sandbox for code verification.")
 app.add_typer(sandbox_app, name="sandbox")
 
-StoreOpt = typer.Option(None, "--store", envvar="BONFORGE_STORE", help="Store root (default ./bonforge-store).")
+StoreOpt = typer.Option(None, "--store", envvar="BONFORGE_STORE",
+                        help="Store root: a folder or s3://bucket/prefix (default ./bonforge-store).")
 
 
-def _store(store: Optional[Path]):
+def _store(store: Optional[str]):
+    """The store ``--store`` names; an unsupported URL is an error, never a local folder."""
     from bonforge.storage.store import StageStore
 
-    return StageStore(store or Path("bonforge-store"))
+    try:
+        return StageStore(store or "bonforge-store")
+    except BonforgeError as e:
+        _fail(e)
 
 
 def _quiet_prefect() -> None:
@@ -44,7 +49,7 @@ def _fail(err: Exception) -> None:
 def run(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused."""
     from bonforge.config import load_recipe
@@ -63,6 +68,9 @@ def run(
         result = build(rec, str(st.root), str(recipe.resolve().parent))
     except BonforgeError as e:
         _fail(e)
+    if result["stages"].get("contamination"):
+        dropped = st.manifest("contamination", result["stages"]["contamination"][0]).get("dropped", {})
+        typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
     for extra in ("rl_dataset", "fusion_dataset"):
         if result.get(extra):
@@ -78,15 +86,16 @@ def sql(
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id (prefix) whose stages the views show."),
     fmt: str = typer.Option("table", "--format", help="table | csv | json | parquet"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (parquet needs one)."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Query the candidate pool and every stage of a run with DuckDB SQL."""
     from bonforge.storage.catalog import connect
 
     if fmt not in ("table", "csv", "json", "parquet"):
         _fail(BonforgeError(f"--format must be table, csv, json or parquet, not {fmt!r}"))
+    st = _store(store)
     try:
-        con = connect(_store(store), run_id)
+        con = connect(st, run_id)
         rel = con.sql(query)
     except BonforgeError as e:
         _fail(e)
@@ -134,7 +143,7 @@ def _short(v) -> str:
 
 
 @app.command()
-def runs(store: Optional[Path] = StoreOpt) -> None:
+def runs(store: Optional[str] = StoreOpt) -> None:
     """List recorded runs, newest last."""
     sql("SELECT run_id, recipe, status, started, wall_s, dataset FROM runs ORDER BY started, run_id",
         None, "table", None, store)
@@ -145,7 +154,7 @@ def show(
     stage: str = typer.Argument(..., help="problems | candidates | verdicts | problem_stats | genselect"),
     limit: int = typer.Option(10, help="Rows to show."),
     run_id: Optional[str] = typer.Option(None, "--run"),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Show the first rows of a stage table of a run."""
     from bonforge.schema import STAGE_SCHEMAS
@@ -166,7 +175,7 @@ def eval_selector(
     prompts: str = typer.Option("genselect", "--prompts", help="genselect: the build's GenSelect prompts; "
                                 "pool: one prompt per problem over all its candidates."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Evaluate a selector model on a build's selection prompts: accuracy ± std over runs beside pass@1,
     majority@N and pass@N (stored as stage selector_eval)."""
@@ -211,7 +220,7 @@ def maxk(
     pool: bool = typer.Option(False, "--pool", help="Weigh all teachers' candidates of a problem together "
                               "(default: per teacher, on-policy)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the weights to this Parquet file."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Compute max@k weights per candidate (stage maxk_weights: candidate_id, k, weight) for RL trainers."""
     from bonforge.flows.insight import maxk_weights
@@ -233,7 +242,7 @@ def maxk(
 def report(
     run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder (default <store>/reports/<run>)."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Write a run's HTML report (plots embedded) and one PNG per plot; prints the HTML file's path."""
     from bonforge.report import write_report
@@ -250,7 +259,7 @@ def deploy(
     cron: str = typer.Option(..., "--cron", help='Cron schedule, e.g. "0 3 * * *" (TZ, default UTC).'),
     name: Optional[str] = typer.Option(None, "--name", help="Deployment name (default: the recipe's name)."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
-    store: Optional[Path] = StoreOpt,
+    store: Optional[str] = StoreOpt,
 ) -> None:
     """Register a scheduled build of the recipe on the Prefect server at PREFECT_API_URL; `bonforge serve`
     executes its runs."""

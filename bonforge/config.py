@@ -11,43 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from bonforge.config_model import Model, added, exec_only
 from bonforge.errors import ConfigError
-
-
-def exec_only(default: Any = None, **kw: Any) -> Any:
-    """A field that changes how a stage runs, never what it produces (excluded from stage keys)."""
-    return Field(default, json_schema_extra={"exec_only": True}, **kw)
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def key_config(self) -> dict:
-        """The model as JSON-able data without execution-only fields (what goes into a stage key)."""
-        out = {}
-        for name, field in type(self).model_fields.items():
-            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-            if extra.get("exec_only"):
-                continue
-            value = getattr(self, name)
-            out[name] = _key_value(value)
-        return out
-
-
-def _key_value(value: Any) -> Any:
-    if isinstance(value, Model):
-        return value.key_config()
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, (list, tuple)):
-        return [_key_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _key_value(v) for k, v in value.items()}
-    if isinstance(value, Path):
-        return str(value)
-    return value
+from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher
+from bonforge.sandbox.config import CodeVerifyConfig
 
 
 class DataSource(Model):
@@ -61,12 +30,30 @@ class DataSource(Model):
 
 
 class FieldMap(Model):
-    """Which record fields hold the problem's parts (dotted paths allowed)."""
+    """Which record fields hold the problem's parts (dotted paths allowed; a path may go through a field
+    holding a JSON object as a string, as LiveCodeBench's ``metadata.func_name``)."""
 
     question: str = "question"
     answer: str | None = "answer"
     id: str | None = Field(None, description="Field with a stable id; else ids are '<source>/<row index>'.")
     metadata: list[str] = Field(default_factory=list, description="Fields copied into the metadata JSON.")
+    tests: str | list[str] | None = added(
+        None, description="Code problems: the field (or fields, joined in order, e.g. [public_tests, "
+        "private_tests]) holding the tests, in a shape of `tests_format`.")  # fmt: skip
+    tests_format: Literal["auto", "bonforge", "apps", "codecontests", "livecodebench", "assert"] = added(
+        "auto", description="The tests' shape (see bonforge.tasks.test_formats); 'auto' tells them apart.")
+    fn_name: str | None = added(None, description="Field with the function call-based tests call.")
+    entry_point: str | None = added(None, description="Field with the function assert-style tests check.")
+    starter: str | None = added(None, description="Field with starter code (appended to the question).")
+    time_limit: str | None = added(
+        "time_limit", description="Field with a per-test time limit, when present: seconds, '2 seconds', "
+        "'500 ms' or {seconds, nanos}; it overrides verify.code.time_limit_s for that problem.")  # fmt: skip
+    memory_limit: str | None = added(
+        "memory_limit", description="Field with a memory limit, when present: '256 megabytes', a number of "
+        "MiB, or bytes for a field named *_bytes; recorded in the metadata as memory_limit_mb.")  # fmt: skip
+    solutions: str | None = added(
+        None, description="Code problems: field with a list of reference programs (or its JSON string): "
+        "answer = the first, all of them in metadata reference_solutions (see include_reference).")  # fmt: skip
 
 
 class ProblemsConfig(Model):
@@ -74,13 +61,56 @@ class ProblemsConfig(Model):
 
     source: DataSource
     name: str = Field(description="Dataset name, used in problem ids and `data_source`.")
-    format: Literal["jsonl", "parquet", "humaneval", "apps"] = "jsonl"
+    format: Literal["jsonl", "parquet", "hf", "humaneval", "apps"] = Field(
+        "jsonl", description="'hf': a local Hugging Face dataset directory (save_to_disk output, or hub-style "
+        "Parquet shards such as data/train-*.parquet); 'parquet' also takes a directory of shards.")
+    split: str | None = added(None, description="Split of an 'hf' directory (default: train, or the only one).")
+    files: str | None = added(None, description="Glob of the shard files inside the source directory.")
     domain: Literal["math", "code"] = "math"
     fields: FieldMap = Field(default_factory=FieldMap)
     limit: int | None = Field(None, gt=0, description="Keep only the first N problems.")
     include_reference: bool = Field(
         False, description="Add the problems' reference solutions (HumanEval canonical_solution, APPS "
-                           "solutions.json) to the pool as a teacher named `reference`.")
+                           "solutions.json, fields.solutions) to the pool as a teacher named `reference`.")
+
+    @model_validator(mode="after")
+    def _tests_for_code(self) -> "ProblemsConfig":
+        table = self.format in ("jsonl", "parquet", "hf")
+        if table and self.domain == "code" and not self.fields.tests:
+            raise ValueError("code problems from a table need fields.tests (the field holding their tests)")
+        if self.fields.tests and (self.domain != "code" or not table):
+            raise ValueError("fields.tests applies to code problems (domain: code) from jsonl, parquet or hf")
+        return self
+
+
+class Benchmark(Model):
+    """A benchmark whose items must not reach the training data: an ordinary source plus the field with its
+    question."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Named in the contamination table.")
+    source: DataSource
+    format: Literal["jsonl", "parquet", "hf"] = "jsonl"
+    split: str | None = Field(None, description="Split of an 'hf' directory (default: train, or the only one).")
+    files: str | None = Field(None, description="Glob of the shard files inside the source directory.")
+    field: str = Field("problem", description="Field holding the item's question (dotted paths allowed).")
+    id: str | None = Field("id", description="Field holding the item's id (null: '<name>/<row index>').")
+
+
+class DecontaminateConfig(Model):
+    """Drop problems that overlap a benchmark, and duplicates inside the problem set, before sampling."""
+
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+    ngram: int = Field(13, ge=1, le=64, description="Words in a shared span that counts as an overlap.")
+    dedup: bool = Field(True, description="Also drop repeats of a normalised question (the first one stays).")
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> "DecontaminateConfig":
+        names = [b.name for b in self.benchmarks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"benchmark names must be unique: {', '.join(names)}")
+        if not names and not self.dedup:
+            raise ValueError("nothing to do: no benchmarks and dedup is off (remove the section)")
+        return self
 
 
 class PoolTeacher(Model):
@@ -99,9 +129,6 @@ class PoolTeacher(Model):
     label: str | None = Field(None, description="Field of a sample with a published correctness label.")
     n: int | None = Field(None, gt=0, description="Keep at most n samples per problem.")
 
-
-from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher  # noqa: E402 (needs Model)
-from bonforge.sandbox.config import CodeVerifyConfig  # noqa: E402 (needs Model)
 
 ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}
 TeacherConfig = Annotated[
@@ -258,6 +285,8 @@ class Recipe(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
     problems: ProblemsConfig
+    decontaminate: DecontaminateConfig | None = Field(
+        None, description="A `contamination` stage before sampling (see bonforge.tasks.decontaminate).")
     teachers: list[TeacherConfig] = Field(min_length=1)
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)

@@ -54,7 +54,7 @@ def _deployment(name: str, parameters: dict, schedules: list):
     )
 
 
-def deploy(recipe: Path, cron: str, name: str | None, overrides: list[str], store: Path) -> tuple[str, UUID]:
+def deploy(recipe: Path, cron: str, name: str | None, overrides: list[str], store: Path | str) -> tuple[str, UUID]:
     """Register (or update) the deployment ``name`` (default: the recipe's name); returns (name, id)."""
     from prefect.client.schemas.schedules import CronSchedule
 
@@ -67,7 +67,7 @@ def deploy(recipe: Path, cron: str, name: str | None, overrides: list[str], stor
     except ValueError as e:
         raise ConfigError(f"--cron {cron!r}: not a valid cron expression ({e.errors()[0]['msg']})") from None
     name = name or rec.name
-    params = {"recipe": str(recipe.resolve()), "store": str(store.resolve()), "overrides": list(overrides)}
+    params = {"recipe": str(recipe.resolve()), "store": str(store), "overrides": list(overrides)}
     return name, _deployment(name, params, [schedule]).apply()
 
 

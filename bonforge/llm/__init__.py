@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-# The teacher models in bonforge.llm.config subclass bonforge.config.Model, and bonforge.config lists them
-# in its TeacherConfig union: loading bonforge.config first keeps either import order working.
-import bonforge.config  # noqa: F401
-
 if TYPE_CHECKING:
     from bonforge.llm.base import Engine
     from bonforge.llm.config import SampledTeacher

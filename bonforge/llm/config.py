@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from bonforge.config import Model, exec_only
+from bonforge.config_model import Model, exec_only
 
 _NAME = r"^[A-Za-z0-9_.\-]+$"
 

@@ -132,7 +132,7 @@ class VLLMEngine:
             return
         import ray
 
-        from bonforge.runner import ensure_ray
+        from bonforge.engine.shards import ensure_ray
 
         ensure_ray()
         actor = ray.remote(num_gpus=self.teacher.tensor_parallel_size)(Worker)

@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 from bonforge.storage.catalog import connect
+from bonforge.storage.fs import LocalDir
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -29,14 +30,14 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None) -> Path:
-    """Write the report of a run (default: the latest); returns the HTML file's path."""
+def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
+    """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
+    S3); returns the HTML file's path."""
     from bonforge.report import plots  # matplotlib loads only here
 
     run = store.run(run_id)
     con = connect(store, run["run_id"])
-    out = Path(out_dir) if out_dir else store.root / "reports" / run["run_id"]
-    out.mkdir(parents=True, exist_ok=True)
+    loc, folder = (LocalDir(Path(out_dir)), ()) if out_dir else (store.loc, ("reports", run["run_id"]))
     figures = [plots.pass_rate(con, run), plots.teacher_accuracy(con, run), plots.verdict_classes(con, run),
                plots.pass_at_k(con, run), plots.prompts_per_problem(con, run), plots.prompt_length(con, run),
                plots.stage_timings(con, run, store), plots.tokens_per_teacher(con, run)]
@@ -45,12 +46,20 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     sections = []
     for p in figures:
         png = _png(p.fig)
-        (out / f"{p.name}.png").write_bytes(png)
+        loc.write_bytes(loc.path(*folder, f"{p.name}.png"), png)
         sections.append(
             f'<section id="{p.name}" data-rows="{p.rows}"><h2>{html.escape(p.title)}</h2>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             f"<details><summary>query ({p.rows} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
     stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
+    if "contamination" in run["stages"]:
+        dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "
+                          "GROUP BY why ORDER BY why").fetchall()  # fmt: skip
+        cells = "".join(f"<tr><td>{html.escape(why)}</td><td>{n}</td></tr>" for why, n in dropped)
+        sections.insert(0, f'<section id="contamination"><h2>Problems left out before sampling</h2><table>'
+                           f"<tr><th>dropped by</th><th>problems</th></tr>{cells or '<tr><td>none</td><td>0</td></tr>'}"
+                           "</table><details><summary>query</summary><code>SELECT * FROM contamination</code>"
+                           "</details></section>")  # fmt: skip
     stage_rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
@@ -63,8 +72,8 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
             f"<h1>bonforge run {html.escape(run['run_id'])}</h1><table>{head}</table>"
             f"<h2>Stages</h2><table><tr><th>stage</th><th>key</th><th>rows</th><th>wall s</th><th>cached</th></tr>"
             f"{stage_rows}</table>{''.join(sections)}</body></html>")
-    path = out / "report.html"
-    path.write_text(page)
+    path = loc.path(*folder, "report.html")
+    loc.write_bytes(path, page.encode())
     return path
 
 
@@ -75,8 +84,9 @@ def report_after_build(store_root: str, record: dict, reuse: bool = False) -> No
     store = StageStore(store_root)
     if reuse:
         for run in reversed(store.runs()):
-            path = store.root / "reports" / run["run_id"] / "report.html"
-            if run["run_id"] != record["run_id"] and run.get("stages") == record["stages"] and path.is_file():
+            path = store.loc.path("reports", run["run_id"], "report.html")
+            same = run["run_id"] != record["run_id"] and run.get("stages") == record["stages"]
+            if same and store.loc.is_file(path):
                 record["report"] = str(path)
                 return
     try:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from bonforge.config import Model, exec_only
+from bonforge.config_model import Model, exec_only
 
 
 class CodeVerifyConfig(Model):
@@ -39,7 +39,8 @@ class CodeVerifyConfig(Model):
     memory_mb: int = Field(
         1024, ge=64, description="Address-space limit per test process, MiB (RLIMIT_AS); the container "
         "gets this plus tmpfs_mb plus 256 MiB for the runner.")  # fmt: skip
-    output_limit_bytes: int = Field(1 << 20, gt=0, description="Stdout cap per test (else verdict output_limit).")
+    output_limit_bytes: int = Field(
+        1 << 20, gt=0, description="Cap per test on stdout and returned values together (else verdict output_limit).")
     tmpfs_mb: int = Field(64, gt=0, description="Size of the container's writable /tmp, MiB.")
     pids_limit: int = Field(128, ge=16, description="Processes and threads per container (--pids-limit, RLIMIT_NPROC).")
     cpus_per_container: float = Field(1.0, gt=0, description="CPU quota per container (--cpus).")

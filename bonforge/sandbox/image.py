@@ -118,9 +118,9 @@ def build_image(tag: str | None = None, force: bool = False) -> str:
         _docker("cp", str(RUNNER_PATH), f"{name}:{RUNNER_IN_IMAGE}")
         changes = [
             "ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8",
-            "USER 65534:65534",
+            "USER 0:0",  # the runner: it starts each test as uid 65534 with no capabilities
             "WORKDIR /tmp",
-            f'CMD ["python3", "-u", "{RUNNER_IN_IMAGE}", "--contained"]',
+            f'CMD ["python3", "-u", "{RUNNER_IN_IMAGE}", "--contained", "--uid", "65534:65534"]',
             f"LABEL {LABEL}.image=1",
         ]
         args = [a for c in changes for a in ("--change", c)]

@@ -1,16 +1,27 @@
 """Output comparison (the host side: expected outputs never enter the sandbox).
 
-stdio: both outputs are split on whitespace into tokens (so line breaks and spacing do not matter, but a
-missing or extra line changes the token count and fails: outputs are never zipped line by line). Token
-pairs match when both are integers and equal exactly; else when both are numbers (one a float) and
-``|a - b| <= tol`` or ``|a - b| <= tol * |expected|``; else when the strings are equal (case-folded with
-``case_insensitive``).
+stdio: both outputs are split on ASCII whitespace (space, tab, CR, LF, VT, FF) into tokens, so line
+breaks, ``\\r\\n`` and spacing do not matter, but a missing or extra line changes the token count and fails
+(outputs are never zipped line by line). Each pair (got, expected) then matches by the expected token:
+
+* identical bytes always match;
+* an **integer** expected (``[+-]?[0-9]+``): got must be an integer token with the same value, compared
+  as digit strings (sign and leading zeros normalised, ``-0`` equals ``0``; no conversion, so any length
+  works): ``5.0000004``, ``5.0`` and ``5e0`` do not match ``5``;
+* a **float** expected (ASCII digits with a ``.`` and/or an exponent): got must be a number token (integer
+  or float) within ``tol`` absolute or ``tol * |expected|`` relative; values beyond the float range
+  (about 1.8e308) compare as infinities of their sign;
+* anything else: equal strings (case-folded with ``case_insensitive``).
+
+Only ASCII digits make numbers: ``５`` or ``٥`` is a word, equal only to itself.
 
 call: the returned value, after a JSON round trip (tuples become lists), equals the expected JSON value
-recursively (numbers as above, bools only equal bools). APPS call-based files sometimes wrap the return
-value in a one-element list (``"outputs": [[false]]`` for a function returning ``False``) and sometimes not
-(``[9]``), so, as the APPS harness does, a value also passes when the expected value is a non-empty list
-whose first element matches it.
+recursively: bools only equal bools; an integer expected is matched exactly (by an equal integer, or a
+float of exactly that value, as Python's ``==`` decides without conversion); a float expected is matched
+within the tolerance above; strings, ``null``, lists (same length, in order) and objects (same keys)
+compare as such. APPS call-based files sometimes wrap the return value in a one-element list (``"outputs":
+[[false]]`` for a function returning ``False``) and sometimes not (``[9]``), so, as the APPS harness does,
+a value also passes when the expected value is a non-empty list whose first element matches it.
 """
 
 from __future__ import annotations
@@ -18,8 +29,16 @@ from __future__ import annotations
 import math
 import re
 
-_INT = re.compile(r"[+-]?\d+\Z")
-_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+_INT = re.compile(rb"[+-]?[0-9]+\Z")
+_NUMBER = re.compile(rb"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+def _as_float(x) -> float:
+    """A number (int, float, or a number token) as a float; out of range becomes an infinity."""
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond the float range (tokens saturate to inf by themselves)
+        return math.inf if x > 0 else -math.inf
 
 
 def _numbers_close(a: float, b: float, tol: float) -> bool:
@@ -29,31 +48,36 @@ def _numbers_close(a: float, b: float, tol: float) -> bool:
     return diff <= tol or diff <= tol * abs(b)
 
 
+def _int_key(token: bytes) -> bytes:
+    """An integer token's value as a canonical digit string (no conversion: any length)."""
+    negative = token[:1] == b"-"
+    digits = token.lstrip(b"+-").lstrip(b"0") or b"0"
+    return b"-" + digits if negative and digits != b"0" else digits
+
+
+def _token_matches(got: bytes, expected: bytes, tol: float, case_insensitive: bool) -> bool:
+    if got == expected:
+        return True
+    if _INT.match(expected):
+        return bool(_INT.match(got)) and _int_key(got) == _int_key(expected)
+    if _NUMBER.match(expected):
+        return bool(_NUMBER.match(got)) and _numbers_close(float(got), float(expected), tol)
+    return case_insensitive and got.decode(errors="replace").casefold() == expected.decode(errors="replace").casefold()
+
+
 def tokens_match(got: str, expected: str, tol: float = 1e-6, case_insensitive: bool = False) -> bool:
-    g, e = got.split(), expected.split()
-    if len(g) != len(e):
-        return False
-    for a, b in zip(g, e, strict=True):
-        if a == b:
-            continue
-        if _INT.match(a) and _INT.match(b):
-            if int(a) != int(b):
-                return False
-        elif _FLOAT.match(a) and _FLOAT.match(b):
-            if not _numbers_close(float(a), float(b), tol):
-                return False
-        elif not (case_insensitive and a.casefold() == b.casefold()):
-            return False
-    return True
+    g = got.encode("utf-8", "surrogatepass").split()  # bytes.split: ASCII whitespace only
+    e = expected.encode("utf-8", "surrogatepass").split()
+    return len(g) == len(e) and all(_token_matches(a, b, tol, case_insensitive) for a, b in zip(g, e, strict=True))
 
 
 def json_equal(got, expected, tol: float = 1e-6) -> bool:
     if isinstance(got, bool) or isinstance(expected, bool):
         return isinstance(got, bool) and isinstance(expected, bool) and got == expected
-    if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
-        if isinstance(got, int) and isinstance(expected, int):
-            return got == expected
-        return _numbers_close(float(got), float(expected), tol)
+    if isinstance(expected, int):
+        return isinstance(got, (int, float)) and got == expected  # exact, as Python compares int and float
+    if isinstance(expected, float):
+        return isinstance(got, (int, float)) and _numbers_close(_as_float(got), expected, tol)
     if isinstance(got, list) and isinstance(expected, list):
         return len(got) == len(expected) and all(json_equal(a, b, tol) for a, b in zip(got, expected, strict=True))
     if isinstance(got, dict) and isinstance(expected, dict):

@@ -5,9 +5,14 @@ Each worker is one runner (``runner.py``) spoken to over its stdin/stdout (for D
 one outcome per request, in order:
 
 * ``{"results": [...], ...}``: the runner's response;
-* ``{"sandbox_error": msg}``: the sandbox failed on every attempt (never the candidate's fault);
-* ``{"runner_killed": msg}``: the runner died while running this program on every attempt, each time
-  on a fresh worker: the program killed it (a candidate failure).
+* ``{"sandbox_error": msg}``: the sandbox failed on every attempt and a known-good control program failed
+  on a fresh worker too (or no worker could start): never the candidate's fault;
+* ``{"runner_killed": msg}``: the runner failed (died, faulted, garbled its answer) while running this
+  program on every attempt, each time on a fresh worker, while the control program passed: the program's
+  fault (a candidate failure);
+* a runner that gives no answer within the host's own wall limit (the sum of the tests' wall limits plus
+  ``HOST_MARGIN_S``, counted from when the request could start) is killed, and the request gets a
+  ``timeout`` result for every test.
 
 A worker is replaced after ``recycle_after`` candidates and after any anomaly (death, timeout, a
 request it could not clean up after). Containers are labelled; leftovers of dead owners are removed at
@@ -27,6 +32,7 @@ import select
 import selectors
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,14 +48,23 @@ from bonforge.sandbox.config import CodeVerifyConfig
 log = logging.getLogger("bonforge.sandbox")
 
 PIPELINE_DEPTH = 2  # requests queued per worker: the next is already there when one finishes
+HOST_MARGIN_S = 2.0  # the host's wall limit per request: the tests' wall limits (+0.25 s each) plus this
+SANDBOX_IDS = "65534:65534"  # the uid:gid tests run under in a container (the runner stays root)
+CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is the sandbox itself sound?
 _RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
 SOCKET_NAME = "runner.sock"
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
+RUNNER_UID = 0  # the runner (root in its container, no user namespace) connects to the host's socket as this uid
+STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
 _names = itertools.count()
 
 
 class WorkerDied(SandboxError):
     """The runner stopped answering in the middle of a request."""
+
+
+class WorkerHung(WorkerDied):
+    """The runner gave no answer within the host's wall limit."""
 
 
 class _Job:
@@ -63,15 +78,50 @@ class _Job:
         self.outcome: dict | None = None
 
 
+def max_answer_bytes(request: dict) -> int:
+    """The most a runner's answer to ``request`` may take on the channel: per test, stdout and call lines
+    (``output_limit`` together, at most 6 bytes each once JSON-escaped), a stderr tail, small fields."""
+    return len(request["tests"]) * (6 * (int(request["output_limit"]) + 4096) + 4096) + 65536
+
+
+def parse_answer(line: bytes, request: dict) -> dict:
+    """A runner's answer to ``request``, checked field by field (the runner is inside the sandbox: its bytes
+    are read with bounded size and depth, never trusted); ``WorkerDied`` when anything is off."""
+    try:
+        answer = json.loads(line)
+    except (ValueError, RecursionError, MemoryError):
+        raise WorkerDied(f"garbled answer {line[:200]!r}") from None
+    if not isinstance(answer, dict) or answer.get("id") != request["id"]:
+        raise WorkerDied(f"an answer that is not for request {request['id']!r}: {line[:200]!r}")
+    if "error" in answer:
+        if not isinstance(answer["error"], str):
+            raise WorkerDied("garbled fault report")
+        return {"id": answer["id"], "error": answer["error"][:2000]}
+    results = answer.get("results")
+    if not (isinstance(results, list) and len(results) <= len(request["tests"]) and isinstance(answer.get("clean"), bool)):
+        raise WorkerDied(f"malformed answer {line[:200]!r}")
+    for res in results:
+        if not (isinstance(res, dict) and res.get("status") in STATUSES
+                and all(isinstance(res.get(k, ""), str) for k in ("stdout", "stderr", "error", "value"))
+                and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool) for k in ("cpu_s", "wall_s"))
+                and (request["kind"] != "assert" or res["status"] == "compile_error"
+                     or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"]))):  # fmt: skip
+            raise WorkerDied(f"malformed result in answer {line[:200]!r}")
+    return answer
+
+
 class _Worker:
     """One runner. With ``socket_dir`` (Docker) it talks over a Unix socket the runner connects to from
     inside the container (Docker's attach stream costs ~1 ms of proxy CPU per request); else over the
-    process's stdin/stdout."""
+    process's stdin/stdout. ``peer_ok(pid, uid)`` decides whether a connecting process is this worker's
+    runner (its credentials come from the kernel, ``SO_PEERCRED``); any other is turned away."""
 
-    def __init__(self, argv: list[str], name: str, startup_timeout: float, socket_dir: str | None = None):
+    def __init__(self, argv: list[str], name: str, startup_timeout: float, socket_dir: str | None = None,
+                 peer_ok=None):  # fmt: skip
         self.name = name
         self.sent = 0
-        self._buf = b""
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf known to hold no newline: every byte is looked at once
         self._err = tempfile.TemporaryFile()
         self._dir = socket_dir
         self._sock: socket.socket | None = None
@@ -80,8 +130,9 @@ class _Worker:
             path = os.path.join(socket_dir, SOCKET_NAME)
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(path)
-            os.chmod(path, 0o777)  # the runner is uid 65534
-            listener.listen(1)
+            os.chmod(path, 0o600)
+            _give_to_runner(path)
+            listener.listen(4)
         pipe = subprocess.DEVNULL if socket_dir else subprocess.PIPE
         try:
             self.proc = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=self._err, start_new_session=True)
@@ -92,28 +143,38 @@ class _Worker:
             raise SandboxError(f"cannot start sandbox worker {name}: {e}") from None
         try:
             if listener is not None:
-                self._sock = self._accept(listener, startup_timeout)
+                self._sock = self._accept(listener, startup_timeout, peer_ok)
             self._fd = self._sock.fileno() if self._sock else self.proc.stdout.fileno()
             self._sel = selectors.DefaultSelector()
             self._sel.register(self._fd, selectors.EVENT_READ)
-            ready = self._read(startup_timeout)
+            line = self._read_line(startup_timeout, 65536)
+            try:
+                ready = json.loads(line)
+            except (ValueError, RecursionError):
+                ready = line[:200]
         except WorkerDied as e:
             self.kill()
             raise SandboxError(f"sandbox worker {name} did not start: {e}") from None
         finally:
             self._cleanup(listener)
-        if ready.get("event") != "ready":
+        if not isinstance(ready, dict) or ready.get("event") != "ready":
             self.kill()
             raise SandboxError(f"sandbox worker {name} sent {ready!r} instead of ready")
 
-    def _accept(self, listener: socket.socket, timeout: float) -> socket.socket:
+    def _accept(self, listener: socket.socket, timeout: float, peer_ok) -> socket.socket:
         deadline = time.monotonic() + timeout
-        while not select.select([listener], [], [], 0.1)[0]:
-            if self.proc.poll() is not None:
-                raise WorkerDied(f"exited (rc {self.proc.returncode}) {self._stderr()}".strip())
-            if time.monotonic() > deadline:
-                raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
-        return listener.accept()[0]
+        while True:
+            while not select.select([listener], [], [], 0.1)[0]:
+                if self.proc.poll() is not None:
+                    raise WorkerDied(f"exited (rc {self.proc.returncode}) {self._stderr()}".strip())
+                if time.monotonic() > deadline:
+                    raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
+            conn = listener.accept()[0]
+            pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            if peer_ok is None or peer_ok(pid, uid):
+                return conn
+            log.warning("sandbox worker %s: turned away a connection from pid %d uid %d (not its runner)", self.name, pid, uid)
+            conn.close()
 
     @staticmethod
     def _cleanup(listener: socket.socket | None) -> None:
@@ -133,12 +194,16 @@ class _Worker:
         except ValueError:  # closed: the worker was killed
             return ""
 
-    def _read(self, timeout: float) -> dict:
+    def _read_line(self, timeout: float, limit: int) -> bytes:
+        """The next line from the runner, in time linear in its length; over ``limit`` bytes it is refused."""
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
+        while (end := self._buf.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buf)
+            if self._scanned > limit:
+                raise WorkerDied(f"an answer over {limit} bytes")
             left = deadline - time.monotonic()
             if left <= 0 or not self._sel.select(left):
-                raise WorkerDied(f"no answer within {timeout:.0f} s")
+                raise WorkerHung(f"no answer within {timeout:.1f} s")
             try:
                 chunk = os.read(self._fd, 1 << 20)
             except OSError:
@@ -150,11 +215,12 @@ class _Worker:
                     pass
                 raise WorkerDied(f"runner exited (rc {self.proc.returncode}) {self._stderr()}".strip())
             self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        try:
-            return json.loads(line)
-        except ValueError:
-            raise WorkerDied(f"garbled answer {line[:200]!r}") from None
+        line = bytes(self._buf[:end])
+        del self._buf[: end + 1]
+        self._scanned = 0
+        if len(line) > limit:
+            raise WorkerDied(f"an answer over {limit} bytes")
+        return line
 
     def send(self, request: dict) -> None:
         self.sent += 1
@@ -168,12 +234,14 @@ class _Worker:
         except OSError as e:
             raise WorkerDied(f"cannot write to runner: {e}") from None
 
-    def read(self, timeout: float) -> dict:
-        return self._read(timeout)
+    def read(self, request: dict, timeout: float) -> dict:
+        """The runner's answer to ``request`` (the oldest one in flight), checked (``parse_answer``)."""
+        return parse_answer(self._read_line(timeout, max_answer_bytes(request)), request)
 
-    def kill(self) -> None:
-        """End the channel (the runner exits on EOF; a thread reading it wakes), wait a moment, then kill.
-        The socket and selector are closed when the worker is dropped: a thread may still be reading."""
+    def kill(self, grace: float = 2.0) -> None:
+        """End the channel (the runner exits on EOF; a thread reading it wakes), wait ``grace`` seconds,
+        then kill. The socket and selector are closed when the worker is dropped: a thread may still be
+        reading."""
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -185,7 +253,7 @@ class _Worker:
             except OSError:
                 pass
         try:
-            self.proc.wait(timeout=2)
+            self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -206,12 +274,36 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
         "--network", "none", "--read-only",
         "--tmpfs", f"/tmp:rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777",
         "--memory", f"{mem}m", "--memory-swap", f"{mem}m",
-        "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container),
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-        "--user", "65534:65534", "--workdir", "/tmp", "--env", "HOME=/tmp",
+        "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container), "--ipc", "private",
+        # The runner is root with only what it needs to start tests as another uid and kill them; each
+        # test drops to SANDBOX_IDS and loses every capability before the program runs.
+        "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
+        "--security-opt", "no-new-privileges", "--workdir", "/tmp", "--env", "HOME=/tmp",
         "--log-driver", "none",
-        image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", *connect,
+        image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect,
     ]  # fmt: skip
+
+
+def _give_to_runner(path: str) -> None:
+    """Hand a path of the socket folder to the runner's uid (mode 0700 / 0600: no other user reaches it).
+    Not running as root, the folder stays ours and is opened for traversal only (0711)."""
+    try:
+        os.chown(path, RUNNER_UID, RUNNER_UID)
+    except PermissionError:
+        os.chmod(path, 0o711 if os.path.isdir(path) else 0o666)
+
+
+def _is_runner(name: str, pid: int, uid: int) -> bool:
+    """Whether the process ``pid`` (from the kernel's peer credentials) is container ``name``'s runner:
+    the runner's uid, and a member of that container's cgroup."""
+    if uid != RUNNER_UID or pid <= 0:
+        return False
+    cid = image_mod._docker("inspect", "--format", "{{.Id}}", name, check=False).strip()
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return bool(cid) and cid in f.read()
+    except OSError:
+        return False
 
 
 def _remote_daemon() -> bool:
@@ -220,10 +312,13 @@ def _remote_daemon() -> bool:
 
 
 _netns_prefix: list[str] | None = None
+_uids = itertools.count()
 
 
-def process_argv() -> list[str]:
-    """The runner on the host, in a new network namespace when ``unshare`` is permitted."""
+def process_argv(cfg: CodeVerifyConfig) -> list[str]:
+    """The runner on the host, in a new network namespace when ``unshare`` is permitted. Run as root, its
+    tests get a uid of their own per worker (then RLIMIT_NPROC counts that worker's processes only, and
+    the program cannot signal or ``prlimit`` the runner); else they run as the host user."""
     global _netns_prefix
     if _netns_prefix is None:
         _netns_prefix = []
@@ -237,7 +332,11 @@ def process_argv() -> list[str]:
             "memory-cgroup or pid isolation%s. Use it only for trusted pools; prefer backend 'docker'.",
             "" if _netns_prefix else ", and NO network isolation (unshare not permitted)",
         )
-    return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH)]
+    ids = []
+    if os.geteuid() == 0:
+        uid = (1 << 30) + (os.getpid() << 8) + next(_uids) % 256  # distinct per pool process and worker
+        ids = ["--uid", f"{uid}:{uid}", "--nproc", str(cfg.pids_limit)]
+    return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH), *ids]
 
 
 _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
@@ -296,13 +395,13 @@ class SandboxPool:
         socket_dir = None
         if self.cfg.backend == "docker":
             if self.cfg.transport == "socket" and not _remote_daemon():
-                socket_dir = tempfile.mkdtemp(prefix="bonforge-sbx-")
-                os.chmod(socket_dir, 0o755)
+                socket_dir = tempfile.mkdtemp(prefix="bonforge-sbx-")  # 0700
+                _give_to_runner(socket_dir)
             argv = docker_argv(self.cfg, self.image, name, socket_dir)
         else:
-            argv = process_argv()
+            argv = process_argv(self.cfg)
         try:
-            worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir)
+            worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir, lambda pid, uid: _is_runner(name, pid, uid))
         except SandboxError:
             if self.cfg.backend == "docker":  # a container may have started without its runner answering
                 image_mod._docker("rm", "-f", name, check=False)
@@ -315,18 +414,23 @@ class SandboxPool:
         if slot[0] is None:
             slot[0] = self._spawn()
 
-    def _discard(self, slot: list) -> None:
+    def _discard(self, slot: list, hung: bool = False) -> None:
+        """Stop the slot's worker; a hung one (it may be stopped or frozen) is killed at once."""
         worker, slot[0] = slot[0], None
         if worker is None:
             return
         with self._lock:
             self._workers.discard(worker)
-        worker.kill()
-        if self.cfg.backend == "docker":
+        docker = self.cfg.backend == "docker"
+        if hung and docker:
+            image_mod._docker("rm", "-f", worker.name, check=False)
+        worker.kill(grace=0.0 if hung else 2.0)
+        if docker and not hung:
             image_mod._docker("rm", "-f", worker.name, check=False)
 
     def request_timeout(self, request: dict) -> float:
-        return len(request["tests"]) * (float(request["wall_limit"]) + 1.0) + 30.0
+        """The host's own wall limit for a request, from when the runner can start it."""
+        return len(request["tests"]) * (float(request["wall_limit"]) + 0.25) + HOST_MARGIN_S
 
     def run(self, requests: list[dict]) -> list[dict]:
         """Run every request; outcomes in the same order, each with ``latency_s`` added."""
@@ -358,7 +462,8 @@ class SandboxPool:
         """Feed one worker from ``todo`` with up to ``PIPELINE_DEPTH`` requests in flight (the runner reads
         the next while it runs the current: no idle round trip) until nothing is left."""
         slot = self._slots.get()
-        inflight: collections.deque[_Job] = collections.deque()
+        inflight: collections.deque[tuple[_Job, float]] = collections.deque()
+        idle_since = time.monotonic()  # when the worker finished its last answer: the next may start
         try:
             while not self._closed:
                 while len(inflight) < PIPELINE_DEPTH and (slot[0] is None or slot[0].sent < self.cfg.recycle_after):
@@ -374,57 +479,104 @@ class SandboxPool:
                         if inflight:  # the worker died under an earlier job: the read below tells
                             todo.put(job)
                             break
-                        self._failed(job, todo, f"{e}", died=False)  # no worker, or it was dead: nothing ran
                         self._discard(slot)
+                        self._failed(job, todo, f"{e}", slot, ran=False)  # no worker, or it was dead: nothing ran
                         continue
-                    inflight.append(job)
+                    inflight.append((job, time.monotonic()))
                 if not inflight:
                     if slot[0] is not None and slot[0].sent >= self.cfg.recycle_after:
                         self._discard(slot)
                         continue
                     return
-                job = inflight.popleft()
+                job, sent = inflight.popleft()
+                limit = self.request_timeout(job.request)
+                begun = max(sent, idle_since)
                 try:
-                    response = slot[0].read(self.request_timeout(job.request))
-                except WorkerDied as e:  # it died running this job; the others had not started
-                    self._failed(job, todo, f"{slot[0].name}: {e}", died=True)
+                    response = slot[0].read(job.request, begun + limit - time.monotonic())
+                except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict
+                    self._discard(slot, hung=True)
                     self._requeue(inflight, todo)
+                    self._finish(job, self._timed_out(job.request, time.monotonic() - begun))
+                    idle_since = time.monotonic()
+                    continue
+                except WorkerDied as e:  # it died running this job; the others had not started
+                    name = slot[0].name
                     self._discard(slot)
+                    self._requeue(inflight, todo)
+                    self._failed(job, todo, f"{name}: {e}", slot, ran=True)
+                    idle_since = time.monotonic()
                     continue
+                idle_since = time.monotonic()
                 if "error" in response:
-                    self._failed(job, todo, f"runner fault: {response['error']}", died=False)
-                elif not response.get("clean"):
-                    log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
-                    self._finish(job, response)
-                else:
-                    self._finish(job, response)
+                    self._discard(slot)  # the runner exits after a fault
+                    self._requeue(inflight, todo)
+                    self._failed(job, todo, f"runner fault: {response['error']}", slot, ran=True)
                     continue
-                self._requeue(inflight, todo)  # the runner exits after a fault or a dirty cleanup
-                self._discard(slot)
+                self._finish(job, response)
+                if not response.get("clean"):
+                    log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
+                    self._requeue(inflight, todo)  # the runner exits after a dirty cleanup
+                    self._discard(slot)
         finally:
             self._slots.put(slot)
 
     @staticmethod
-    def _requeue(inflight: collections.deque[_Job], todo: queue.Queue[_Job]) -> None:
+    def _requeue(inflight: collections.deque[tuple[_Job, float]], todo: queue.Queue[_Job]) -> None:
         while inflight:
-            todo.put(inflight.popleft())
+            todo.put(inflight.popleft()[0])
 
     @staticmethod
     def _finish(job: _Job, outcome: dict) -> None:
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
         job.outcome = outcome
 
-    def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, died: bool) -> None:
+    @staticmethod
+    def _timed_out(request: dict, seconds: float) -> dict:
+        n = len(request["tests"])
+        result = {"status": "timeout", "error": f"no answer from the sandbox within {seconds:.1f} s (the host's "
+                  "wall limit): the runner was stopped or hung, and was replaced", "stdout": "", "stderr": "",
+                  "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}  # fmt: skip
+        return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
+
+    def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, slot: list, ran: bool) -> None:
+        """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
+        a known-good control program passes on a fresh worker, the program's (``runner_killed``)."""
         job.attempts += 1
-        job.deaths += died
+        job.deaths += ran
         job.errors.append(error)
         if job.attempts <= self.cfg.retries:
             todo.put(job)
-        elif job.deaths == job.attempts:
-            self._finish(job, {"runner_killed": f"the runner died while running this program, {job.deaths} "
-                               f"times on fresh sandboxes ({error})"})  # fmt: skip
+        elif job.deaths == job.attempts and self._control_passes(slot):
+            self._finish(job, {"runner_killed": f"the sandbox failed under this program {job.deaths} times, each "
+                               f"on a fresh sandbox, while a control program passed ({error})"})  # fmt: skip
         else:
             self._finish(job, {"sandbox_error": "; ".join(job.errors)[-2000:]})
+
+    def control_request(self) -> dict:
+        """A known-good program (it echoes its input) under this pool's limits."""
+        cfg = self.cfg
+        return {"id": "bonforge-control", "kind": "stdio", "program": "print(input())\n", "prelude": "",
+                "fn_name": None, "tests": [{"input": CONTROL_INPUT}], "time_limit": cfg.time_limit_s,
+                "wall_limit": cfg.wall_limit_s, "memory_mb": cfg.memory_mb, "output_limit": cfg.output_limit_bytes,
+                "stop_on_failure": False}  # fmt: skip
+
+    def _control_passes(self, slot: list) -> bool:
+        """Run the control program on a fresh worker in ``slot`` (kept when it stays sound)."""
+        request = self.control_request()
+        try:
+            self._discard(slot)
+            self._ensure(slot)
+            slot[0].send(request)
+            response = slot[0].read(request, self.request_timeout(request))
+        except SandboxError as e:
+            log.warning("control program failed: %s", e)
+            self._discard(slot)
+            return False
+        results = response.get("results") or [{}]
+        passed = results[0].get("status") == "ok" and results[0].get("stdout") == CONTROL_INPUT
+        if not (passed and response.get("clean")):
+            self._discard(slot)
+        return passed
 
     def close(self) -> None:
         """Stop every worker and remove its container."""

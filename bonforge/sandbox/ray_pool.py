@@ -79,3 +79,15 @@ def shutdown_node_pools() -> int:
                 ray.kill(actor)
             stopped += 1
     return stopped
+
+
+def pool_for(cfg: CodeVerifyConfig):
+    """In a process of a Ray session: the node's shared pool (one per node for all workers); else this
+    process's own (``bonforge.sandbox.pool.shared_pool``)."""
+    import ray
+
+    if ray.is_initialized():
+        return node_pool(cfg)
+    from bonforge.sandbox.pool import shared_pool
+
+    return shared_pool(cfg)

@@ -9,31 +9,56 @@ the host listens on (the Docker backend: it skips the proxies of Docker's attach
 first writes ``{"event": "ready", ...}``; then for each request line it writes one response line. A
 request::
 
-    {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str,
-     "fn_name": str, "check": str, "tests": [{"input": str} | {"args": [...]} | {}],
-     "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes,
-     "stop_on_failure": bool}
+    {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str, "fn_name": str,
+     "tests": [{"input": str} | {"args": [json...]} | {"calls": [[[value...], {name: value}], ...],
+               "go_on": bool}],
+     "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes, "stop_on_failure": bool}
 
-A response: ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test
-run: ``{"status": "ok" | "wrong_answer" (a failed assert-style check) | "runtime_error" | "compile_error" |
-"timeout" | "memory_limit" | "output_limit", "stdout": str, "value": json, "error": str, "stderr": str,
-"cpu_s": float, "wall_s": float}``. The runner never sees expected outputs: the host judges.
+An ``assert`` test is a list of calls of ``fn_name`` (arguments in the tagged form of ``encode_value``),
+planned on the host by the trusted checker (``checker.py``): the check's code and expected values never
+enter the sandbox. The child makes the calls in order and stops at the first one that raises unless
+``go_on``. A response: ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result
+per test run: ``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" |
+"output_limit", "stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float}`` plus, for
+``call``, ``"value"`` (the tagged JSON text of the returned value) and, for ``assert``, ``"calls"``: one
+line per call made, ``"v <tagged JSON>"`` or ``"x <JSON [exception class, message]>"``. Every field the
+child supplies is capped here (stdout and the call lines together under ``output_limit``) and passed on
+as text, never parsed: the host parses it with bounded size and depth. The runner never sees expected
+outputs: the host judges.
 
-The program is compiled once per request (a syntax error answers every test without a fork); each test
-runs in a child forked from this (preloaded) interpreter: own session and process group, rlimits,
-stdin fed from the test, stdout/stderr drained continuously with a cap, the whole group killed
-at the wall-clock limit. After each request every descendant is killed and the work directory wiped.
-With ``--contained`` (inside a container, where the runner is alone with its init) it also sends
-SIGKILL to every process it may signal.
+The child reports on a result pipe (fd 3) with one line per event: ``v``/``x`` (a call's value or
+exception), ``d`` (all calls made), ``e <text>`` (the program failed), ``m`` (MemoryError). Anything it
+writes there is only a claim about its own behaviour, judged on the host. The set-up writes ``R`` there first,
+before any program code runs: anything else first is a set-up failure, which a program cannot forge.
+
+Three kinds of process. The *supervisor* (this process: the host channel, limits, results) forks, before
+it reads any request, a *zygote*: a warm interpreter (common modules preloaded) that never holds a
+candidate's data and does nothing but fork. The program is compiled once per request in the supervisor (a
+syntax error answers every test without a fork) and handed, marshalled in a memfd, to each test's *child*,
+forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the supervisor and
+the zygote run as root and the candidate cannot signal, ptrace or ``prlimit`` them), rlimits (the stack may grow to
+the memory limit), stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
+stdout/stderr drained continuously with a cap; a stdio program ends as the interpreter would (non-daemon
+threads joined, ``atexit`` handlers run, streams flushed). The zygote is a child subreaper, so every
+descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
+supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
+After each test every process of the candidate is killed (none survives into the next test); after each
+request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that
+its own and the zygote's limits, affinity and priority are as they were; otherwise it answers
+``clean: false`` and exits (the host replaces the sandbox).
 """
 
+import atexit
 import builtins
 import ctypes
 import errno
+import fcntl
 import gc
 import json
+import marshal
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -54,6 +79,14 @@ BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
 MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the status pipe)
 
 
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
+# What a candidate could change in the supervisor or zygote to hurt the next one: checked after each request.
+WATCHED_LIMITS = tuple(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
+SCRATCH_DIRS = ("/dev/shm", "/dev/mqueue")  # shared memory and message queues: emptied after each request
+HOST_SCRATCH_DIRS = ("/tmp", "/var/tmp", *SCRATCH_DIRS)  # backend process: the sandbox uid's entries removed
+SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
+
+
 def _prctl(option, value):
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
@@ -61,15 +94,26 @@ def _prctl(option, value):
         return False
 
 
-@functools.cache
-def _oom_file():
-    """The cgroup's OOM event file, opened once (cgroup files are re-read with pread); else /dev/null."""
-    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+def _counter_file(paths):
+    for path in paths:
         try:
             return os.open(path, os.O_RDONLY)
         except OSError:
             continue
-    return os.open(os.devnull, os.O_RDONLY)
+    return None
+
+
+@functools.cache
+def _oom_file():
+    """The cgroup's OOM event file, opened once (cgroup files are re-read with pread); else None."""
+    return _counter_file(("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"))
+
+
+@functools.cache
+def _cpu_file():
+    """The container cgroup's CPU counter (v2 ``cpu.stat``, v1 ``cpuacct.usage``); else None."""
+    return _counter_file(("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage",
+                          "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"))  # fmt: skip
 
 
 def _oom_kills():
@@ -77,9 +121,25 @@ def _oom_kills():
         for line in os.pread(_oom_file(), 4096, 0).splitlines():
             if line.startswith(b"oom_kill "):
                 return int(line.split()[1])
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         pass
     return 0
+
+
+def _cgroup_cpu():
+    """CPU seconds used by every process of this cgroup so far, or None (no cgroup of our own)."""
+    try:
+        data = os.pread(_cpu_file(), 4096, 0)
+    except (OSError, TypeError):
+        return None
+    if data.startswith(b"usage_usec "):
+        return int(data.split()[1]) / 1e6
+    return int(data) / 1e9 if data.strip().isdigit() else None
+
+
+def _self_cpu():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 @functools.cache
@@ -89,7 +149,7 @@ def _selector():
 
 
 def _descendants(root):
-    """Pids of every live descendant of ``root`` (orphans are reparented to us: we are a subreaper)."""
+    """Pids of every live descendant of ``root``."""
     parent = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -106,59 +166,90 @@ def _descendants(root):
     return found
 
 
-def _reap():
-    """Reap exited children; True when no child is left at all."""
-    while True:
+def _fingerprint(pid):
+    """The state of ``pid`` its forked children inherit: rlimits, CPU affinity, priority."""
+    try:
+        return ([resource.prlimit(pid, r) for r in WATCHED_LIMITS], os.sched_getaffinity(pid),
+                os.getpriority(os.PRIO_PROCESS, pid))  # fmt: skip
+    except OSError as e:
+        return repr(e)
+
+
+class _As:
+    """Run file operations as the sandbox uid (its files, nothing else); no-op without uid separation."""
+
+    def __init__(self, ids):
+        self.uid = ids[0] if ids else None
+
+    def __enter__(self):
+        if self.uid is not None:
+            os.seteuid(self.uid)
+
+    def __exit__(self, *exc):
+        if self.uid is not None:
+            os.seteuid(0)
+
+
+def _empty_dir(root, budget=100_000):
+    """Remove everything inside ``root``, iteratively and by directory fd (no recursion, no path
+    length limit, links never followed; a subtree deeper than 32 levels is first moved up into
+    ``root``). True when ``root`` ended empty within ``budget`` entries."""
+    try:
+        rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return True
+    stack, n = [rfd], 0
+    try:
+        while stack and n < budget:
+            fd, sub = stack[-1], None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    n += 1
+                    try:
+                        if not entry.is_dir(follow_symlinks=False):
+                            os.unlink(entry.name, dir_fd=fd)
+                            continue
+                        try:
+                            os.rmdir(entry.name, dir_fd=fd)
+                            continue
+                        except OSError:
+                            pass
+                        os.chmod(entry.name, 0o700, dir_fd=fd)
+                        if len(stack) >= 32:
+                            os.rename(entry.name, f".bonforge-wipe-{n}", src_dir_fd=fd, dst_dir_fd=rfd)
+                            continue
+                        sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                        break
+                    except OSError:
+                        continue
+            if sub is not None:
+                stack.append(sub)
+            elif fd == rfd:
+                break
+            else:
+                os.close(stack.pop())  # emptied: the parent's next pass removes it
+        return not os.listdir(rfd)
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _remove_owned(path, uid):
+    """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``)."""
+    try:
+        entries = [e for e in os.scandir(path) if e.stat(follow_symlinks=False).st_uid == uid]
+    except OSError:
+        return
+    for entry in entries:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if pid == 0:
-            return False
-
-
-def _kill_all(contained, subreaper):
-    """Kill every descendant (and, contained, everything we may signal); True when none is left.
-
-    As a subreaper, every surviving descendant is a child of ours (orphans are reparented to us), so
-    having no child at all proves the tree empty without scanning /proc."""
-    me = os.getpid()
-    for _ in range(200):
-        if contained:
-            try:
-                os.kill(-1, signal.SIGKILL)  # spares ourselves and pid 1
-            except OSError:
-                pass
-        if subreaper and _reap():
-            return True
-        left = _descendants(me)
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if _reap() and not left:
-            return True
-        time.sleep(0.005)
-    return False
-
-
-def _wipe(workdir):
-    for name in os.listdir(workdir):
-        path = os.path.join(workdir, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            for d, _, _ in os.walk(path):
-                try:
-                    os.chmod(d, 0o700)
-                except OSError:
-                    pass
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-    return not os.listdir(workdir)
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)
+                _empty_dir(entry.path)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _format_error(exc, sources):
@@ -179,99 +270,272 @@ def _format_error(exc, sources):
     return "\n".join(out) + "\n"
 
 
-def _child(req, compiled, test, fds, workdir):
-    """In the forked child: set limits, run the program, report on fd 3. Never returns."""
-    status_w = 3
+VALUE_DEPTH = 64  # nesting a value may have on the channel (deeper: not expressible)
+ITER_ITEMS = 1_000_000  # items a returned generator or iterator may yield
+_TAGS_SEQ = {"l": list, "t": tuple, "s": set, "fs": frozenset}
+_HEX = re.compile(r"-?[0-9a-f]+\Z")
+_FLOAT = re.compile(r"-?(inf|nan|[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?)\Z")
+
+
+class Opaque:
+    """A value the channel cannot carry (an object of a type that is not builtin data): equal to nothing."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind):
+        self.kind = str(kind)[:100]
+
+    def __repr__(self):
+        return f"<{self.kind} object>"
+
+
+def encode_value(v, depth=0):
+    """The plain, type-tagged JSON form of ``v``: None, bools and strings as JSON; ``["i", hex digits]``,
+    ``["f", repr]`` (inf and nan included), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
+    ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["r", [start, stop, step]]``
+    (a range), ``["it", [items]]`` (a generator or iterator, run to its end here: it arrives as an iterator
+    over those items), ``["?", type name]`` for anything else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
+    subclass travels as its integer and an object cannot bring its own ``__eq__``."""
+    if depth > VALUE_DEPTH:
+        raise ValueError(f"nested deeper than {VALUE_DEPTH}")
+    t = type(v)
+    if v is None or v is True or v is False:
+        return v
+    if issubclass(t, int):
+        return ["i", int.__format__(v, "x")]
+    if issubclass(t, float):
+        return ["f", float.__repr__(v)]
+    if issubclass(t, str):
+        return str.__str__(v)
+    if issubclass(t, complex):
+        return ["c", [float.__repr__(complex.real.__get__(v)), float.__repr__(complex.imag.__get__(v))]]
+    if issubclass(t, (bytes, bytearray)):
+        return ["b" if issubclass(t, bytes) else "ba", (bytes if issubclass(t, bytes) else bytearray).hex(v)]
+    for tag, base in _TAGS_SEQ.items():
+        if issubclass(t, base):
+            return [tag, [encode_value(x, depth + 1) for x in base.__iter__(v)]]
+    if issubclass(t, dict):
+        return ["d", [[encode_value(k, depth + 1), encode_value(x, depth + 1)] for k, x in dict.items(v)]]
+    if t is range:
+        return ["r", [encode_value(v.start), encode_value(v.stop), encode_value(v.step)]]
+    if hasattr(t, "__next__") and hasattr(t, "__iter__"):  # a generator or iterator: what it yields
+        items = []
+        for x in v:
+            if len(items) >= ITER_ITEMS:
+                raise ValueError(f"an iterator of more than {ITER_ITEMS} items")
+            items.append(encode_value(x, depth + 1))
+        return ["it", items]
+    try:
+        name = str.__str__(type.__dict__["__name__"].__get__(t))
+    except Exception:
+        name = "object"
+    return ["?", name]
+
+
+def decode_value(x, depth=0):
+    """The inverse of ``encode_value`` for input from an untrusted side: builtin values only, nesting
+    bounded, every tag and digit string checked; ``ValueError`` for anything else."""
+    if depth > VALUE_DEPTH + 1:
+        raise ValueError("value nested too deeply")
+    if x is None or x is True or x is False or type(x) is str:
+        return x
+    if type(x) is not list or len(x) != 2 or type(x[0]) is not str:
+        raise ValueError("not a tagged value")
+    tag, body = x
+    if tag == "i" and type(body) is str and _HEX.match(body):
+        return int(body, 16)
+    if tag == "f" and type(body) is str and len(body) < 40 and _FLOAT.match(body):
+        return float(body)
+    if tag == "c" and type(body) is list and len(body) == 2:
+        return complex(decode_value(["f", body[0]], depth), decode_value(["f", body[1]], depth))
+    if tag in ("b", "ba") and type(body) is str:
+        return (bytes if tag == "b" else bytearray).fromhex(body)
+    if tag in _TAGS_SEQ and type(body) is list:
+        return _TAGS_SEQ[tag](decode_value(v, depth + 1) for v in body)
+    if tag == "d" and type(body) is list:
+        out = {}
+        for pair in body:
+            if type(pair) is not list or len(pair) != 2:
+                raise ValueError("not a dict item")
+            out[decode_value(pair[0], depth + 1)] = decode_value(pair[1], depth + 1)
+        return out
+    if tag == "r" and type(body) is list and len(body) == 3:
+        return range(*(decode_value(x, depth + 1) for x in body))
+    if tag == "it" and type(body) is list:
+        return iter([decode_value(v, depth + 1) for v in body])
+    if tag == "?" and type(body) is str:
+        return Opaque(body)
+    raise ValueError(f"bad tagged value {tag[:20]!r}")
+
+
+def _builtin_name(exc):
+    """The name of the nearest builtin class of an exception (a program's own classes are not carried)."""
+    for cls in type.__dict__["__mro__"].__get__(type(exc)):
+        if getattr(builtins, cls.__name__, None) is cls:
+            return cls.__name__
+    return "Exception"
+
+
+def _value_line(value):
+    """The ``v`` line of a returned value (plain integers, the common case, without the JSON encoder)."""
+    if type(value) is int:
+        return f'v ["i","{value:x}"]'
+    try:
+        return "v " + json.dumps(encode_value(value))
+    except (ValueError, TypeError, RecursionError) as e:
+        return "v " + json.dumps(["?", f"unencodable value ({e})"[:200]])
+
+
+def _exception_line(exc):
+    try:
+        msg = str(exc)[:500]
+    except BaseException:
+        msg = ""
+    return json.dumps([_builtin_name(exc), msg])
+
+
+def _finish_interpreter():
+    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush."""
+    if "threading" in sys.modules:
+        try:
+            sys.modules["threading"]._shutdown()
+        except BaseException:
+            pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _enter_sandbox(fds, ids, nproc):
+    """In a child forked from the zygote: standard streams, the request's payload, limits, the sandbox uid
+    with no capabilities. Returns the payload; a failure is reported on fd 3 before any candidate code
+    ran (the first line there is the set-up's: ``R`` when it succeeded)."""
+    stdin_r, out_w, err_w, st_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    os.dup2(st_w, 3)
     try:
         os.setsid()
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
-        stdin_r, out_w, err_w, st_w = fds
         os.dup2(stdin_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.dup2(st_w, status_w)
-        os.closerange(status_w + 1, 65536)
-        os.chdir(workdir)
-        cpu = max(1, int(req["time_limit"] + 0.999))
+        payload = marshal.loads(os.pread(payload_fd, os.fstat(payload_fd).st_size, 0))
+        os.closerange(4, 65536)
+        os.chdir(payload["workdir"])
+        cpu = max(1, int(payload["time_limit"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        mem = int(req["memory_mb"]) * 1024 * 1024
+        mem = int(payload["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(req.get("file_limit", 16 << 20)),) * 2)
+        stack_hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+        stack = mem if stack_hard == resource.RLIM_INFINITY else min(mem, stack_hard)
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))  # deep recursion: up to the memory limit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(payload["file_limit"] or 16 << 20),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if req.get("nproc"):
-            resource.setrlimit(resource.RLIMIT_NPROC, (int(req["nproc"]),) * 2)
+        if nproc:  # backend process with its own uid per worker (in Docker the pids cgroup counts)
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         try:
             fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(fd, b"1000")
             os.close(fd)
         except OSError:
             pass
+        if ids:  # drop to the sandbox uid: every capability is lost with it
+            os.setgroups([])
+            os.setresgid(ids[1], ids[1], ids[1])
+            os.setresuid(ids[0], ids[0], ids[0])
+            _prctl(PR_SET_DUMPABLE, 1)  # its own /proc entries become its own
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         sys.argv = ["solution.py"]
+        os.write(3, b"R\n")
+        return payload
     except BaseException as e:  # the sandbox could not set up: not the program's fault
-        os.write(status_w, (json.dumps({"s": "setup", "e": repr(e)}) + "\n").encode())
+        os.write(3, (json.dumps({"s": "setup", "e": repr(e)}) + "\n").encode())
         os._exit(1)
 
-    def report(obj):
+
+def _child(fds, index, ids, nproc):
+    """In a child forked from the zygote: enter the sandbox, run the program on test ``index``, report on
+    fd 3 (see the module's docstring). Never returns."""
+    result_fd = 3
+    req = _enter_sandbox(fds, ids, nproc)
+    compiled = (req["source"], req["code"])
+    test = req["tests"][index]
+
+    def emit(line):
+        os.write(result_fd, line.encode("utf-8", "replace") + b"\n")
+
+    def failed(e):
         try:
-            sys.stdout.flush()
+            sys.stderr.write(_format_error(e, {"solution.py": source}))
+            sys.stderr.flush()
         except BaseException:
             pass
-        os.write(status_w, (json.dumps(obj) + "\n").encode())
+        try:
+            emit("e " + f"{type(e).__name__}: {str(e)[:300]}".replace("\n", " "))
+        except BaseException:
+            emit("e the program failed")
+        os._exit(1)
 
     kind = req["kind"]
-    source, code, check = compiled
-    req_check = req.get("check") or ""
+    source, code = compiled
     ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
-    exit_code = 0
     try:
         try:
             exec(code, ns)
-            if kind == "call":
-                fn_name = test.pop("fn_name")
-                target = ns["Solution"]() if "Solution" in ns and hasattr(ns["Solution"], fn_name) else ns
-                fn = getattr(target, fn_name) if target is not ns else ns[fn_name]
-                value = fn(*test.pop("args"))
-                if isinstance(value, tuple):
-                    value = list(value)
-                try:
-                    report({"s": "ok", "v": value})
-                except (TypeError, ValueError):
-                    report({"s": "ok", "unserializable": repr(value)[:200]})
-                os._exit(0)
-            if kind == "assert":
-                try:
-                    exec(check, ns)
-                except AssertionError as e:
-                    tb = e.__traceback__
-                    while tb.tb_next is not None:
-                        tb = tb.tb_next
-                    if tb.tb_frame.f_code.co_filename != "check.py":
-                        raise  # the program's own assert failed: a runtime error, not a failed check
-                    sys.stderr.write(_format_error(e, {"solution.py": source, "check.py": req_check}))
-                    report({"s": "wrong", "e": f"check failed: {str(e)[:200]}"})
-                    os._exit(1)
         except SystemExit as e:
-            exit_code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if kind != "stdio" and exit_code == 0:
+            if kind != "stdio":
                 raise RuntimeError("the program exited before the tests ran") from None
-        report({"s": "ok" if exit_code == 0 else "exc", "e": f"exit code {exit_code}"})
+            status = e.code
+            if status is not None and type(status) is not int:
+                print(status, file=sys.stderr)  # as the interpreter does
+            _finish_interpreter()
+            os._exit(0 if status is None else int.__and__(status, 0xFF) if type(status) is int else 1)
+        if kind == "stdio":
+            _finish_interpreter()
+            os._exit(0)
+        fn_name = req["fn_name"]
+        if kind == "call" and "Solution" in ns and hasattr(ns["Solution"], fn_name):
+            fn = getattr(ns["Solution"](), fn_name)
+        elif fn_name in ns:
+            fn = ns[fn_name]
+        else:
+            raise NameError(f"name {fn_name!r} is not defined")
+        if kind == "call":
+            value = fn(*test["args"])
+            emit(_value_line(value))
+            os._exit(0)
+        for args, kwargs in test["calls"]:
+            try:
+                value = fn(*[decode_value(a) for a in args], **{k: decode_value(a) for k, a in kwargs.items()})
+            except MemoryError:
+                raise
+            except BaseException as e:
+                emit("x " + _exception_line(e))
+                try:
+                    sys.stderr.write(_format_error(e, {"solution.py": source}))
+                except BaseException:
+                    pass
+                if not test.get("go_on"):
+                    break
+                continue
+            emit(_value_line(value))
+        emit("d")
+        os._exit(0)
     except MemoryError:
-        report({"s": "mem"})
+        emit("m")
         os._exit(MEM_EXIT)
     except BaseException as e:
-        try:
-            sys.stderr.write(_format_error(e, {"solution.py": source, "check.py": req_check}))
-            sys.stderr.flush()
-            report({"s": "exc", "e": f"{type(e).__name__}: {str(e)[:200]}"})
-        except BaseException:
-            pass
-        os._exit(1)
-    os._exit(exit_code & 0xFF)
+        failed(e)
 
 
 def compile_program(req):
-    """(source, program code, check code or None), compiled once per request in the runner: children
-    inherit them. Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
+    """(source, program code), compiled once per request in the runner: children inherit them.
+    Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
     source = req.get("prelude", "") + req["program"]
     try:
         code = compile(source, "solution.py", "exec")
@@ -281,89 +545,212 @@ def compile_program(req):
         # As the APPS harness does: a script that returns at top level runs as a function body.
         body = "".join("    " + ln for ln in req["program"].splitlines(True))
         code = compile(f"{req.get('prelude', '')}def _main():\n{body}\n_main()\n", "solution.py", "exec")
-    return source, code, compile(req["check"], "check.py", "exec") if req["kind"] == "assert" else None
+    return source, code
 
 
-def run_test(req, compiled, test, workdir):
-    data = test.get("input", "").encode()
-    stdin_r, stdin_w = os.pipe() if data else (os.open(os.devnull, os.O_RDONLY), None)
+class _Stuck(Exception):
+    """A test's processes could not all be killed and reaped: this sandbox cannot run another test."""
+
+
+def _zygote(sock, ids, nproc):
+    """The zygote's loop: fork one child per test and reap every process that ends up ours (we are a
+    subreaper), reporting the child's pid (``P``), its wait status (``S``) and, when no process of the
+    test is left, the CPU seconds of all of them (``D``). Never returns."""
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    gc.freeze()  # children's collectors then leave the preloaded objects alone: fewer copy-on-write faults
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 32, 8)
+        except OSError:
+            os._exit(1)
+        if not msg:
+            os._exit(0)
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            _child(fds, int(msg), ids, nproc)
+        for fd in fds:
+            os.close(fd)
+        sock.send(b"P %d" % pid)
+        if pid < 0:
+            continue
+        cpu = 0.0
+        while True:
+            try:
+                done, wstatus, ru = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            cpu += ru.ru_utime + ru.ru_stime
+            if done == pid:
+                sock.send(b"S %d" % wstatus)
+        sock.send(b"D %r" % cpu)
+
+
+class _Sandbox:
+    """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
+
+    def __init__(self, ids, nproc, contained):
+        self.ids, self.contained = ids, contained
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            _zygote(theirs, ids, nproc)
+        theirs.close()
+        self.state = (_fingerprint(os.getpid()), _fingerprint(self.pid))
+
+    def start(self, index, fds):
+        self.child = self.wstatus = self.cpu = None
+        socket.send_fds(self.sock, [b"%d" % index], fds)
+
+    def receive(self):
+        msg = self.sock.recv(64)
+        if not msg:
+            raise RuntimeError("the zygote died")
+        kind, value = msg.split()
+        if kind == b"P":
+            self.child = int(value)
+            if self.child < 0:
+                raise RuntimeError("the zygote could not fork")
+        elif kind == b"S":
+            self.wstatus = int(value)
+        else:
+            self.cpu = float(value)
+
+    def survivors(self):
+        """Processes of the candidate still alive: in a container everything but init, us and the zygote."""
+        if self.contained:
+            return {int(n) for n in os.listdir("/proc") if n.isdigit()} - {1, os.getpid(), self.pid}
+        return _descendants(self.pid)
+
+    def finish(self, timeout=5.0):
+        """Kill every process of the test; wait until the zygote has reaped them all."""
+        if self.child:
+            try:
+                os.killpg(self.child, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        while self.cpu is None:
+            if select.select([self.sock], [], [], 0.005)[0]:
+                self.receive()
+                continue
+            for pid in self.survivors():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                raise _Stuck(f"processes of the program survived SIGKILL for {timeout:.0f} s")
+
+    def cleanup(self, workdir):
+        """Empty the work directory and shared scratch places; what is still not as it was, if anything."""
+        problems = []
+        with _As(self.ids):
+            wiped = _empty_dir(workdir)
+            if self.contained:
+                wiped = all([_empty_dir(d) for d in SCRATCH_DIRS]) and wiped
+            elif self.ids:
+                for d in HOST_SCRATCH_DIRS:
+                    _remove_owned(d, self.ids[0])
+        if not wiped:
+            problems.append("work directory, /dev/shm or /dev/mqueue not empty")
+        if self.contained:
+            for path in SYSV_IPC:
+                try:
+                    with open(path, "rb") as f:
+                        if len(f.read().splitlines()) > 1:
+                            problems.append(f"System V IPC objects left ({path})")
+                except OSError:
+                    pass
+        if (_fingerprint(os.getpid()), _fingerprint(self.pid)) != self.state:
+            problems.append("the runner's limits, affinity or priority changed")
+        return problems
+
+    def close(self):
+        self.sock.close()
+        for pid in [*self.survivors(), self.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _stdin_file(data):
+    """The test's input as a memory file (a regular file: its size is known, reads never block)."""
+    fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def run_test(req, index, test, payload_fd, sandbox):
+    stdin_r = _stdin_file(test.get("input", "").encode())
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     st_r, st_w = os.pipe()
-    child_test = dict(test)
-    if req["kind"] == "call":
-        child_test["fn_name"] = req["fn_name"]
-    oom_before = _oom_kills()
+    # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
+    cgroup_before = _cgroup_cpu() if sandbox.contained else None
+    oom_before, self_before = _oom_kills(), _self_cpu()
     start = time.monotonic()
-    gc.freeze()  # the child's collector then leaves our objects alone: fewer copy-on-write faults
-    pid = os.fork()
-    if pid == 0:
-        for fd in (out_r, err_r, st_r):
-            os.close(fd)
-        _child(req, compiled, child_test, (stdin_r, out_w, err_w, st_w), workdir)
+    sandbox.start(index, [stdin_r, out_w, err_w, st_w, payload_fd])
     for fd in (stdin_r, out_w, err_w, st_w):
         os.close(fd)
     limit = int(req["output_limit"])
+    cpu_limit = float(req["time_limit"])
     out, err, st = bytearray(), bytearray(), bytearray()
     sel = _selector()
+    zfd = sandbox.sock.fileno()
+    sel.register(zfd, selectors.EVENT_READ)
     for fd in (out_r, err_r, st_r):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    if data:
-        os.set_blocking(stdin_w, False)
-        sel.register(stdin_w, selectors.EVENT_WRITE)
-    try:
-        pidfd = os.pidfd_open(pid)
-        sel.register(pidfd, selectors.EVENT_READ)
-    except (AttributeError, OSError):
-        pidfd = None
     deadline = start + float(req["wall_limit"])
-    killed, rusage, wstatus, sent = None, None, None, 0
-    while True:
-        now = time.monotonic()
-        if wstatus is None:
-            done, ws, ru = os.wait4(pid, os.WNOHANG)
-            if done:
-                wstatus, rusage = ws, ru
-        if wstatus is not None:
-            break
-        if now >= deadline:
-            killed = "timeout"
-            break
-        for key, _ in sel.select(min(deadline - now, 0.05 if pidfd is None else 1.0)):
-            fd = key.fd
-            if fd == pidfd:
-                continue
-            if fd == stdin_w:
-                try:
-                    sent += os.write(fd, data[sent : sent + 65536])
-                except OSError:
-                    sent = len(data)
-                if sent >= len(data):
-                    sel.unregister(fd)
-                    os.close(fd)
-                    stdin_w = None
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                sel.unregister(fd)
-                continue
-            if fd == out_r:
-                out += chunk
-            elif fd == err_r:
-                err += chunk
-                del err[:-STDERR_KEEP]
-            else:
-                st += chunk
-        if len(out) > limit:
-            killed = "output_limit"
-            break
+    poll = 0.1 if cgroup_before is not None else 1.0
+    killed = None
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    if wstatus is None:
-        _, wstatus, rusage = os.wait4(pid, 0)
+        while sandbox.wstatus is None:
+            now = time.monotonic()
+            if now >= deadline:
+                killed = "timeout"
+                break
+            if cgroup_before is not None and now - start > poll:
+                if _cgroup_cpu() - cgroup_before - (_self_cpu() - self_before) > cpu_limit:
+                    killed = "timeout"
+                    break
+            for key, _ in sel.select(min(deadline - now, poll)):
+                fd = key.fd
+                if fd == zfd:
+                    sandbox.receive()
+                else:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        sel.unregister(fd)
+                    elif fd == out_r:
+                        out += chunk
+                    elif fd == err_r:
+                        err += chunk
+                        del err[:-STDERR_KEEP]
+                    else:
+                        st += chunk
+            if len(out) + len(st) > limit + 2:  # stdout and the call lines together (+ the set-up's line)
+                killed = "output_limit"
+                break
+    finally:
+        for fd in list(sel.get_map()):
+            sel.unregister(fd)
+    sandbox.finish()
     for fd in (out_r, err_r, st_r):  # what is already buffered
         for _ in range(64):
             try:
@@ -373,57 +760,51 @@ def run_test(req, compiled, test, workdir):
             if not chunk:
                 break
             (out if fd == out_r else err if fd == err_r else st).extend(chunk)
-            if fd == out_r and len(out) > limit:
+            del err[:-STDERR_KEEP]
+            if len(out) + len(st) > limit + 2:
                 killed = killed or "output_limit"
                 break
-    for fd in list(sel.get_map()):
-        sel.unregister(fd)
-    for fd in (out_r, err_r, st_r, stdin_w, pidfd):
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    for fd in (out_r, err_r, st_r):
+        os.close(fd)
     wall = time.monotonic() - start
-    cpu = rusage.ru_utime + rusage.ru_stime
-    report = {}
-    for line in bytes(st).splitlines():
-        try:
-            report = json.loads(line)
-            break
-        except ValueError:
-            continue
+    cpu, wstatus = sandbox.cpu, sandbox.wstatus  # every process of the test reaped: all their CPU counted
+    setup, _, rest = bytes(st[: limit + 2]).partition(b"\n")
+    if setup != b"R":  # written before any program code ran: anything else is the set-up's failure
+        raise RuntimeError(f"child set-up failed: {setup[:500].decode(errors='replace')}")
+    over = killed == "output_limit" or len(out) + len(st) > limit + 2
+    lines = [] if over else rest.decode("utf-8", "replace").splitlines()
+    events = {ln[:1] for ln in lines}
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     result = {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4)}
-    if killed == "output_limit" or len(out) > limit:
+    kind = req["kind"]
+    if kind == "call":
+        values = [ln[2:] for ln in lines if ln.startswith("v ")]
+        if values:
+            result["value"] = values[0]
+    elif kind == "assert":
+        result["calls"] = [ln for ln in lines if ln.startswith(("v ", "x "))]
+    if over:
         status = "output_limit"
-    elif report.get("s") == "setup":
-        raise RuntimeError(f"child setup failed: {report.get('e')}")
     elif killed == "timeout" or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = "timeout"
-    elif report.get("s") == "mem" or code == MEM_EXIT and not report or _oom_kills() > oom_before:
+    elif "m" in events or code == MEM_EXIT or _oom_kills() > oom_before:
         status = "memory_limit"
-    elif report.get("s") == "ok" and code == 0:
+    elif code == 0 and "e" not in events and (kind == "stdio" or "value" in result or "d" in events):
         status = "ok"
-        if "v" in report:
-            result["value"] = report["v"]
-        elif "unserializable" in report:
-            result["error"] = "return value is not JSON: " + report["unserializable"]
-    elif report.get("s") == "wrong" and code == 1:
-        status, result["error"] = "wrong_answer", report.get("e", "")  # an assert-style check failed
-    elif not report and code == 0 and req["kind"] == "stdio":
-        status = "ok"  # exited 0 without our wrapper reporting (os._exit(0)): the output is judged
     else:
         status = "runtime_error"
-        result["error"] = report.get("e") or (f"killed by signal {sig}" if sig else f"exit code {code}")
+        errors = [ln[2:502] for ln in lines if ln.startswith("e ")]
+        result["error"] = errors[0] if errors else (f"killed by signal {sig}" if sig else f"exit code {code}")
+        if not errors and code == 0:
+            result["error"] = "the program ended without answering"
     result["status"] = status
     result["stdout"] = bytes(out[:limit]).decode("utf-8", "replace") if status == "ok" else ""
     result["stderr"] = bytes(err[-STDERR_KEEP:]).decode("utf-8", "replace")
     return result
 
 
-def handle(req, workdir, contained, subreaper):
+def handle(req, workdir, sandbox):
     tests = req.pop("tests")
     try:
         compiled = compile_program(req)
@@ -432,23 +813,50 @@ def handle(req, workdir, contained, subreaper):
                  "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
         results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
         return {"id": req.get("id"), "results": results, "clean": True, "cleanup": ""}
+    source, code = compiled
+    payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
+    payload.update(source=source, code=code, tests=tests, workdir=workdir)
+    pfd = os.memfd_create("bonforge-request", os.MFD_CLOEXEC)
+    problems = []
     results = []
-    for test in tests:
-        results.append(run_test(req, compiled, test, workdir))
-        if req.get("stop_on_failure") and results[-1]["status"] != "ok":
-            break
-    clean = _kill_all(contained, subreaper)
-    wiped = _wipe(workdir)
-    problems = ([] if clean else ["processes survived"]) + ([] if wiped else ["work directory not empty"])
-    return {"id": req.get("id"), "results": results, "clean": clean and wiped, "cleanup": "; ".join(problems)}
+    try:
+        view = memoryview(marshal.dumps(payload))
+        while view:
+            view = view[os.write(pfd, view) :]
+        for i, test in enumerate(tests):
+            results.append(run_test(req, i, test, pfd, sandbox))
+            if req.get("stop_on_failure") and results[-1]["status"] != "ok":
+                break
+    except _Stuck as e:
+        problems.append(str(e))
+        note = {"status": "runtime_error", "error": f"not run: {e}", "stdout": "", "stderr": "", "cpu_s": 0.0,
+                "wall_s": 0.0}  # fmt: skip
+        results += [dict(note) for _ in tests[len(results) :]]
+    finally:
+        os.close(pfd)
+    problems += sandbox.cleanup(workdir)
+    return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems)}
+
+
+def _ids(argv):
+    """``--uid UID:GID``: the uid and gid the tests run under (the runner itself stays root)."""
+    if "--uid" not in argv:
+        return None
+    uid, _, gid = argv[argv.index("--uid") + 1].partition(":")
+    return int(uid), int(gid or uid)
 
 
 def main():
     contained = "--contained" in sys.argv
+    sys.set_int_max_str_digits(0)  # inherited: programs may print and read integers of any length
+    ids = _ids(sys.argv)
+    nproc = int(sys.argv[sys.argv.index("--nproc") + 1]) if "--nproc" in sys.argv else None
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: programs may not read our memory through /proc
-    subreaper = _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphaned descendants stay ours to kill
+    _prctl(PR_SET_DUMPABLE, 0)  # programs may not read our memory through /proc
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # should the zygote die, its orphans are still ours to kill
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
+    if ids and not contained:
+        os.chown(workdir, *ids)
     if "--connect" in sys.argv:  # the host's socket (Docker: a bypass of the attach stream's proxies)
         path = sys.argv[sys.argv.index("--connect") + 1]
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -472,6 +880,8 @@ def main():
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
 
+    sandbox = _Sandbox(ids, nproc, contained)  # before any request: the zygote never holds one
+
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")
         proto_out.flush()
@@ -482,16 +892,16 @@ def main():
             req = json.loads(line)
             del line
             try:
-                response = handle(req, workdir, contained, subreaper)
-            except Exception as e:  # a runner fault: the host treats it as a sandbox error
-                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
+                response = handle(req, workdir, sandbox)
+            except Exception as e:  # a runner fault: the host decides whose (a control program)
+                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"[:2000]}
             send(response)
             if not response.get("clean"):
                 break  # after a fault or a failed cleanup, this sandbox is not reused
     except (BrokenPipeError, KeyboardInterrupt):
         pass
     finally:
-        _kill_all(contained, subreaper)
+        sandbox.close()
         if not contained:
             shutil.rmtree(workdir, ignore_errors=True)
 

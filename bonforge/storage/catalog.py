@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import pyarrow as pa
 
 from bonforge.storage.store import StageStore
 
 
-def connect(store: StageStore, run_id: str | None = None) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
+def connect(store: StageStore, run_id: str | None = None):
+    con = store.duckdb()
     runs = store.runs()
     con.register("runs", _runs_table(runs))
     if not runs:

@@ -1,14 +1,15 @@
 """The content-addressed stage store.
 
-Layout::
+Layout (under a local folder or an S3 prefix, see ``bonforge.storage.fs``)::
 
-    <root>/stages/<stage>/<key>/part-<shard>.parquet   one file per shard, written to a temp name and renamed
+    <root>/stages/<stage>/<key>/part-<shard>.parquet   one file per shard, never visible half-written
     <root>/stages/<stage>/<key>/plan.json              the shard plan the part files belong to
     <root>/stages/<stage>/<key>/manifest.json          written last; a stage without it does not exist
     <root>/runs/<run_id>.json                          one record per run
+    <root>/prefect-results/                            Prefect's task results (the stage manifests)
 
-``key = hash(stage name, stage code version, normalized config, upstream keys)``: execution-only settings
-must be left out of ``config`` by the caller (see ``bonforge.stages``).
+``key = hash(stage name, stage code version, normalized config, upstream keys)`` (``bonforge.keys``), derived
+from a stage's declaration (``bonforge.stage``); execution-only settings are not part of it.
 """
 
 from __future__ import annotations
@@ -18,29 +19,18 @@ import json
 import logging
 import os
 import re
-import socket
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bonforge.errors import StoreError
+from bonforge.keys import canonical_json
+from bonforge.storage.fs import Location, atomic_write_json, json_bytes, open_location, sha256_file  # noqa: F401
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
-_TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)$")  # what _temp_path names
 log = logging.getLogger("bonforge")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def stage_key(stage: str, version: str, config: Any, upstream: dict[str, str]) -> str:
-    """The identity of a stage's output: same key ⇒ same output ⇒ never recomputed."""
-    payload = canonical_json({"stage": stage, "version": version, "config": config, "upstream": upstream})
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
 def utc_now() -> str:
@@ -56,94 +46,54 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def _temp_path(path: Path) -> Path:
-    """A hidden temp name beside ``path``, naming the writer (host and pid) so that the leftovers of a
-    crashed writer can be told from a live one's."""
-    return path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
-
-
-def _remove_dead_temps(folder: Path) -> None:
-    """Remove temp files in ``folder`` left by writers on this host that no longer run."""
-    host = socket.gethostname()
-    for p in folder.iterdir():
-        m = _TEMP.match(p.name)
-        if not m or m["host"] != host:
-            continue
-        try:
-            os.kill(int(m["pid"]), 0)
-            continue  # alive
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # alive, another user's
-        p.unlink(missing_ok=True)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_path(path)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
-
-
-def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_path(path)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 class StageStore:
-    """Reads and writes stage outputs under ``root``. Safe for concurrent readers during writes."""
+    """Reads and writes stage outputs under ``root`` (a local folder or ``s3://bucket/prefix``). Safe for
+    concurrent readers during writes."""
 
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root).resolve()
+    def __init__(self, root: str | os.PathLike | Location):
+        self.loc = open_location(root)
+        self.root = self.loc.root  # a Path for a local store, the s3:// URL otherwise
 
     # -- paths -------------------------------------------------------------------------------------
-    def stage_dir(self, stage: str, key: str) -> Path:
-        return self.root / "stages" / stage / key
+    def stage_dir(self, stage: str, key: str):
+        return self.loc.path("stages", stage, key)
 
-    def shard_path(self, stage: str, key: str, shard: int) -> Path:
-        return self.stage_dir(stage, key) / f"part-{shard:05d}.parquet"
+    def shard_path(self, stage: str, key: str, shard: int):
+        return self.loc.path("stages", stage, key, f"part-{shard:05d}.parquet")
+
+    def _file(self, stage: str, key: str, name: str):
+        return self.loc.path("stages", stage, key, name)
 
     # -- queries -----------------------------------------------------------------------------------
     def exists(self, stage: str, key: str) -> bool:
-        return (self.stage_dir(stage, key) / "manifest.json").is_file()
+        return self.loc.is_file(self._file(stage, key, "manifest.json"))
 
     def manifest(self, stage: str, key: str) -> dict:
-        path = self.stage_dir(stage, key) / "manifest.json"
-        if not path.is_file():
-            raise StoreError(f"stage {stage!r} with key {key} is not committed in {self.root}")
-        return json.loads(path.read_text())
+        path = self._file(stage, key, "manifest.json")
+        try:
+            return json.loads(self.loc.read_bytes(path))
+        except FileNotFoundError:
+            raise StoreError(f"stage {stage!r} with key {key} is not committed in {self.root}") from None
 
     def done_shards(self, stage: str, key: str) -> set[int]:
-        d = self.stage_dir(stage, key)
-        if not d.is_dir():
-            return set()
-        return {int(m.group(1)) for p in d.iterdir() if (m := _PART.match(p.name))}
+        return {int(m.group(1)) for name in self.loc.names(self.stage_dir(stage, key)) if (m := _PART.match(name))}
 
-    def paths(self, stage: str, key: str) -> list[Path]:
+    def paths(self, stage: str, key: str) -> list:
+        """The committed files of a stage: Paths in a local store, s3:// URIs (which ``duckdb()`` reads)."""
         man = self.manifest(stage, key)
-        return [self.stage_dir(stage, key) / name for name in man["files"]]
+        return [self._file(stage, key, name) for name in man["files"]]
+
+    def read_file(self, path, columns: list[str] | None = None) -> pa.Table:
+        return pq.read_table(self.loc.key(path), columns=columns, filesystem=self.loc.fs)
+
+    def read_schema(self, path) -> pa.Schema:
+        return pq.read_schema(self.loc.key(path), filesystem=self.loc.fs)
+
+    def _num_rows(self, path) -> int:
+        return pq.read_metadata(self.loc.key(path), filesystem=self.loc.fs).num_rows
 
     def read(self, stage: str, key: str, columns: list[str] | None = None) -> pa.Table:
-        paths = self.paths(stage, key)
-        tables = [pq.read_table(p, columns=columns) for p in paths]
+        tables = [self.read_file(p, columns) for p in self.paths(stage, key)]
         if not tables:
             raise StoreError(f"stage {stage!r} {key} has no files")
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -151,9 +101,19 @@ class StageStore:
 
     def read_shards(self, stage: str, key: str, n_shards: int, columns: list[str] | None = None) -> pa.Table:
         """The shards of a stage being committed (for manifest summaries)."""
-        return pa.concat_tables(
-            [pq.read_table(self.shard_path(stage, key, i), columns=columns) for i in range(n_shards)]
-        )
+        return pa.concat_tables([self.read_file(self.shard_path(stage, key, i), columns) for i in range(n_shards)])
+
+    def duckdb(self):
+        """A DuckDB connection that can read this store's paths."""
+        return self.loc.duckdb()
+
+    def result_storage(self):
+        """Where Prefect keeps its task results: ``<root>/prefect-results``."""
+        if not self.loc.remote:
+            return self.loc.path("prefect-results")
+        from bonforge.storage.prefect_results import saved  # imports Prefect
+
+        return saved(self.loc.path("prefect-results"))
 
     # -- writes ------------------------------------------------------------------------------------
     def begin(self, stage: str, key: str, shard_rows: list[int]) -> set[int]:
@@ -163,21 +123,20 @@ class StageStore:
         rows_sha256 = hashlib.sha256(canonical_json(shard_rows).encode()).hexdigest()
         plan = {"shards": len(shard_rows), "rows_sha256": rows_sha256}
         d = self.stage_dir(stage, key)
-        d.mkdir(parents=True, exist_ok=True)
-        _remove_dead_temps(d)
-        path = d / "plan.json"
-        old = json.loads(path.read_text()) if path.is_file() else None
+        self.loc.remove_dead_temps(d)
+        path = self._file(stage, key, "plan.json")
+        old = json.loads(self.loc.read_bytes(path)) if self.loc.is_file(path) else None
         if old != plan:
-            stale = [p for p in d.iterdir() if _PART.match(p.name)]
+            stale = [name for name in self.loc.names(d) if _PART.match(name)]
             if stale:
                 log.info("%s: %d shards of an earlier run follow another shard plan: recomputing", stage, len(stale))
-            for p in stale:
-                p.unlink()
-            atomic_write_json(path, plan)
+            for name in stale:
+                self.loc.remove(self._file(stage, key, name))
+            self.loc.write_bytes(path, json_bytes(plan))
         return self.done_shards(stage, key)
 
     def write_shard(self, stage: str, key: str, shard: int, table: pa.Table) -> int:
-        write_parquet_atomic(table, self.shard_path(stage, key, shard))
+        self.loc.write_parquet(table, self.shard_path(stage, key, shard))
         return table.num_rows
 
     def commit(
@@ -193,7 +152,7 @@ class StageStore:
         extra: dict[str, Any] | None = None,
         compact_rows: int | None = None,
     ) -> dict:
-        """Write the manifest after checking that every shard 0..n_shards-1 is on disk. With
+        """Write the manifest after checking that every shard 0..n_shards-1 is written. With
         ``compact_rows``, consecutive shards are first concatenated into files of about that many rows."""
         missing = sorted(set(range(n_shards)) - self.done_shards(stage, key))
         if missing:
@@ -201,15 +160,15 @@ class StageStore:
         files = [self.shard_path(stage, key, i) for i in range(n_shards)]
         if compact_rows and n_shards > 1:
             files = self._compact(stage, key, files, compact_rows)
-        rows = [pq.ParquetFile(f).metadata.num_rows for f in files]
-        schema = pq.read_schema(files[0]) if files else None
+        rows = [self._num_rows(f) for f in files]
+        schema = self.read_schema(files[0]) if files else None
         manifest = {
             "stage": stage,
             "key": key,
             "version": version,
             "config": config,
             "upstream": upstream,
-            "files": [f.name for f in files],
+            "files": [self.loc.key(f).rsplit("/", 1)[-1] for f in files],
             "rows": sum(rows),
             "rows_per_file": rows,
             "schema": [f"{f.name}: {f.type}" for f in schema] if schema else [],
@@ -217,22 +176,22 @@ class StageStore:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **(extra or {}),
         }
-        atomic_write_json(self.stage_dir(stage, key) / "manifest.json", manifest)
+        self.loc.write_bytes(self._file(stage, key, "manifest.json"), json_bytes(manifest))
         return manifest
 
-    def _compact(self, stage: str, key: str, parts: list[Path], rows_per_file: int) -> list[Path]:
+    def _compact(self, stage: str, key: str, parts: list, rows_per_file: int) -> list:
         """Concatenate consecutive shards into ``data-*.parquet`` files of about ``rows_per_file`` rows: what
         readers read (thousands of small shards make every scan slow). The part files stay: they are the
         record of done shards while the stage is not committed."""
-        out: list[Path] = []
-        group: list[Path] = []
+        out: list = []
+        group: list = []
         rows = 0
         for i, part in enumerate(parts):
             group.append(part)
-            rows += pq.ParquetFile(part).metadata.num_rows
+            rows += self._num_rows(part)
             if rows >= rows_per_file or i == len(parts) - 1:
-                path = self.stage_dir(stage, key) / f"data-{len(out):05d}.parquet"
-                write_parquet_atomic(pa.concat_tables([pq.read_table(p) for p in group]), path)
+                path = self._file(stage, key, f"data-{len(out):05d}.parquet")
+                self.loc.write_parquet(pa.concat_tables([self.read_file(p) for p in group]), path)
                 out.append(path)
                 group, rows = [], 0
         return out
@@ -243,16 +202,14 @@ class StageStore:
         return self.commit(stage, key, 1, **commit_kwargs)
 
     # -- runs --------------------------------------------------------------------------------------
-    def record_run(self, run: dict) -> Path:
-        path = self.root / "runs" / f"{run['run_id']}.json"
-        atomic_write_json(path, run)
+    def record_run(self, run: dict):
+        path = self.loc.path("runs", f"{run['run_id']}.json")
+        self.loc.write_bytes(path, json_bytes(run))
         return path
 
     def runs(self) -> list[dict]:
-        d = self.root / "runs"
-        if not d.is_dir():
-            return []
-        out = [json.loads(p.read_text()) for p in d.glob("*.json")]
+        names = [n for n in self.loc.names(self.loc.path("runs")) if n.endswith(".json")]
+        out = [json.loads(self.loc.read_bytes(self.loc.path("runs", n))) for n in names]
         return sorted(out, key=lambda r: (r.get("started", ""), r["run_id"]))
 
     def run(self, run_id: str | None = None) -> dict:

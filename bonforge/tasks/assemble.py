@@ -23,10 +23,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bonforge import templates
-from bonforge.config import GenSelectConfig
+from bonforge.config import GenSelectConfig, Recipe
 from bonforge.schema import GENSELECT
+from bonforge.stage import Inputs, Node, Ref, Stage, Written
 
 VERSION = "1"
 # Verdicts that say nothing about the candidate (the checker failed): such candidates never enter a prompt.
@@ -174,3 +176,43 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
         r["token_counter"] = counter_name
     notes = {"dropped_too_long": str(too_long), "candidates_too_long": str(candidates_too_long)}
     return pa.Table.from_pylist(rows, schema=GENSELECT.with_metadata(notes))
+
+
+def _kept(i: Inputs) -> pa.Table:
+    """The keys of the kept problems' candidates: the shard plan. Each shard reads its own texts."""
+    return i.sql("SELECT c.problem_id, c.candidate_id FROM candidates c JOIN problem_stats s "
+                 "ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep")
+
+
+def _shard(keys: pa.Table, inputs: Inputs, cfg: GenSelectConfig, seed: int) -> pa.Table:
+    """GenSelect rows of the kept problems in one shard (a problem_id range of ``keys``)."""
+    lo, hi = pc.min(keys.column("problem_id")).as_py(), pc.max(keys.column("problem_id")).as_py()
+    pool = inputs.sql(
+        """
+        SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
+        FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id
+        JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
+        WHERE c.problem_id BETWEEN $lo AND $hi AND v.problem_id BETWEEN $lo AND $hi
+        ORDER BY c.problem_id, c.candidate_id
+        """,
+        params={"lo": lo, "hi": hi},
+    )
+    return assemble(pool, cfg, seed)
+
+
+def _dropped_too_long(w: Written) -> dict:
+    """Prompts over ``genselect.max_tokens`` and candidates over ``genselect.max_candidate_tokens``, summed
+    from the shards' metadata."""
+    notes = list(w.shard_metadata())
+    return {"prompts_dropped_too_long": sum(int(m.get(b"dropped_too_long", 0)) for m in notes),
+            "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
+
+
+STAGE = Stage("genselect", VERSION, compute=_shard, table=_kept, context=lambda i: {"inputs": i}, shard_rows=50_000,
+              summary=_dropped_too_long)
+
+
+def node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Node:
+    return STAGE.bind(key_config(recipe.genselect, recipe.seed),
+                      {"problems": problems, "problem_stats": stats, "candidates": candidates, "verdicts": verdicts},
+                      params={"cfg": recipe.genselect, "seed": recipe.seed})

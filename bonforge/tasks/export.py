@@ -154,21 +154,48 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
 
 KEPT_PROBLEMS = """
     SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate
-    FROM p JOIN s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
+    FROM problems p JOIN problem_stats s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
 """
 KEPT_CANDIDATES = """
     SELECT c.problem_id, c.candidate_id, c.teacher, c.text AS response, v.reward, v.correct, v.status
-    FROM c JOIN v USING (candidate_id) JOIN s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
+    FROM candidates c JOIN verdicts v USING (candidate_id)
+    JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
     ORDER BY c.problem_id, c.candidate_id
 """
 
 
-def rl_parts(con, data_source: str, templates: dict[str, str], verify: dict) -> Iterator[dict[str, pa.Table]]:
-    """The RL dataset's tables from a DuckDB connection with views ``p`` (problems), ``c`` (candidates),
-    ``v`` (verdicts), ``s`` (problem_stats): the problems at once, the candidates in batches."""
-    yield {"rl": to_rl(con.sql(KEPT_PROBLEMS).to_arrow_table(), data_source, templates, verify)}
-    for batch in con.sql(KEPT_CANDIDATES).to_arrow_reader(100_000):
+def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> Iterator[dict[str, pa.Table]]:
+    """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
+    ``problem_stats``: the problems at once, the candidates in batches."""
+    yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}
+    for batch in i.con.sql(KEPT_CANDIDATES).to_arrow_reader(100_000):
         yield {"candidates": pa.Table.from_batches([batch]).cast(RL_CANDIDATES_SCHEMA)}
+
+
+def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
+    """(parts, trainers) of the RL dataset of the kept problems (``export.rl``), with the reward of the
+    recipe's domain."""
+    from bonforge import templates
+
+    cfg, domain = recipe.export.rl, recipe.problems.domain
+    prompt = templates.load(cfg.template, f"sample_{domain}.txt", ("{question}",), "export.rl.template")
+    # the policy answers the sampling template in a fenced block: `auto` also reads completions
+    code = recipe.verify.code.model_copy(update={"extraction": "auto"})
+    verify = {"math": recipe.verify.math, "code": code}
+    parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify)
+    return parts, trainers(domain, "rl/train.parquet")
+
+
+def genselect_trainers(recipe) -> dict | None:
+    """The GenSelect dataset's ``trainers`` section (for its verl file)."""
+    if "verl" not in recipe.export.formats:
+        return None
+    return trainers("genselect", "verl/train.parquet", recipe.genselect.max_tokens)
+
+
+def sft_trainers() -> dict:
+    """The FusioN SFT dataset's ``trainers`` section."""
+    return trainers(None, "trl/train.parquet", sft=True)
 
 
 # -- what each trainer needs ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import re
@@ -20,12 +21,15 @@ import numpy as np
 import pyarrow as pa
 
 from bonforge import templates
-from bonforge.config import FusionConfig
+from bonforge.config import FusionConfig, FusionExport, Recipe
+from bonforge.stage import Inputs, Node, Ref, Stage
+from bonforge.tasks import assemble, select_eval
 from bonforge.tasks.contribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.tasks.score import majority_at_k
 
 POOLS_VERSION = "1"
 FUSION_VERSION = "1"
+SELECT_VERSION = "1"
 PASSTHROUGH = templates.HERE / "passthrough.txt"
 GUIDANCE = ("\n\nBe careful with the result: check every computation before you commit to it, keep the "
             "answer self-contained, state the final answer clearly, and do not add unsafe or invented "
@@ -214,3 +218,81 @@ def sft_tables(fused: pa.Table, only_correct: bool) -> dict[str, pa.Table]:
                           ("text", pa.string()), ("correct", pa.bool_())]))
     return {"trl": messages, "plain": plain}
 
+
+# -- the stages -------------------------------------------------------------------------------------------
+def _pool_candidates(i: Inputs) -> pa.Table:
+    """The candidates of the fusion teachers (of the kept problems only, with ``problems: kept``)."""
+    kept = ("JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep"
+            if "problem_stats" in i else "")
+    return i.sql(f"""
+        SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.teacher, c.text, v.status
+        FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id {kept}
+        WHERE c.teacher IN (SELECT unnest(?))
+    """, params=[sorted(i.params["cfg"].teachers)])
+
+
+POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, compute=build_pools, table=_pool_candidates, shard_rows=50_000)
+
+
+def pools_node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Node:
+    cfg = recipe.fusion
+    return POOLS_STAGE.bind(pools_key_config(cfg), {
+        "problems": problems, "candidates": candidates, "verdicts": verdicts,
+        "problem_stats": stats if cfg.problems == "kept" else None,
+    }, params={"cfg": cfg})  # fmt: skip
+
+
+def _members(i: Inputs, *columns: str) -> pa.Table:
+    return i.sql(f"SELECT c.candidate_id, {', '.join(columns)} FROM candidates c JOIN verdicts v USING (candidate_id)")
+
+
+def _selection_prompts(i: Inputs) -> pa.Table:
+    members = _members(i, "c.text", "v.correct", "v.extracted")
+    problems = i.read("problems", ["problem_id", "question"])
+    questions = dict(zip(problems.column("problem_id").to_pylist(), problems.column("question").to_pylist()))
+    return selection_prompts(i.read("fusion_pools"), members, questions, i.params["genselect"])
+
+
+def _judge(p: dict) -> contextlib.closing:
+    return contextlib.closing(select_eval.Judge(p["selector"], runs=1, skip_unanimous=False))
+
+
+SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, open=_judge, table=_selection_prompts)
+
+
+def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Node:
+    """The configured selector picks one candidate of each fusion pool (GenSelect on the same pools)."""
+    cfg = recipe.fusion
+    key_cfg = {"selector": select_eval.selector_key(cfg.selector),
+               "genselect": assemble.key_config(recipe.genselect, recipe.seed)}
+    upstream = {"fusion_pools": pools, "candidates": candidates, "verdicts": verdicts}
+    return SELECT_STAGE.bind(key_cfg, upstream, inputs={**upstream, "problems": problems},
+                             params={"selector": cfg.selector, "genselect": recipe.genselect})
+
+
+def _analysis_inputs(i: Inputs) -> dict:
+    answers = i.sql("SELECT c.problem_id, c.candidate_id, c.text, v.correct, v.status "
+                    "FROM fused c JOIN fused_verdicts v USING (candidate_id)")
+    picks = i.read("fusion_select", ["problem_id", "correct"]) if "fusion_select" in i else None
+    return {"members": _members(i, "c.teacher", "c.text", "v.correct", "v.extracted"), "fused": answers,
+            "selection": picks}
+
+
+FUSION_STAGE = Stage("fusion", FUSION_VERSION, compute=analyze, table=lambda i: i.read("fusion_pools"),
+                     context=_analysis_inputs, summary=lambda w: {"comparison": comparison(w.read())})
+
+
+def fusion_node(recipe: Recipe, pools: Ref, candidates: list[Ref], verdicts: list[Ref], fused: Ref,
+                fused_verdicts: Ref, selection: Ref | None) -> Node:
+    upstream = {"fusion_pools": pools, "candidates": candidates, "verdicts": verdicts, "fused": fused,
+                "fused_verdicts": fused_verdicts, "fusion_select": selection}
+    inputs = {**upstream, "candidates": candidates + [fused], "verdicts": verdicts + [fused_verdicts]}
+    return FUSION_STAGE.bind({"min_span": recipe.fusion.min_span}, upstream, inputs=inputs,
+                             params={"min_span": recipe.fusion.min_span})
+
+
+def sft_parts(i: Inputs, cfg: FusionExport) -> dict[str, pa.Table]:
+    """The SFT dataset of the fused answers (``i``: problems, the fused candidates and their verdicts)."""
+    table = i.sql("SELECT c.problem_id, p.question, c.candidate_id, c.text, v.correct "
+                  "FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id")
+    return sft_tables(table, cfg.only_correct)

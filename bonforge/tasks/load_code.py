@@ -1,6 +1,10 @@
 """Loaders of code problems (``PROBLEMS`` tables) and importers of existing candidate pools
 (``CANDIDATES`` tables). Paths are local files; the data layer resolves URLs and mirrors.
 
+* Any table (JSONL, Parquet, a local HF dataset): ``record_tests`` turns the fields a recipe's
+  ``fields`` names (tests in any shape of ``test_formats``, function name, entry point, starter code,
+  time and memory limits, reference solutions) into the spec and metadata of one problem.
+
 * HumanEval (``HumanEval.jsonl.gz``): ``problem_id`` = task_id, question = prompt, answer =
   canonical_solution (the body the prompt continues with), tests = an ``assert`` spec running the
   file's ``check(candidate)`` on the entry point.
@@ -23,18 +27,51 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from bonforge.config import FieldMap
 from bonforge.errors import DataError
+from bonforge.records import get_field
 from bonforge.sandbox.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
+from bonforge.tasks.test_formats import Where, memory_limit_mb, time_limit_s, to_spec
 
-# The imports the APPS evaluation harness puts before call-based solutions (numpy left out: not in the image).
-APPS_PRELUDE = (
-    "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
-    "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
-    "from functools import lru_cache\nimport math\nfrom math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
-    "import fractions\nfrom typing import List, Tuple\nimport random\nimport heapq\nfrom heapq import *\n"
-)
 APPS_TIME_LIMIT_S = 4.0
+_REQUIRED = object()
+
+
+def field_value(rec: dict, dotted: str, where: Where, default=_REQUIRED):
+    """A record's field (see ``records.get_field``), errors naming ``where``."""
+    kw = {} if default is _REQUIRED else {"default": default}
+    return get_field(rec, dotted, source=where.source, record=where.record, **kw)
+
+
+def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]:
+    """The test spec of one code record and the metadata it adds (memory limit, reference solutions)."""
+    names = [fm.tests] if isinstance(fm.tests, str) else list(fm.tests or [])
+
+    def text(name: str | None) -> str | None:
+        value = field_value(rec, name, where, None) if name else None
+        if value is not None and not isinstance(value, str):
+            raise where.error(f"expected a string, got {type(value).__name__}", name)
+        return value
+
+    limit = time_limit_s(field_value(rec, fm.time_limit, where, None), where, fm.time_limit) if fm.time_limit else None
+    spec = to_spec({n: field_value(rec, n, where) for n in names}, fm.tests_format, where, fn_name=text(fm.fn_name),
+                   entry_point=text(fm.entry_point), starter=text(fm.starter) or "", time_limit_s=limit)  # fmt: skip
+    meta = {}
+    if fm.memory_limit and (mb := memory_limit_mb(field_value(rec, fm.memory_limit, where, None), where,
+                                                  fm.memory_limit)):  # fmt: skip
+        meta["memory_limit_mb"] = mb
+    if fm.solutions:
+        sols = field_value(rec, fm.solutions, where)
+        if isinstance(sols, str):
+            try:
+                sols = json.loads(sols)
+            except ValueError:
+                raise where.error("expected a list of programs or its JSON string", fm.solutions) from None
+        if not isinstance(sols, list) or not all(isinstance(s, str) for s in sols):
+            raise where.error("expected a list of programs (strings)", fm.solutions)
+        meta["reference_solutions"] = sols
+    return spec, meta
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -63,17 +100,14 @@ def load_humaneval(path: str | Path) -> pa.Table:
         task_id = _need(rec, "task_id", path, n)
         entry = _need(rec, "entry_point", path, task_id)
         check = f"{_need(rec, 'test', path, task_id)}\n\ncheck({entry})\n"
+        prompt = _need(rec, "prompt", path, task_id)
         rows.append({
             "problem_id": task_id, "source": "humaneval", "domain": "code",
-            "question": _need(rec, "prompt", path, task_id), "answer": _need(rec, "canonical_solution", path, task_id),
-            "tests": TestSpec("assert", [None], [None], entry_point=entry, check=check).to_json(),
+            "question": prompt, "answer": _need(rec, "canonical_solution", path, task_id),
+            "tests": TestSpec("assert", [None], [None], entry_point=entry, check=check, context=prompt).to_json(),
             "metadata": json.dumps({"entry_point": entry}),
         })  # fmt: skip
     return pa.Table.from_pylist(rows, schema=PROBLEMS)
-
-
-def _as_text(value) -> str:
-    return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def load_apps(directory: str | Path) -> pa.Table:
@@ -86,16 +120,9 @@ def load_apps(directory: str | Path) -> pa.Table:
             io = json.loads(io_path.read_text())
         except ValueError as e:
             raise DataError(f"not JSON ({e})", str(io_path), pid) from None
-        inputs, outputs = _need(io, "inputs", io_path, pid), _need(io, "outputs", io_path, pid)
-        if len(inputs) != len(outputs):
-            raise DataError(f"{len(inputs)} inputs but {len(outputs)} outputs", str(io_path), pid, "outputs")
         starter = (d / "starter_code.py").read_text() if (d / "starter_code.py").is_file() else ""
-        if io.get("fn_name"):
-            spec = TestSpec("call", list(inputs), list(outputs), fn_name=io["fn_name"], starter=starter,
-                            prelude=APPS_PRELUDE, time_limit_s=APPS_TIME_LIMIT_S)  # fmt: skip
-        else:
-            spec = TestSpec("stdio", [_as_text(i) for i in inputs], [_as_text(o) for o in outputs],
-                            time_limit_s=APPS_TIME_LIMIT_S)  # fmt: skip
+        spec = to_spec({"input_output": io}, "apps", Where(str(io_path), pid), starter=starter,
+                       time_limit_s=APPS_TIME_LIMIT_S)  # fmt: skip
         solutions = json.loads((d / "solutions.json").read_text()) if (d / "solutions.json").is_file() else []
         meta = json.loads((d / "metadata.json").read_text()) if (d / "metadata.json").is_file() else {}
         meta["reference_solutions"] = solutions

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from bonforge.schema import MAXK_WEIGHTS
+from bonforge.stage import Node, Ref, Stage
 from bonforge.tasks.score import ALL, default_ks, rank_weights
 
 VERSION = "1"
@@ -82,3 +83,12 @@ def maxk_table(verdicts: pa.Table, ks: list[int] | None, pool: bool) -> pa.Table
                                     ("weight", float(w)), ("gradient_weight", float(g))):
                     rows[name].append(value)
     return pa.table(rows, schema=MAXK_WEIGHTS)
+
+
+STAGE = Stage("maxk_weights", VERSION, compute=maxk_table, shard_rows=200_000, table=lambda i: i.sql(
+    "SELECT problem_id, teacher, candidate_id, reward FROM verdicts ORDER BY problem_id, candidate_id"))
+
+
+def node(verdicts: list[Ref], ks: list[int] | None, pool: bool) -> Node:
+    ks = sorted(set(ks)) if ks else None
+    return STAGE.bind({"ks": ks, "pool": pool}, {"verdicts": verdicts}, params={"ks": ks, "pool": pool})

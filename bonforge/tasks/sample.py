@@ -8,6 +8,7 @@ revision, or a hash of a local model directory) and the prompt template text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -21,13 +22,11 @@ from bonforge import templates
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import SampledTeacher
-from bonforge.runner import run_stage
 from bonforge.schema import CANDIDATES, conform
-from bonforge.storage.store import StageStore, stage_key
+from bonforge.stage import Node, Ref, Stage, Written
 
 log = logging.getLogger("bonforge")
 
-STAGE = "candidates"
 VERSION = "1"
 _SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content, larger ones by size+mtime
 
@@ -152,17 +151,13 @@ class Sampler:
             self.engine = None
 
 
-def make_compute(teacher: SampledTeacher, engine: Engine | None = None) -> Sampler:
-    return Sampler(teacher, engine)
-
-
-def _summary(store: StageStore, key: str, n_shards: int, teacher: SampledTeacher, sampler: Sampler) -> dict:
+def _summary(w: Written) -> dict:
     """Token totals over every shard on disk (also those of an earlier, interrupted run), this run's
     throughput, and the problems that got fewer than n samples (skipped prompts)."""
-    table = store.read_shards(STAGE, key, n_shards, columns=["problem_id", "prompt_tokens", "completion_tokens"])
+    teacher, s = w.node.params["teacher"], w.compute.stats
+    table = w.read(["problem_id", "prompt_tokens", "completion_tokens"])
     per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
     short = sorted(r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n)
-    s = sampler.stats
     return {
         "teacher": teacher.name,
         "engine": teacher.engine,
@@ -178,24 +173,12 @@ def _summary(store: StageStore, key: str, n_shards: int, teacher: SampledTeacher
     }
 
 
-def stage_key_for(problems_key: str, teacher: SampledTeacher) -> str:
-    """The key of a teacher's candidates, known before anything runs."""
-    return stage_key(STAGE, VERSION, key_config(teacher), {"problems": problems_key})
+STAGE = Stage("candidates", VERSION, open=lambda p: contextlib.closing(Sampler(p["teacher"], p["engine"])),
+              table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary)
 
 
-def sample_stage(store: StageStore, problems: pa.Table, problems_key: str, teacher: SampledTeacher,
-                 engine: Engine | None = None) -> dict:
-    """Sample ``teacher.n`` candidates per problem (resuming an interrupted run); returns the manifest,
-    whose ``tokens`` / ``throughput`` fields give the token totals and this run's tokens/s."""
-    cfg = key_config(teacher)
-    upstream = {"problems": problems_key}
-    key = stage_key_for(problems_key, teacher)
-    sampler = make_compute(teacher, engine)
-    try:
-        return run_stage(
-            store, STAGE, key, version=VERSION, config=cfg, upstream=upstream, table=problems, compute=sampler,
-            shard_rows=teacher.shard_problems, executor="local", label=f"sample {teacher.name}",
-            extra=lambda shards: _summary(store, key, len(shards), teacher, sampler),
-        )
-    finally:
-        sampler.close()
+def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
+    """``teacher.n`` candidates per problem of ``problems`` (for the fusor: the rendered fusion pools);
+    the manifest's ``tokens`` / ``throughput`` give the token totals and this run's tokens/s."""
+    return STAGE.bind(key_config(teacher), {"problems": problems}, label=f"candidates[{teacher.name}]",
+                      params={"teacher": teacher, "engine": engine}, shard_rows=teacher.shard_problems)

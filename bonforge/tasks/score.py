@@ -23,8 +23,9 @@ from math import comb
 import numpy as np
 import pyarrow as pa
 
-from bonforge.config import FilterConfig, ScoreConfig
+from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.schema import PROBLEM_STATS
+from bonforge.stage import Node, Ref, Stage
 
 VERSION = "2"  # 2: majority@k draws its random subsets in one batch (other values unchanged)
 _EXACT_LIMIT = 512
@@ -152,3 +153,12 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
             row["keep"], row["drop_reason"] = reason is None, reason
         rows.extend(group)
     return pa.Table.from_pylist(rows, schema=PROBLEM_STATS)
+
+
+STAGE = Stage("problem_stats", VERSION, compute=score, shard_rows=200_000,
+              table=lambda i: i.sql("SELECT problem_id, teacher, candidate_id, correct, reward, extracted FROM verdicts"))
+
+
+def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
+    return STAGE.bind({"score": recipe.score.key_config(), "filter": recipe.filter.key_config()},
+                      {"verdicts": verdicts}, params={"score_cfg": recipe.score, "filter_cfg": recipe.filter})

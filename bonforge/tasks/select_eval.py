@@ -17,21 +17,23 @@ selector's accuracy as mean ± population std over runs.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import pyarrow as pa
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
-from bonforge.config import GenSelectConfig
+from bonforge.config import GenSelectConfig, Recipe
 from bonforge.errors import ConfigError, DataError
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.schema import SELECTOR_EVAL
+from bonforge.stage import Inputs, Node, Ref, Stage
 from bonforge.tasks import assemble
 from bonforge.tasks.sample import model_identity, problem_seed
 from bonforge.tasks.score import majority_at_k
@@ -200,6 +202,38 @@ def _row(p: dict, run: int, skipped: bool, comp) -> dict:
         "finish_reason": comp.finish_reason if comp else None,
         "response": comp.text[-2000:] if comp else None,
     }
+
+
+_POOL = """
+    SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status, v.extracted
+    FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id
+"""
+
+
+def _prompts(i: Inputs) -> pa.Table:
+    if i.params["prompts"] == "genselect":
+        verdicts = i.sql("SELECT candidate_id, extracted FROM verdicts")
+        extracted = dict(zip(verdicts.column("candidate_id").to_pylist(), verdicts.column("extracted").to_pylist()))
+        return prompt_table(i.sql("SELECT * FROM genselect"), extracted)
+    return pool_prompts(i.sql(_POOL), i.params["genselect"], i.params["seed"])
+
+
+READS = {"genselect": ("genselect", "verdicts"), "pool": ("problems", "candidates", "verdicts")}
+STAGE = Stage("selector_eval", VERSION, open=lambda p: contextlib.closing(Judge(p["teacher"], p["runs"],
+              p["skip_unanimous"], p["engine"])), table=_prompts, shard_rows=256)  # fmt: skip
+
+
+def node(recipe: Recipe, teacher: SampledTeacher, runs: int, skip_unanimous: bool,
+         prompts: Literal["genselect", "pool"], base: dict[str, list[Ref]], engine: Engine | None = None) -> Node:
+    """``teacher`` as a selector on a build's GenSelect prompts, or on one prompt per problem over its whole
+    pool; ``base``: the build's outputs of the stages ``READS[prompts]``."""
+    prompt_cfg = ({"source": "genselect"} if prompts == "genselect" else
+                  {"source": "pool", "genselect": assemble.key_config(recipe.genselect, recipe.seed)})
+    upstream = {s: base[s] for s in READS[prompts]}
+    cfg = {"selector": selector_key(teacher), "runs": runs, "skip_unanimous": skip_unanimous, "prompts": prompt_cfg}
+    return STAGE.bind(cfg, upstream, note={"selector": teacher.model, "engine": teacher.engine},
+                      params={"teacher": teacher, "runs": runs, "skip_unanimous": skip_unanimous, "engine": engine,
+                              "prompts": prompts, "genselect": recipe.genselect, "seed": recipe.seed})
 
 
 # -- Table 1 ----------------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ _FORMULA = re.compile(r"(?:\\.|[\w\s+\-*/^=<>()\[\]{}|,.!'&])+")  # no ':', '#',
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one per settings (``_rules`` is cached): hashed by identity
 class _Rules:
     patterns: tuple[re.Pattern, ...]
     targets: tuple  # math-verify extraction configs
@@ -125,9 +125,17 @@ def _rules(cfg_json: str) -> _Rules:
 
 
 def _mv_parse(text: str, rules: _Rules) -> list:
+    """math-verify's ``parse``; short strings (answers, gold, captured values) once each."""
+    return _mv_parse_short(text, rules) if len(text) <= MAX_EXTRACTED_CHARS else _mv_parse_any(text, rules)
+
+
+def _mv_parse_any(text: str, rules: _Rules) -> list:
     from math_verify import parse
 
     return parse(_THIN_SPACE_SEPARATOR.sub("", text), rules.targets, parsing_timeout=None)
+
+
+_mv_parse_short = lru_cache(maxsize=8192)(_mv_parse_any)
 
 
 def _pattern_answer(text: str, rules: _Rules) -> tuple[int, str] | None:
@@ -156,7 +164,7 @@ def _parse_answer(answer: str, rules: _Rules) -> list:
 
 @lru_cache(maxsize=4096)
 def _parse_gold(gold: str, cfg_json: str) -> list:
-    """Parsed once per distinct gold answer: a problem's gold is shared by all its candidates."""
+    """Parsed once per distinct gold answer (worked solutions too): a problem's candidates share it."""
     rules = _rules(cfg_json)
     hit = _pattern_answer(gold, rules)
     answer = (hit[1] if hit else gold).strip()

@@ -14,10 +14,11 @@ import pytest
 from bonforge.config import DataSource, FieldMap, GenSelectConfig, MathVerifyConfig, PoolTeacher, ProblemsConfig
 from bonforge.config import load_recipe
 from bonforge.errors import ConfigError, DataError
-from bonforge.llm.pool import import_pool
-from bonforge.runner import run_stage
+from bonforge.engine import run_node
 from bonforge.storage.catalog import connect
+from bonforge.stage import Stage
 from bonforge.tasks.load import load_problems
+from bonforge.tasks.load_pool import import_pool
 
 REPO = Path(__file__).resolve().parents[2]
 GSM8K = REPO / "recipes" / "gsm8k-genselect.yaml"
@@ -94,15 +95,18 @@ def test_code_problem_without_tests_is_refused_before_any_container(tmp_path):
     d.mkdir(parents=True)
     (d / "question.txt").write_text("Print the sum.")
     (d / "input_output.json").write_text(json.dumps({"inputs": [], "outputs": []}))
-    problems = load_apps(tmp_path / "apps")
+    with pytest.raises(DataError, match=r"record apps/0007, field 'input_output': empty test list"):
+        load_apps(tmp_path / "apps")
+    (d / "input_output.json").write_text(json.dumps({"inputs": ["1"], "outputs": []}))
+    with pytest.raises(DataError, match=r"record apps/0007, field 'input_output': 1 inputs but 0 outputs"):
+        load_apps(tmp_path / "apps")
+    problems = pa.table({"problem_id": ["apps/0007"], "question": ["Print the sum."],
+                         "tests": ['{"kind": "stdio", "tests": []}']})  # fmt: skip
     cands = pa.table(
         {"candidate_id": ["apps/0007/t/0"], "problem_id": ["apps/0007"], "teacher": ["t"], "text": ["print(1)"]}
     )
     with pytest.raises(DataError, match=r"problems, record apps/0007, field 'tests': stdio spec needs a non-empty"):
         verify_code(problems, cands, CodeVerifyConfig())
-    (d / "input_output.json").write_text(json.dumps({"inputs": ["1"], "outputs": []}))
-    with pytest.raises(DataError, match=r"record apps/0007, field 'outputs': 1 inputs but 0 outputs"):
-        load_apps(tmp_path / "apps")
 
 
 def test_candidate_of_an_unknown_problem_names_the_candidate(tmp_path):
@@ -175,13 +179,13 @@ def test_failed_stage_leaves_nothing_visible(store):
             raise DataError("bad record", "src", shard.column("problem_id")[0].as_py(), "question")
         return shard
 
-    kw = dict(version="1", config={}, upstream={}, table=table, compute=compute, shard_rows=2)
+    node = Stage("problems", "1", compute=compute, table=lambda i: table, shard_rows=2).bind({}, {})
     with pytest.raises(DataError, match="src, record p2, field 'question': bad record"):
-        run_stage(store, "problems", "k1", **kw)
-    assert not store.exists("problems", "k1") and store.done_shards("problems", "k1") == {0}
-    store.record_run({"run_id": "r1", "status": "failed", "stages": {"problems": ["k1"]}})
+        run_node(store, node)
+    assert not store.exists("problems", node.key) and store.done_shards("problems", node.key) == {0}
+    store.record_run({"run_id": "r1", "status": "failed", "stages": {"problems": [node.key]}})
     con = connect(store)
     assert "problems" not in {r[0] for r in con.sql("SHOW TABLES").fetchall()}
     assert con.sql("SELECT rows FROM run_stages").fetchall()[0] == (None,)
-    man = run_stage(store, "problems", "k1", **kw)
+    man = run_node(store, node)
     assert man["rows"] == 6 and man["shards_resumed"] == 1 and calls == [2, 2, 2, 2]

@@ -48,3 +48,22 @@ def docker_pool(sandbox_image):
     pool.start()
     yield pool
     pool.close()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory):
+    """A real S3 server (SeaweedFS) for the whole session; stopped at the end."""
+    from s3 import SeaweedFS
+
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(seaweedfs, monkeypatch) -> dict:
+    """The standard AWS settings pointing at the test server, set in this process for one test."""
+    for name, value in seaweedfs.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    return {**os.environ, **seaweedfs.env}

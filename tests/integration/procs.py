@@ -17,11 +17,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: list[str], env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
-    """``python <args>`` in a new process group; output to ``log`` (or discarded)."""
+def start(
+    args: list[str], env: dict | None = None, log: Path | None = None, cwd: Path | None = None
+) -> subprocess.Popen:
+    """``python <args>`` in a new process group (in folder ``cwd``); output to ``log`` (or discarded)."""
     out = open(log, "wb") if log else subprocess.DEVNULL
     return subprocess.Popen(
-        [sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        [sys.executable, *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd
     )
 
 
@@ -43,9 +45,11 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL, wait_s: float 
         pass
 
 
-def run(args: list[str], env: dict | None = None, log: Path | None = None, timeout: float = 600) -> int:
+def run(
+    args: list[str], env: dict | None = None, log: Path | None = None, timeout: float = 600, cwd: Path | None = None
+) -> int:
     """Run ``python <args>`` to completion (its whole group is killed on timeout); returns the exit code."""
-    proc = start(args, env, log)
+    proc = start(args, env, log, cwd)
     try:
         return proc.wait(timeout)
     finally:

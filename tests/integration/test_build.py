@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from golden_keys import assert_golden
+
 from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
@@ -43,6 +45,12 @@ def test_first_run_computes_every_stage_and_publishes_v1(runs):
     assert set(man["files"]) == {"verl/train.parquet", "plain/train.parquet"}
     assert man["stages"]["genselect"] == first["stages"]["genselect"]  # lineage
     assert StageStore(store).manifest("genselect", first["stages"]["genselect"][0])["prompts_dropped_too_long"] == 0
+
+
+def test_every_stage_key_is_the_pinned_one(runs):
+    _, first, _, looser = runs
+    assert_golden("gsm8k-genselect", first)
+    assert_golden("gsm8k-genselect-looser", looser)
 
 
 def test_second_run_recomputes_nothing_and_reuses_the_version(runs):

@@ -69,7 +69,7 @@ def test_apps_problems_and_pool(data_dir):
 def test_load_apps_names_the_bad_record(tmp_path):
     (tmp_path / "0042").mkdir()
     (tmp_path / "0042" / "input_output.json").write_text('{"inputs": ["1"], "outputs": []}')
-    with pytest.raises(DataError, match=r"record apps/0042, field 'outputs': 1 inputs but 0 outputs"):
+    with pytest.raises(DataError, match=r"record apps/0042, field 'input_output': 1 inputs but 0 outputs"):
         load_apps(tmp_path)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from golden_keys import assert_golden
 
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
@@ -28,6 +29,7 @@ def test_apps_recipe_reproduces_labels_and_publishes(tmp_path, sandbox_image, da
     recipe = load_recipe(RECIPES / "apps-genselect.yaml")
     record = build(recipe, str(tmp_path / "store"), str(RECIPES))
     assert record["status"] == "succeeded" and record["dataset_version"] == 1
+    assert_golden("apps-genselect", record)
     con = connect(StageStore(tmp_path / "store"))
     rows = con.sql("SELECT v.teacher, v.correct, c.reference_correct FROM verdicts v JOIN candidates c "
                    "USING (candidate_id)").fetchall()
@@ -42,6 +44,7 @@ def test_humaneval_recipe_with_reference_teacher(tmp_path, sandbox_image, data_d
     recipe = load_recipe(RECIPES / "humaneval-genselect.yaml",
                          ["problems.limit=12", "problems.include_reference=true"])
     record = build(recipe, str(tmp_path / "store"), str(RECIPES))
+    assert_golden("humaneval-genselect", record)
     con = connect(StageStore(tmp_path / "store"))
     per = dict(con.sql("SELECT teacher, count(*) FROM verdicts GROUP BY teacher").fetchall())
     assert per == {"codegen16b": 12 * 8, "reference": 12}

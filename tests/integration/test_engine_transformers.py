@@ -17,7 +17,8 @@ from bonforge.llm.config import TransformersTeacher  # noqa: E402
 from bonforge.llm.transformers_engine import TransformersEngine  # noqa: E402
 from bonforge.schema import PROBLEMS  # noqa: E402
 from bonforge.storage.store import StageStore  # noqa: E402
-from bonforge.tasks.sample import key_config, sample_stage  # noqa: E402
+from bonforge.tasks.sample import key_config  # noqa: E402
+from sampling import sample_stage  # noqa: E402
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -100,7 +101,7 @@ def test_sampling_stage_with_transformers(tiny_model, tmp_path):
              "answer": str(2 * i), "tests": None, "metadata": None} for i in range(5)]
     store = StageStore(tmp_path)
     t = teacher(tiny_model, n=2, shard_problems=2)
-    man = sample_stage(store, pa.Table.from_pylist(rows, schema=PROBLEMS), "pk", t)
+    man = sample_stage(store, pa.Table.from_pylist(rows, schema=PROBLEMS), t)
     table = store.read("candidates", man["key"])
     assert man["rows"] == 10 and len(man["files"]) == 3
     assert sorted(table.column("candidate_id").to_pylist())[:2] == ["t/0/tiny/0", "t/0/tiny/1"]

@@ -10,7 +10,7 @@ import pytest
 from bonforge.llm.config import VLLMTeacher
 from bonforge.schema import PROBLEMS
 from bonforge.storage.store import StageStore
-from bonforge.tasks.sample import sample_stage
+from sampling import sample_stage
 
 pytestmark = pytest.mark.gpu
 
@@ -25,6 +25,6 @@ def test_vllm_stage_samples_and_skips_long_prompts(tmp_path):
     rows.append({"problem_id": "g/long", "source": "g", "domain": "math", "question": "word " * 3000})
     teacher = VLLMTeacher(engine="vllm", name="v", model=model, n=2, max_tokens=64, max_model_len=1024,
                           gpu_memory_utilization=0.5)
-    man = sample_stage(StageStore(tmp_path), pa.Table.from_pylist(rows, schema=PROBLEMS), "pk", teacher)
+    man = sample_stage(StageStore(tmp_path), pa.Table.from_pylist(rows, schema=PROBLEMS), teacher)
     assert man["rows"] == 8 and man["skipped_requests"] == 1 and man["problems_short_of_n"] == ["g/long"]
     assert man["tokens"]["completion"] > 0

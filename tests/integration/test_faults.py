@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 
 DRIVER = """
 import sys, time
-import bonforge.flows.stages as stages
+from dataclasses import replace
+from bonforge.tasks import assemble, verify
 
-stages.VERIFY_SHARD_ROWS = 64
-stages.ASSEMBLE_SHARD_ROWS = 40
-_assemble = stages._assemble_shard
+verify.MATH = replace(verify.MATH, shard_rows=64)
+_assemble = assemble.STAGE.compute
 
 
 def slow_assemble(*args, **kwargs):
@@ -41,7 +41,7 @@ def slow_assemble(*args, **kwargs):
     return _assemble(*args, **kwargs)
 
 
-stages._assemble_shard = slow_assemble
+assemble.STAGE = replace(assemble.STAGE, shard_rows=40, compute=slow_assemble)
 from bonforge.cli import app
 
 app(sys.argv[1:])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from golden_keys import assert_golden
 from llm_server import ScriptedServer, answer
 
 from bonforge.config import load_recipe
@@ -53,6 +54,7 @@ def test_fusion_build_compares_attributes_and_exports(tmp_path, gsm8k_pool):
                                       f"fusion.selector={selector}"])
         record = build(recipe, str(tmp_path / "store"), str(RECIPE.parent))
         assert server.count == 60  # 30 fusions + 30 selections
+        assert_golden("gsm8k-fusion", record)
         again = build(recipe, str(tmp_path / "store"), str(RECIPE.parent))
         assert server.count == 60 and again["cached"] == again["stages"]  # nothing refused, nothing resampled
     ray.shutdown()

@@ -5,7 +5,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bonforge.config import DataSource, MathVerifyConfig, PoolTeacher, ProblemsConfig, FieldMap
-from bonforge.llm.pool import import_pool
+from bonforge.tasks.load_pool import import_pool
 from bonforge.tasks.load import load_problems
 from bonforge.tasks.verify_math import verify_math
 

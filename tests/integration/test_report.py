@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from golden_keys import assert_golden
 from typer.testing import CliRunner
 
 from bonforge.cli import app
@@ -118,6 +119,7 @@ def test_maxk_weights_stage_agrees_with_problem_stats(built, tmp_path):
     assert res.exit_code == 0, res.output
     run = store.run()
     assert run["kind"] == "maxk" and run["base_run"] == record["run_id"] and "maxk_weights" in run["stages"]
+    assert_golden("gsm8k-300-maxk", run)
     assert f"maxk_weights {run['stages']['maxk_weights'][0]}" in res.output
     con = connect(store)
     bad = con.sql("""

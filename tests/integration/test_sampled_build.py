@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from golden_keys import assert_golden
 from llm_server import ScriptedServer, answer
 from typer.testing import CliRunner
 
@@ -35,7 +36,7 @@ def test_run_samples_then_builds_the_dataset(tmp_path):
         recipe = tmp_path / "recipe.yaml"
         recipe.write_text(f"""
 name: sampled
-problems: {{name: toy, source: {{path: {problems}}}}}
+problems: {{name: toy, source: {{path: problems.jsonl}}}}  # beside the recipe: the keys are pinned
 teachers:
   - {{name: served, engine: openai, model: m, base_url: "{server.url}", api_key_env: null, n: {N},
      max_tokens: 64, shard_problems: 4}}
@@ -50,6 +51,7 @@ export: {{name: toy-genselect}}
         assert server.count == 6 * N  # nothing resampled
     store = StageStore(tmp_path / "store")
     run = store.run()
+    assert_golden("sampled", run)
     (cand_key,) = run["stages"]["candidates"]
     man = store.manifest("candidates", cand_key)
     assert man["rows"] == 6 * N and man["teacher"] == "served" and man["tokens"]["completion"] == 7 * 6 * N

@@ -13,13 +13,15 @@ import time
 import pyarrow as pa
 import pytest
 from llm_server import ScriptedServer
+from sampling import sample_stage
 
 from bonforge.llm.base import EngineError
 from bonforge.llm.config import OpenAITeacher
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.storage.store import StageStore
-from bonforge.tasks.sample import STAGE, key_config, sample_stage
+from bonforge.tasks.sample import key_config
 
+STAGE = "candidates"
 N_PROBLEMS, N_SAMPLES, SHARD = 10, 2, 3  # shards of 3, 3, 3, 1 problems
 
 
@@ -41,7 +43,7 @@ def sorted_rows(table: pa.Table) -> list[dict]:
 def clean_run(tmp_path) -> pa.Table:
     store = StageStore(tmp_path / "clean")
     with ScriptedServer() as server:
-        man = sample_stage(store, problems(), "pk", teacher(server.url))
+        man = sample_stage(store, problems(), teacher(server.url))
     return store.read(STAGE, man["key"])
 
 
@@ -50,12 +52,12 @@ def test_failure_midway_then_rerun_resumes(tmp_path):
     fail_from = 2 * SHARD * N_SAMPLES + 1  # the 2nd request of the third shard fails (not retried)
     with ScriptedServer(lambda n, body: (400, {}, {"error": "boom"}) if n >= fail_from else (200, {}, None)) as s1:
         with pytest.raises(EngineError, match="HTTP 400"):
-            sample_stage(store, problems(), "pk", teacher(s1.url))
+            sample_stage(store, problems(), teacher(s1.url))
     key = next((store.root / "stages" / STAGE).iterdir()).name
     assert store.done_shards(STAGE, key) == {0, 1} and not store.exists(STAGE, key)
 
     with ScriptedServer() as s2:
-        man = sample_stage(store, problems(), "pk", teacher(s2.url))
+        man = sample_stage(store, problems(), teacher(s2.url))
     assert s2.count == (N_PROBLEMS - 2 * SHARD) * N_SAMPLES  # finished shards were not regenerated
     assert man["key"] == key and man["shards_resumed"] == 2 and man["rows"] == N_PROBLEMS * N_SAMPLES
     assert man["tokens"]["completion"] == 7 * N_PROBLEMS * N_SAMPLES  # totals cover resumed shards too
@@ -67,7 +69,7 @@ def test_failure_midway_then_rerun_resumes(tmp_path):
     assert sorted_rows(table) == sorted_rows(clean_run(tmp_path))
 
     with ScriptedServer() as s3:
-        again = sample_stage(store, problems(), "pk", teacher(s3.url))
+        again = sample_stage(store, problems(), teacher(s3.url))
     assert again["cached"] and s3.count == 0
 
 
@@ -75,9 +77,9 @@ _CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
     from test_sampling_resume import problems, teacher
+    from sampling import sample_stage
     from bonforge.storage.store import StageStore
-    from bonforge.tasks.sample import sample_stage
-    sample_stage(StageStore({root!r}), problems(), "pk", teacher({url!r}))
+    sample_stage(StageStore({root!r}), problems(), teacher({url!r}))
 """)
 
 
@@ -101,7 +103,7 @@ def test_sigkill_midway_then_rerun_resumes(tmp_path):
     assert 2 <= len(done) < 4 and not store.exists(STAGE, key)
 
     with ScriptedServer() as rerun:
-        man = sample_stage(store, problems(), "pk", teacher(rerun.url))
+        man = sample_stage(store, problems(), teacher(rerun.url))
     expected = sum(min(SHARD, N_PROBLEMS - SHARD * i) for i in range(4) if i not in done) * N_SAMPLES
     assert rerun.count == expected and man["shards_resumed"] == len(done)
     assert sorted_rows(store.read(STAGE, key)) == sorted_rows(clean_run(tmp_path))

@@ -47,18 +47,20 @@ def pool_containers() -> list[str]:
 
 
 def container_processes(cid: str) -> list[str]:
-    out = subprocess.run(["docker", "top", cid, "-o", "pid,args"], capture_output=True, text=True, check=True)
+    out = subprocess.run(["docker", "top", cid, "-o", "pid,uid,args"], capture_output=True, text=True, check=True)
     return out.stdout.strip().splitlines()[1:]
 
 
 def assert_pool_healthy(pool) -> None:
-    """Right verdicts again, and nothing but init + runner left in any container."""
+    """Right verdicts again, and nothing but init, runner and zygote (all root) left in any container."""
     assert [v["status"] for v in judge(pool, [ADD, ADD])] == ["passed", "passed"]
-    containers = pool_containers()
+    containers = [w.name for w in pool._workers]
     assert 1 <= len(containers) <= pool.cfg.pool_size
+    assert set(containers) <= set(subprocess.run(["docker", "ps", "--format", "{{.Names}}"], capture_output=True,
+                                                 text=True, check=True).stdout.split())  # fmt: skip
     for cid in containers:
         procs = container_processes(cid)
-        assert len(procs) == 2, f"leftover processes in {cid}: {procs}"
+        assert len(procs) == 3 and all(p.split()[1] == "0" for p in procs), f"leftover processes in {cid}: {procs}"
 
 
 VERDICT_CASES = {
@@ -112,11 +114,12 @@ HOSTILE = {
     "read host files": ("import glob\nprint(open('/work/shared/data/README.md').read())\n", {"runtime_error"}),
     "10 MB of output": ("import sys\nsys.stdout.write('z' * 10_000_000)\n", {"output_limit"}),
     "kill the runner": ("import os\nos.kill(os.getppid(), 9)\n", {"runtime_error"}),
-    "kill everything": ("import os\nos.kill(-1, 9)\n", {"runtime_error"}),
+    "kill everything": ("import os\nos.kill(-1, 9)\n", {"wrong_answer", "runtime_error"}),  # only itself, if that
     "the host's socket": ("import os, socket\ntry:\n    socket.socket(socket.AF_UNIX).connect('/run/bonforge/runner.sock')\n"
                           "except OSError:\n    try:\n        open('/run/bonforge/x', 'w')\n    except OSError:\n"
                           "        a, b = map(int, input().split())\n        print(a + b)\n", {"passed"}),
-    "signal init": ("import os, signal, time\nos.kill(1, signal.SIGTERM)\ntime.sleep(0.2)\n"
+    "signal init": ("import os, signal, time\ntry:\n    os.kill(1, signal.SIGTERM)\nexcept OSError:\n    pass\n"
+                    "time.sleep(0.2)\n"
                     "a, b = map(int, input().split())\nprint(a + b)\n", {"passed"}),
 }  # fmt: skip
 

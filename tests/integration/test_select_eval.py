@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from golden_keys import assert_golden
 from llm_server import ScriptedServer, answer
 from typer.testing import CliRunner
 
@@ -93,6 +94,7 @@ def test_selector_on_genselect_prompts(store):
     assert 0 < unparsed < len(rows) and f"{unparsed} unparsed" in res.output
     run = store.run()
     assert run["kind"] == "eval-selector" and "selector_eval" in run["stages"]
+    assert_golden("gsm8k-300-selector-eval", run)
     s = run["summary"]
     pass1 = sum(len(p["correct_indices"]) / p["n_candidates"] for p in prompts) / len(prompts)
     assert s["pass@1"] == pytest.approx(pass1) and s["pass@N"] == 1.0 and 0 <= s["majority@N"] <= 1
@@ -119,6 +121,7 @@ def test_skip_when_unanimous_on_the_whole_pool(store):
     for r in rows:
         if r["skipped"]:  # all or none right: candidate 0 stands for the group
             assert r["judgment"] is None and r["correct"] == (r["correct_indices"][:1] == [0])
+    assert_golden("gsm8k-300-selector-eval-pool", store.run())
     s = store.run()["summary"]
     saved = sum(r["prompt_n_tokens"] for r in rows if r["skipped"]) / sum(r["prompt_n_tokens"] for r in rows)
     assert s["skipped_prompts"] == len(unanimous) and s["compute_saved"] == pytest.approx(saved)

@@ -20,7 +20,7 @@ RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml
 SCRIPT = """
 import sys, time
 from bonforge.config import load_recipe
-from bonforge.flows.orchestrate import services
+from bonforge.engine.prefect import services
 from prefect.settings import PREFECT_API_URL
 with services(load_recipe(sys.argv[1])):
     print(PREFECT_API_URL.value(), flush=True)

@@ -31,8 +31,22 @@ from bonforge.tasks.verify_code import judge_outcome
         ("0.3333333", "0.33333333", True),
         ("0.3334", "0.3333", False),
         ("1000000.5", "1000000.9", True),  # relative tolerance
-        ("3.0", "3", True),
-        ("1e-7", "0", True),
+        ("3", "3.0", True),  # a float expected: an integer within the tolerance matches
+        ("3.0", "3", False),  # an integer expected: only that integer (digit strings, no tolerance)
+        ("5.0000004", "5", False),
+        ("5", "5.0000004", True),
+        ("1e-7", "0", False),
+        ("1e-7", "0.0", True),
+        ("-0", "0", True),
+        ("+007", "7", True),
+        ("9" * 5000, "9" * 5000, True),  # past int()'s 4,300-digit limit: compared as digit strings
+        ("9" * 4999 + "8", "9" * 5000, False),
+        ("1" + "0" * 400, "1e400", True),  # beyond the float range: infinities of their sign
+        ("-1e400", "1e400", False),
+        ("\uff15", "5", False),  # only ASCII digits are numbers
+        ("\u0665", "\u0665", True),  # ...a Unicode digit is a word, equal to itself
+        ("5\u00a06", "5 6", False),  # only ASCII whitespace separates tokens
+        ("1\r\n2\r\n", "1\n2\n", True),
         ("YES", "yes", False),
         ("nan", "nan", True),
         ("inf", "1e400", False),
@@ -67,6 +81,10 @@ def test_dropping_any_line_never_passes(values, drop):
         (1, [1, 2], False),
         (True, 1, False),  # bools only equal bools
         (1, 1.0000000001, True),
+        (5.0000004, 5, False),  # an integer expected: exact
+        (3.0, 3, True),  # ...a float of exactly that value is equal (as Python's == says)
+        (10**400, 1.5, False),  # an int beyond the float range: no OverflowError
+        (10**400, 10**400, True),
         ({"a": [1.0]}, {"a": [1]}, True),
         ("a", "A", False),
         (None, None, True),

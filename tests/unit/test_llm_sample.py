@@ -10,7 +10,10 @@ from bonforge.llm.base import Completion, Request
 from bonforge.llm.config import OpenAITeacher, TransformersTeacher
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.storage.store import StageStore
-from bonforge.tasks.sample import Sampler, key_config, model_identity, problem_seed, render, sample_stage, stage_key_for
+from bonforge.engine import run_node
+from bonforge.stage import Ref
+from bonforge.tasks import sample
+from bonforge.tasks.sample import Sampler, key_config, model_identity, problem_seed, render
 
 
 def openai_teacher(**kw) -> OpenAITeacher:
@@ -116,6 +119,10 @@ def test_local_model_identity_follows_the_files(tmp_path):
 
 def test_stage_key_is_known_before_running(tmp_path):
     t = openai_teacher()
-    man = sample_stage(StageStore(tmp_path), problems("a?", "b?"), "pk", t, engine=EchoEngine())
-    assert man["key"] == stage_key_for("pk", t) != stage_key_for("other", t)
+    store = StageStore(tmp_path)
+    ref = Ref("problems", "pk", store.put("problems", "pk", problems("a?", "b?"), version="1", config={}, upstream={}))
+    node = sample.node(ref, t, engine=EchoEngine())
+    assert node.key == sample.node(Ref("problems", "pk"), t).key != sample.node(Ref("problems", "other"), t).key
+    man = run_node(store, node)
+    assert man["key"] == node.key and man["upstream"] == {"problems": "pk"} and man["config"] == key_config(t)
     assert man["tokens"] == {"prompt": 44, "completion": 20} and man["teacher"] == "t"

@@ -1,9 +1,7 @@
-"""Prefect and Ray around the DAG: one Prefect task per stage (cache key = stage key), the build flow, and
-the start of the services it needs. Imported only when a build has something to compute."""
+"""A Prefect API server in a child process on a free local port, for one build (see ``services``)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -12,89 +10,11 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
-
-from prefect import flow, task
-
-from bonforge.config import Recipe
-from bonforge.flows.build import _execute, _Runner
-from bonforge.flows.stages import Ref, Step
-from bonforge.runner import ensure_ray
-from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
 
 
-@task(
-    name="stage",
-    retries=2,
-    retry_delay_seconds=2,
-    persist_result=True,
-    result_serializer="json",
-    cache_key_fn=lambda ctx, params: f"{params['step'].stage}-{params['step'].key}",
-)
-def stage_task(step: Step) -> dict:
-    return step.run()
-
-
-class PrefectRunner(_Runner):
-    """Runs each step as a Prefect task (inside the build flow)."""
-
-    def __call__(self, step: Step) -> Ref:
-        t0 = time.perf_counter()
-        committed = self.store.exists(step.stage, step.key)
-        state = stage_task.with_options(
-            task_run_name=step.label,
-            result_storage=self.store.root / "prefect-results",
-            refresh_cache=not committed,
-        )(step, return_state=True)
-        manifest = state.result()
-        cached = committed or state.name == "Cached"
-        return self._note(step, manifest, cached, time.perf_counter() - t0)
-
-
-@flow(name="bonforge-build", log_prints=False, validate_parameters=False)
-def build_flow(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
-    store = StageStore(store_root)
-    try:
-        return _execute(recipe, store, recipe_dir, run_id, PrefectRunner(store), record_start=True)
-    finally:
-        stop_sandboxes()
-
-
-def stop_sandboxes() -> None:
-    """Stop the per-node sandbox pools (their containers) that code verification started."""
-    import ray
-
-    if ray.is_initialized():
-        from bonforge.sandbox.ray_pool import shutdown_node_pools
-
-        shutdown_node_pools()
-
-
-@contextlib.contextmanager
-def services(recipe: Recipe) -> Iterator[None]:
-    """Prefect's API and Ray for one build, started side by side.
-
-    With no Prefect API configured (``PREFECT_API_URL`` or a profile), a temporary Prefect server runs for
-    the build: the same uvicorn command Prefect uses for its own temporary server, launched here straight
-    away and without importing Prefect's server code into this process (Prefect's way imports it here first,
-    ~4 s, then again in the server). It stops when the build ends, or when this process dies."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    server = None if PREFECT_API_URL.value() else _TemporaryServer()
-    try:
-        ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # meanwhile the server starts
-        url = server.wait() if server else None
-        with temporary_settings(updates={PREFECT_API_URL: url}) if url else contextlib.nullcontext():
-            yield
-    finally:
-        if server:
-            _drain_prefect_clients()
-            server.stop()
-
-
-def _drain_prefect_clients() -> None:
+def drain_prefect_clients() -> None:
     """Send Prefect's queued logs and events before its server goes (else they fail at exit, loudly)."""
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
@@ -106,7 +26,7 @@ def _drain_prefect_clients() -> None:
             pass
 
 
-class _TemporaryServer:
+class TemporaryServer:
     """A Prefect API server in a child process on a free local port, for this build only."""
 
     def __init__(self) -> None:

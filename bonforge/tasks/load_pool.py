@@ -1,4 +1,5 @@
-"""The `pool` engine: import candidates someone already generated (with published labels if any)."""
+"""Candidates someone already generated: the `pool` teachers (with published labels if any) and the
+problems' reference solutions (``include_reference``), each a ``candidates`` stage."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from bonforge import data
 from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform
+from bonforge.stage import Node, Ref, Stage
+from bonforge.tasks import load_code
 
 
 _ABSENT = object()
@@ -22,8 +26,6 @@ def _norm(text: str) -> str:
 def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Table:
     """Candidates of one teacher from a pool file, matched to ``problems``."""
     if teacher.format != "jsonl":
-        from bonforge.tasks import load_code
-
         if teacher.format == "codet":
             table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name)
         else:
@@ -83,3 +85,26 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed"):
         rows[name] = [None] * n
     return pa.Table.from_pydict(rows, schema=CANDIDATES)
+
+
+def _import(_: pa.Table, problems: pa.Table, teacher: PoolTeacher, recipe_dir: Path) -> pa.Table:
+    return import_pool(teacher, data.resolve(teacher.source, recipe_dir), problems)
+
+
+def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
+    return load_code.reference_candidates(problems)
+
+
+POOL = Stage("candidates", "pool-1", compute=_import, context=lambda i: {"problems": i.read("problems")})
+REFERENCE = Stage("candidates", "reference-1", compute=_reference, context=lambda i: {"problems": i.read("problems")})
+
+
+def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:
+    return POOL.bind(teacher.key_config(), {"problems": problems}, label=f"candidates[{teacher.name}]",
+                     params={"teacher": teacher, "recipe_dir": recipe_dir}, note={"teacher": teacher.name})
+
+
+def reference_node(problems: Ref) -> Node:
+    """The problems' reference solutions as a teacher named ``reference``."""
+    return REFERENCE.bind({"teacher": "reference"}, {"problems": problems}, label="candidates[reference]",
+                          note={"teacher": "reference"})

@@ -1,0 +1,40 @@
+"""The execution layer: runs declared stages (``bonforge.stage``) against the store.
+
+* ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit), and the one Ray start;
+* ``run.py``: a build's ``Run`` (the committed-store fast path, the run record);
+* ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts.
+
+``build`` first walks the DAG with ``CommittedRun``: when every stage is committed it reads them from the
+store alone, without starting Prefect or Ray, records the run and returns in about a second. Otherwise it
+walks it again as a Prefect flow, one task per node, with Prefect's API and Ray started for it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bonforge.config import Recipe
+from bonforge.engine.run import CommittedRun, Dag, NotCommitted, Run, execute
+from bonforge.engine.shards import run_node
+from bonforge.report import report_after_build
+from bonforge.storage.store import StageStore
+
+__all__ = ["Dag", "Run", "build", "run_node"]
+log = logging.getLogger("bonforge")
+
+
+def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+    """Build the recipe's dataset along ``dag`` and return the run record."""
+    try:
+        record = execute(dag, CommittedRun(StageStore(store_root), recipe), recipe_dir, run_id, record_start=False)
+        log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record["stages"].values())))
+        report_after_build(store_root, record, reuse=True)
+        return record
+    except NotCommitted as e:
+        log.info("stage %s must be computed: starting the Prefect flow", e)
+    from bonforge.engine.prefect import build_flow, services  # Prefect loads only here
+
+    with services(recipe):
+        record = build_flow(dag, recipe, store_root, recipe_dir, run_id)
+    report_after_build(store_root, record)
+    return record

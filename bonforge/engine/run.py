@@ -1,0 +1,116 @@
+"""A build: the DAG walked by a ``Run`` that turns each node into a committed ``Ref``, and its run record.
+
+``CommittedRun`` reads every node from the store and stops at the first that is not committed: the fast
+path of a rebuild with nothing to compute. ``PrefectRun`` (``bonforge.engine.prefect``) computes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from bonforge.config import Recipe
+from bonforge.engine.shards import StoreInputs
+from bonforge.errors import BonforgeError
+from bonforge.stage import Node, Ref, Upstream
+from bonforge.storage.store import StageStore, new_run_id, utc_now
+
+log = logging.getLogger("bonforge")
+
+Dag = Callable[[Recipe, "Run", Path], dict]  # (recipe, run, recipe_dir) -> the published dataset
+
+
+class Run:
+    """Runs the nodes of one build and remembers what each did, for the run record."""
+
+    quiet = False
+
+    def __init__(self, store: StageStore, recipe: Recipe):
+        self.store, self.recipe = store, recipe
+        self.record: dict[str, list[str]] = {}
+        self.cached: dict[str, list[str]] = {}
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, node: Node) -> Ref:
+        raise NotImplementedError
+
+    def _note(self, node: Node, manifest: dict, cached: bool, secs: float) -> Ref:
+        name, key = node.stage.name, node.key
+        self.record.setdefault(name, []).append(key)
+        if cached:
+            self.cached.setdefault(name, []).append(key)
+        self.timings[node.label] = round(secs, 3)
+        if not self.quiet:
+            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.get("rows"),
+                     "cached" if cached else f"computed in {secs:.1f}s", key)  # fmt: skip
+        return Ref(name, key, manifest)
+
+    def inputs(self, **refs: Upstream) -> StoreInputs:
+        """Committed outputs as named views, for what the DAG does besides stages (exports)."""
+        return StoreInputs(self.store, {k: v if isinstance(v, list) else [v] for k, v in refs.items()})
+
+    def values(self, ref: Ref, column: str) -> set:
+        """The distinct values of one column of a committed output."""
+        return set(self.store.read(ref.stage, ref.key, [column]).column(column).to_pylist())
+
+    def publish(self, name: str, parts: Iterable[dict[str, pa.Table]] | Iterator[dict[str, pa.Table]],
+                trainers: dict | None = None) -> dict:
+        """Publish ``parts`` as the next version of dataset ``name`` (or reuse the version with the same
+        content), its lineage the stages run so far; ``trainers``: the manifest's section for trainers."""
+        from bonforge.storage.datasets import publish
+
+        lineage = {"recipe": self.recipe.name, "stages": dict(self.record)}
+        return publish(self.store.loc, name, parts, lineage, trainers)
+
+
+class NotCommitted(BonforgeError):
+    """A stage of the build must be computed."""
+
+
+class CommittedRun(Run):
+    """Reads each node from the store; raises NotCommitted at the first one that needs work."""
+
+    quiet = True
+
+    def __call__(self, node: Node) -> Ref:
+        if not self.store.exists(node.stage.name, node.key):
+            raise NotCommitted(node.label)
+        return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
+
+
+def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> dict:
+    """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
+    at a stage that is not committed)."""
+    recipe, store = run.recipe, run.store
+    record = {
+        "run_id": run_id or new_run_id(),
+        "recipe_name": recipe.name,
+        "recipe": recipe.model_dump(mode="json"),
+        "status": "running",
+        "started": utc_now(),
+        "stages": run.record,
+        "cached": run.cached,
+    }
+    if record_start:
+        store.record_run(record)
+    t0 = time.perf_counter()
+    try:
+        dataset = dag(recipe, run, Path(recipe_dir))
+        record.update(status="succeeded", dataset=dataset["path"], dataset_version=dataset["version"])
+        for extra in ("rl_dataset", "fusion_dataset"):
+            if extra in dataset:
+                record[extra] = dataset[extra]["path"]
+    except NotCommitted:
+        raise
+    except BaseException as e:
+        record.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
+        raise
+    finally:
+        record.update(finished=utc_now(), wall_s=round(time.perf_counter() - t0, 3), timings=run.timings)
+        if record["status"] != "running":
+            store.record_run(record)
+    return record

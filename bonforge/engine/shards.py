@@ -1,0 +1,205 @@
+"""Run one node: skip it when committed, else compute its missing shards (in process or on Ray), write
+each shard atomically as it finishes, then commit the manifest from the node's own identity.
+
+Shards are groups of whole problems (rows sharing a ``problem_id`` never straddle two shards) taken in
+``problem_id`` order, so the shard plan is a pure function of the input and a rerun after a crash
+recomputes only the shards that are missing. The one place that starts Ray is ``ensure_ray``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from functools import partial
+from typing import Any, Callable, Iterator
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bonforge.stage import Node, Ref
+from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+
+def plan_shards(table: pa.Table, shard_rows: int | None) -> list[pa.Table]:
+    """Split ``table`` into shards of about ``shard_rows`` rows without splitting a problem."""
+    if not shard_rows or table.num_rows <= shard_rows:
+        return [table]
+    table = table.sort_by(
+        [("problem_id", "ascending")]
+        + ([("candidate_id", "ascending")] if "candidate_id" in table.column_names else [])
+    )
+    pids = table.column("problem_id")
+    # boundaries where problem_id changes
+    changes = pc.not_equal(pids.slice(1), pids.slice(0, len(pids) - 1))
+    starts = [0] + [i + 1 for i in pc.indices_nonzero(changes).to_pylist()]
+    shards, begin = [], 0
+    for s in starts[1:]:
+        if s - begin >= shard_rows:
+            shards.append(table.slice(begin, s - begin))
+            begin = s
+    shards.append(table.slice(begin))
+    return shards
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+
+
+class StoreInputs:
+    """A node's inputs over the store: one DuckDB view per input name, opened on first use."""
+
+    def __init__(self, store: StageStore, refs: dict[str, list[Ref]], params: dict | None = None):
+        self.store, self.refs, self.params = store, refs, params or {}
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.refs
+
+    def files(self, name: str) -> list[str]:
+        return [str(p) for r in self.refs[name] for p in self.store.paths(r.stage, r.key)]
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = self.store.duckdb()
+            for name in self.refs:
+                self._con.read_parquet(self.files(name), union_by_name=True).create_view(name)
+        return self._con
+
+    def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        tables = [self.store.read(r.stage, r.key, columns) for r in self.refs[name]]
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+
+    def sql(self, query: str, params: Any = None) -> pa.Table:
+        return self.con.sql(query, params=params).to_arrow_table()
+
+    def tables(self, name: str) -> Iterator[pa.Table]:
+        return (self.store.read_file(p) for p in self.files(name))
+
+
+class Shards:
+    """The written shards of a node being committed (``bonforge.stage.Written``)."""
+
+    def __init__(self, store: StageStore, node: Node, n_shards: int, compute: Callable[..., pa.Table]):
+        self.store, self.node, self.n_shards, self.compute = store, node, n_shards, compute
+
+    def read(self, columns: list[str] | None = None) -> pa.Table:
+        return self.store.read_shards(self.node.stage.name, self.node.key, self.n_shards, columns)
+
+    def shard_metadata(self) -> list[dict[bytes, bytes]]:
+        paths = (self.store.shard_path(self.node.stage.name, self.node.key, i) for i in range(self.n_shards))
+        return [self.store.read_schema(p).metadata or {} for p in paths]
+
+
+def _compute_and_write(
+    root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table], **context
+) -> tuple[float, str, str | None]:
+    """Compute and write one shard; returns (seconds, hostname, Ray node id or None)."""
+    import socket
+
+    t0 = time.perf_counter()
+    out = compute(table, **context)
+    StageStore(root).write_shard(stage, key, shard, out)
+    return time.perf_counter() - t0, socket.gethostname(), _ray_node()
+
+
+def _ray_node() -> str | None:
+    """The id of the Ray node running this process, when it is a Ray worker (hostnames repeat when several
+    nodes share a machine)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
+
+
+def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Table]]:
+    stage = node.stage
+    if stage.open is not None:
+        return stage.open(node.params)
+    return contextlib.nullcontext(partial(stage.compute, **node.params) if node.params else stage.compute)
+
+
+def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[int],
+              compute: Callable[..., pa.Table], context: dict) -> Iterator[tuple[int, float, str, str | None]]:
+    """Compute and write the shards ``todo``, yielding (shard, seconds, host, Ray node) as each finishes."""
+    root, name, key = str(store.root), node.stage.name, node.key
+    if node.stage.executor == "ray" and len(todo) > 1:
+        import ray
+
+        ensure_ray()
+        remote = ray.remote(_compute_and_write)
+        ctx = {k: ray.put(v) for k, v in context.items()}
+        pending = {remote.remote(root, name, key, i, shards[i], compute, **ctx): i for i in todo}
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            yield (pending.pop(ready), *ray.get(ready))
+    else:
+        for i in todo:
+            yield (i, *_compute_and_write(root, name, key, i, shards[i], compute, **context))
+
+
+def run_node(store: StageStore, node: Node) -> dict:
+    """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
+    ``cached`` saying whether it was committed already."""
+    stage, key = node.stage, node.key
+    if store.exists(stage.name, key):
+        man = store.manifest(stage.name, key)
+        man["cached"] = True
+        return man
+    inputs = StoreInputs(store, node.inputs, node.params)
+    table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
+    context = stage.context(inputs) if stage.context else {}
+    shards = plan_shards(table, stage.shard_rows)
+    done = store.begin(stage.name, key, [s.num_rows for s in shards])
+    todo = [i for i in range(len(shards)) if i not in done]
+    if done:
+        log.info("%s: resuming, %d of %d shards already written", node.label, len(done), len(shards))
+    t0 = time.perf_counter()
+    compute_s, hosts, nodes = 0.0, set(), set()
+    from bonforge.progress import stage_progress
+
+    with _opened(node) as compute:
+        with stage_progress(node.label, total=sum(shards[i].num_rows for i in todo)) as advance:
+            for i, secs, host, ray_node in _computed(store, node, shards, todo, compute, context):
+                compute_s += secs
+                hosts.add(host)
+                nodes.add(ray_node)
+                advance(shards[i].num_rows)
+        wall = time.perf_counter() - t0
+        summary = stage.summary(Shards(store, node, len(shards), compute)) if stage.summary else {}
+    man = store.commit(
+        stage.name,
+        key,
+        len(shards),
+        version=stage.version,
+        config=node.config,
+        upstream=node.upstream_keys,
+        timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
+        extra={
+            "hosts": sorted(hosts),
+            "ray_nodes": sorted(n for n in nodes if n),
+            "shards_resumed": len(done),
+            **node.note,
+            **summary,
+        },
+        compact_rows=stage.compact_rows,
+    )
+    man["cached"] = False
+    return man

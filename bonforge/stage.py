@@ -1,0 +1,155 @@
+"""A stage, declared once beside its compute; a node, the stage bound to its config and upstream outputs.
+
+Each stage module ends with its declaration and a ``node()`` constructor, e.g. ``tasks/score.py``::
+
+    STAGE = Stage("problem_stats", VERSION, compute=score, shard_rows=200_000,
+                  table=lambda i: i.sql("SELECT problem_id, teacher, candidate_id, correct, reward, extracted "
+                                        "FROM verdicts"))
+
+    def node(recipe, verdicts: list[Ref]) -> Node:
+        return STAGE.bind({"score": recipe.score.key_config(), "filter": recipe.filter.key_config()},
+                          {"verdicts": verdicts}, params={"score_cfg": recipe.score, "filter_cfg": recipe.filter})
+
+``Node.key`` is the only place a stage key is derived, and the engine (``bonforge.engine``) writes the
+manifest's identity (stage, version, config, upstream) from the same node, so the two cannot disagree.
+
+A leaf: this module imports neither the store, the engine, Ray nor Prefect. The engine gives the hooks
+``table``, ``context`` and ``summary`` what they read (``Inputs``, ``Written``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Callable, ContextManager, Iterator, Literal, Protocol, Union
+
+import pyarrow as pa
+
+from bonforge.keys import stage_key
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A committed stage output: its name, key and manifest."""
+
+    stage: str
+    key: str
+    manifest: dict = field(default_factory=dict, repr=False, compare=False)
+
+
+Upstream = Union[Ref, "list[Ref]"]
+
+
+class Inputs(Protocol):
+    """A node's input tables, one DuckDB view per input name (the catalog's names: ``problems``,
+    ``candidates``, ``verdicts``, ``problem_stats``, ...); several refs under one name are one view.
+    ``params`` are the node's params, for hooks whose query depends on the config."""
+
+    params: dict
+
+    def __contains__(self, name: str) -> bool: ...
+
+    def read(self, name: str, columns: list[str] | None = None) -> pa.Table: ...
+
+    def sql(self, query: str, params: Any = None) -> pa.Table: ...
+
+    def tables(self, name: str) -> Iterator[pa.Table]:
+        """The input's files one table at a time, in order (to stream large inputs)."""
+        ...
+
+
+class Written(Protocol):
+    """Every shard of a stage written, its manifest not yet: what a ``summary`` reads."""
+
+    node: "Node"
+    compute: Callable[..., pa.Table]  # what ran: the opened compute for a stateful stage
+
+    def read(self, columns: list[str] | None = None) -> pa.Table: ...
+
+    def shard_metadata(self) -> list[dict[bytes, bytes]]:
+        """Each shard's Parquet key-value metadata, in shard order."""
+        ...
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Everything the engine and the store need about a stage, stated once, beside its compute.
+
+    * ``name``: the store folder ``stages/<name>/<key>`` and the catalog view; ``version``: bump it when
+      the same inputs give another output (the key changes).
+    * ``compute(shard, **context, **params) -> table`` for a pure stage, or ``open(params)``: a context
+      manager yielding ``compute(shard, **context)`` for a stateful one (an engine, a sandbox pool),
+      opened only when the stage must be computed and closed after its last shard.
+    * ``table(inputs)``: the input split into shards of whole problems (``shard_rows`` rows about);
+      ``None``: a source stage, computed once from an empty table.
+    * ``context(inputs)``: shared read-only inputs of every shard (put into Ray's object store once).
+      Both hooks read the upstream views (``Inputs``) and, where the query depends on the config, the
+      node's params (``inputs.params``); both run only when the stage must be computed.
+    * ``executor``: ``"ray"`` runs shards as Ray tasks (when there are several), ``"local"`` in process.
+    * ``compact_rows``: readers get files of about this many rows instead of one per shard.
+    * ``summary(written)``: manifest fields computed from the written shards.
+
+    Shard sizes are not part of the key, but changing them makes an interrupted run start over.
+    """
+
+    name: str
+    version: str
+    compute: Callable[..., pa.Table] | None = None
+    open: Callable[[dict], ContextManager[Callable[..., pa.Table]]] | None = None
+    table: Callable[[Inputs], pa.Table] | None = None
+    context: Callable[[Inputs], dict] | None = None
+    shard_rows: int | None = None
+    compact_rows: int | None = None
+    executor: Literal["local", "ray"] = "local"
+    summary: Callable[[Written], dict] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.compute is None) == (self.open is None):
+            raise TypeError(f"stage {self.name!r}: give exactly one of compute and open")
+
+    def bind(
+        self,
+        config: Any,
+        upstream: dict[str, Upstream | None],
+        *,
+        inputs: dict[str, Upstream | None] | None = None,
+        label: str | None = None,
+        params: dict | None = None,
+        note: dict | None = None,
+        **overrides: Any,
+    ) -> "Node":
+        """The node of this stage for ``config`` (exactly what the key covers: no execution-only fields)
+        and ``upstream`` (name -> ref or list of refs; ``None`` entries are left out, not keyed as null).
+
+        ``inputs``: the views the hooks read when they differ from ``upstream`` (e.g. a table whose key is
+        implied by another upstream). ``params``: what ``compute``/``open`` receive (covered by ``config``).
+        ``note``: manifest fields known up front. ``overrides``: stage fields for this node only, e.g.
+        ``shard_rows``."""
+        stage = replace(self, **overrides) if overrides else self
+        ups = {k: v for k, v in upstream.items() if v is not None}
+        views = {k: v for k, v in (upstream if inputs is None else inputs).items() if v is not None}
+        return Node(stage, config, ups, {k: v if isinstance(v, list) else [v] for k, v in views.items()},
+                    label or self.name, params or {}, note or {})
+
+
+@dataclass(frozen=True)
+class Node:
+    """A stage applied to its key config and upstream outputs: its key is known before anything runs."""
+
+    stage: Stage
+    config: Any
+    upstream: dict[str, Upstream]
+    inputs: dict[str, list[Ref]] = field(repr=False)
+    label: str  # "verdicts[gpt3]": logs, the Prefect task run, the run record's timings
+    params: dict = field(repr=False)
+    note: dict = field(repr=False)
+
+    @cached_property
+    def upstream_keys(self) -> dict[str, str]:
+        """A single ref is its key; a list is its keys sorted and joined by commas."""
+        return {k: v.key if isinstance(v, Ref) else ",".join(sorted(r.key for r in v))
+                for k, v in self.upstream.items()}
+
+    @cached_property
+    def key(self) -> str:
+        return stage_key(self.stage.name, self.stage.version, self.config, self.upstream_keys)

@@ -1,0 +1,305 @@
+"""Tests as public code datasets store them, converted to bonforge's spec (``bonforge.sandbox.spec``).
+
+Shapes (``fields.tests_format``; ``auto`` tells them apart by their keys):
+
+``bonforge``       our own spec, ``{"kind": ...}``.
+``apps``           APPS / TACO ``input_output``: ``{"inputs": [...], "outputs": [...], "fn_name"?}``. With a
+                   function name (in the object or from ``fields.fn_name``) each input is an argument list and
+                   the tests are call-based; else stdin/stdout (a list of lines counts as one text).
+``codecontests``   CodeContests ``public_tests`` / ``private_tests`` / ``generated_tests``:
+                   ``{"input": [...], "output": [...]}`` of stdin/stdout strings.
+``livecodebench``  a list of ``{"input", "output", "testtype"}``; ``stdin`` tests are stdin/stdout,
+                   ``functional`` tests hold one JSON argument per input line and a JSON output.
+``assert``         HumanEval-style test code defining ``check(candidate)`` (called on the entry point), or
+                   plain ``assert`` lines (one string or a list of them).
+
+Any of them may come as a JSON string. Several fields (e.g. public and private tests) are joined in order.
+Data is never unpickled: a pickled or zlib-compressed pickled value (LiveCodeBench's private tests ship as
+base64 of that) is refused with an error saying so.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from bonforge.errors import DataError
+from bonforge.sandbox.spec import TestSpec, parse_spec
+
+FORMATS = ("bonforge", "apps", "codecontests", "livecodebench", "assert")
+
+# The imports the APPS evaluation harness puts before call-based solutions (numpy left out: not in the image).
+APPS_PRELUDE = (
+    "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
+    "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
+    "from functools import lru_cache\nimport math\nfrom math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
+    "import fractions\nfrom typing import List, Tuple\nimport random\nimport heapq\nfrom heapq import *\n"
+)
+# LiveCodeBench's starter code annotates with any typing name (Optional, Dict, ...).
+LCB_PRELUDE = APPS_PRELUDE + "from typing import *\n"
+
+
+@dataclass(frozen=True)
+class Where:
+    """The record being converted, for error messages."""
+
+    source: str
+    record: str
+
+    def error(self, message: str, fld: str) -> DataError:
+        return DataError(message, self.source, self.record, fld)
+
+
+@dataclass
+class _Tests:
+    kind: str
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    fn_name: str | None = None
+    check: str = ""
+    prelude: str = ""
+
+
+def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | None = None,
+            entry_point: str | None = None, starter: str = "", time_limit_s: float | None = None) -> TestSpec:
+    """One spec from the test fields of a record (``{field name: value}``, joined in order)."""
+    parts = []
+    for name, value in values.items():
+        doc = decode(value, where, name)
+        shape = fmt if fmt != "auto" else detect(doc, where, name)
+        parts.append((name, _CONVERT[shape](doc, where, name, fn_name, entry_point)))
+    names = ", ".join(values)
+    kinds = {t.kind for _, t in parts}
+    if len(kinds) > 1:
+        raise where.error(f"the fields hold different kinds of tests ({', '.join(sorted(kinds))})", names)
+    tests = parts[0][1]
+    if tests.kind == "assert":
+        if len(parts) > 1:
+            raise where.error("assert-style tests come from one field", names)
+        return TestSpec("assert", [None], [None], entry_point=entry_point, check=tests.check, prelude=tests.prelude,
+                        starter=starter, time_limit_s=time_limit_s)  # fmt: skip
+    fns = {t.fn_name for _, t in parts}
+    if len(fns) > 1:
+        raise where.error(f"the fields name different functions ({', '.join(sorted(map(str, fns)))})", names)
+    inputs = [i for _, t in parts for i in t.inputs]
+    if not inputs:
+        raise where.error("empty test list", names)
+    return TestSpec(tests.kind, inputs, [o for _, t in parts for o in t.outputs], fn_name=tests.fn_name,
+                    prelude=tests.prelude, starter=starter, time_limit_s=time_limit_s)  # fmt: skip
+
+
+def decode(value: Any, where: Where, name: str) -> Any:
+    """A field's value as JSON data (JSON strings parsed); pickles are refused, never loaded."""
+    if isinstance(value, (bytes, bytearray)):
+        if _is_pickle(bytes(value)):
+            raise where.error(_PICKLE, name)
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            raise where.error("binary data that is neither JSON nor text", name) from None
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text[:1] in ("{", "[", '"'):
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise where.error(f"not valid JSON ({e})", name) from None
+    if _is_pickle(text):
+        raise where.error(_PICKLE, name)
+    return value
+
+
+_PICKLE = ("a pickled (or compressed pickled) value: bonforge never unpickles data; convert these tests to JSON "
+           "with a tool you trust first")  # fmt: skip
+
+
+def _is_pickle(data: str | bytes) -> bool:
+    """Pickle protocol 2+ starts with 0x80; LiveCodeBench wraps it in zlib and base64."""
+    raw = data if isinstance(data, bytes) else None
+    if raw is None:
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+    if raw[:1] == b"\x80":
+        return True
+    try:
+        return zlib.decompressobj().decompress(raw, 2)[:1] == b"\x80"
+    except zlib.error:
+        return False
+
+
+def detect(doc: Any, where: Where, name: str) -> str:
+    if isinstance(doc, dict):
+        if "kind" in doc:
+            return "bonforge"
+        if "inputs" in doc or "outputs" in doc:
+            return "apps"
+        if "input" in doc or "output" in doc:
+            return "codecontests"
+    elif isinstance(doc, list):
+        if not doc:
+            raise where.error("empty test list", name)
+        if all(isinstance(t, dict) for t in doc):
+            return "livecodebench"
+        if all(isinstance(t, str) and "assert" in t for t in doc):
+            return "assert"
+    elif isinstance(doc, str) and ("assert" in doc or _CHECK_DEF.search(doc)):
+        return "assert"
+    raise where.error(f"cannot tell the tests' shape ({type(doc).__name__}); name it in fields.tests_format "
+                      f"({', '.join(FORMATS)})", name)  # fmt: skip
+
+
+def _need_list(doc: dict, key: str, where: Where, name: str) -> list:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise where.error(f"'{key}' must be a list, got {type(value).__name__}", name)
+    return value
+
+
+def _paired(doc: Any, ins: str, outs: str, where: Where, name: str) -> tuple[list, list]:
+    if not isinstance(doc, dict):
+        raise where.error(f"expected an object with '{ins}' and '{outs}', got {type(doc).__name__}", name)
+    inputs, outputs = _need_list(doc, ins, where, name), _need_list(doc, outs, where, name)
+    if len(inputs) != len(outputs):
+        raise where.error(f"{len(inputs)} inputs but {len(outputs)} outputs", name)
+    return inputs, outputs
+
+
+def _text(value: Any, what: str, i: int, where: Where, name: str, lines_ok: bool = False) -> str:
+    if lines_ok and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    if not isinstance(value, str):
+        raise where.error(f"test {i}: {what} must be a string, got {type(value).__name__}", name)
+    return value
+
+
+def _bonforge(doc, where, name, fn_name, entry_point) -> _Tests:
+    if not isinstance(doc, dict):
+        raise where.error(f"expected a spec object, got {type(doc).__name__}", name)
+    try:
+        spec = parse_spec(json.dumps(doc), where.record)
+    except DataError as e:
+        raise where.error(e.message, name) from None
+    return _Tests(spec.kind, spec.inputs, spec.outputs, spec.fn_name, spec.check, spec.prelude)
+
+
+def _apps(doc, where, name, fn_name, entry_point) -> _Tests:
+    inputs, outputs = _paired(doc, "inputs", "outputs", where, name)
+    fn = doc.get("fn_name") or fn_name
+    if fn:
+        if not isinstance(fn, str) or not fn.isidentifier():
+            raise where.error(f"fn_name must be a Python identifier, got {fn!r}", name)
+        for i, args in enumerate(inputs):
+            if not isinstance(args, list):
+                raise where.error(f"test {i}: call arguments must be a list, got {type(args).__name__}", name)
+        return _Tests("call", list(inputs), list(outputs), fn, prelude=APPS_PRELUDE)
+    return _Tests("stdio", [_text(v, "stdin", i, where, name, True) for i, v in enumerate(inputs)],
+                  [_text(v, "expected stdout", i, where, name, True) for i, v in enumerate(outputs)])  # fmt: skip
+
+
+def _codecontests(doc, where, name, fn_name, entry_point) -> _Tests:
+    inputs, outputs = _paired(doc, "input", "output", where, name)
+    return _Tests("stdio", [_text(v, "stdin", i, where, name) for i, v in enumerate(inputs)],
+                  [_text(v, "expected stdout", i, where, name) for i, v in enumerate(outputs)])  # fmt: skip
+
+
+def _livecodebench(doc, where, name, fn_name, entry_point) -> _Tests:
+    if not isinstance(doc, list) or not all(isinstance(t, dict) for t in doc):
+        raise where.error("expected a list of {input, output, testtype} objects", name)
+    types = {t.get("testtype", "stdin") for t in doc}
+    if not types <= {"stdin", "functional"} or len(types) > 1:
+        raise where.error(f"testtype must be all 'stdin' or all 'functional', got {sorted(map(str, types))}", name)
+    out = _Tests("stdio")
+    for i, t in enumerate(doc):
+        if "input" not in t or "output" not in t:
+            raise where.error(f"test {i} needs 'input' and 'output'", name)
+        stdin, expected = _text(t["input"], "input", i, where, name), _text(t["output"], "output", i, where, name)
+        if types == {"stdin"}:
+            out.inputs.append(stdin)
+            out.outputs.append(expected)
+            continue
+        try:
+            out.inputs.append([json.loads(line) for line in stdin.split("\n") if line.strip()])
+            out.outputs.append(json.loads(expected))
+        except ValueError as e:
+            raise where.error(f"test {i}: functional input and output must be JSON ({e})", name) from None
+    if types == {"functional"}:
+        if not (isinstance(fn_name, str) and fn_name.isidentifier()):
+            raise where.error("functional tests need the function's name: set fields.fn_name", name)
+        out.kind, out.fn_name, out.prelude = "call", fn_name, LCB_PRELUDE
+    return out
+
+
+_CHECK_DEF = re.compile(r"^def\s+check\s*\(", re.M)
+
+
+def _assert(doc, where, name, fn_name, entry_point) -> _Tests:
+    code = "\n".join(doc) if isinstance(doc, list) else doc
+    if not isinstance(code, str) or not code.strip():
+        raise where.error("assert-style tests must be non-empty code (a string or a list of strings)", name)
+    if _CHECK_DEF.search(code):
+        if not (isinstance(entry_point, str) and entry_point.isidentifier()):
+            raise where.error("a check(candidate) test needs the entry point: set fields.entry_point", name)
+        code = f"{code}\n\ncheck({entry_point})\n"
+    return _Tests("assert", check=code)
+
+
+_CONVERT = {"bonforge": _bonforge, "apps": _apps, "codecontests": _codecontests, "livecodebench": _livecodebench,
+            "assert": _assert}  # fmt: skip
+
+
+# -- limits ------------------------------------------------------------------------------------------------
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?\s*$", re.I)
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|kilobytes?|m|mb|mib|megabytes?|g|gb|gib|gigabytes?)?"
+                     r"\s*$", re.I)  # fmt: skip
+_MB_PER = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024}
+
+
+_UNKNOWN = ("", "none", "null", "n/a")  # how some tables (TACO) say "no limit given"
+
+
+def time_limit_s(value: Any, where: Where, name: str) -> float | None:
+    """Seconds from a number, ``"2 seconds"`` / ``"500 ms"``, or CodeContests' ``{seconds, nanos}``;
+    null, zero or ``"None"`` (unknown in some rows) means no limit from the data."""
+    if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
+        return None
+    if isinstance(value, dict):
+        secs = value.get("seconds") or 0
+        nanos = value.get("nanos") or 0
+        if not isinstance(secs, (int, float)) or not isinstance(nanos, (int, float)):
+            raise where.error(f"expected {{seconds, nanos}} numbers, got {value!r:.100}", name)
+        value = secs + nanos / 1e9
+    elif isinstance(value, str):
+        m = _TIME.match(value)
+        if not m:
+            raise where.error(f"not a time limit: {value!r:.100} (a number of seconds, '2 seconds', '500 ms')", name)
+        value = float(m.group(1)) / (1000 if (m.group(2) or "s").lower().startswith("m") else 1)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0):
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise where.error(f"not a time limit: {value!r:.100}", name)
+    return float(value)
+
+
+def memory_limit_mb(value: Any, where: Where, name: str) -> float | None:
+    """MiB from ``"256 megabytes"`` / ``"1 GB"`` / a number (MiB, or bytes when the field's name ends in
+    ``_bytes`` as CodeContests' ``memory_limit_bytes`` does); null, zero or ``"None"`` means none from the data."""
+    if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
+        return None
+    if isinstance(value, str):
+        m = _MEMORY.match(value)
+        if not m:
+            raise where.error(f"not a memory limit: {value!r:.100} (e.g. '256 megabytes', '1 GB')", name)
+        return float(m.group(1)) * _MB_PER[(m.group(2) or "m")[0].lower()] or None
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise where.error(f"not a memory limit: {value!r:.100}", name)
+    return float(value) / 2**20 if name.endswith("_bytes") else float(value)

@@ -1,0 +1,161 @@
+"""A two-node Ray cluster whose nodes share no disk: head, worker and driver each run in a folder of their
+own (their own Ray temp dir and token file copy), and the store is an S3 prefix on a real S3 server
+(SeaweedFS). A GSM8K build uses both nodes; the worker node is killed (SIGKILL to its whole process group)
+while a verification stage is half written; the build still finishes (Ray retries the lost shards on the
+head, or a rerun resumes) and publishes a dataset byte-identical to an undisturbed build's into a local
+store. No stage file lands in any node's folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from procs import free_port, kill_group, run, start
+
+from bonforge.storage.store import StageStore
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
+LIMIT = ["--set", "problems.limit=300"]
+pytestmark = pytest.mark.slow
+
+# Smaller, slower verification shards: a stage is half written long enough for the kill to land in it.
+# ``slow_verify`` is defined here (in __main__), so Ray ships it to the nodes by value.
+DRIVER = """
+import sys, time
+from dataclasses import replace
+from bonforge.tasks import verify
+
+
+def slow_verify(*args, **kwargs):
+    time.sleep(0.4)
+    return verify.verify_math.verify_math(*args, **kwargs)
+
+
+verify.MATH = replace(verify.MATH, shard_rows=32, compute=slow_verify)
+from bonforge.cli import app
+
+app(sys.argv[1:])
+"""
+
+
+def _wait_for_nodes(env: dict, n: int, log: Path, timeout: float = 180) -> None:
+    """Wait until the cluster has ``n`` live nodes (one driver process polls: a Ray import costs seconds)."""
+    code = (
+        "import sys, time, ray; ray.init(); deadline = time.monotonic() + float(sys.argv[2])\n"
+        "while sum(x['Alive'] for x in ray.nodes()) < int(sys.argv[1]) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.2)\n"
+        "sys.exit(sum(x['Alive'] for x in ray.nodes()) < int(sys.argv[1]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(n), str(timeout)], env=env, capture_output=True, text=True,
+                         timeout=timeout + 120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:] + log.read_text()[-3000:]
+
+
+class Node:
+    """A Ray node in a folder of its own: its working directory, Ray temp dir and token file."""
+
+    def __init__(self, root: Path, name: str, token: str, base_env: dict):
+        self.dir = root / name
+        self.dir.mkdir()
+        (self.dir / "auth_token").write_text(token)
+        self.env = {**base_env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.dir / "auth_token")}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, *args: str) -> None:
+        common = ["--num-cpus", "1", "--temp-dir", str(self.dir / "ray"), "--disable-usage-stats"]
+        argv = ["-m", "ray.scripts.scripts", "start", "--block", "--node-ip-address", "127.0.0.1", *args, *common]
+        self.proc = start(argv, self.env, self.dir / "ray.log", cwd=self.dir)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc)
+
+
+@pytest.fixture(scope="module")
+def cluster(seaweedfs, gsm8k_pool):
+    root = Path(tempfile.mkdtemp(prefix="nsd", dir="/tmp"))  # short: Ray's unix socket paths are length-limited
+    token = uuid.uuid4().hex
+    # Every process gets the S3 settings and this checkout's bonforge, and nothing else in common.
+    base = {**os.environ, **seaweedfs.env, "PYTHONPATH": str(REPO)}
+    base.pop("RAY_ADDRESS", None)
+    head, worker, driver = (Node(root, name, token, base) for name in ("head", "worker", "driver"))
+    port = free_port()
+    head.start("--head", "--port", str(port), "--include-dashboard", "false")
+    address = f"127.0.0.1:{port}"
+    for n in (worker, driver):
+        n.env["RAY_ADDRESS"] = address
+    try:
+        _wait_for_nodes(driver.env, 1, head.dir / "ray.log")
+        worker.start("--address", address)
+        _wait_for_nodes(driver.env, 2, worker.dir / "ray.log")
+        yield root, head, worker, driver
+    finally:
+        worker.kill()
+        head.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _half_written(store: StageStore, stage: str) -> bool:
+    """Some stage ``stage`` has shards but no manifest, and another one of it is committed by both nodes."""
+    loc = store.loc
+    keys = loc.names(loc.path("stages", stage))
+    committed = [store.manifest(stage, k) for k in keys if store.exists(stage, k)]
+    partial = [k for k in keys if not store.exists(stage, k) and store.done_shards(stage, k)]
+    return bool(partial) and any(len(m["ray_nodes"]) == 2 for m in committed)
+
+
+def _dataset(store: StageStore) -> dict:
+    run = store.run()
+    assert run["status"] == "succeeded"
+    return json.loads(store.loc.read_bytes(f"{run['dataset']}/manifest.json"))
+
+
+def test_a_build_on_nodes_without_a_shared_disk_survives_losing_a_node(cluster, seaweedfs, s3_env, tmp_path):
+    root, head, worker, driver = cluster
+    local, t0 = tmp_path / "local", time.monotonic()  # the undisturbed build, into a local store (on the cluster)
+    ref_log = tmp_path / "reference.log"
+    ref_args = ["-m", "bonforge.cli", "run", str(RECIPE), "--store", str(local), *LIMIT]
+    assert run(ref_args, driver.env, ref_log, cwd=tmp_path) == 0, ref_log.read_text()[-3000:]
+    reference = _dataset(StageStore(local))
+    t1 = time.monotonic()
+    url = seaweedfs.url()
+    script = driver.dir / "slow_bonforge.py"
+    script.write_text(DRIVER)
+    args = [str(script), "run", str(RECIPE), "--store", url, *LIMIT]
+    store = StageStore(url)
+    proc = start(args, driver.env, tmp_path / "cluster.log", cwd=driver.dir)
+    try:
+        deadline = time.monotonic() + 300
+        while not _half_written(store, "verdicts"):
+            assert proc.poll() is None, "ended before the kill:\n" + (tmp_path / "cluster.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (tmp_path / "cluster.log").read_text()[-3000:]
+            time.sleep(0.05)
+        worker.kill()
+        rc = proc.wait(300)
+    finally:
+        kill_group(proc)
+    log = (tmp_path / "cluster.log").read_text()
+    if rc != 0:  # Ray did not carry the build through: a rerun on the head alone resumes it
+        rerun = tmp_path / "rerun.log"
+        assert run(args, driver.env, rerun, cwd=driver.dir) == 0, rerun.read_text()[-3000:]
+    assert _dataset(store)["files"] == reference["files"], log[-3000:]  # every file's sha256 and rows
+
+    nodes = set()
+    for key in store.loc.names(store.loc.path("stages", "verdicts")):
+        nodes |= set(store.manifest("verdicts", key)["ray_nodes"])
+    assert len(nodes) == 2  # work landed on both nodes
+    stray = [p for p in root.rglob("*") if p.suffix == ".parquet" or p.name in ("bonforge-store", "s3:")]
+    assert stray == []  # nothing was written to a local path on any node
+    how = "finished by itself" if rc == 0 else "was resumed by a rerun"
+    print(f"reference build {t1 - t0:.0f} s; the cluster build {how} after the kill: {time.monotonic() - t1:.0f} s")

@@ -1,0 +1,62 @@
+"""The host's checker process: planning a check's calls, replaying it on a program's answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bonforge.sandbox.checker import Checker
+from bonforge.sandbox.runner import decode_value, encode_value
+
+CHECK = "def check(c):\n    assert c(2, 3) == 5\n    for i in range(3):\n        assert c(i, i) == 2 * i\n\ncheck(add)\n"
+
+
+def v(value) -> str:
+    return "v " + json.dumps(encode_value(value))
+
+
+def x(name: str, msg: str = "") -> str:
+    return "x " + json.dumps([name, msg])
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with Checker(512) as c:
+        yield c
+
+
+def replay(checker, calls, status="ok", plan=None, go_on=False, key="add"):
+    return checker.replay(key, plan, calls, {"status": status, "error": f"it {status}"}, 2.0, go_on)
+
+
+def test_plan_and_replay(checker):
+    plan = checker.plan("add", "", CHECK, "add")["plan"]
+    assert [[decode_value(a) for a in args] for args, _ in plan] == [[2, 3], [0, 0], [1, 1], [2, 2]]
+    right = [v(5), v(0), v(2), v(4)]
+    assert replay(checker, right) == {"status": "passed"}
+    assert replay(checker, [v(5), v(1), v(2), v(4)])["status"] == "wrong_answer"
+    assert replay(checker, [v(5.0), v(0), v(2), v(4)]) == {"status": "passed"}  # 5.0 == 5, as in Python
+    assert replay(checker, [v("5"), v(0), v(2), v(4)])["status"] == "wrong_answer"
+    # answers the check never got: the run's own status, or a runtime error if it claimed to be done
+    assert replay(checker, right[:2], status="timeout") == {"status": "timeout", "error": "it timeout"}
+    assert replay(checker, right[:2])["status"] == "runtime_error"
+    assert replay(checker, [x("ZeroDivisionError", "division by zero")])["error"].startswith("ZeroDivisionError")
+    assert replay(checker, [x("SystemExit")])["status"] == "runtime_error"
+    assert replay(checker, ["v [[[[", "v {}"])["status"] == "wrong_answer"  # unreadable: opaque, equal to nothing
+
+
+def test_a_check_that_catches_runs_again_going_on(checker):
+    check = "def check(c):\n    try:\n        c(-1)\n    except ValueError:\n        pass\n    else:\n" \
+            "        assert False\n    assert c(4) == 2\n\ncheck(root)\n"  # fmt: skip
+    checker.plan("root", "", check, "root")
+    more = replay(checker, [x("ValueError")], key="root")  # the child stopped at the exception
+    assert more["go_on"] is True and len(more["more"]) == 2
+    final = replay(checker, [x("ValueError"), v(2)], plan=more["more"], go_on=True, key="root")
+    assert final == {"status": "passed"}
+
+
+def test_context_helpers_and_a_faulty_check(checker):
+    plan = checker.plan("dec", "def enc(s):\n    return s[::-1]\n", "assert dec(enc('ab')) == 'ab'\n", "dec")
+    assert [decode_value(a) for a in plan["plan"][0][0]] == ["ba"]
+    assert "fault" in checker.plan("bad", "", "def check(:\n", "f")
