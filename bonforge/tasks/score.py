@@ -171,18 +171,20 @@ def _signatures(codes: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.
     signature (its answer groups as 2·size + correct, largest first, then the no-answer count), as
     (unique signatures, index of each row's signature)."""
     g, n = codes.shape
-    order = np.argsort(codes, axis=1, kind="stable")
-    c = np.take_along_axis(codes, order, axis=1)
-    ok = np.take_along_axis(correct, order, axis=1)
-    starts = np.ones((g, n), dtype=bool)
-    starts[:, 1:] = c[:, 1:] != c[:, :-1]
-    cell = (np.cumsum(starts, axis=1) - 1 + np.arange(g)[:, None] * n).ravel()
-    sizes = np.bincount(cell, minlength=g * n).reshape(g, n)
-    good = np.bincount(cell, weights=ok.ravel(), minlength=g * n).reshape(g, n) > 0
+    c = np.sort(codes * 2 + correct, axis=1)  # a group's candidates side by side, correct ones last
+    code = c >> 1
+    last = np.ones((g, n), dtype=bool)  # the last candidate of its answer group
+    last[:, :-1] = code[:, 1:] != code[:, :-1]
+    run = np.cumsum(np.c_[np.ones((g, 1), dtype=bool), last[:, :-1]], axis=1) - 1
+    sizes = np.bincount((run + np.arange(g)[:, None] * n).ravel(), minlength=g * n).reshape(g, n)
+    ends = np.zeros((g, n), dtype=np.int64)
+    ends[np.nonzero(last)[0], run[last]] = (c[last] & 1) + 2 * sizes[np.nonzero(last)[0], run[last]]
     none = (codes < 0).sum(axis=1)
-    sizes[none > 0, 0] = 0  # the no-answer run sorts first
-    enc = -np.sort(-(sizes * 2 + (good & (sizes > 0))), axis=1)
-    return np.unique(np.column_stack([enc, none]), axis=0, return_inverse=True)
+    ends[none > 0, 0] = 0  # the no-answer run sorts first
+    sig = np.ascontiguousarray(np.column_stack([-np.sort(-ends, axis=1), none]))
+    rows = sig.view(np.dtype((np.void, sig.itemsize * sig.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    return sig[first], inverse
 
 
 def _majority_block(codes: np.ndarray, correct: np.ndarray, ks: list[int], seed_texts) -> np.ndarray:
@@ -222,31 +224,29 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
     )
     if not t.num_rows:
         return PROBLEM_STATS.empty_table()
-    pids = t.column("problem_id").to_numpy(zero_copy_only=False)
-    teachers = t.column("teacher").to_numpy(zero_copy_only=False)
+
+    def codes(name: str) -> np.ndarray:  # equal strings, equal codes; null -1
+        col = pc.dictionary_encode(t.column(name)).combine_chunks().indices
+        return pc.fill_null(col, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    pid, tch, answer = codes("problem_id"), codes("teacher"), codes("extracted")
     correct = t.column("correct").to_numpy(zero_copy_only=False).astype(bool)
     rewards = t.column("reward").to_numpy(zero_copy_only=False).astype(float)
-    codes = pc.fill_null(pc.dictionary_encode(t.column("extracted")).combine_chunks().indices, -1)
-    codes = codes.to_numpy(zero_copy_only=False).astype(np.int64)
 
-    new_pid = np.r_[True, pids[1:] != pids[:-1]]
-    new_teacher = new_pid | np.r_[True, teachers[1:] != teachers[:-1]]
-    p_start, t_start = np.flatnonzero(new_pid), np.flatnonzero(new_teacher)
     # segments: each problem's candidates (overall), then each of its teachers' candidates
+    new_pid = np.r_[True, pid[1:] != pid[:-1]]
+    p_start, t_start = np.flatnonzero(new_pid), np.flatnonzero(new_pid | np.r_[True, tch[1:] != tch[:-1]])
     start = np.r_[p_start, t_start]
-    length = np.diff(np.r_[p_start, len(t)]).tolist() + np.diff(np.r_[t_start, len(t)]).tolist()
-    length = np.array(length)
+    length = np.r_[np.diff(np.r_[p_start, len(t)]), np.diff(np.r_[t_start, len(t)])]
     problem = np.searchsorted(p_start, start, side="right") - 1
     overall = np.r_[np.ones(len(p_start), bool), np.zeros(len(t_start), bool)]
     order = np.lexsort((start, ~overall, problem))
     start, length, problem, overall = start[order], length[order], problem[order], overall[order]
-    teacher = np.where(overall, ALL, teachers[start]).astype(object)
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
-    reasons = [drop_reason(int(n), c / n, filter_cfg)
-               for n, c in zip(length[overall].tolist(), n_correct[overall].tolist())]
-    reason = np.array(reasons, dtype=object)[problem]
+    reasons = np.array([drop_reason(n, c / n, filter_cfg)
+                        for n, c in zip(length[overall].tolist(), n_correct[overall].tolist())], dtype=object)
 
     blocks, positions = [], []
     for n in np.unique(length).tolist():
@@ -257,12 +257,16 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
         c = ok.sum(axis=1)
         pass_table = np.array([[pass_at_k(n, ci, k) for k in ks] for ci in range(n + 1)])
         weights = np.column_stack([rank_weights(n, k) for k in ks])
-        seeds = lambda r, seg=seg: f"{pids[start[seg[r]]]}/{teacher[seg[r]]}"  # noqa: E731
-        maj = _majority_block(codes[idx], ok, ks, seeds)
+        first = pa.array(start[seg])
+        teacher = pc.if_else(pa.array(overall[seg]), ALL, t.column("teacher").take(first))
+        seeds = lambda r, first=first, teacher=teacher: (  # noqa: E731  (only where majority@k is sampled)
+            f"{t.column('problem_id')[first[r].as_py()]}/{teacher[r]}")
+        maj = _majority_block(answer[idx], ok, ks, seeds)
         no_answers = np.isnan(maj[:, 0])
+        reason = reasons[problem[seg]]
         blocks.append(pa.table({
-            "problem_id": pa.array(pids[start[seg]], pa.string()),
-            "teacher": pa.array(teacher[seg], pa.string()),
+            "problem_id": t.column("problem_id").take(first),
+            "teacher": teacher,
             "n": pa.array(np.full(len(seg), n, dtype=np.int32)),
             "n_correct": pa.array(c.astype(np.int32)),
             "pass_rate": pa.array(c / n),
@@ -270,8 +274,8 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
             "pass_at_k": _kmap(pass_table[c], ks),
             "majority_at_k": _kmap(np.where(no_answers[:, None], 0.0, maj), ks, no_answers),
             "max_at_k": _kmap(np.sort(rw, axis=1) @ weights, ks),
-            "keep": pa.array([r is None for r in reason[seg]]),
-            "drop_reason": pa.array(reason[seg], pa.string()),
+            "keep": pa.array(reason == None),  # noqa: E711  (elementwise)
+            "drop_reason": pa.array(reason, pa.string()),
         }, schema=PROBLEM_STATS))
         positions.append(seg)
     out = pa.concat_tables(blocks)
