@@ -23,7 +23,8 @@ import urllib.request
 from pathlib import Path
 
 from bonforge.errors import BonforgeError
-from bonforge.storage.store import atomic_write_json, utc_now
+from bonforge.storage.fs import atomic_write_json
+from bonforge.storage.store import utc_now
 
 
 def home() -> Path:

@@ -137,7 +137,12 @@ def test_check_answer_from_threads_reuses_its_processes():
     for t in threads:
         t.join()
     assert results == {0: "timeout", 1: "wrong_answer", 2: "correct"}
+    # the checker killed at the timeout starts again on its next call: serve one call on every idle
+    # checker first, then no call may start a process
+    for c in list(vm._CHECKERS._idle):
+        c.check(MathVerifyConfig(), [(0, "1", "1")], 10)
     pids = sorted(c._proc.pid for c in vm._CHECKERS._idle if c._proc is not None)
+    assert len(pids) == len(vm._CHECKERS._idle)
     for _ in range(3):
         assert check_answer("$\\frac{1}{2}$", "0.5").correct
     assert sorted(c._proc.pid for c in vm._CHECKERS._idle if c._proc is not None) == pids
