@@ -37,27 +37,19 @@ def rows(dataset: str, file: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def math_build(tmp_path_factory, gsm8k_pool) -> dict:
-    """GSM8K with FusioN (a served fusor copying the majority answer) and the RL export: all three datasets."""
-    import ray
-
+    """GSM8K with FusioN (a served fusor copying the majority answer) and the RL export: all three datasets.
+    Both builds of the module share one local Ray session (shut down after the module)."""
     root = tmp_path_factory.mktemp("math-store")
     with ScriptedServer(majority_copy) as server:
         recipe = load_recipe(RECIPES / "gsm8k-fusion.yaml",
                              ["problems.limit=40", f"fusion.fusor.base_url={server.url}", "export.rl={name: gsm8k-rl}"])
-        record = build(recipe, str(root), str(RECIPES))
-    ray.shutdown()
-    return record
+        return build(recipe, str(root), str(RECIPES))
 
 
 @pytest.fixture(scope="module")
 def code_build(tmp_path_factory, sandbox_image, data_dir) -> dict:
-    import ray
-
     root = tmp_path_factory.mktemp("code-store")
-    recipe = load_recipe(RECIPES / "humaneval-genselect.yaml", ["problems.limit=24"])
-    record = build(recipe, str(root), str(RECIPES))
-    ray.shutdown()
-    return record
+    return build(load_recipe(RECIPES / "humaneval-genselect.yaml", ["problems.limit=24"]), str(root), str(RECIPES))
 
 
 @pytest.fixture(scope="module")
