@@ -35,7 +35,11 @@ def _quiet_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
-def _fail(err: Exception) -> None:
+def _fail(err: Exception, debug: bool = False) -> None:
+    if debug:
+        import traceback
+
+        traceback.print_exception(err)
     typer.secho(f"error: {err}", fg="red", err=True)
     raise typer.Exit(2)
 
@@ -45,8 +49,10 @@ def run(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
     store: Optional[Path] = StoreOpt,
+    debug: bool = typer.Option(False, "--debug", help="Show Prefect's logs and the traceback of an error."),
 ) -> None:
-    """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused."""
+    """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused. Bad input
+    stops the build with one `error:` line (exit code 2); the run record keeps the details."""
     from bonforge.config import load_recipe
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
@@ -54,15 +60,17 @@ def run(
     try:
         rec = load_recipe(recipe, set_)
     except BonforgeError as e:
-        _fail(e)
+        _fail(e, debug)
     _quiet_prefect()
+    if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
+        os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.flows.build import build
 
     st = _store(store)
     try:
         result = build(rec, str(st.root), str(recipe.resolve().parent))
     except BonforgeError as e:
-        _fail(e)
+        _fail(e, debug)
     if result["stages"].get("contamination"):
         dropped = st.manifest("contamination", result["stages"]["contamination"][0]).get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
@@ -275,6 +283,53 @@ def serve(
         serve_deployments(name)
     except BonforgeError as e:
         _fail(e)
+
+
+@app.command()
+def up(
+    num_cpus: Optional[int] = typer.Option(None, "--num-cpus", min=1, help="CPUs of the Ray head (default: all)."),
+) -> None:
+    """Start a local Prefect server and a Ray head once, for every later `bonforge run` on this machine
+    (they are recorded in BONFORGE_HOME, default ~/.config/bonforge; `bonforge down` stops them)."""
+    from bonforge.engine import warm
+
+    _quiet_prefect()
+    try:
+        record = warm.up(num_cpus)
+    except BonforgeError as e:
+        _fail(e)
+    _show_services(record, warm.check(record))
+
+
+def _show_services(record: dict, alive: dict[str, bool]) -> None:
+    for name, where in (("prefect", record["prefect"]["url"]), ("ray", record["ray"]["address"])):
+        state = "up" if alive[name] else "not answering"
+        typer.echo(f"{name:8} {where:32} pid {record[name]['pid']:<8} {state}  (log {record[name]['log']})")
+
+
+@app.command()
+def status() -> None:
+    """Show the services `bonforge up` started, and whether they answer."""
+    from bonforge.engine import warm
+
+    record = warm.read()
+    if record is None:
+        typer.echo(f"no services recorded in {warm.record_path()}: builds start their own (`bonforge up` keeps "
+                   "them warm)")
+        return
+    _show_services(record, warm.check(record))
+
+
+@app.command()
+def down() -> None:
+    """Stop the services `bonforge up` started."""
+    from bonforge.engine import warm
+
+    stopped = warm.down()
+    if not stopped:
+        typer.echo("no services recorded: nothing to stop")
+    for name, was_running in stopped.items():
+        typer.echo(f"{name:8} {'stopped' if was_running else 'was not running'}")
 
 
 @sandbox_app.command("build-image")

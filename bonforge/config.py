@@ -196,6 +196,8 @@ class GenSelectConfig(Model):
 class ExportConfig(Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
+    allow_empty: bool = Field(False, description="Publish a dataset version even when no prompt is left "
+                              "(else the build fails, naming why every problem was dropped).")
 
 
 class FusionPrefilter(Model):
@@ -317,16 +319,19 @@ def _child(node: Any, part: str, path: list[str], create: bool) -> Any:
 
 
 def format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid recipe ({err.error_count()} problem{'s' if err.error_count() != 1 else ''})"]
+    """One line for one problem, else a header and a line per problem."""
+    problems = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in ENGINES))
-        msg = e["msg"]
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
         elif "input" in e and not isinstance(e["input"], (dict, list)):
             msg += f" (got {e['input']!r})"
-        lines.append(f"  {loc or '<root>'}: {msg}")
-    return "\n".join(lines)
+        problems.append(f"{loc}: {msg}" if loc else msg)
+    if len(problems) == 1:
+        return f"{source}: invalid recipe: {problems[0]}"
+    return "\n".join([f"{source}: invalid recipe ({len(problems)} problems)"] + [f"  {p}" for p in problems])
 
 
 def _did_you_mean(loc: tuple) -> str:

@@ -50,3 +50,19 @@ class TransientError(BonforgeError):
 
 class SandboxError(TransientError):
     """The sandbox itself failed: never reported as a candidate failure."""
+
+
+class EmptyDataset(BonforgeError):
+    """A build left no prompt to export, and the recipe does not allow an empty dataset."""
+
+    def __init__(self, counts: dict[str, int], dropped_too_long: int = 0):
+        self.counts, self.dropped_too_long = counts, dropped_too_long
+        kept = counts.get("kept", 0)
+        drops = ", ".join(f"{why} {n}" for why, n in counts.items() if why != "kept")
+        why = (f"{kept} problems passed the filter but gave no prompt" if kept else "no problem passed the filter")
+        long = f", {dropped_too_long} prompts were over genselect.max_tokens" if dropped_too_long else ""
+        super().__init__(f"nothing to export: {why} (dropped: {drops or 'none'}{long}); no dataset version was "
+                         "published (set export.allow_empty: true to publish an empty one)")
+
+    def __reduce__(self):
+        return (self.__class__, (self.counts, self.dropped_too_long))

@@ -88,6 +88,8 @@ class Stage:
     * ``executor``: ``"ray"`` runs shards as Ray tasks (when there are several), ``"local"`` in process.
     * ``compact_rows``: readers get files of about this many rows instead of one per shard.
     * ``summary(written)``: manifest fields computed from the written shards.
+    * ``early``: computed in the build's own process before any service starts (cheap source stages that
+      read the recipe's data files, so that bad input is reported at once).
 
     Shard sizes are not part of the key, but changing them makes an interrupted run start over.
     """
@@ -102,6 +104,7 @@ class Stage:
     compact_rows: int | None = None
     executor: Literal["local", "ray"] = "local"
     summary: Callable[[Written], dict] | None = None
+    early: bool = False
 
     def __post_init__(self) -> None:
         if (self.compute is None) == (self.open is None):

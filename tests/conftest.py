@@ -22,6 +22,8 @@ def pytest_sessionstart(session) -> None:
 
     if "PREFECT_HOME" not in os.environ:
         os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bonforge-prefect-")
+    if "BONFORGE_HOME" not in os.environ:  # no warm services of `bonforge up` unless a test starts them
+        os.environ["BONFORGE_HOME"] = tempfile.mkdtemp(prefix="bonforge-home-")
 
 
 @pytest.fixture

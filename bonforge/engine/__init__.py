@@ -5,8 +5,9 @@
 * ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts.
 
 ``build`` first walks the DAG with ``CommittedRun``: when every stage is committed it reads them from the
-store alone, without starting Prefect or Ray, records the run and returns in about a second. Otherwise it
-walks it again as a Prefect flow, one task per node, with Prefect's API and Ray started for it.
+store alone, without starting Prefect or Ray, records the run and returns in about a second. On its way it
+computes the early stages (the sources: a bad data file fails here, before any service starts). Otherwise
+it walks the DAG again as a Prefect flow, one task per other node, with Prefect's API and Ray started.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ log = logging.getLogger("bonforge")
 
 def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
     """Build the recipe's dataset along ``dag`` and return the run record."""
+    first = CommittedRun(StageStore(store_root), recipe)
     try:
-        record = execute(dag, CommittedRun(StageStore(store_root), recipe), recipe_dir, run_id, record_start=False)
+        record = execute(dag, first, recipe_dir, run_id, record_start=False)
         log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record["stages"].values())))
         report_after_build(store_root, record, reuse=True)
         return record
@@ -35,6 +37,6 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
     from bonforge.engine.prefect import build_flow, services  # Prefect loads only here
 
     with services(recipe):
-        record = build_flow(dag, recipe, store_root, recipe_dir, run_id)
+        record = build_flow(dag, recipe, store_root, recipe_dir, run_id, first.done)
     report_after_build(store_root, record)
     return record

@@ -4,23 +4,36 @@ the start of the services it needs. Imported only when a build has something to 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import time
 from collections.abc import Iterator
 
 from prefect import flow, task
 
 from bonforge.config import Recipe
+import bonforge.engine.warm as warm
 from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_clients
-from bonforge.engine.run import Dag, Run, execute
+from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.engine.shards import ensure_ray, run_node
+from bonforge.errors import BonforgeError, TransientError
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+
+def _may_help(task, task_run, state) -> bool:
+    """Whether a retry may help: not after bad input or another terminal bonforge error."""
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, TransientError) or not isinstance(error, BonforgeError)
 
 
 @task(
     name="stage",
     retries=2,
     retry_delay_seconds=2,
+    retry_condition_fn=_may_help,
     persist_result=True,
     result_serializer="json",
     cache_key_fn=lambda ctx, params: f"{params['node'].stage.name}-{params['node'].key}",
@@ -33,6 +46,9 @@ class PrefectRun(Run):
     """Runs each node as a Prefect task (inside the build flow)."""
 
     def __call__(self, node: Node) -> Ref:
+        if node.key in self.done:  # computed early, by this build
+            manifest, secs = self.done[node.key]
+            return self._note(node, manifest, False, secs)
         t0 = time.perf_counter()
         committed = self.store.exists(node.stage.name, node.key)
         state = stage_task.with_options(
@@ -40,15 +56,17 @@ class PrefectRun(Run):
             result_storage=self.store.root / "prefect-results",
             refresh_cache=not committed,
         )(str(self.store.root), node, return_state=True)
-        manifest = state.result()
+        with failing_as(node):
+            manifest = state.result()
         cached = committed or state.name == "Cached"
         return self._note(node, manifest, cached, time.perf_counter() - t0)
 
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
-def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None,
+               done: dict[str, tuple[dict, float]] | None = None) -> dict:
     try:
-        return execute(dag, PrefectRun(StageStore(store_root), recipe), recipe_dir, run_id, record_start=True)
+        return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True)
     finally:
         stop_sandboxes()
 
@@ -65,21 +83,45 @@ def stop_sandboxes() -> None:
 
 @contextlib.contextmanager
 def services(recipe: Recipe) -> Iterator[None]:
-    """Prefect's API and Ray for one build, started side by side.
+    """Prefect's API and Ray for one build.
 
-    With no Prefect API configured (``PREFECT_API_URL`` or a profile), a temporary Prefect server runs for
-    the build: the same uvicorn command Prefect uses for its own temporary server, launched here straight
-    away and without importing Prefect's server code into this process (Prefect's way imports it here first,
-    ~4 s, then again in the server). It stops when the build ends, or when this process dies."""
+    Configured ones come first (``PREFECT_API_URL`` or a profile; the recipe's ``ray.address`` or
+    ``RAY_ADDRESS``), then the warm services of ``bonforge up`` (Ray joined only when a stage needs it).
+    Otherwise a temporary Prefect server runs for the build while a local Ray starts beside it: the same
+    uvicorn command Prefect uses for its own temporary server, launched here straight away and without
+    importing Prefect's server code into this process (Prefect's way imports it here first, ~4 s, then
+    again in the server). It stops when the build ends, or when this process dies."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    server = None if PREFECT_API_URL.value() else TemporaryServer()
+    up = warm.current()
+    url = None if PREFECT_API_URL.value() else up and up["prefect"]["url"]
+    ray_env = {} if recipe.ray.address or os.environ.get("RAY_ADDRESS") or not up else warm.ray_env(up)
+    if up and (url or ray_env):
+        log.info("using the services of `bonforge up`:%s%s", f" Prefect at {url}" if url else "",
+                 f" Ray at {ray_env['RAY_ADDRESS']}" if ray_env else "")
+    server = None if PREFECT_API_URL.value() or url else TemporaryServer()
     try:
-        ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # meanwhile the server starts
-        url = server.wait() if server else None
-        with temporary_settings(updates={PREFECT_API_URL: url}) if url else contextlib.nullcontext():
+        if not ray_env:
+            ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # meanwhile the server starts
+        url = server.wait() if server else url
+        with temporary_settings(updates={PREFECT_API_URL: url}) if url else contextlib.nullcontext(), _environ(ray_env):
             yield
     finally:
         if server:
             drain_prefect_clients()
             server.stop()
+
+
+@contextlib.contextmanager
+def _environ(updates: dict[str, str]) -> Iterator[None]:
+    """``updates`` in ``os.environ`` for the block (Ray reads its address and token there)."""
+    old = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,11 +1,13 @@
 """A build: the DAG walked by a ``Run`` that turns each node into a committed ``Ref``, and its run record.
 
 ``CommittedRun`` reads every node from the store and stops at the first that is not committed: the fast
-path of a rebuild with nothing to compute. ``PrefectRun`` (``bonforge.engine.prefect``) computes them.
+path of a rebuild with nothing to compute. It computes the early stages (the sources) on its way, so that
+bad input fails before any service starts. ``PrefectRun`` (``bonforge.engine.prefect``) computes the rest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
-from bonforge.engine.shards import StoreInputs
+from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
 from bonforge.stage import Node, Ref, Upstream
 from bonforge.storage.store import StageStore, new_run_id, utc_now
@@ -29,8 +31,9 @@ class Run:
 
     quiet = False
 
-    def __init__(self, store: StageStore, recipe: Recipe):
+    def __init__(self, store: StageStore, recipe: Recipe, done: dict[str, tuple[dict, float]] | None = None):
         self.store, self.recipe = store, recipe
+        self.done = {} if done is None else done  # key -> (manifest, seconds) of the nodes computed early
         self.record: dict[str, list[str]] = {}
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
@@ -69,15 +72,47 @@ class NotCommitted(BonforgeError):
     """A stage of the build must be computed."""
 
 
+class StageFailed(BonforgeError):
+    """A stage raised a bonforge error: the message names the stage, then what went wrong (for an error
+    raised in a Ray task, the original one, without Ray's wrapper and its remote traceback)."""
+
+    def __init__(self, label: str, cause: BaseException):
+        self.label, self.cause = label, cause
+        while type(cause).__name__.startswith("RayTaskError") and getattr(cause, "cause", None) is not None:
+            cause = cause.cause
+        super().__init__(f"stage {label}: {cause}")
+
+    def __reduce__(self):
+        return (self.__class__, (self.label, self.cause))
+
+
+@contextlib.contextmanager
+def failing_as(node: Node):
+    """Bonforge errors raised in the block become a StageFailed naming ``node``."""
+    try:
+        yield
+    except StageFailed:
+        raise
+    except BonforgeError as e:
+        raise StageFailed(node.label, e) from e
+
+
 class CommittedRun(Run):
-    """Reads each node from the store; raises NotCommitted at the first one that needs work."""
+    """Reads each node from the store and computes the early ones in this process; raises NotCommitted at
+    the first other node that needs work."""
 
     quiet = True
 
     def __call__(self, node: Node) -> Ref:
-        if not self.store.exists(node.stage.name, node.key):
+        if self.store.exists(node.stage.name, node.key) and node.key not in self.done:
+            return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
+        if not node.stage.early:
             raise NotCommitted(node.label)
-        return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
+        t0 = time.perf_counter()
+        with failing_as(node):
+            manifest = run_node(self.store, node)
+        self.done[node.key] = (manifest, time.perf_counter() - t0)
+        return self._note(node, manifest, False, self.done[node.key][1])
 
 
 def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> dict:

@@ -1,7 +1,7 @@
 """The build's DAG, and nothing else:
 
     problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
-                                      └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
+                    └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
 
 Each stage declares itself in its module under ``bonforge.tasks`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
@@ -15,30 +15,34 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
-from bonforge.tasks import (assemble, decontaminate, export, fuse, load, load_code, load_pool, sample, score,
-                            verify)
+from bonforge.errors import EmptyDataset
+from bonforge.tasks import assemble, decontaminate, export, fuse, load, load_pool, sample, score, verify
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     contamination = run(decontaminate.node(recipe, recipe_dir)) if recipe.decontaminate else None
     problems = run(load.node(recipe, recipe_dir, contamination))
-    candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher) else sample.node(problems, t))
-                  for t in recipe.teachers]
+    candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher)
+                      else sample.node(problems, t)) for t in recipe.teachers]
     if recipe.problems.include_reference:
-        candidates.append(run(load_code.reference_node(problems)))
+        candidates.append(run(load_pool.reference_node(problems)))
     domains = run.values(problems, "domain")
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     stats = run(score.node(recipe, verdicts))
     genselect = run(assemble.node(recipe, problems, candidates, verdicts, stats))
-    dataset = run.publish(recipe.export.name, export.stream(run.inputs(genselect=genselect).tables("genselect"),
-                                                            recipe.export.formats, data_source=f"bonforge/{recipe.name}"))
+    if not genselect.manifest["rows"] and not recipe.export.allow_empty:
+        counts = score.filter_counts(run.inputs(problem_stats=stats))
+        raise EmptyDataset(counts, genselect.manifest["prompts_dropped_too_long"])
+    shards = run.inputs(genselect=genselect).tables("genselect")
+    dataset = run.publish(recipe.export.name, export.stream(shards, recipe.export.formats, f"bonforge/{recipe.name}"))
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
         fused = run(sample.node(pools, fuse.fusor_teacher(recipe.fusion)))
         fused_verdicts = run(verify.node(recipe, problems, fused, domains))
-        selection = run(fuse.select_node(recipe, problems, pools, candidates, verdicts)) if recipe.fusion.selector else None
+        selection = recipe.fusion.selector and run(fuse.select_node(recipe, problems, pools, candidates, verdicts))
         run(fuse.fusion_node(recipe, pools, candidates, verdicts, fused, fused_verdicts, selection))
-        sft = fuse.sft_parts(run.inputs(problems=problems, candidates=fused, verdicts=fused_verdicts), recipe.fusion.export)
+        sft = fuse.sft_parts(run.inputs(problems=problems, candidates=fused, verdicts=fused_verdicts),
+                             recipe.fusion.export)
         dataset["fusion_dataset"] = run.publish(recipe.fusion.export.name, sft)
     return dataset
 

@@ -180,7 +180,8 @@ def summary(table: pa.Table) -> dict:
     return {"dropped": dict(sorted(counts.items()))}
 
 
-STAGE = Stage("contamination", VERSION, compute=_compute, summary=lambda w: summary(w.read(["reason", "benchmark"])))
+STAGE = Stage("contamination", VERSION, compute=_compute, early=True,
+              summary=lambda w: summary(w.read(["reason", "benchmark"])))
 
 
 def node(recipe: Recipe, recipe_dir: Path) -> Node:

@@ -95,8 +95,9 @@ def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
     return load_code.reference_candidates(problems)
 
 
-POOL = Stage("candidates", "pool-1", compute=_import, context=lambda i: {"problems": i.read("problems")})
-REFERENCE = Stage("candidates", "reference-1", compute=_reference, context=lambda i: {"problems": i.read("problems")})
+_PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True)
+POOL = Stage("candidates", "pool-1", compute=_import, **_PROBLEMS)
+REFERENCE = Stage("candidates", "reference-1", compute=_reference, **_PROBLEMS)
 
 
 def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.schema import PROBLEM_STATS
-from bonforge.stage import Node, Ref, Stage
+from bonforge.stage import Inputs, Node, Ref, Stage
 
 VERSION = "2"  # 2: majority@k draws its random subsets in one batch (other values unchanged)
 _EXACT_LIMIT = 512
@@ -162,3 +162,10 @@ STAGE = Stage("problem_stats", VERSION, compute=score, shard_rows=200_000,
 def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
     return STAGE.bind({"score": recipe.score.key_config(), "filter": recipe.filter.key_config()},
                       {"verdicts": verdicts}, params={"score_cfg": recipe.score, "filter_cfg": recipe.filter})
+
+
+def filter_counts(i: Inputs) -> dict[str, int]:
+    """Problems the filter kept (``kept``) and dropped, by reason ("too hard", "too easy", ...), most first."""
+    t = i.sql("SELECT CASE WHEN keep THEN 'kept' ELSE trim(regexp_extract(drop_reason, '^[a-z ]+')) END AS why, "
+              "count(*) AS n FROM problem_stats WHERE teacher = '*' GROUP BY why ORDER BY n DESC, why")
+    return dict(zip(t.column("why").to_pylist(), t.column("n").to_pylist()))

@@ -124,3 +124,22 @@ def test_cli_runs_show_and_errors(runs):
     assert res.exit_code == 2 and "nope" in res.output
     res = CliRunner().invoke(app, ["show", "verdictz", "--store", str(store)])
     assert res.exit_code == 2 and "unknown stage" in res.output
+
+
+def test_an_empty_result_is_loud_and_publishes_nothing(runs):
+    """No problem passes the filter: the drop reasons and counts, no dataset version, exit code 2, unless
+    the recipe allows an empty dataset (last here: it becomes the latest run)."""
+    store = runs[0]
+    versions = lambda: sorted(p.name for p in (store / "datasets" / "gsm8k-genselect").iterdir())  # noqa: E731
+    before = versions()
+    res = CliRunner().invoke(app, ["run", str(RECIPE), "--set", "filter.min_candidates=5", "--store", str(store)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1] == (
+        "error: nothing to export: no problem passed the filter (dropped: too few candidates 1319); no dataset "
+        "version was published (set export.allow_empty: true to publish an empty one)")
+    assert versions() == before and StageStore(store).runs()[-1]["status"] == "failed"
+    res = CliRunner().invoke(app, ["run", str(RECIPE), "--set", "filter.min_candidates=5", "--set",
+                                   "export.allow_empty=true", "--store", str(store)])
+    assert res.exit_code == 0, res.output
+    man = json.loads((store / "datasets" / "gsm8k-genselect" / f"v{len(before) + 1}" / "manifest.json").read_text())
+    assert {f["rows"] for f in man["files"].values()} == {0}

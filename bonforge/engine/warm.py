@@ -1,0 +1,188 @@
+"""Warm services: ``bonforge up`` starts a Prefect server and a Ray head once, in their own sessions, and
+records where they are in ``<BONFORGE_HOME>/services.json`` (default ``~/.config/bonforge``); builds find
+them there (``current``) and use them instead of starting their own; ``bonforge down`` stops them.
+
+Only what this module started is stopped, by the process groups it recorded (never ``ray stop``, which
+would stop every Ray instance of the machine). The Ray head has its own token (token authentication on)
+and its own temp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from bonforge.errors import BonforgeError
+from bonforge.storage.store import atomic_write_json, utc_now
+
+
+def home() -> Path:
+    """Where bonforge keeps per-user state: ``BONFORGE_HOME``, else ``$XDG_CONFIG_HOME/bonforge``."""
+    if os.environ.get("BONFORGE_HOME"):
+        return Path(os.environ["BONFORGE_HOME"])
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bonforge"
+
+
+def record_path() -> Path:
+    return home() / "services.json"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int, marker: str) -> bool:
+    """Whether ``pid`` runs and is the process we started (its command line names ``marker``)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False  # our child, and it has exited
+    except ChildProcessError:
+        pass
+    try:
+        return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def _listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _start(argv: list[str], log: Path, env: dict) -> int:
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return proc.pid
+
+
+def _wait(ready, pid: int, marker: str, what: str, log: Path, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if not _alive(pid, marker) or time.monotonic() > deadline:
+            _stop(pid, marker)
+            tail = log.read_bytes()[-1500:].decode(errors="replace").strip() if log.is_file() else ""
+            raise BonforgeError(f"{what} did not start ({tail or 'no output'}); see {log}")
+        time.sleep(0.2)
+
+
+def ray_env(services: dict) -> dict[str, str]:
+    """The environment a driver needs to join the recorded Ray head."""
+    return {"RAY_ADDRESS": services["ray"]["address"], "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": services["ray"]["token_path"]}
+
+
+def up(num_cpus: int | None = None) -> dict:
+    """Start the services unless the recorded ones still answer; returns the record."""
+    running = current()
+    if running:
+        return running
+    state = home()
+    state.mkdir(parents=True, exist_ok=True)
+    env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "0", **os.environ}  # UI: set it to 1
+    env.pop("PREFECT_API_URL", None)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    prefect_log = state / "prefect.log"
+    prefect_pid = _start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+                          str(port)], prefect_log, env)  # fmt: skip
+    token = state / "ray_auth_token"
+    token.touch(mode=0o600)
+    token.write_text(secrets.token_hex(16))
+    ray_port = _free_port()
+    temp = tempfile.mkdtemp(prefix="bfray-", dir="/tmp")  # short: Ray's socket paths are length-limited
+    ray_log = state / "ray.log"
+    ray_argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
+                "127.0.0.1", "--port", str(ray_port), "--include-dashboard", "false", "--temp-dir", temp,
+                "--disable-usage-stats", *(["--num-cpus", str(num_cpus)] if num_cpus else [])]  # fmt: skip
+    ray_pid = _start(ray_argv, ray_log, {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+    address = f"127.0.0.1:{ray_port}"
+    try:
+        _wait(lambda: _healthy(url), prefect_pid, "prefect", "the Prefect server", prefect_log)
+        _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+    except BonforgeError:
+        _stop(prefect_pid, "prefect")
+        _stop(ray_pid, "ray")
+        raise
+    record = {
+        "started": utc_now(),
+        "prefect": {"url": url, "pid": prefect_pid, "log": str(prefect_log)},
+        "ray": {"address": address, "pid": ray_pid, "log": str(ray_log), "temp_dir": temp,
+                "token_path": str(token)},
+    }  # fmt: skip
+    atomic_write_json(record_path(), record)
+    return record
+
+
+def read() -> dict | None:
+    path = record_path()
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def check(record: dict) -> dict[str, bool]:
+    """Which recorded services answer."""
+    return {
+        "prefect": _alive(record["prefect"]["pid"], "prefect") and _healthy(record["prefect"]["url"]),
+        "ray": _alive(record["ray"]["pid"], "ray") and _listening(record["ray"]["address"]),
+    }
+
+
+def current() -> dict | None:
+    """The recorded services when both answer, else None."""
+    record = read()
+    return record if record and all(check(record).values()) else None
+
+
+def _stop(pid: int, marker: str) -> bool:
+    if not _alive(pid, marker):
+        return False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _alive(pid, marker):
+            time.sleep(0.2)
+        if not _alive(pid, marker):
+            break
+    try:
+        os.killpg(pid, signal.SIGKILL)  # what outlived the group's leader
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def down() -> dict[str, bool]:
+    """Stop the recorded services and forget them; returns which were running."""
+    record = read()
+    if record is None:
+        return {}
+    stopped = {name: _stop(record[name]["pid"], name) for name in ("prefect", "ray")}
+    shutil.rmtree(record["ray"]["temp_dir"], ignore_errors=True)
+    record_path().unlink(missing_ok=True)
+    return stopped
