@@ -14,6 +14,21 @@ import urllib.request
 log = logging.getLogger("bonforge")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(url: str, timeout: float = 5) -> bool:
+    """Whether the Prefect API at ``url`` answers its health check."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 def drain_prefect_clients() -> None:
     """Send Prefect's queued logs and events before its server goes (else they fail at exit, loudly)."""
     from prefect.events.worker import EventsWorker
@@ -37,9 +52,7 @@ class TemporaryServer:
         import prefect
         from prefect.settings import get_current_settings
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         env = {
             **os.environ,
             "PREFECT_UI_ENABLED": "0",
@@ -68,12 +81,8 @@ class TemporaryServer:
                 self._launch()
             elif self.proc.poll() is not None:
                 break
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=5) as r:
-                    if r.status == 200:
-                        return self.url
-            except OSError:
-                pass
+            if healthy(self.url):
+                return self.url
             time.sleep(0.1)
         self.log.seek(0)
         tail = self.log.read()[-2000:].decode(errors="replace").strip()

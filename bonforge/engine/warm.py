@@ -19,9 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
+from bonforge.engine.prefect_server import free_port, healthy
 from bonforge.errors import BonforgeError
 from bonforge.storage.fs import atomic_write_json
 from bonforge.storage.store import utc_now
@@ -38,12 +38,6 @@ def record_path() -> Path:
     return home() / "services.json"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _alive(pid: int, marker: str) -> bool:
     """Whether ``pid`` runs and is the process we started (its command line names ``marker``)."""
     try:
@@ -53,14 +47,6 @@ def _alive(pid: int, marker: str) -> bool:
         pass
     try:
         return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return False
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-            return r.status == 200
     except OSError:
         return False
 
@@ -106,7 +92,7 @@ def up(num_cpus: int | None = None) -> dict:
     state.mkdir(parents=True, exist_ok=True)
     env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "0", **os.environ}  # UI: set it to 1
     env.pop("PREFECT_API_URL", None)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     prefect_log = state / "prefect.log"
     prefect_pid = _start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
@@ -114,7 +100,7 @@ def up(num_cpus: int | None = None) -> dict:
     token = state / "ray_auth_token"
     token.touch(mode=0o600)
     token.write_text(secrets.token_hex(16))
-    ray_port = _free_port()
+    ray_port = free_port()
     temp = tempfile.mkdtemp(prefix="bfray-", dir="/tmp")  # short: Ray's socket paths are length-limited
     ray_log = state / "ray.log"
     ray_argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
@@ -123,7 +109,7 @@ def up(num_cpus: int | None = None) -> dict:
     ray_pid = _start(ray_argv, ray_log, {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     address = f"127.0.0.1:{ray_port}"
     try:
-        _wait(lambda: _healthy(url), prefect_pid, "prefect", "the Prefect server", prefect_log)
+        _wait(lambda: healthy(url), prefect_pid, "prefect", "the Prefect server", prefect_log)
         _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
     except BonforgeError:
         _stop(prefect_pid, "prefect")
@@ -147,7 +133,7 @@ def read() -> dict | None:
 def check(record: dict) -> dict[str, bool]:
     """Which recorded services answer."""
     return {
-        "prefect": _alive(record["prefect"]["pid"], "prefect") and _healthy(record["prefect"]["url"]),
+        "prefect": _alive(record["prefect"]["pid"], "prefect") and healthy(record["prefect"]["url"]),
         "ray": _alive(record["ray"]["pid"], "ray") and _listening(record["ray"]["address"]),
     }
 

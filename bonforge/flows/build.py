@@ -16,8 +16,7 @@ from pathlib import Path
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.errors import EmptyDataset
-from bonforge.tasks import (assemble, decontaminate, export, fuse, load, load_code, load_pool, sample, score,
-                            verify)
+from bonforge.tasks import assemble, decontaminate, export, fuse, load, load_pool, sample, score, verify
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
@@ -26,7 +25,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher)
                       else sample.node(problems, t)) for t in recipe.teachers]
     if recipe.problems.include_reference:
-        candidates.append(run(load_code.reference_node(problems)))
+        candidates.append(run(load_pool.reference_node(problems)))
     domains = run.values(problems, "domain")
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     stats = run(score.node(recipe, verdicts))

@@ -137,7 +137,7 @@ def _ngram_hits(words: pa.ListArray, n_prob: int, n: int) -> list[tuple[int, int
     p_start, b_start = p_start[hit], b_start[at[hit]]
     p_doc = np.searchsorted(offsets, p_start, side="right") - 1
     window = np.arange(n)
-    inside = p_start + n <= offsets[p_doc + 1]  # not a window across two problems
+    inside = (p_doc >= 0) & (p_start + n <= offsets[p_doc + 1])  # inside one problem's words
     same = inside & (codes[p_start[:, None] + window] == codes[b_start[:, None] + window]).all(axis=1)
     p_start, b_start, p_doc = p_start[same], b_start[same], p_doc[same]
     _, first = np.unique(p_doc, return_index=True)  # p_start ascends: the first hit of each problem
@@ -180,7 +180,8 @@ def summary(table: pa.Table) -> dict:
     return {"dropped": dict(sorted(counts.items()))}
 
 
-STAGE = Stage("contamination", VERSION, compute=_compute, summary=lambda w: summary(w.read(["reason", "benchmark"])))
+STAGE = Stage("contamination", VERSION, compute=_compute, early=True,
+              summary=lambda w: summary(w.read(["reason", "benchmark"])))
 
 
 def node(recipe: Recipe, recipe_dir: Path) -> Node:

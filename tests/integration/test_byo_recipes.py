@@ -29,10 +29,10 @@ def test_planted_aime24_problems_are_dropped_and_named(tmp_path, data_dir):
         pool.insert(25 * k + 3, {**pool[0], "question": text})
         planted[f"gsm8k/{25 * k + 3:05d}"] = str(aime[i]["id"])
     path = write_jsonl(tmp_path / "planted.jsonl", pool)
-    teacher = (f"{{name: gpt3-6b, engine: pool, source: {{path: {path}}}, samples: 6b_finetuning, text: solution, "
-               "label: is_correct}")
+    teachers = ", ".join(f"{{name: {s}, engine: pool, source: {{path: {path}}}, samples: {s}, text: solution, "
+                         "label: is_correct}" for s in ("6b_finetuning", "6b_verification"))
     recipe = load_recipe(RECIPES / "gsm8k-decontaminated.yaml",
-                         [f"problems.source={{path: {path}}}", f"teachers=[{teacher}]"])
+                         [f"problems.source={{path: {path}}}", f"teachers=[{teachers}]"])
     record = build(recipe, str(tmp_path / "store"), str(RECIPES))
     store = StageStore(tmp_path / "store")
     con = connect(store)

@@ -8,12 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from procs import kill_group
+
+from bonforge.engine.prefect_server import healthy
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml"
 
@@ -31,11 +32,7 @@ print("stopped", flush=True)
 
 
 def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
+    return healthy(url, timeout=2)
 
 
 def gone(url: str, within_s: float) -> bool:
