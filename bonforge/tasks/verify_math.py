@@ -220,6 +220,17 @@ _CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from bonforge.tasks.verif
          "_child_main(int(sys.argv[2]))"
 
 
+_WARM_UP = [
+    (r"so $\frac{1}{2} \leq x$", "[1/2, 3)"), (r"\boxed{\left( 3, \frac{\pi}{2} \right)}", r"(3, \frac{\pi}{2})"),
+    (r"$\begin{pmatrix} 1 \\ -2 \end{pmatrix}$", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}"),
+    (r"\boxed{\sqrt{3}+2i}", r"2+i\sqrt3"), (r"\boxed{x^2-4x+4}", "(x-2)^2"), (r"\boxed{\{1, 2\}}", r"\{1,2\}"),
+    (r"\boxed{10^\circ}", r"10^{\circ}"), (r"\boxed{\text{(A)}}", r"\text{(A)}"), (r"\boxed{\dfrac{5\pi}{4}}", r"\frac{5\pi}{4}"),
+    ("The answer is 1,234", "1234"), (r"\boxed{y = 2x + 1}", "y=2x+1"), (r"\boxed{(-\infty, 3]}", r"(-\infty,3]"),
+    (r"\boxed{52_8}", "52_8"), (r"\boxed{\$18.90}", r"\$18.90"), (r"\boxed{-2, 1}", "-2,1"),
+    (r"\boxed{\log_2 5 + \cos 30}", r"\log_{2}{5}+\cos{30}"),
+]
+
+
 def _child_main(fd: int) -> None:
     """Entry of the checker child (see ``_CHILD``)."""
     import logging
@@ -227,7 +238,9 @@ def _child_main(fd: int) -> None:
     import math_verify  # noqa: F401  (import once, before the first item arrives)
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns that we disabled its SIGALRM timeout
-    judge(r"so $\frac{1}{2} \leq x$", "[1/2, 3)", MathVerifyConfig().model_dump_json())  # sympy's first parse is slow
+    cfg_json = MathVerifyConfig().model_dump_json()
+    for text, gold in _WARM_UP:  # the LaTeX parser's first sight of each form is slow: never inside an item's limit
+        judge(text, gold, cfg_json)
     conn = Connection(fd)
     conn.send("ready")
     while True:
