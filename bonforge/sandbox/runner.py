@@ -272,6 +272,7 @@ def _format_error(exc, sources):
 
 VALUE_DEPTH = 64  # nesting a value may have on the channel (deeper: not expressible)
 ITER_ITEMS = 1_000_000  # items a returned generator or iterator may yield
+_RAW_INT = 1 << 63  # integers below this in magnitude travel as plain JSON numbers
 _TAGS_SEQ = {"l": list, "t": tuple, "s": set, "fs": frozenset}
 _HEX = re.compile(r"-?[0-9a-f]+\Z")
 _FLOAT = re.compile(r"-?(inf|nan|[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?)\Z")
@@ -290,8 +291,8 @@ class Opaque:
 
 
 def encode_value(v, depth=0):
-    """The plain, type-tagged JSON form of ``v``: None, bools and strings as JSON; ``["i", hex digits]``,
-    ``["f", repr]`` (inf and nan included), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
+    """The plain, type-tagged JSON form of ``v``: None, bools, strings, floats and integers under 2**63 as
+    JSON; ``["i", hex digits]`` (other integers, and int subclasses), ``["f", repr]`` (float subclasses), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
     ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["r", [start, stop, step]]``
     (a range), ``["it", [items]]`` (a generator or iterator, run to its end here: it arrives as an iterator
     over those items), ``["?", type name]`` for anything else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
@@ -299,8 +300,8 @@ def encode_value(v, depth=0):
     if depth > VALUE_DEPTH:
         raise ValueError(f"nested deeper than {VALUE_DEPTH}")
     t = type(v)
-    if v is None or v is True or v is False:
-        return v
+    if v is None or v is True or v is False or t is str or t is float or t is int and -_RAW_INT < v < _RAW_INT:
+        return v  # plain JSON: exact (JSON tells 1 from 1.0; floats as repr, inf and nan included)
     if issubclass(t, int):
         return ["i", int.__format__(v, "x")]
     if issubclass(t, float):
@@ -337,7 +338,7 @@ def decode_value(x, depth=0):
     bounded, every tag and digit string checked; ``ValueError`` for anything else."""
     if depth > VALUE_DEPTH + 1:
         raise ValueError("value nested too deeply")
-    if x is None or x is True or x is False or type(x) is str:
+    if x is None or x is True or x is False or type(x) in (str, int, float):
         return x
     if type(x) is not list or len(x) != 2 or type(x[0]) is not str:
         raise ValueError("not a tagged value")
@@ -378,8 +379,8 @@ def _builtin_name(exc):
 
 def _value_line(value):
     """The ``v`` line of a returned value (plain integers, the common case, without the JSON encoder)."""
-    if type(value) is int:
-        return f'v ["i","{value:x}"]'
+    if type(value) is int and -_RAW_INT < value < _RAW_INT:
+        return f"v {value}"
     try:
         return "v " + json.dumps(encode_value(value))
     except (ValueError, TypeError, RecursionError) as e:
