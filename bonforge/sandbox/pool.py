@@ -32,6 +32,7 @@ import select
 import selectors
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,8 @@ CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is th
 _RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
 SOCKET_NAME = "runner.sock"
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
+RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in its container; tests are 65534)
+STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
 _names = itertools.count()
 
 
@@ -75,15 +78,50 @@ class _Job:
         self.outcome: dict | None = None
 
 
+def max_answer_bytes(request: dict) -> int:
+    """The most a runner's answer to ``request`` may take on the channel: per test, stdout and call lines
+    (``output_limit`` together, at most 6 bytes each once JSON-escaped), a stderr tail, small fields."""
+    return len(request["tests"]) * (6 * (int(request["output_limit"]) + 4096) + 4096) + 65536
+
+
+def parse_answer(line: bytes, request: dict) -> dict:
+    """A runner's answer to ``request``, checked field by field (the runner is inside the sandbox: its bytes
+    are read with bounded size and depth, never trusted); ``WorkerDied`` when anything is off."""
+    try:
+        answer = json.loads(line)
+    except (ValueError, RecursionError, MemoryError):
+        raise WorkerDied(f"garbled answer {line[:200]!r}") from None
+    if not isinstance(answer, dict) or answer.get("id") != request["id"]:
+        raise WorkerDied(f"an answer that is not for request {request['id']!r}: {line[:200]!r}")
+    if "error" in answer:
+        if not isinstance(answer["error"], str):
+            raise WorkerDied("garbled fault report")
+        return {"id": answer["id"], "error": answer["error"][:2000]}
+    results = answer.get("results")
+    if not (isinstance(results, list) and len(results) <= len(request["tests"]) and isinstance(answer.get("clean"), bool)):
+        raise WorkerDied(f"malformed answer {line[:200]!r}")
+    for res in results:
+        if not (isinstance(res, dict) and res.get("status") in STATUSES
+                and all(isinstance(res.get(k, ""), str) for k in ("stdout", "stderr", "error", "value"))
+                and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool) for k in ("cpu_s", "wall_s"))
+                and (request["kind"] != "assert" or res["status"] == "compile_error"
+                     or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"]))):  # fmt: skip
+            raise WorkerDied(f"malformed result in answer {line[:200]!r}")
+    return answer
+
+
 class _Worker:
     """One runner. With ``socket_dir`` (Docker) it talks over a Unix socket the runner connects to from
     inside the container (Docker's attach stream costs ~1 ms of proxy CPU per request); else over the
-    process's stdin/stdout."""
+    process's stdin/stdout. ``peer_ok(pid, uid)`` decides whether a connecting process is this worker's
+    runner (its credentials come from the kernel, ``SO_PEERCRED``); any other is turned away."""
 
-    def __init__(self, argv: list[str], name: str, startup_timeout: float, socket_dir: str | None = None):
+    def __init__(self, argv: list[str], name: str, startup_timeout: float, socket_dir: str | None = None,
+                 peer_ok=None):  # fmt: skip
         self.name = name
         self.sent = 0
-        self._buf = b""
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf known to hold no newline: every byte is looked at once
         self._err = tempfile.TemporaryFile()
         self._dir = socket_dir
         self._sock: socket.socket | None = None
@@ -92,8 +130,9 @@ class _Worker:
             path = os.path.join(socket_dir, SOCKET_NAME)
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(path)
-            os.chmod(path, 0o777)  # the runner is uid 65534
-            listener.listen(1)
+            os.chmod(path, 0o600)
+            _give_to_runner(path)
+            listener.listen(4)
         pipe = subprocess.DEVNULL if socket_dir else subprocess.PIPE
         try:
             self.proc = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=self._err, start_new_session=True)
@@ -104,28 +143,38 @@ class _Worker:
             raise SandboxError(f"cannot start sandbox worker {name}: {e}") from None
         try:
             if listener is not None:
-                self._sock = self._accept(listener, startup_timeout)
+                self._sock = self._accept(listener, startup_timeout, peer_ok)
             self._fd = self._sock.fileno() if self._sock else self.proc.stdout.fileno()
             self._sel = selectors.DefaultSelector()
             self._sel.register(self._fd, selectors.EVENT_READ)
-            ready = self._read(startup_timeout)
+            line = self._read_line(startup_timeout, 65536)
+            try:
+                ready = json.loads(line)
+            except (ValueError, RecursionError):
+                ready = line[:200]
         except WorkerDied as e:
             self.kill()
             raise SandboxError(f"sandbox worker {name} did not start: {e}") from None
         finally:
             self._cleanup(listener)
-        if ready.get("event") != "ready":
+        if not isinstance(ready, dict) or ready.get("event") != "ready":
             self.kill()
             raise SandboxError(f"sandbox worker {name} sent {ready!r} instead of ready")
 
-    def _accept(self, listener: socket.socket, timeout: float) -> socket.socket:
+    def _accept(self, listener: socket.socket, timeout: float, peer_ok) -> socket.socket:
         deadline = time.monotonic() + timeout
-        while not select.select([listener], [], [], 0.1)[0]:
-            if self.proc.poll() is not None:
-                raise WorkerDied(f"exited (rc {self.proc.returncode}) {self._stderr()}".strip())
-            if time.monotonic() > deadline:
-                raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
-        return listener.accept()[0]
+        while True:
+            while not select.select([listener], [], [], 0.1)[0]:
+                if self.proc.poll() is not None:
+                    raise WorkerDied(f"exited (rc {self.proc.returncode}) {self._stderr()}".strip())
+                if time.monotonic() > deadline:
+                    raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
+            conn = listener.accept()[0]
+            pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            if peer_ok is None or peer_ok(pid, uid):
+                return conn
+            log.warning("sandbox worker %s: turned away a connection from pid %d uid %d (not its runner)", self.name, pid, uid)
+            conn.close()
 
     @staticmethod
     def _cleanup(listener: socket.socket | None) -> None:
@@ -145,9 +194,13 @@ class _Worker:
         except ValueError:  # closed: the worker was killed
             return ""
 
-    def _read(self, timeout: float) -> dict:
+    def _read_line(self, timeout: float, limit: int) -> bytes:
+        """The next line from the runner, in time linear in its length; over ``limit`` bytes it is refused."""
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
+        while (end := self._buf.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buf)
+            if self._scanned > limit:
+                raise WorkerDied(f"an answer over {limit} bytes")
             left = deadline - time.monotonic()
             if left <= 0 or not self._sel.select(left):
                 raise WorkerHung(f"no answer within {timeout:.1f} s")
@@ -162,11 +215,12 @@ class _Worker:
                     pass
                 raise WorkerDied(f"runner exited (rc {self.proc.returncode}) {self._stderr()}".strip())
             self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        try:
-            return json.loads(line)
-        except ValueError:
-            raise WorkerDied(f"garbled answer {line[:200]!r}") from None
+        line = bytes(self._buf[:end])
+        del self._buf[: end + 1]
+        self._scanned = 0
+        if len(line) > limit:
+            raise WorkerDied(f"an answer over {limit} bytes")
+        return line
 
     def send(self, request: dict) -> None:
         self.sent += 1
@@ -180,8 +234,9 @@ class _Worker:
         except OSError as e:
             raise WorkerDied(f"cannot write to runner: {e}") from None
 
-    def read(self, timeout: float) -> dict:
-        return self._read(timeout)
+    def read(self, request: dict, timeout: float) -> dict:
+        """The runner's answer to ``request`` (the oldest one in flight), checked (``parse_answer``)."""
+        return parse_answer(self._read_line(timeout, max_answer_bytes(request)), request)
 
     def kill(self, grace: float = 2.0) -> None:
         """End the channel (the runner exits on EOF; a thread reading it wakes), wait ``grace`` seconds,
@@ -227,6 +282,28 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
         "--log-driver", "none",
         image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect,
     ]  # fmt: skip
+
+
+def _give_to_runner(path: str) -> None:
+    """Hand a path of the socket folder to the runner's uid (mode 0700 / 0600: no other user reaches it).
+    Not running as root, the folder stays ours and is opened for traversal only (0711)."""
+    try:
+        os.chown(path, RUNNER_UID, RUNNER_UID)
+    except PermissionError:
+        os.chmod(path, 0o711 if os.path.isdir(path) else 0o666)
+
+
+def _is_runner(name: str, pid: int, uid: int) -> bool:
+    """Whether the process ``pid`` (from the kernel's peer credentials) is container ``name``'s runner:
+    the runner's uid, and a member of that container's cgroup."""
+    if uid != RUNNER_UID or pid <= 0:
+        return False
+    cid = image_mod._docker("inspect", "--format", "{{.Id}}", name, check=False).strip()
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return bool(cid) and cid in f.read()
+    except OSError:
+        return False
 
 
 def _remote_daemon() -> bool:
@@ -318,13 +395,13 @@ class SandboxPool:
         socket_dir = None
         if self.cfg.backend == "docker":
             if self.cfg.transport == "socket" and not _remote_daemon():
-                socket_dir = tempfile.mkdtemp(prefix="bonforge-sbx-")
-                os.chmod(socket_dir, 0o755)
+                socket_dir = tempfile.mkdtemp(prefix="bonforge-sbx-")  # 0700
+                _give_to_runner(socket_dir)
             argv = docker_argv(self.cfg, self.image, name, socket_dir)
         else:
             argv = process_argv(self.cfg)
         try:
-            worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir)
+            worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir, lambda pid, uid: _is_runner(name, pid, uid))
         except SandboxError:
             if self.cfg.backend == "docker":  # a container may have started without its runner answering
                 image_mod._docker("rm", "-f", name, check=False)
@@ -415,7 +492,7 @@ class SandboxPool:
                 limit = self.request_timeout(job.request)
                 begun = max(sent, idle_since)
                 try:
-                    response = slot[0].read(begun + limit - time.monotonic())
+                    response = slot[0].read(job.request, begun + limit - time.monotonic())
                 except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict
                     self._discard(slot, hung=True)
                     self._requeue(inflight, todo)
@@ -490,7 +567,7 @@ class SandboxPool:
             self._discard(slot)
             self._ensure(slot)
             slot[0].send(request)
-            response = slot[0].read(self.request_timeout(request))
+            response = slot[0].read(request, self.request_timeout(request))
         except SandboxError as e:
             log.warning("control program failed: %s", e)
             self._discard(slot)

@@ -9,31 +9,46 @@ the host listens on (the Docker backend: it skips the proxies of Docker's attach
 first writes ``{"event": "ready", ...}``; then for each request line it writes one response line. A
 request::
 
-    {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str,
-     "fn_name": str, "check": str, "tests": [{"input": str} | {"args": [...]} | {}],
-     "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes,
-     "stop_on_failure": bool}
+    {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str, "fn_name": str,
+     "tests": [{"input": str} | {"args": [json...]} | {"calls": [[[value...], {name: value}], ...],
+               "go_on": bool}],
+     "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes, "stop_on_failure": bool}
 
-A response: ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test
-run: ``{"status": "ok" | "wrong_answer" (a failed assert-style check) | "runtime_error" | "compile_error" |
-"timeout" | "memory_limit" | "output_limit", "stdout": str, "value": json, "error": str, "stderr": str,
-"cpu_s": float, "wall_s": float}``. The runner never sees expected outputs: the host judges.
+An ``assert`` test is a list of calls of ``fn_name`` (arguments in the tagged form of ``encode_value``),
+planned on the host by the trusted checker (``checker.py``): the check's code and expected values never
+enter the sandbox. The child makes the calls in order and stops at the first one that raises unless
+``go_on``. A response: ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result
+per test run: ``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" |
+"output_limit", "stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float}`` plus, for
+``call``, ``"value"`` (the tagged JSON text of the returned value) and, for ``assert``, ``"calls"``: one
+line per call made, ``"v <tagged JSON>"`` or ``"x <JSON [exception class, message]>"``. Every field the
+child supplies is capped here (stdout and the call lines together under ``output_limit``) and passed on
+as text, never parsed: the host parses it with bounded size and depth. The runner never sees expected
+outputs: the host judges.
+
+The child reports on a result pipe (fd 3) with one line per event: ``v``/``x`` (a call's value or
+exception), ``d`` (all calls made), ``e <text>`` (the program failed), ``m`` (MemoryError). Anything it
+writes there is only a claim about its own behaviour, judged on the host. Set-up failures travel on a
+separate pipe that the child closes before the program runs, so a program cannot forge one.
 
 Three kinds of process. The *supervisor* (this process: the host channel, limits, results) forks, before
 it reads any request, a *zygote*: a warm interpreter (common modules preloaded) that never holds a
 candidate's data and does nothing but fork. The program is compiled once per request in the supervisor (a
-syntax error answers every test without a fork) and handed, marshalled in a memfd, to each test's *child*,
-forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the supervisor and
-the zygote run as root and the candidate cannot signal, ptrace or ``prlimit`` them), rlimits, stdin fed from
-the test, stdout/stderr drained continuously with a cap. The zygote is a child subreaper, so every
+syntax error answers every test without a fork) and handed, marshalled in a memory file, to each test's
+*child*, forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the
+supervisor and the zygote run as root, and the candidate cannot signal, ptrace or ``prlimit`` them),
+rlimits, stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
+stdout/stderr drained continuously with a cap. A stdio program ends as the interpreter would: non-daemon
+threads joined, ``atexit`` handlers run, streams flushed. The zygote is a child subreaper, so every
 descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
 supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
 After each test every process of the candidate is killed (none survives into the next test); after each
-request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that
-its own and the zygote's limits, affinity and priority are as they were; otherwise it answers
-``clean: false`` and exits (the host replaces the sandbox).
+request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that its
+own and the zygote's limits, affinity and priority are as they were; otherwise it answers ``clean: false``
+and exits (the host replaces the sandbox).
 """
 
+import atexit
 import builtins
 import ctypes
 import errno
@@ -61,7 +76,8 @@ STDERR_KEEP = 4096
 # Signals the runner blocks (a program may not stop it with them); each child unblocks them.
 BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                    signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
-MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the status pipe)
+MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the result pipe)
+RESULT_FD, SETUP_FD = 3, 4  # a child's result pipe, and its set-up pipe (closed before the program runs)
 
 
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
@@ -255,24 +271,145 @@ def _format_error(exc, sources):
     return "\n".join(out) + "\n"
 
 
+VALUE_DEPTH = 64  # nesting a value may have on the channel (deeper: not expressible)
+_TAGS_SEQ = {"l": list, "t": tuple, "s": set, "fs": frozenset}
+_HEX = re.compile(r"-?[0-9a-f]+\Z")
+_FLOAT = re.compile(r"-?(inf|nan|[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?)\Z")
+
+
+class Opaque:
+    """A value the channel cannot carry (an object of a type that is not builtin data): equal to nothing."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind):
+        self.kind = str(kind)[:100]
+
+    def __repr__(self):
+        return f"<{self.kind} object>"
+
+
+def encode_value(v, depth=0):
+    """The plain, type-tagged JSON form of ``v``: None, bools and strings as JSON; ``["i", hex digits]``,
+    ``["f", repr]`` (inf and nan included), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
+    ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["?", type name]`` for anything
+    else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
+    subclass travels as its integer and an object cannot bring its own ``__eq__``."""
+    if depth > VALUE_DEPTH:
+        raise ValueError(f"nested deeper than {VALUE_DEPTH}")
+    t = type(v)
+    if v is None or v is True or v is False:
+        return v
+    if issubclass(t, int):
+        return ["i", int.__format__(v, "x")]
+    if issubclass(t, float):
+        return ["f", float.__repr__(v)]
+    if issubclass(t, str):
+        return str.__str__(v)
+    if issubclass(t, complex):
+        return ["c", [float.__repr__(complex.real.__get__(v)), float.__repr__(complex.imag.__get__(v))]]
+    if issubclass(t, (bytes, bytearray)):
+        return ["b" if issubclass(t, bytes) else "ba", (bytes if issubclass(t, bytes) else bytearray).hex(v)]
+    for tag, base in _TAGS_SEQ.items():
+        if issubclass(t, base):
+            return [tag, [encode_value(x, depth + 1) for x in base.__iter__(v)]]
+    if issubclass(t, dict):
+        return ["d", [[encode_value(k, depth + 1), encode_value(x, depth + 1)] for k, x in dict.items(v)]]
+    try:
+        name = str.__str__(type.__dict__["__name__"].__get__(t))
+    except Exception:
+        name = "object"
+    return ["?", name]
+
+
+def decode_value(x, depth=0):
+    """The inverse of ``encode_value`` for input from an untrusted side: builtin values only, nesting
+    bounded, every tag and digit string checked; ``ValueError`` for anything else."""
+    if depth > VALUE_DEPTH + 1:
+        raise ValueError("value nested too deeply")
+    if x is None or x is True or x is False or type(x) is str:
+        return x
+    if type(x) is not list or len(x) != 2 or type(x[0]) is not str:
+        raise ValueError("not a tagged value")
+    tag, body = x
+    if tag == "i" and type(body) is str and _HEX.match(body):
+        return int(body, 16)
+    if tag == "f" and type(body) is str and len(body) < 40 and _FLOAT.match(body):
+        return float(body)
+    if tag == "c" and type(body) is list and len(body) == 2:
+        return complex(decode_value(["f", body[0]], depth), decode_value(["f", body[1]], depth))
+    if tag in ("b", "ba") and type(body) is str:
+        return (bytes if tag == "b" else bytearray).fromhex(body)
+    if tag in _TAGS_SEQ and type(body) is list:
+        return _TAGS_SEQ[tag](decode_value(v, depth + 1) for v in body)
+    if tag == "d" and type(body) is list:
+        out = {}
+        for pair in body:
+            if type(pair) is not list or len(pair) != 2:
+                raise ValueError("not a dict item")
+            out[decode_value(pair[0], depth + 1)] = decode_value(pair[1], depth + 1)
+        return out
+    if tag == "?" and type(body) is str:
+        return Opaque(body)
+    raise ValueError(f"bad tagged value {tag[:20]!r}")
+
+
+def _builtin_name(exc):
+    """The name of the nearest builtin class of an exception (a program's own classes are not carried)."""
+    for cls in type.__dict__["__mro__"].__get__(type(exc)):
+        if getattr(builtins, cls.__name__, None) is cls:
+            return cls.__name__
+    return "Exception"
+
+
+def _exception_line(exc):
+    try:
+        msg = str(exc)[:500]
+    except BaseException:
+        msg = ""
+    return json.dumps([_builtin_name(exc), msg])
+
+
+def _finish_interpreter():
+    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush."""
+    if "threading" in sys.modules:
+        try:
+            sys.modules["threading"]._shutdown()
+        except BaseException:
+            pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
 def _enter_sandbox(fds, ids, nproc):
     """In a child forked from the zygote: standard streams, the request's payload, limits, the sandbox uid
-    with no capabilities. Returns the payload; a failure is reported on fd 3 before any candidate code
-    ran (the first line there is the set-up's: ``R`` when it succeeded)."""
-    stdin_r, out_w, err_w, st_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
-    os.dup2(st_w, 3)
+    with no capabilities. Returns the payload. A failure is reported on fd 4, which is closed before the
+    program runs (so a program cannot forge one)."""
+    stdin_r, out_w, err_w, res_w, setup_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    os.dup2(setup_w, SETUP_FD)
     try:
         os.setsid()
         os.dup2(stdin_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        os.dup2(res_w, RESULT_FD)
         payload = marshal.loads(os.pread(payload_fd, os.fstat(payload_fd).st_size, 0))
-        os.closerange(4, 65536)
+        os.closerange(SETUP_FD + 1, 65536)
         os.chdir(payload["workdir"])
         cpu = max(1, int(payload["time_limit"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         mem = int(payload["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        stack_hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+        stack = mem if stack_hard == resource.RLIM_INFINITY else min(mem, stack_hard)
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(payload["file_limit"] or 16 << 20),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if nproc:  # backend process with its own uid per worker (in Docker the pids cgroup counts)
@@ -291,84 +428,97 @@ def _enter_sandbox(fds, ids, nproc):
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         sys.argv = ["solution.py"]
-        os.write(3, b"R\n")
+        os.close(SETUP_FD)  # from here on the program runs: it cannot report a set-up failure
         return payload
     except BaseException as e:  # the sandbox could not set up: not the program's fault
-        os.write(3, (json.dumps({"s": "setup", "e": repr(e)}) + "\n").encode())
+        os.write(SETUP_FD, repr(e)[:500].encode())
         os._exit(1)
 
 
 def _child(fds, index, ids, nproc):
     """In a child forked from the zygote: enter the sandbox, run the program on test ``index``, report on
-    fd 3. Never returns."""
-    status_w = 3
+    the result pipe (fd 3). Never returns."""
     req = _enter_sandbox(fds, ids, nproc)
-    compiled = (req["source"], req["code"], req["check_code"])
-    test = dict(req["tests"][index])
-    if req["kind"] == "call":
-        test["fn_name"] = req["fn_name"]
+    compiled = (req["source"], req["code"])
+    test = req["tests"][index]
+    result_fd = RESULT_FD
 
-    def report(obj):
+    def emit(line):
+        os.write(result_fd, line.encode("utf-8", "replace") + b"\n")
+
+    def failed(e):
         try:
-            sys.stdout.flush()
+            sys.stderr.write(_format_error(e, {"solution.py": source}))
+            sys.stderr.flush()
         except BaseException:
             pass
-        os.write(status_w, (json.dumps(obj) + "\n").encode())
+        try:
+            emit("e " + f"{type(e).__name__}: {str(e)[:300]}".replace("\n", " "))
+        except BaseException:
+            emit("e the program failed")
+        os._exit(1)
 
     kind = req["kind"]
-    source, code, check = compiled
-    req_check = req.get("check") or ""
+    source, code = compiled
     ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
-    exit_code = 0
     try:
         try:
             exec(code, ns)
-            if kind == "call":
-                fn_name = test.pop("fn_name")
-                target = ns["Solution"]() if "Solution" in ns and hasattr(ns["Solution"], fn_name) else ns
-                fn = getattr(target, fn_name) if target is not ns else ns[fn_name]
-                value = fn(*test.pop("args"))
-                if isinstance(value, tuple):
-                    value = list(value)
-                try:
-                    report({"s": "ok", "v": value})
-                except (TypeError, ValueError):
-                    report({"s": "ok", "unserializable": repr(value)[:200]})
-                os._exit(0)
-            if kind == "assert":
-                try:
-                    exec(check, ns)
-                except AssertionError as e:
-                    tb = e.__traceback__
-                    while tb.tb_next is not None:
-                        tb = tb.tb_next
-                    if tb.tb_frame.f_code.co_filename != "check.py":
-                        raise  # the program's own assert failed: a runtime error, not a failed check
-                    sys.stderr.write(_format_error(e, {"solution.py": source, "check.py": req_check}))
-                    report({"s": "wrong", "e": f"check failed: {str(e)[:200]}"})
-                    os._exit(1)
         except SystemExit as e:
-            exit_code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if kind != "stdio" and exit_code == 0:
+            if kind != "stdio":
                 raise RuntimeError("the program exited before the tests ran") from None
-        report({"s": "ok" if exit_code == 0 else "exc", "e": f"exit code {exit_code}"})
+            status = e.code
+            if status is not None and type(status) is not int:
+                print(status, file=sys.stderr)  # as the interpreter does
+            _finish_interpreter()
+            os._exit(0 if status is None else int.__and__(status, 0xFF) if type(status) is int else 1)
+        if kind == "stdio":
+            _finish_interpreter()
+            os._exit(0)
+        fn_name = req["fn_name"]
+        if kind == "call" and "Solution" in ns and hasattr(ns["Solution"], fn_name):
+            fn = getattr(ns["Solution"](), fn_name)
+        elif fn_name in ns:
+            fn = ns[fn_name]
+        else:
+            raise NameError(f"name {fn_name!r} is not defined")
+        if kind == "call":
+            value = fn(*test["args"])
+            try:
+                emit("v " + json.dumps(encode_value(value)))
+            except (ValueError, TypeError, RecursionError) as e:
+                emit("v " + json.dumps(["?", f"unencodable value ({e})"[:200]]))
+            os._exit(0)
+        for args, kwargs in test["calls"]:
+            try:
+                value = fn(*[decode_value(a) for a in args], **{k: decode_value(a) for k, a in kwargs.items()})
+            except MemoryError:
+                raise
+            except BaseException as e:
+                emit("x " + _exception_line(e))
+                try:
+                    sys.stderr.write(_format_error(e, {"solution.py": source}))
+                except BaseException:
+                    pass
+                if not test.get("go_on"):
+                    break
+                continue
+            try:
+                emit("v " + json.dumps(encode_value(value)))
+            except (ValueError, TypeError, RecursionError) as e:
+                emit("v " + json.dumps(["?", f"unencodable value ({e})"[:200]]))
+        emit("d")
+        os._exit(0)
     except MemoryError:
-        report({"s": "mem"})
+        emit("m")
         os._exit(MEM_EXIT)
     except BaseException as e:
-        try:
-            sys.stderr.write(_format_error(e, {"solution.py": source, "check.py": req_check}))
-            sys.stderr.flush()
-            report({"s": "exc", "e": f"{type(e).__name__}: {str(e)[:200]}"})
-        except BaseException:
-            pass
-        os._exit(1)
-    os._exit(exit_code & 0xFF)
+        failed(e)
 
 
 def compile_program(req):
-    """(source, program code, check code or None), compiled once per request in the runner: children
-    inherit them. Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
+    """(source, program code), compiled once per request in the runner: children inherit them.
+    Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
     source = req.get("prelude", "") + req["program"]
     try:
         code = compile(source, "solution.py", "exec")
@@ -378,7 +528,17 @@ def compile_program(req):
         # As the APPS harness does: a script that returns at top level runs as a function body.
         body = "".join("    " + ln for ln in req["program"].splitlines(True))
         code = compile(f"{req.get('prelude', '')}def _main():\n{body}\n_main()\n", "solution.py", "exec")
-    return source, code, compile(req["check"], "check.py", "exec") if req["kind"] == "assert" else None
+    return source, code
+
+
+def _stdin_file(data):
+    """The test's input as a memory file (a regular file: its size is known, reads never block)."""
+    fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 class _Stuck(Exception):
@@ -518,51 +678,31 @@ class _Sandbox:
             pass
 
 
-def _status_report(st):
-    """The child's report: the set-up's ``R`` line first (written before any candidate code ran: anything
-    else there is a set-up failure, never forged), then the first JSON object the program's wrapper
-    wrote, if any (a program can write anything to fd 3: garbage, however deep, is no report)."""
-    first, _, rest = bytes(st).partition(b"\n")
-    if first != b"R":
-        raise RuntimeError(f"child set-up failed: {first[:500].decode(errors='replace')}")
-    for line in rest.splitlines()[:4]:
-        try:
-            report = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(report, dict):
-            return report
-    return {}
-
-
 def run_test(req, index, test, payload_fd, sandbox):
-    data = test.get("input", "").encode()
-    stdin_r, stdin_w = os.pipe() if data else (os.open(os.devnull, os.O_RDONLY), None)
+    stdin_r = _stdin_file(test.get("input", "").encode())
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    st_r, st_w = os.pipe()
+    res_r, res_w = os.pipe()
+    setup_r, setup_w = os.pipe()
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = _cgroup_cpu() if sandbox.contained else None
     oom_before, self_before = _oom_kills(), _self_cpu()
     start = time.monotonic()
-    sandbox.start(index, [stdin_r, out_w, err_w, st_w, payload_fd])
-    for fd in (stdin_r, out_w, err_w, st_w):
+    sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd])
+    for fd in (stdin_r, out_w, err_w, res_w, setup_w):
         os.close(fd)
     limit = int(req["output_limit"])
     cpu_limit = float(req["time_limit"])
-    out, err, st = bytearray(), bytearray(), bytearray()
+    out, err, res = bytearray(), bytearray(), bytearray()
     sel = _selector()
     zfd = sandbox.sock.fileno()
     sel.register(zfd, selectors.EVENT_READ)
-    for fd in (out_r, err_r, st_r):
+    for fd in (out_r, err_r, res_r):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    if data:
-        os.set_blocking(stdin_w, False)
-        sel.register(stdin_w, selectors.EVENT_WRITE)
     deadline = start + float(req["wall_limit"])
     poll = 0.1 if cgroup_before is not None else 1.0
-    killed, sent = None, 0
+    killed = None
     try:
         while sandbox.wstatus is None:
             now = time.monotonic()
@@ -577,34 +717,23 @@ def run_test(req, index, test, payload_fd, sandbox):
                 fd = key.fd
                 if fd == zfd:
                     sandbox.receive()
-                elif fd == stdin_w:
-                    try:
-                        sent += os.write(fd, data[sent : sent + 65536])
-                    except OSError:
-                        sent = len(data)
-                    if sent >= len(data):
-                        sel.unregister(fd)
-                        os.close(fd)
-                        stdin_w = None
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    sel.unregister(fd)
+                elif fd == err_r:
+                    err += chunk
+                    del err[:-STDERR_KEEP]
                 else:
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        sel.unregister(fd)
-                    elif fd == out_r:
-                        out += chunk
-                    elif fd == err_r:
-                        err += chunk
-                        del err[:-STDERR_KEEP]
-                    else:
-                        st += chunk
-            if len(out) > limit or len(st) > limit + 65536:
+                    (out if fd == out_r else res).extend(chunk)
+            if len(out) + len(res) > limit:
                 killed = "output_limit"
                 break
     finally:
         for fd in list(sel.get_map()):
             sel.unregister(fd)
     sandbox.finish()
-    for fd in (out_r, err_r, st_r):  # what is already buffered
+    for fd in (out_r, err_r, res_r):  # what is already buffered
         for _ in range(64):
             try:
                 chunk = os.read(fd, 65536)
@@ -612,38 +741,44 @@ def run_test(req, index, test, payload_fd, sandbox):
                 break
             if not chunk:
                 break
-            (out if fd == out_r else err if fd == err_r else st).extend(chunk)
-            if fd == out_r and len(out) > limit:
+            (out if fd == out_r else err if fd == err_r else res).extend(chunk)
+            del err[:-STDERR_KEEP]
+            if len(out) + len(res) > limit:
                 killed = killed or "output_limit"
                 break
-    for fd in (out_r, err_r, st_r, stdin_w):
-        if fd is not None:
-            os.close(fd)
+    setup = os.read(setup_r, 1000)
+    for fd in (out_r, err_r, res_r, setup_r):
+        os.close(fd)
+    if setup:
+        raise RuntimeError(f"child setup failed: {setup.decode(errors='replace')}")
     wall = time.monotonic() - start
     cpu, wstatus = sandbox.cpu, sandbox.wstatus  # every process of the test reaped: all their CPU counted
-    report = _status_report(st[: limit + 65536])
+    lines = bytes(res).decode("utf-8", "replace").splitlines() if len(out) + len(res) <= limit else []
+    events = {ln[:1] for ln in lines}
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     result = {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4)}
-    if killed == "output_limit" or len(out) > limit:
+    kind = req["kind"]
+    if kind == "call":
+        values = [ln[2:] for ln in lines if ln.startswith("v ")]
+        if values:
+            result["value"] = values[0]
+    elif kind == "assert":
+        result["calls"] = [ln for ln in lines if ln.startswith(("v ", "x "))]
+    if killed == "output_limit" or len(out) + len(res) > limit:
         status = "output_limit"
     elif killed == "timeout" or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = "timeout"
-    elif report.get("s") == "mem" or code == MEM_EXIT and not report or _oom_kills() > oom_before:
+    elif "m" in events or code == MEM_EXIT or _oom_kills() > oom_before:
         status = "memory_limit"
-    elif report.get("s") == "ok" and code == 0:
+    elif code == 0 and "e" not in events and (kind == "stdio" or "value" in result or "d" in events):
         status = "ok"
-        if "v" in report:
-            result["value"] = report["v"]
-        elif "unserializable" in report:
-            result["error"] = "return value is not JSON: " + report["unserializable"]
-    elif report.get("s") == "wrong" and code == 1:
-        status, result["error"] = "wrong_answer", report.get("e", "")  # an assert-style check failed
-    elif not report and code == 0 and req["kind"] == "stdio":
-        status = "ok"  # exited 0 without our wrapper reporting (os._exit(0)): the output is judged
     else:
         status = "runtime_error"
-        result["error"] = str(report.get("e") or (f"killed by signal {sig}" if sig else f"exit code {code}"))[:1000]
+        errors = [ln[2:502] for ln in lines if ln.startswith("e ")]
+        result["error"] = errors[0] if errors else (f"killed by signal {sig}" if sig else f"exit code {code}")
+        if not errors and code == 0:
+            result["error"] = "the program ended without answering"
     result["status"] = status
     result["stdout"] = bytes(out[:limit]).decode("utf-8", "replace") if status == "ok" else ""
     result["stderr"] = bytes(err[-STDERR_KEEP:]).decode("utf-8", "replace")
@@ -659,9 +794,9 @@ def handle(req, workdir, sandbox):
                  "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
         results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
         return {"id": req.get("id"), "results": results, "clean": True, "cleanup": ""}
-    source, code, check = compiled
-    payload = {k: req.get(k) for k in ("kind", "fn_name", "check", "time_limit", "memory_mb", "file_limit")}
-    payload.update(source=source, code=code, check_code=check, tests=tests, workdir=workdir)
+    source, code = compiled
+    payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
+    payload.update(source=source, code=code, tests=tests, workdir=workdir)
     pfd = os.memfd_create("bonforge-request", os.MFD_CLOEXEC)
     problems = []
     results = []
@@ -676,7 +811,7 @@ def handle(req, workdir, sandbox):
     except _Stuck as e:
         problems.append(str(e))
         note = {"status": "runtime_error", "error": f"not run: {e}", "stdout": "", "stderr": "", "cpu_s": 0.0,
-                "wall_s": 0.0}  # fmt: skip
+                "wall_s": 0.0, **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
         results += [dict(note) for _ in tests[len(results) :]]
     finally:
         os.close(pfd)
@@ -696,6 +831,7 @@ def main():
     contained = "--contained" in sys.argv
     ids = _ids(sys.argv)
     nproc = int(sys.argv[sys.argv.index("--nproc") + 1]) if "--nproc" in sys.argv else None
+    sys.set_int_max_str_digits(0)  # inherited: programs may print and read integers of any length
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
     _prctl(PR_SET_DUMPABLE, 0)  # programs may not read our memory through /proc
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # should the zygote die, its orphans are still ours to kill
@@ -739,7 +875,7 @@ def main():
             try:
                 response = handle(req, workdir, sandbox)
             except Exception as e:  # a runner fault: the host decides whose (a control program)
-                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"}
+                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"[:2000]}
             send(response)
             if not response.get("clean"):
                 break  # after a fault or a failed cleanup, this sandbox is not reused

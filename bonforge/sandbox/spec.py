@@ -15,9 +15,13 @@ One JSON object, by ``kind``:
 ``assert``  HumanEval style: the program, then ``check`` (which must call the function and raise on a
             failure, e.g. ``def check(candidate): ...`` followed by ``check(entry_point)``)::
 
-    {"kind": "assert", "entry_point": "add", "check": "def check(candidate): ...\\ncheck(add)\\n"}
+    {"kind": "assert", "entry_point": "add", "check": "def check(candidate): ...\\ncheck(add)\\n",
+     "context": "def helper(x): ..."}                               # optional
 
-    It counts as one test. Optional ``prelude`` as above.
+    It counts as one test. The check runs on the host, never in the sandbox (``checker``), with
+    ``entry_point`` bound to a proxy of the program; ``context`` is trusted code run before it there
+    (HumanEval: the prompt, whose helpers such as ``encode_cyclic`` the check calls). Optional
+    ``prelude`` as above (run before the program, and before the context).
 
 Every kind may carry ``time_limit_s`` (overrides the stage's per-test limit). Expected outputs never
 enter the sandbox: the host compares them (see ``judge``).
@@ -42,6 +46,7 @@ class TestSpec:
     fn_name: str | None = None
     entry_point: str | None = None
     check: str = ""
+    context: str = ""
     prelude: str = ""
     starter: str = ""
     time_limit_s: float | None = None
@@ -56,6 +61,8 @@ class TestSpec:
             doc["tests"] = [{"args": i, "output": o} for i, o in zip(self.inputs, self.outputs, strict=True)]
         else:
             doc["entry_point"], doc["check"] = self.entry_point, self.check
+            if self.context:
+                doc["context"] = self.context
         for key in ("prelude", "starter"):
             if getattr(self, key):
                 doc[key] = getattr(self, key)
@@ -86,7 +93,12 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
     if kind == "assert":
         if not isinstance(doc.get("check"), str) or not doc["check"].strip():
             raise bad("assert spec needs a non-empty 'check' string")
-        return TestSpec("assert", [None], [None], entry_point=doc.get("entry_point"), check=doc["check"], **common)
+        if not (isinstance(doc.get("entry_point"), str) and doc["entry_point"].isidentifier()):
+            raise bad("assert spec needs 'entry_point', a Python identifier (the name the check calls)")
+        if not isinstance(doc.get("context", ""), str):
+            raise bad("assert 'context' must be a string")
+        return TestSpec("assert", [None], [None], entry_point=doc["entry_point"], check=doc["check"],
+                        context=doc.get("context", ""), **common)  # fmt: skip
     tests = doc.get("tests")
     if not isinstance(tests, list) or not tests:
         raise bad(f"{kind} spec needs a non-empty 'tests' list")

@@ -63,10 +63,11 @@ def load_humaneval(path: str | Path) -> pa.Table:
         task_id = _need(rec, "task_id", path, n)
         entry = _need(rec, "entry_point", path, task_id)
         check = f"{_need(rec, 'test', path, task_id)}\n\ncheck({entry})\n"
+        prompt = _need(rec, "prompt", path, task_id)
         rows.append({
             "problem_id": task_id, "source": "humaneval", "domain": "code",
-            "question": _need(rec, "prompt", path, task_id), "answer": _need(rec, "canonical_solution", path, task_id),
-            "tests": TestSpec("assert", [None], [None], entry_point=entry, check=check).to_json(),
+            "question": prompt, "answer": _need(rec, "canonical_solution", path, task_id),
+            "tests": TestSpec("assert", [None], [None], entry_point=entry, check=check, context=prompt).to_json(),
             "metadata": json.dumps({"entry_point": entry}),
         })  # fmt: skip
     return pa.Table.from_pylist(rows, schema=PROBLEMS)

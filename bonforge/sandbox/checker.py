@@ -1,0 +1,356 @@
+"""Assert-style checks (HumanEval's ``check(candidate)``) run here, on the host, never in the sandbox.
+
+The check is trusted code from the problem; the program is not. So the check runs in a checker process
+of its own (``python checker.py MEMORY_MB``, standard library only, started by ``Checker``) against a
+proxy of the program: every call the check makes is answered with a value the sandboxed program
+returned, carried as plain type-tagged data (``runner.encode_value``) and rebuilt here as builtin
+values, or with the builtin exception class it raised. The program never sees the check's code or its
+expected values, and nothing it returns can bring its own ``__eq__``.
+
+Calls are planned, not relayed one by one (a round trip per call would cost more than the program):
+
+1. **plan** (once per problem): run the check, its ``assert`` statements reduced to their expressions,
+   against a placeholder that accepts every operation, and record the calls it makes (arguments are rebuilt from the check's own values; ``random`` is seeded
+   the same way for every run, and the process has a fixed hash seed, so runs repeat exactly);
+2. the sandbox runs the program once and makes those calls in order (``runner.py``, kind ``assert``);
+3. **replay**: run the check again; call *k* is answered with the program's answer *k* when its
+   arguments equal the planned ones. When the check asks for a call the run did not make (its calls
+   depend on earlier answers, or it caught an exception the program raised), the replay goes on
+   planning from there and returns a longer plan; the host runs the program afresh with it (at most
+   ``MAX_ROUNDS`` runs). Every verdict therefore comes from the check run on the program's own answers
+   to exactly the calls that check made, in order, on one fresh run of the program.
+
+Replay verdicts: ``passed``; ``wrong_answer`` (an ``AssertionError`` raised by the check); ``runtime_error``
+(the program raised and the check let it through, or the check failed on the program's value); the run's
+own status when the check needs an answer the program never gave (``timeout``, ``memory_limit``, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import random
+import resource
+import select
+import signal
+import subprocess
+import sys
+
+if __package__:
+    from bonforge.sandbox import runner as codec
+else:  # run as a script beside runner.py
+    import runner as codec
+
+MAX_CALLS = 100_000  # calls one run of a check may make
+PLAN_TIME_S = 2.0  # CPU seconds for planning a check against placeholders
+MAX_ROUNDS = 8  # runs of one program for one check
+
+
+class _Placeholder:
+    """Stands for any answer while planning: every operation succeeds, comparisons are true."""
+
+    def _self(self, *a, **k):
+        return self
+
+    def _true(self, *a, **k):
+        return True
+
+    __call__ = __getattr__ = __getitem__ = __neg__ = __pos__ = __abs__ = __invert__ = __round__ = _self
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __bool__ = _true
+    __hash__ = object.__hash__
+
+    def __len__(self):
+        return 0
+
+    def __iter__(self):
+        return iter(())
+
+    def __index__(self):
+        return 0
+
+    __int__ = __index__
+
+    def __float__(self):
+        return 0.0
+
+    def __str__(self):
+        return ""
+
+
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+            "rshift", "divmod"):  # fmt: skip
+    setattr(_Placeholder, f"__{_op}__", _Placeholder._self)
+    setattr(_Placeholder, f"__r{_op}__", _Placeholder._self)
+
+
+class _NeedsRun(BaseException):
+    """Internal: the check went past the calls this run answered (raised only to stop a runaway plan)."""
+
+
+class _Ended(BaseException):
+    """The check needs an answer the program never gave (it timed out, crashed, ... first)."""
+
+
+class ProgramExit(BaseException):
+    """The program raised ``SystemExit`` (or another exception that is not an ``Exception``) in a call."""
+
+
+class _OutOfTime(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _OutOfTime
+
+
+def _same(a, b) -> bool:
+    """Exact equality of argument values: same builtin types all the way down (1, 1.0 and True differ)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if type(a) is float:
+        return a == b or (a != a and b != b)
+    return a == b
+
+
+def _exception(name: str, msg: str) -> BaseException:
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        return Exception(f"{name}: {msg}")
+    if not issubclass(cls, Exception):
+        return ProgramExit(f"the program raised {name}: {msg}")
+    try:
+        return cls(msg)
+    except Exception:  # classes whose constructor wants more (UnicodeDecodeError, ...)
+        exc = cls.__new__(cls)
+        exc.args = (msg,)
+        return exc
+
+
+def _answer(line: str):
+    """(raised, value or exception) from one call line of the runner; unreadable lines are opaque values."""
+    try:
+        body = json.loads(line[2:])
+        if line.startswith("x "):
+            if type(body) is list and len(body) == 2 and all(type(s) is str for s in body):
+                return True, _exception(body[0][:100], body[1][:500])
+            raise ValueError("bad exception line")
+        return False, codec.decode_value(body)
+    except (ValueError, TypeError, RecursionError, MemoryError, OverflowError):
+        return False, codec.Opaque("unreadable value")
+
+
+class _Proxy:
+    """The program as the check sees it, for one run: ``plan`` (encoded) and ``values`` (rebuilt) are the
+    calls the run made, ``answers`` the program's answers, ``ended`` None if it answered every call."""
+
+    def __init__(self, plan, values, answers, ended, go_on=False):
+        self.plan, self.values, self.answers, self.ended = plan, values, answers, ended
+        # the run may stop short of its plan only after an exception it was not told to go on after
+        self.stopped = bool(answers) and answers[-1][0] and not go_on
+        self.made: list = []
+        self.planning = answers is None
+        self.more = False  # the check needs a longer run
+        self.gave_up = False  # the check needed an answer the program never gave
+        self.raised = None
+        self.caught = False  # a call came after an exception the program raised
+
+    def __call__(self, *args, **kwargs):
+        k = len(self.made)
+        if k >= MAX_CALLS:
+            raise _NeedsRun
+        self.caught = self.caught or self.raised is not None
+        if not self.planning:
+            planned = k < len(self.values) and _same(self.values[k], (list(args), kwargs))
+            if planned and k < len(self.answers):
+                self.made.append(self.plan[k])
+                raised, value = self.answers[k]
+                if raised:
+                    self.raised = value
+                    raise value
+                return value
+            if planned and (self.ended is not None or not self.stopped):
+                self.gave_up = True  # it ended, or claimed to be done, without answering this call
+                raise _Ended
+            self.planning = self.more = True  # a call this run did not make: plan on from here
+        self.made.append([[codec.encode_value(a) for a in args], {n: codec.encode_value(v) for n, v in kwargs.items()}])
+        return _Placeholder()
+
+
+class _NoAsserts(ast.NodeTransformer):
+    """For planning: ``assert test`` only evaluates ``test`` (a placeholder answer must not end the plan)."""
+
+    def visit_Assert(self, node):
+        return ast.copy_location(ast.Expr(self.visit(node.test)), node)
+
+
+class _Check:
+    def __init__(self, context: str, check: str, entry: str):
+        self.context = compile(context, "context.py", "exec")
+        self.check = compile(check, "check.py", "exec")
+        tree = ast.fix_missing_locations(_NoAsserts().visit(ast.parse(check, "check.py")))
+        self.planning = compile(tree, "check.py", "exec")
+        self.entry = entry
+        self.first_plan: list = []
+        self.first_values: list = []
+
+    def run(self, proxy: _Proxy, seconds: float) -> BaseException | None:
+        random.seed(0)
+        ns = {"__name__": "__check__", "__builtins__": builtins}
+        signal.setitimer(signal.ITIMER_PROF, seconds)
+        try:
+            try:
+                exec(self.context, ns)
+                ns[self.entry] = proxy
+                exec(self.planning if proxy.answers is None else self.check, ns)
+            finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
+        except BaseException as e:  # noqa: BLE001 (whatever the check raised is its verdict)
+            return e
+        return None
+
+
+def _decode_plan(plan: list) -> list:
+    return [([codec.decode_value(a) for a in args], {k: codec.decode_value(v) for k, v in kwargs.items()})
+            for args, kwargs in plan]  # fmt: skip
+
+
+def _replay(check: _Check, item: dict) -> dict:
+    plan = item.get("plan")
+    if plan is None:
+        plan, values = check.first_plan, check.first_values
+    else:
+        values = _decode_plan(plan)
+    answers = [_answer(line) for line in item["calls"]]
+    end = item["end"]
+    proxy = _Proxy(plan, values, answers, None if end["status"] == "ok" else end, item.get("go_on", False))
+    exc = check.run(proxy, float(item["time_limit"]))
+    if proxy.more:
+        return {"more": proxy.made, "go_on": proxy.caught}
+    if proxy.gave_up:
+        if end["status"] == "ok":
+            return {"status": "runtime_error", "error": f"the program ended without answering call {len(proxy.made)}"}
+        return {"status": end["status"], "error": end.get("error", "")}
+    if exc is None:
+        return {"status": "passed"}
+    if isinstance(exc, _OutOfTime):
+        return {"status": "timeout", "error": "the check ran out of time on the program's answers"}
+    if isinstance(exc, MemoryError):
+        return {"status": "memory_limit", "error": "the check ran out of memory on the program's answers"}
+    message = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if exc is proxy.raised or isinstance(exc, ProgramExit):
+        return {"status": "runtime_error", "error": message}
+    if isinstance(exc, AssertionError):
+        return {"status": "wrong_answer", "error": f"check failed: {str(exc)[:300]}"}
+    return {"status": "runtime_error", "error": f"the check failed on the program's answers: {message}"}
+
+
+def serve(memory_mb: int) -> None:
+    """The checker process: one JSON request per line on stdin, one answer per line on stdout."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+    signal.signal(signal.SIGPROF, _on_alarm)
+    out = os.fdopen(os.dup(1), "w")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        if fd:
+            os.dup2(null, fd)
+    checks: dict[str, _Check] = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if req["op"] == "plan":
+                check = checks[req["key"]] = _Check(req["context"], req["check"], req["entry"])
+                proxy = _Proxy(None, None, None, None)
+                exc = check.run(proxy, PLAN_TIME_S)
+                check.first_plan, check.first_values = proxy.made, _decode_plan(proxy.made)
+                answer = {"plan": proxy.made, "error": "" if exc is None else f"{type(exc).__name__}: {exc}"[:300]}
+            else:
+                answer = _replay(checks[req["key"]], req)
+        except Exception as e:  # a check that cannot even be compiled or rebuilt: the problem's fault
+            answer = {"fault": f"{type(e).__name__}: {e}"[:500]}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+class Checker:
+    """The host's handle on one checker process (``python checker.py``), restarted if it dies or hangs.
+
+    ``plan`` registers a problem's check and returns its first plan; ``replay`` judges one run of a
+    program. The process gets ``memory_mb`` of address space and a fixed hash seed; an answer that does
+    not come within the item's time limit plus ``GRACE_S`` is that program's ``timeout``."""
+
+    GRACE_S = 5.0
+
+    def __init__(self, memory_mb: int):
+        self.memory_mb = memory_mb
+        self._checks: dict[str, dict] = {}
+        self._proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Checker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-E", "-s", os.path.abspath(__file__), str(self.memory_mb)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True,
+        )  # fmt: skip
+        for key, check in self._checks.items():  # plans are deterministic: the new process makes the same
+            self._ask(dict(check, op="plan", key=key), 60.0)
+
+    def _ask(self, request: dict, timeout: float) -> dict | None:
+        """One request and its answer; None (and the process ended) when it died or did not answer in time."""
+        if self._proc is None:
+            self._start()
+        try:
+            self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self._proc.stdin.flush()
+            if select.select([self._proc.stdout], [], [], timeout)[0]:
+                line = self._proc.stdout.readline()
+                if line:
+                    return json.loads(line)
+        except (OSError, ValueError):
+            pass
+        self.close()
+        return None
+
+    def plan(self, key: str, context: str, check: str, entry: str) -> dict:
+        """``{"plan": [...], "error": str}``, or ``{"fault": str}`` when the check cannot be run at all."""
+        self._checks[key] = {"context": context, "check": check, "entry": entry}
+        answer = self._ask(dict(self._checks[key], op="plan", key=key), 60.0)
+        return answer or {"fault": "the checker process died while planning"}
+
+    def replay(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float, go_on: bool) -> dict:
+        """The verdict of one run (``{"status", "error"}``) or ``{"more": plan, "go_on": bool}``: ``plan``
+        (None: the first) and ``go_on`` as the run was asked, ``calls`` and ``end`` what it answered."""
+        item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
+                "go_on": go_on}  # fmt: skip
+        answer = self._ask(item, time_limit + self.GRACE_S)
+        if answer is None:
+            return {"status": "timeout", "error": "the check did not finish on the program's answers"}
+        if "fault" in answer:
+            return {"status": "runtime_error", "error": f"the check failed on the program's answers: {answer['fault']}"}
+        return answer
+
+    def close(self) -> None:
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

@@ -1,0 +1,89 @@
+"""No candidate can fail the verify_code stage, and right programs are judged right (real Docker engine)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from bonforge.schema import CANDIDATES, PROBLEMS
+from bonforge.tasks.verify_code import verify_code
+from test_sandbox import ADD, STDIO_ECHO, judge
+
+pytestmark = pytest.mark.docker
+
+SPECS = {
+    "stdio": STDIO_ECHO,
+    "call": {"kind": "call", "fn_name": "f", "tests": [{"args": [1], "output": 0.5}]},
+    "assert": {"kind": "assert", "entry_point": "add",
+               "check": "def check(candidate):\n    assert candidate(2, 3) == 5\n\ncheck(add)\n"},  # fmt: skip
+}
+DEEP_ON_THE_RESULT_FD = "import os\nos.write(3, b'v ' + b'[' * 200000 + b'\\n')\nos.write(3, b'd\\n')\nos._exit(0)\n"
+# (problem kind, program, verdict)
+BATCH = [
+    ("stdio", ADD, "passed"),
+    ("stdio", "print('9' * 5000)\n", "wrong_answer"),  # the host judge once called int() past 4,300 digits
+    ("stdio", DEEP_ON_THE_RESULT_FD, "wrong_answer"),
+    ("stdio", "import os\nos.write(3, b'e ' + b'x' * 50_000_000)\n", "output_limit"),  # 50 MB on the result channel
+    ("stdio", "import sys\nsys.stderr.write('e' * 50_000_000)\n", "wrong_answer"),
+    ("call", "def f(x):\n    return x / 2\n", "passed"),
+    ("call", "def f(x):\n    return 10**400\n", "wrong_answer"),  # a float is expected: float() would overflow
+    ("call", "def f(x):\n    return 10**5000\n", "wrong_answer"),
+    ("call", "def f(x):\n    a = []\n    for _ in range(100000):\n        a = [a]\n    return a\n", "wrong_answer"),
+    ("call", DEEP_ON_THE_RESULT_FD.replace("os.write(3, b'd\\n')\n", ""), "wrong_answer"),
+    ("call", "def f(x):\n    return 'x' * 5_000_000\n", "output_limit"),
+    ("call", "def f(x):\n    return float('nan')\n", "wrong_answer"),
+    ("assert", "def add(x, y):\n    return x + y\n", "passed"),
+    ("assert", DEEP_ON_THE_RESULT_FD, "wrong_answer"),
+    ("assert", "def add(x, y):\n    return 10**5000\n", "wrong_answer"),
+    ("assert", "import os\nos.write(3, b'x [\"ValueError\", \"' + b'm' * 10_000_000 + b'\"]\\n')\nos._exit(0)\n", "output_limit"),
+    ("assert", "import os\nos.write(3, b'x [\"SystemExit\", \"\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
+]  # fmt: skip
+
+
+def test_no_candidate_fails_the_stage(docker_pool):
+    """Programs whose answers once crashed the host (digit limits, float overflow, deep JSON, 100 MB
+    answers) mixed with ordinary ones: one verdict per row, each the candidate's own."""
+    problems = pa.Table.from_pylist(
+        [{"problem_id": k, "source": "t", "domain": "code", "question": "", "tests": json.dumps(s)} for k, s in SPECS.items()],
+        schema=PROBLEMS,
+    )  # fmt: skip
+    cands = pa.Table.from_pylist(
+        [{"candidate_id": f"{kind}/{i}", "problem_id": kind, "teacher": "t", "sample_index": i, "text": program}
+         for i, (kind, program, _) in enumerate(BATCH)],
+        schema=CANDIDATES,
+    )  # fmt: skip
+    cfg = docker_pool.cfg.model_copy(update={"extraction": "raw"})
+    verdicts = verify_code(problems, cands, cfg, pool=docker_pool).to_pylist()
+    got = [(v["candidate_id"], v["status"]) for v in verdicts]
+    assert got == [(f"{kind}/{i}", want) for i, (kind, _, want) in enumerate(BATCH)], [v["detail"] for v in verdicts]
+
+
+RIGHT_PROGRAMS = {
+    "a thread started without join": "import threading, time\ndef work():\n    time.sleep(0.1)\n"
+    "    a, b = map(int, input().split())\n    print(a + b)\nthreading.Thread(target=work).start()\n",
+    "output written by an atexit handler": "import atexit\na, b = map(int, input().split())\n"
+    "atexit.register(lambda: print(a + b))\n",
+    "all of stdin by its size": "import os\na, b = map(int, os.read(0, os.fstat(0).st_size).split())\nprint(a + b)\n",
+    "deep recursion within the stack limit": "import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n"
+    "@lru_cache(None)\ndef depth(n):\n    return 0 if n == 0 else depth(n - 1) + 1\n"
+    "a, b = map(int, input().split())\nprint(depth(100000) - 100000 + a + b)\n",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(RIGHT_PROGRAMS))
+def test_right_programs_are_judged_right(docker_pool, name):
+    assert [v["status"] for v in judge(docker_pool, [RIGHT_PROGRAMS[name]])] == ["passed"]
+
+
+def test_integers_of_any_length_crlf_input_and_large_outputs(docker_pool):
+    big = {"kind": "stdio", "tests": [{"input": "5000\n", "output": "1" + "0" * 5000 + "\n"}]}
+    got = judge(docker_pool, ["print(10 ** int(input()))\n", "print(10 ** int(input()) + 1)\n"], big)
+    assert [v["status"] for v in got] == ["passed", "wrong_answer"]
+    crlf = {"kind": "stdio", "tests": [{"input": "abc\r\n2 3\r\n", "output": "yes\n5\n"}]}
+    program = "s = input()\nprint('yes' if s == 'abc' else repr(s))\na, b = map(int, input().split())\nprint(a + b)\n"
+    assert judge(docker_pool, [program], crlf)[0]["status"] == "passed"
+    near_cap = docker_pool.cfg.output_limit_bytes - 4096
+    large = {"kind": "stdio", "tests": [{"input": "", "output": "7 " * (near_cap // 2)}]}
+    assert judge(docker_pool, [f"print('7 ' * {near_cap // 2})\n"], large)[0]["status"] == "passed"
