@@ -329,8 +329,9 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
                     break
         log.warning(
             "sandbox backend 'process' runs untrusted code ON THIS HOST with rlimits only: no filesystem, "
-            "memory-cgroup or pid isolation%s. Use it only for trusted pools; prefer backend 'docker'.",
+            "memory-cgroup or pid isolation%s%s. Use it only for trusted pools; prefer backend 'docker'.",
             "" if _netns_prefix else ", and NO network isolation (unshare not permitted)",
+            "" if os.geteuid() == 0 else ", and tests run as this user (they can signal and prlimit the runner)",
         )
     ids = []
     if os.geteuid() == 0:

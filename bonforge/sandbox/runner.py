@@ -235,10 +235,11 @@ def _empty_dir(root, budget=100_000):
             os.close(fd)
 
 
-def _remove_owned(path, uid):
-    """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``)."""
+def _remove_owned(path, uid, keep):
+    """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``),
+    but not ``keep`` (the work directory)."""
     try:
-        entries = [e for e in os.scandir(path) if e.stat(follow_symlinks=False).st_uid == uid]
+        entries = [e for e in os.scandir(path) if e.stat(follow_symlinks=False).st_uid == uid and e.path != keep]
     except OSError:
         return
     for entry in entries:
@@ -650,7 +651,7 @@ class _Sandbox:
                 wiped = all([_empty_dir(d) for d in SCRATCH_DIRS]) and wiped
             elif self.ids:
                 for d in HOST_SCRATCH_DIRS:
-                    _remove_owned(d, self.ids[0])
+                    _remove_owned(d, self.ids[0], workdir)
         if not wiped:
             problems.append("work directory, /dev/shm or /dev/mqueue not empty")
         if self.contained:
