@@ -278,19 +278,25 @@ print(" ".join(found) or "clean")
 """
 
 
-def test_process_backend_leaves_nothing_for_the_next_candidate():
-    """Run as root, the process backend gives each worker's tests a uid of their own: the program cannot
-    change the runner, and what it leaves in the host's /tmp and /dev/shm is removed."""
+@pytest.fixture(scope="module")
+def process():
     import os
 
     if os.geteuid() != 0:
         pytest.skip("uid separation of backend process needs root")
-    cfg = CodeVerifyConfig(backend="process", pool_size=1, **LIMITS)
+    with SandboxPool(CodeVerifyConfig(backend="process", pool_size=1, **LIMITS)) as pool:
+        yield pool
+
+
+def test_process_backend_leaves_nothing_for_the_next_candidate(process):
+    """Run as root, the process backend gives each worker's tests a uid of their own: the program cannot
+    change the runner, and what it leaves in the host's /tmp and /dev/shm is removed."""
+    import os
+
     try:
-        with SandboxPool(cfg) as pool:
-            (dirty,) = judge(pool, [PROCESS_DIRTY], ONE)
-            left = [p for p in HOST_LEFT if os.path.exists(p)]
-            (probe,) = judge(pool, [PROCESS_PROBE], CLEAN)
+        (dirty,) = judge(process, [PROCESS_DIRTY], ONE)
+        left = [p for p in HOST_LEFT if os.path.exists(p)]
+        (probe,) = judge(process, [PROCESS_PROBE], CLEAN)
         assert dirty["status"] == "passed", dirty
         assert left == []
         assert probe["status"] == "passed", probe
@@ -298,3 +304,8 @@ def test_process_backend_leaves_nothing_for_the_next_candidate():
         for path in HOST_LEFT:
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def test_process_backend_counts_the_cpu_of_unreaped_grandchildren(process):
+    (verdict,) = judge(process, [GRANDCHILD_CPU], ONE, time_limit_s=0.3, wall_factor=30.0)
+    assert verdict["status"] == "timeout", verdict
