@@ -639,6 +639,7 @@ class _Sandbox:
             if select.select([self.sock], [], [], 0.005)[0]:
                 self.receive()
                 continue
+            os.kill(self.pid, signal.SIGCONT)  # without uid separation a program may have stopped the zygote
             for pid in self.survivors():
                 try:
                     os.kill(pid, signal.SIGKILL)

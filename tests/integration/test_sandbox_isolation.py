@@ -3,8 +3,11 @@ the next candidate, or turn its own failure into a sandbox_error."""
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import subprocess
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +20,21 @@ from test_sandbox import ADD, assert_pool_healthy, judge, pool_containers
 
 ONE = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}]}
 LIMITS = dict(time_limit_s=1.0, wall_factor=3.0, memory_mb=256, retries=1)  # wall limit 4 s
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_left():
+    """After the module (its pools closed): no container of it left, no socket folder or work directory
+    left on the host."""
+
+    def on_host() -> set[str]:
+        return set(glob.glob(f"{tempfile.gettempdir()}/bonforge-sbx-*") + glob.glob(f"{tempfile.gettempdir()}/bonforge-run-*"))
+
+    containers, paths = set(pool_containers()), on_host()
+    yield
+    time.sleep(0.5)
+    assert set(pool_containers()) <= containers
+    assert on_host() <= paths
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +220,9 @@ def test_a_program_cannot_change_the_runner_for_the_next_candidate(solo):
 
 
 MISLABEL = {
-    # a forged "the sandbox could not set up" report on the result channel
-    "forged set-up failure": "import os\nos.write(3, b'{\"s\": \"setup\", \"e\": \"forged\"}\\n')\nos._exit(1)\n",
+    # a forged "the sandbox could not set up" report, on every channel it may find open
+    "forged set-up failure": "import os\nfor fd in (3, 4):\n    try:\n        os.write(fd, b'{\"s\": \"setup\", \"e\": \"forged\"}\\n')\n"
+                             "    except OSError:\n        pass\nos._exit(1)\n",
     # a result channel the runner cannot parse (nested beyond any recursion limit)
     "corrupted result channel": "import os\nprint(4, flush=True)\nos.write(3, b'[' * 200000 + b'\\n')\nos._exit(0)\n",
     # a directory tree too deep for a recursive removal, its top mode 000
@@ -280,8 +299,6 @@ print(" ".join(found) or "clean")
 
 @pytest.fixture(scope="module")
 def process():
-    import os
-
     if os.geteuid() != 0:
         pytest.skip("uid separation of backend process needs root")
     with SandboxPool(CodeVerifyConfig(backend="process", pool_size=1, **LIMITS)) as pool:
@@ -291,8 +308,6 @@ def process():
 def test_process_backend_leaves_nothing_for_the_next_candidate(process):
     """Run as root, the process backend gives each worker's tests a uid of their own: the program cannot
     change the runner, and what it leaves in the host's /tmp and /dev/shm is removed."""
-    import os
-
     try:
         (dirty,) = judge(process, [PROCESS_DIRTY], ONE)
         left = [p for p in HOST_LEFT if os.path.exists(p)]
