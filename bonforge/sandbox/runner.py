@@ -43,9 +43,9 @@ threads joined, ``atexit`` handlers run, streams flushed. The zygote is a child 
 descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
 supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
 After each test every process of the candidate is killed (none survives into the next test); after each
-request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that its
-own and the zygote's limits, affinity and priority are as they were; otherwise it answers ``clean: false``
-and exits (the host replaces the sandbox).
+request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that the
+zygote's limits, affinity and priority (what every test inherits) are as they were; otherwise it answers
+``clean: false`` and exits (the host replaces the sandbox).
 """
 
 import atexit
@@ -238,6 +238,13 @@ def _empty_dir(root, budget=100_000):
     finally:
         for fd in stack:
             os.close(fd)
+
+
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _remove_owned(path, uid, keep):
@@ -553,8 +560,9 @@ class _Stuck(Exception):
 
 def _zygote(sock, ids, nproc):
     """The zygote's loop: fork one child per test and reap every process that ends up ours (we are a
-    subreaper), reporting the child's pid (``P``), its wait status (``S``) and, when no process of the
-    test is left, the CPU seconds of all of them (``D``). Never returns."""
+    subreaper). When the child has exited: ``D <wait status> <CPU seconds>`` if no process of the test is
+    left (the CPU of all of them), else ``S <wait status>`` and, once the rest are reaped, ``D``; ``E`` when
+    it cannot fork. Never returns."""
     keep = sock.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 65536)
@@ -575,19 +583,23 @@ def _zygote(sock, ids, nproc):
             _child(fds, int(msg), ids, nproc)
         for fd in fds:
             os.close(fd)
-        sock.send(b"P %d" % pid)
         if pid < 0:
+            sock.send(b"E")
             continue
-        cpu = 0.0
+        cpu, wstatus, flags = 0.0, -1, 0
         while True:
             try:
-                done, wstatus, ru = os.wait4(-1, 0)
+                done, status, ru = os.wait4(-1, flags)
             except ChildProcessError:
                 break
+            if done == 0:  # the child is gone, others are not: say so, then wait for them
+                sock.send(b"S %d" % wstatus)
+                flags = 0
+                continue
             cpu += ru.ru_utime + ru.ru_stime
             if done == pid:
-                sock.send(b"S %d" % wstatus)
-        sock.send(b"D %r" % cpu)
+                wstatus, flags = status, os.WNOHANG
+        sock.send(b"D %d %r" % (wstatus, cpu))
 
 
 class _Sandbox:
@@ -601,25 +613,21 @@ class _Sandbox:
             self.sock.close()
             _zygote(theirs, ids, nproc)
         theirs.close()
-        self.state = (_fingerprint(os.getpid()), _fingerprint(self.pid))
+        self.state = _fingerprint(self.pid)  # what every test's process inherits
 
     def start(self, index, fds):
-        self.child = self.wstatus = self.cpu = None
+        self.wstatus = self.cpu = None
         socket.send_fds(self.sock, [b"%d" % index], fds)
 
     def receive(self):
-        msg = self.sock.recv(64)
+        msg = self.sock.recv(64).split()
         if not msg:
             raise RuntimeError("the zygote died")
-        kind, value = msg.split()
-        if kind == b"P":
-            self.child = int(value)
-            if self.child < 0:
-                raise RuntimeError("the zygote could not fork")
-        elif kind == b"S":
-            self.wstatus = int(value)
-        else:
-            self.cpu = float(value)
+        if msg[0] == b"E":
+            raise RuntimeError("the zygote could not fork")
+        self.wstatus = int(msg[1])
+        if msg[0] == b"D":
+            self.cpu = float(msg[2])
 
     def survivors(self):
         """Processes of the candidate still alive: in a container everything but init, us and the zygote."""
@@ -629,16 +637,13 @@ class _Sandbox:
 
     def finish(self, timeout=5.0):
         """Kill every process of the test; wait until the zygote has reaped them all."""
-        if self.child:
-            try:
-                os.killpg(self.child, signal.SIGKILL)
-            except OSError:
-                pass
         deadline = time.monotonic() + timeout
+        waited = self.wstatus is not None  # the child has exited: the zygote is about to report
         while self.cpu is None:
-            if select.select([self.sock], [], [], 0.005)[0]:
+            if waited and select.select([self.sock], [], [], 0.005)[0]:
                 self.receive()
                 continue
+            waited = True
             os.kill(self.pid, signal.SIGCONT)  # without uid separation a program may have stopped the zygote
             for pid in self.survivors():
                 try:
@@ -651,11 +656,12 @@ class _Sandbox:
     def cleanup(self, workdir):
         """Empty the work directory and shared scratch places; what is still not as it was, if anything."""
         problems = []
+        used = [d for d in (workdir, *SCRATCH_DIRS) if (d == workdir or self.contained) and _listdir(d)]
+        wiped = True
         with _As(self.ids):
-            wiped = _empty_dir(workdir)
-            if self.contained:
-                wiped = all([_empty_dir(d) for d in SCRATCH_DIRS]) and wiped
-            elif self.ids:
+            for d in used:
+                wiped = _empty_dir(d) and wiped
+            if self.ids and not self.contained:
                 for d in HOST_SCRATCH_DIRS:
                     _remove_owned(d, self.ids[0], workdir)
         if not wiped:
@@ -668,8 +674,8 @@ class _Sandbox:
                             problems.append(f"System V IPC objects left ({path})")
                 except OSError:
                     pass
-        if (_fingerprint(os.getpid()), _fingerprint(self.pid)) != self.state:
-            problems.append("the runner's limits, affinity or priority changed")
+        if _fingerprint(self.pid) != self.state:
+            problems.append("the zygote's limits, affinity or priority changed")
         return problems
 
     def close(self):
