@@ -61,7 +61,6 @@ def build_request(
         "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
         "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
         "output_limit": cfg.output_limit_bytes, "stop_on_failure": cfg.stop_on_first_failure,
-        "nproc": cfg.pids_limit if cfg.backend == "docker" else None,
     }  # fmt: skip
 
 
