@@ -247,6 +247,13 @@ def _listdir(path):
         return []
 
 
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
 def _remove_owned(path, uid, keep):
     """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``),
     but not ``keep`` (the work directory)."""
@@ -627,6 +634,7 @@ class _Sandbox:
 
     def __init__(self, ids, nproc, contained):
         self.ids, self.contained = ids, contained
+        self.scanned = {}  # backend process: shared scratch directory -> its mtime when last cleaned
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
@@ -682,8 +690,10 @@ class _Sandbox:
             for d in used:
                 wiped = _empty_dir(d) and wiped
             if self.ids and not self.contained:
-                for d in HOST_SCRATCH_DIRS:
-                    _remove_owned(d, self.ids[0], workdir)
+                for d in HOST_SCRATCH_DIRS:  # scanned only when changed since the last look (a new entry)
+                    if _mtime(d) != self.scanned.get(d):
+                        _remove_owned(d, self.ids[0], workdir)
+                        self.scanned[d] = _mtime(d)
         if not wiped:
             problems.append("work directory, /dev/shm or /dev/mqueue not empty")
         if self.contained:
