@@ -19,8 +19,9 @@ class CodeVerifyConfig(Model):
 
     backend: Literal["docker", "process"] = exec_only(
         "docker", description="'docker': a warm pool of isolated containers. 'process': the same runner "
-        "on the host with rlimits and, when permitted, a new network namespace; it isolates far less "
-        "(no filesystem, memory-cgroup or pid isolation): trusted pools only.")  # fmt: skip
+        "on the host with rlimits, a uid of its own per worker when run as root and, when permitted, a new "
+        "network namespace; it isolates far less (no filesystem, memory-cgroup or pid isolation): trusted "
+        "pools only.")  # fmt: skip
     image: str | None = Field(
         None, description="Sandbox image tag (backend 'docker'); default bonforge-sandbox:<hash of the runner>.")
     transport: Literal["socket", "attach"] = exec_only(
@@ -42,7 +43,9 @@ class CodeVerifyConfig(Model):
     output_limit_bytes: int = Field(
         1 << 20, gt=0, description="Cap per test on stdout and returned values together (else verdict output_limit).")
     tmpfs_mb: int = Field(64, gt=0, description="Size of the container's writable /tmp, MiB.")
-    pids_limit: int = Field(128, ge=16, description="Processes and threads per container (--pids-limit, RLIMIT_NPROC).")
+    pids_limit: int = Field(
+        128, ge=16, description="Processes and threads per container (its pids cgroup: --pids-limit); backend "
+        "'process' run as root: RLIMIT_NPROC of each worker's own uid.")  # fmt: skip
     cpus_per_container: float = Field(1.0, gt=0, description="CPU quota per container (--cpus).")
     float_tolerance: float = Field(
         1e-6, ge=0, description="Absolute-or-relative tolerance when two numbers compared are not both integers.")

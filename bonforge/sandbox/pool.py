@@ -54,7 +54,7 @@ CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is th
 _RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
 SOCKET_NAME = "runner.sock"
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
-RUNNER_UID = 0  # the runner (root in its container, no user namespace) connects to the host's socket as this uid
+RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in its container; tests are 65534)
 STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
 _names = itertools.count()
 
@@ -329,8 +329,9 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
                     break
         log.warning(
             "sandbox backend 'process' runs untrusted code ON THIS HOST with rlimits only: no filesystem, "
-            "memory-cgroup or pid isolation%s. Use it only for trusted pools; prefer backend 'docker'.",
+            "memory-cgroup or pid isolation%s%s. Use it only for trusted pools; prefer backend 'docker'.",
             "" if _netns_prefix else ", and NO network isolation (unshare not permitted)",
+            "" if os.geteuid() == 0 else ", and tests run as this user (they can signal and prlimit the runner)",
         )
     ids = []
     if os.geteuid() == 0:

@@ -28,23 +28,23 @@ outputs: the host judges.
 
 The child reports on a result pipe (fd 3) with one line per event: ``v``/``x`` (a call's value or
 exception), ``d`` (all calls made), ``e <text>`` (the program failed), ``m`` (MemoryError). Anything it
-writes there is only a claim about its own behaviour, judged on the host. The set-up writes ``R`` there first,
-before any program code runs: anything else first is a set-up failure, which a program cannot forge.
+writes there is only a claim about its own behaviour, judged on the host. Set-up failures travel on a
+separate pipe that the child closes before the program runs, so a program cannot forge one.
 
 Three kinds of process. The *supervisor* (this process: the host channel, limits, results) forks, before
 it reads any request, a *zygote*: a warm interpreter (common modules preloaded) that never holds a
 candidate's data and does nothing but fork. The program is compiled once per request in the supervisor (a
-syntax error answers every test without a fork) and handed, marshalled in a memfd, to each test's *child*,
-forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the supervisor and
-the zygote run as root and the candidate cannot signal, ptrace or ``prlimit`` them), rlimits (the stack may grow to
-the memory limit), stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
-stdout/stderr drained continuously with a cap; a stdio program ends as the interpreter would (non-daemon
-threads joined, ``atexit`` handlers run, streams flushed). The zygote is a child subreaper, so every
+syntax error answers every test without a fork) and handed, marshalled in a memory file, to each test's
+*child*, forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the
+supervisor and the zygote run as root, and the candidate cannot signal, ptrace or ``prlimit`` them),
+rlimits, stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
+stdout/stderr drained continuously with a cap. A stdio program ends as the interpreter would: non-daemon
+threads joined, ``atexit`` handlers run, streams flushed. The zygote is a child subreaper, so every
 descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
 supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
 After each test every process of the candidate is killed (none survives into the next test); after each
-request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that
-its own and the zygote's limits, affinity and priority are as they were; otherwise it answers
+request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that the
+zygote's limits, affinity and priority (what every test inherits) are as they were; otherwise it answers
 ``clean: false`` and exits (the host replaces the sandbox).
 """
 
@@ -76,7 +76,8 @@ STDERR_KEEP = 4096
 # Signals the runner blocks (a program may not stop it with them); each child unblocks them.
 BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                    signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
-MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the status pipe)
+MEM_EXIT = 86  # a child's exit code after MemoryError (also reported on the result pipe)
+RESULT_FD, SETUP_FD = 3, 4  # a child's result pipe, and its set-up pipe (closed before the program runs)
 
 
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
@@ -87,9 +88,14 @@ HOST_SCRATCH_DIRS = ("/tmp", "/var/tmp", *SCRATCH_DIRS)  # backend process: the 
 SYSV_IPC = ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/sysvipc/sem")
 
 
+@functools.cache
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _prctl(option, value):
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+        return _libc().prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 
@@ -234,10 +240,25 @@ def _empty_dir(root, budget=100_000):
             os.close(fd)
 
 
-def _remove_owned(path, uid):
-    """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``)."""
+def _listdir(path):
     try:
-        entries = [e for e in os.scandir(path) if e.stat(follow_symlinks=False).st_uid == uid]
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _remove_owned(path, uid, keep):
+    """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``),
+    but not ``keep`` (the work directory)."""
+    try:
+        entries = [e for e in os.scandir(path) if e.stat(follow_symlinks=False).st_uid == uid and e.path != keep]
     except OSError:
         return
     for entry in entries:
@@ -272,6 +293,7 @@ def _format_error(exc, sources):
 
 VALUE_DEPTH = 64  # nesting a value may have on the channel (deeper: not expressible)
 ITER_ITEMS = 1_000_000  # items a returned generator or iterator may yield
+_RAW_INT = 1 << 63  # integers below this in magnitude travel as plain JSON numbers
 _TAGS_SEQ = {"l": list, "t": tuple, "s": set, "fs": frozenset}
 _HEX = re.compile(r"-?[0-9a-f]+\Z")
 _FLOAT = re.compile(r"-?(inf|nan|[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?)\Z")
@@ -290,8 +312,8 @@ class Opaque:
 
 
 def encode_value(v, depth=0):
-    """The plain, type-tagged JSON form of ``v``: None, bools and strings as JSON; ``["i", hex digits]``,
-    ``["f", repr]`` (inf and nan included), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
+    """The plain, type-tagged JSON form of ``v``: None, bools, strings, floats and integers under 2**63 as
+    JSON; ``["i", hex digits]`` (other integers, and int subclasses), ``["f", repr]`` (float subclasses), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
     ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["r", [start, stop, step]]``
     (a range), ``["it", [items]]`` (a generator or iterator, run to its end here: it arrives as an iterator
     over those items), ``["?", type name]`` for anything else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
@@ -299,8 +321,8 @@ def encode_value(v, depth=0):
     if depth > VALUE_DEPTH:
         raise ValueError(f"nested deeper than {VALUE_DEPTH}")
     t = type(v)
-    if v is None or v is True or v is False:
-        return v
+    if v is None or v is True or v is False or t is str or t is float or t is int and -_RAW_INT < v < _RAW_INT:
+        return v  # plain JSON: exact (JSON tells 1 from 1.0; floats as repr, inf and nan included)
     if issubclass(t, int):
         return ["i", int.__format__(v, "x")]
     if issubclass(t, float):
@@ -337,7 +359,7 @@ def decode_value(x, depth=0):
     bounded, every tag and digit string checked; ``ValueError`` for anything else."""
     if depth > VALUE_DEPTH + 1:
         raise ValueError("value nested too deeply")
-    if x is None or x is True or x is False or type(x) is str:
+    if x is None or x is True or x is False or type(x) in (str, int, float):
         return x
     if type(x) is not list or len(x) != 2 or type(x[0]) is not str:
         raise ValueError("not a tagged value")
@@ -378,8 +400,8 @@ def _builtin_name(exc):
 
 def _value_line(value):
     """The ``v`` line of a returned value (plain integers, the common case, without the JSON encoder)."""
-    if type(value) is int:
-        return f'v ["i","{value:x}"]'
+    if type(value) is int and -_RAW_INT < value < _RAW_INT:
+        return f"v {value}"
     try:
         return "v " + json.dumps(encode_value(value))
     except (ValueError, TypeError, RecursionError) as e:
@@ -414,17 +436,18 @@ def _finish_interpreter():
 
 def _enter_sandbox(fds, ids, nproc):
     """In a child forked from the zygote: standard streams, the request's payload, limits, the sandbox uid
-    with no capabilities. Returns the payload; a failure is reported on fd 3 before any candidate code
-    ran (the first line there is the set-up's: ``R`` when it succeeded)."""
-    stdin_r, out_w, err_w, st_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
-    os.dup2(st_w, 3)
+    with no capabilities. Returns the payload. A failure is reported on fd 4, which is closed before the
+    program runs (so a program cannot forge one)."""
+    stdin_r, out_w, err_w, res_w, setup_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    os.dup2(setup_w, SETUP_FD)
     try:
         os.setsid()
         os.dup2(stdin_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        os.dup2(res_w, RESULT_FD)
         payload = marshal.loads(os.pread(payload_fd, os.fstat(payload_fd).st_size, 0))
-        os.closerange(4, 65536)
+        os.closerange(SETUP_FD + 1, 65536)
         os.chdir(payload["workdir"])
         cpu = max(1, int(payload["time_limit"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -432,7 +455,7 @@ def _enter_sandbox(fds, ids, nproc):
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         stack_hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
         stack = mem if stack_hard == resource.RLIM_INFINITY else min(mem, stack_hard)
-        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))  # deep recursion: up to the memory limit
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(payload["file_limit"] or 16 << 20),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if nproc:  # backend process with its own uid per worker (in Docker the pids cgroup counts)
@@ -451,20 +474,20 @@ def _enter_sandbox(fds, ids, nproc):
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         sys.argv = ["solution.py"]
-        os.write(3, b"R\n")
+        os.close(SETUP_FD)  # from here on the program runs: it cannot report a set-up failure
         return payload
     except BaseException as e:  # the sandbox could not set up: not the program's fault
-        os.write(3, (json.dumps({"s": "setup", "e": repr(e)}) + "\n").encode())
+        os.write(SETUP_FD, repr(e)[:500].encode())
         os._exit(1)
 
 
 def _child(fds, index, ids, nproc):
     """In a child forked from the zygote: enter the sandbox, run the program on test ``index``, report on
-    fd 3 (see the module's docstring). Never returns."""
-    result_fd = 3
+    the result pipe (fd 3). Never returns."""
     req = _enter_sandbox(fds, ids, nproc)
     compiled = (req["source"], req["code"])
     test = req["tests"][index]
+    result_fd = RESULT_FD
 
     def emit(line):
         os.write(result_fd, line.encode("utf-8", "replace") + b"\n")
@@ -548,14 +571,25 @@ def compile_program(req):
     return source, code
 
 
+def _stdin_file(data):
+    """The test's input as a memory file (a regular file: its size is known, reads never block)."""
+    fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 class _Stuck(Exception):
     """A test's processes could not all be killed and reaped: this sandbox cannot run another test."""
 
 
 def _zygote(sock, ids, nproc):
     """The zygote's loop: fork one child per test and reap every process that ends up ours (we are a
-    subreaper), reporting the child's pid (``P``), its wait status (``S``) and, when no process of the
-    test is left, the CPU seconds of all of them (``D``). Never returns."""
+    subreaper). When the child has exited: ``D <wait status> <CPU seconds>`` if no process of the test is
+    left (the CPU of all of them), else ``S <wait status>`` and, once the rest are reaped, ``D``; ``E`` when
+    it cannot fork. Never returns."""
     keep = sock.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 65536)
@@ -576,19 +610,23 @@ def _zygote(sock, ids, nproc):
             _child(fds, int(msg), ids, nproc)
         for fd in fds:
             os.close(fd)
-        sock.send(b"P %d" % pid)
         if pid < 0:
+            sock.send(b"E")
             continue
-        cpu = 0.0
+        cpu, wstatus, flags = 0.0, -1, 0
         while True:
             try:
-                done, wstatus, ru = os.wait4(-1, 0)
+                done, status, ru = os.wait4(-1, flags)
             except ChildProcessError:
                 break
+            if done == 0:  # the child is gone, others are not: say so, then wait for them
+                sock.send(b"S %d" % wstatus)
+                flags = 0
+                continue
             cpu += ru.ru_utime + ru.ru_stime
             if done == pid:
-                sock.send(b"S %d" % wstatus)
-        sock.send(b"D %r" % cpu)
+                wstatus, flags = status, os.WNOHANG
+        sock.send(b"D %d %r" % (wstatus, cpu))
 
 
 class _Sandbox:
@@ -596,31 +634,28 @@ class _Sandbox:
 
     def __init__(self, ids, nproc, contained):
         self.ids, self.contained = ids, contained
+        self.scanned = {}  # backend process: shared scratch directory -> its mtime when last cleaned
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             self.sock.close()
             _zygote(theirs, ids, nproc)
         theirs.close()
-        self.state = (_fingerprint(os.getpid()), _fingerprint(self.pid))
+        self.state = _fingerprint(self.pid)  # what every test's process inherits
 
     def start(self, index, fds):
-        self.child = self.wstatus = self.cpu = None
+        self.wstatus = self.cpu = None
         socket.send_fds(self.sock, [b"%d" % index], fds)
 
     def receive(self):
-        msg = self.sock.recv(64)
+        msg = self.sock.recv(64).split()
         if not msg:
             raise RuntimeError("the zygote died")
-        kind, value = msg.split()
-        if kind == b"P":
-            self.child = int(value)
-            if self.child < 0:
-                raise RuntimeError("the zygote could not fork")
-        elif kind == b"S":
-            self.wstatus = int(value)
-        else:
-            self.cpu = float(value)
+        if msg[0] == b"E":
+            raise RuntimeError("the zygote could not fork")
+        self.wstatus = int(msg[1])
+        if msg[0] == b"D":
+            self.cpu = float(msg[2])
 
     def survivors(self):
         """Processes of the candidate still alive: in a container everything but init, us and the zygote."""
@@ -630,16 +665,14 @@ class _Sandbox:
 
     def finish(self, timeout=5.0):
         """Kill every process of the test; wait until the zygote has reaped them all."""
-        if self.child:
-            try:
-                os.killpg(self.child, signal.SIGKILL)
-            except OSError:
-                pass
         deadline = time.monotonic() + timeout
+        waited = self.wstatus is not None  # the child has exited: the zygote is about to report
         while self.cpu is None:
-            if select.select([self.sock], [], [], 0.005)[0]:
+            if waited and select.select([self.sock], [], [], 0.005)[0]:
                 self.receive()
                 continue
+            waited = True
+            os.kill(self.pid, signal.SIGCONT)  # without uid separation a program may have stopped the zygote
             for pid in self.survivors():
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -651,13 +684,16 @@ class _Sandbox:
     def cleanup(self, workdir):
         """Empty the work directory and shared scratch places; what is still not as it was, if anything."""
         problems = []
+        used = [d for d in (workdir, *SCRATCH_DIRS) if (d == workdir or self.contained) and _listdir(d)]
+        wiped = True
         with _As(self.ids):
-            wiped = _empty_dir(workdir)
-            if self.contained:
-                wiped = all([_empty_dir(d) for d in SCRATCH_DIRS]) and wiped
-            elif self.ids:
-                for d in HOST_SCRATCH_DIRS:
-                    _remove_owned(d, self.ids[0])
+            for d in used:
+                wiped = _empty_dir(d) and wiped
+            if self.ids and not self.contained:
+                for d in HOST_SCRATCH_DIRS:  # scanned only when changed since the last look (a new entry)
+                    if _mtime(d) != self.scanned.get(d):
+                        _remove_owned(d, self.ids[0], workdir)
+                        self.scanned[d] = _mtime(d)
         if not wiped:
             problems.append("work directory, /dev/shm or /dev/mqueue not empty")
         if self.contained:
@@ -668,8 +704,8 @@ class _Sandbox:
                             problems.append(f"System V IPC objects left ({path})")
                 except OSError:
                     pass
-        if (_fingerprint(os.getpid()), _fingerprint(self.pid)) != self.state:
-            problems.append("the runner's limits, affinity or priority changed")
+        if _fingerprint(self.pid) != self.state:
+            problems.append("the zygote's limits, affinity or priority changed")
         return problems
 
     def close(self):
@@ -685,35 +721,26 @@ class _Sandbox:
             pass
 
 
-def _stdin_file(data):
-    """The test's input as a memory file (a regular file: its size is known, reads never block)."""
-    fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
 def run_test(req, index, test, payload_fd, sandbox):
     stdin_r = _stdin_file(test.get("input", "").encode())
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    st_r, st_w = os.pipe()
+    res_r, res_w = os.pipe()
+    setup_r, setup_w = os.pipe()
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = _cgroup_cpu() if sandbox.contained else None
     oom_before, self_before = _oom_kills(), _self_cpu()
     start = time.monotonic()
-    sandbox.start(index, [stdin_r, out_w, err_w, st_w, payload_fd])
-    for fd in (stdin_r, out_w, err_w, st_w):
+    sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd])
+    for fd in (stdin_r, out_w, err_w, res_w, setup_w):
         os.close(fd)
     limit = int(req["output_limit"])
     cpu_limit = float(req["time_limit"])
-    out, err, st = bytearray(), bytearray(), bytearray()
+    out, err, res = bytearray(), bytearray(), bytearray()
     sel = _selector()
     zfd = sandbox.sock.fileno()
     sel.register(zfd, selectors.EVENT_READ)
-    for fd in (out_r, err_r, st_r):
+    for fd in (out_r, err_r, res_r):
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
     deadline = start + float(req["wall_limit"])
@@ -733,25 +760,23 @@ def run_test(req, index, test, payload_fd, sandbox):
                 fd = key.fd
                 if fd == zfd:
                     sandbox.receive()
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    sel.unregister(fd)
+                elif fd == err_r:
+                    err += chunk
+                    del err[:-STDERR_KEEP]
                 else:
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        sel.unregister(fd)
-                    elif fd == out_r:
-                        out += chunk
-                    elif fd == err_r:
-                        err += chunk
-                        del err[:-STDERR_KEEP]
-                    else:
-                        st += chunk
-            if len(out) + len(st) > limit + 2:  # stdout and the call lines together (+ the set-up's line)
+                    (out if fd == out_r else res).extend(chunk)
+            if len(out) + len(res) > limit:
                 killed = "output_limit"
                 break
     finally:
         for fd in list(sel.get_map()):
             sel.unregister(fd)
     sandbox.finish()
-    for fd in (out_r, err_r, st_r):  # what is already buffered
+    for fd in (out_r, err_r, res_r):  # what is already buffered
         for _ in range(64):
             try:
                 chunk = os.read(fd, 65536)
@@ -759,20 +784,19 @@ def run_test(req, index, test, payload_fd, sandbox):
                 break
             if not chunk:
                 break
-            (out if fd == out_r else err if fd == err_r else st).extend(chunk)
+            (out if fd == out_r else err if fd == err_r else res).extend(chunk)
             del err[:-STDERR_KEEP]
-            if len(out) + len(st) > limit + 2:
+            if len(out) + len(res) > limit:
                 killed = killed or "output_limit"
                 break
-    for fd in (out_r, err_r, st_r):
+    setup = os.read(setup_r, 1000)
+    for fd in (out_r, err_r, res_r, setup_r):
         os.close(fd)
+    if setup:
+        raise RuntimeError(f"child setup failed: {setup.decode(errors='replace')}")
     wall = time.monotonic() - start
     cpu, wstatus = sandbox.cpu, sandbox.wstatus  # every process of the test reaped: all their CPU counted
-    setup, _, rest = bytes(st[: limit + 2]).partition(b"\n")
-    if setup != b"R":  # written before any program code ran: anything else is the set-up's failure
-        raise RuntimeError(f"child set-up failed: {setup[:500].decode(errors='replace')}")
-    over = killed == "output_limit" or len(out) + len(st) > limit + 2
-    lines = [] if over else rest.decode("utf-8", "replace").splitlines()
+    lines = bytes(res).decode("utf-8", "replace").splitlines() if len(out) + len(res) <= limit else []
     events = {ln[:1] for ln in lines}
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
@@ -784,7 +808,7 @@ def run_test(req, index, test, payload_fd, sandbox):
             result["value"] = values[0]
     elif kind == "assert":
         result["calls"] = [ln for ln in lines if ln.startswith(("v ", "x "))]
-    if over:
+    if killed == "output_limit" or len(out) + len(res) > limit:
         status = "output_limit"
     elif killed == "timeout" or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = "timeout"
@@ -830,7 +854,7 @@ def handle(req, workdir, sandbox):
     except _Stuck as e:
         problems.append(str(e))
         note = {"status": "runtime_error", "error": f"not run: {e}", "stdout": "", "stderr": "", "cpu_s": 0.0,
-                "wall_s": 0.0}  # fmt: skip
+                "wall_s": 0.0, **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
         results += [dict(note) for _ in tests[len(results) :]]
     finally:
         os.close(pfd)
@@ -848,9 +872,9 @@ def _ids(argv):
 
 def main():
     contained = "--contained" in sys.argv
-    sys.set_int_max_str_digits(0)  # inherited: programs may print and read integers of any length
     ids = _ids(sys.argv)
     nproc = int(sys.argv[sys.argv.index("--nproc") + 1]) if "--nproc" in sys.argv else None
+    sys.set_int_max_str_digits(0)  # inherited: programs may print and read integers of any length
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
     _prctl(PR_SET_DUMPABLE, 0)  # programs may not read our memory through /proc
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # should the zygote die, its orphans are still ours to kill

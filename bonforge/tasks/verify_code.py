@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import pyarrow as pa
@@ -57,7 +58,6 @@ def build_request(
         "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
         "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
         "output_limit": cfg.output_limit_bytes, "stop_on_failure": cfg.stop_on_first_failure,
-        "nproc": cfg.pids_limit if cfg.backend == "docker" else None,
     }  # fmt: skip
 
 
@@ -196,9 +196,7 @@ def _verify(problems: pa.Table, candidates: pa.Table, cfg: CodeVerifyConfig, poo
         pending.append((row, spec, first_of[key]))
     if requests:
         with _pool(cfg, pool) as run:
-            outcomes = run(requests)
-            if asserts:
-                _check_asserts(requests, outcomes, asserts, checker, run)
+            outcomes = _run_and_check(requests, asserts, checker, run) if asserts else run(requests)
         for row, spec, i in pending:
             outcome = outcomes[i]
             status, passed, total, detail = judge_outcome(spec, outcome, cfg)
@@ -219,6 +217,25 @@ def _plan(checker: Checker, pid: str, spec: TestSpec) -> list:
     if answer.get("error"):
         log.debug("planning the check of %s stopped at %s", pid, answer["error"])
     return answer["plan"]
+
+
+CHUNK = 64  # requests per pool call when checks are replayed on the host meanwhile
+
+
+def _run_and_check(requests: list[dict], asserts: dict[int, str], checker: Checker, run) -> list[dict]:
+    """Run every request in chunks, two in the sandbox at a time, replaying the checks of each chunk as it
+    comes back: the host's share of the work overlaps the sandbox's."""
+    outcomes: list[dict] = []
+    starts = range(0, len(requests), CHUNK)
+    ex = ThreadPoolExecutor(2)
+    try:
+        for start, chunk in zip(starts, [ex.submit(run, requests[s : s + CHUNK]) for s in starts], strict=True):
+            outcomes += chunk.result()
+            mine = {i: asserts[i] for i in range(start, len(outcomes)) if i in asserts}
+            _check_asserts(requests, outcomes, mine, checker, run)
+    finally:
+        ex.shutdown(cancel_futures=True)  # after Ctrl-C, chunks not yet started never start
+    return outcomes
 
 
 def _check_asserts(requests: list[dict], outcomes: list[dict], asserts: dict[int, str], checker: Checker, run) -> None:

@@ -265,7 +265,7 @@ def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, sig):
         f"cfg = CodeVerifyConfig(image={sandbox_image!r}, pool_size=2, time_limit_s=20)\n"
         "req = {'kind': 'stdio', 'program': 'import time\\ntime.sleep(60)', 'prelude': '', 'fn_name': None,\n"
         "       'check': '', 'tests': [{}], 'time_limit': 20, 'wall_limit': 60, 'memory_mb': 256,\n"
-        "       'output_limit': 1024, 'stop_on_failure': False, 'nproc': None}\n"
+        "       'output_limit': 1024, 'stop_on_failure': False}\n"
         "with SandboxPool(cfg) as pool:\n"
         "    print('ready', flush=True)\n"
         "    pool.run([dict(req, id=i) for i in range(6)])\n"

@@ -68,7 +68,7 @@ RIGHT_PROGRAMS = {
     "all of stdin by its size": "import os\na, b = map(int, os.read(0, os.fstat(0).st_size).split())\nprint(a + b)\n",
     "deep recursion within the stack limit": "import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n"
     "@lru_cache(None)\ndef depth(n):\n    return 0 if n == 0 else depth(n - 1) + 1\n"
-    "a, b = map(int, input().split())\nprint(depth(100000) - 100000 + a + b)\n",
+    "a, b = map(int, input().split())\nprint(depth(40000) - 40000 + a + b)\n",
 }  # fmt: skip
 
 

@@ -17,7 +17,7 @@ def test_workers_on_a_node_share_one_pool():
     request = {
         "id": "r", "kind": "stdio", "program": "print(int(input()) * 2)\n", "prelude": "", "fn_name": None,
         "check": "", "tests": [{"input": "21\n"}], "time_limit": 1.0, "wall_limit": 3.0, "memory_mb": 256,
-        "output_limit": 1024, "stop_on_failure": False, "nproc": None,
+        "output_limit": 1024, "stop_on_failure": False,
     }  # fmt: skip
 
     @ray.remote(num_cpus=0)
