@@ -3,17 +3,16 @@ the next candidate, or turn its own failure into a sandbox_error."""
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bonforge.sandbox import pool as pool_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import HOST_MARGIN_S, SandboxPool
 from test_sandbox import ADD, assert_pool_healthy, judge, pool_containers
@@ -24,17 +23,23 @@ LIMITS = dict(time_limit_s=1.0, wall_factor=3.0, memory_mb=256, retries=1)  # wa
 
 @pytest.fixture(scope="module", autouse=True)
 def nothing_left():
-    """After the module (its pools closed): no container of it left, no socket folder or work directory
-    left on the host."""
+    """After the module (its pools closed): none of the containers or socket folders its workers had is
+    left (other pools on this machine may come and go meanwhile)."""
+    made = []
+    real = pool_mod._Worker.__init__
 
-    def on_host() -> set[str]:
-        return set(glob.glob(f"{tempfile.gettempdir()}/bonforge-sbx-*") + glob.glob(f"{tempfile.gettempdir()}/bonforge-run-*"))
+    def init(self, argv, name, startup_timeout, socket_dir=None, peer_ok=None):
+        made.append((name, socket_dir))
+        real(self, argv, name, startup_timeout, socket_dir, peer_ok)
 
-    containers, paths = set(pool_containers()), on_host()
-    yield
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pool_mod._Worker, "__init__", init)
+        yield
     time.sleep(0.5)
-    assert set(pool_containers()) <= containers
-    assert on_host() <= paths
+    names = set(subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                               check=True).stdout.split())  # fmt: skip
+    assert made and not {name for name, _ in made} & names
+    assert [d for _, d in made if d and os.path.exists(d)] == []
 
 
 @pytest.fixture(scope="module")
