@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from bonforge import templates
 from bonforge.errors import DataError
+from bonforge.llm import models
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import SampledTeacher
 from bonforge.runner import run_stage
@@ -44,8 +45,11 @@ def render(template: str, question: str) -> str:
 
 
 def model_identity(model: str, revision: str | None) -> dict:
-    """Name + revision for a hub/served model; for a local directory, a hash of its files (content of the
-    small ones, size and mtime of the large weights), so a retrained model in the same place is new."""
+    """Name + revision for a hub/served model; for a model bonforge knows by name, its source file's hash;
+    for a local directory, a hash of its files (content of the small ones, size and mtime of the large
+    weights), so a retrained model in the same place is new."""
+    if (known := models.identity(model)) is not None:
+        return {**known, "revision": revision}
     root = Path(model)
     if not root.is_dir():
         return {"name": model, "revision": revision}
