@@ -92,6 +92,7 @@ class Sampler:
         self.engine = engine
         self.templates: dict[str, str] = {}
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0}
+        self.skipped: set[str] = set()  # problems whose prompt the engine skipped (they have no rows at all)
 
     def requests(self, shard: pa.Table) -> list[Request]:
         t = self.teacher
@@ -130,6 +131,7 @@ class Sampler:
         for req, comps in zip(requests, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
+                self.skipped.add(req.id)
             for c in comps:
                 rows["candidate_id"].append(f"{req.id}/{name}/{c.index}")
                 rows["problem_id"].append(req.id)
@@ -165,7 +167,7 @@ def _summary(store: StageStore, key: str, n_shards: int, teacher: SampledTeacher
     throughput, and the problems that got fewer than n samples (skipped prompts)."""
     table = store.read_shards(STAGE, key, n_shards, columns=["problem_id", "prompt_tokens", "completion_tokens"])
     per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
-    short = sorted(r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n)
+    short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n} | sampler.skipped)
     s = sampler.stats
     return {
         "teacher": teacher.name,
