@@ -16,6 +16,8 @@ from bonforge.errors import BonforgeError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build Best-of-N training data.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="The Docker sandbox for code verification.")
 app.add_typer(sandbox_app, name="sandbox")
+models_app = typer.Typer(no_args_is_help=True, help="Local model directories from GGUF files and known models.")
+app.add_typer(models_app, name="models")
 
 StoreOpt = typer.Option(None, "--store", envvar="BONFORGE_STORE",
                         help="Store root: a folder or s3://bucket/prefix (default ./bonforge-store).")
@@ -339,6 +341,29 @@ def down() -> None:
         typer.echo("no services recorded: nothing to stop")
     for name, was_running in stopped.items():
         typer.echo(f"{name:8} {'stopped' if was_running else 'was not running'}")
+
+
+@models_app.command("import")
+def models_import(
+    source: str = typer.Argument(..., help="A .gguf file, or the name of a model bonforge knows "
+                                 "(smollm2-135m-instruct)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="New model directory (a known name: default its "
+                                       "cache directory, $BONFORGE_MODELS)."),
+) -> None:
+    """Turn a GGUF file into a local Hugging Face model directory (bf16 safetensors + tokenizer) that the
+    vllm and transformers engines load; prints the directory."""
+    from bonforge.llm import models
+
+    try:
+        if source in models.KNOWN and out is None:
+            path = models.prepare(source)
+        else:
+            if out is None:
+                raise BonforgeError("--out DIR is needed to import a GGUF file")
+            path = models.import_gguf(models.gguf_path(source) if source in models.KNOWN else Path(source), out)
+    except BonforgeError as e:
+        _fail(e)
+    typer.echo(str(path))
 
 
 @sandbox_app.command("build-image")

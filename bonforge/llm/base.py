@@ -92,6 +92,17 @@ class RetryableError(TransientError):
         return (self.__class__, (self.message, self.retry_after))
 
 
+def fits(prompt_tokens: int, max_tokens: int, window: int) -> bool:
+    """Whether a prompt leaves ``max_tokens`` of the model window. A request that does not fit gets no
+    completions and is logged with ``log_skipped`` (the sampling stage reports it as short of ``n``)."""
+    return prompt_tokens + max_tokens <= window
+
+
+def log_skipped(engine: str, request: Request, prompt_tokens: int, window: int) -> None:
+    log.warning("%s: request %s skipped: prompt of %d tokens + max_tokens %d exceeds the model window %d",
+                engine, request.id, prompt_tokens, request.max_tokens, window)
+
+
 def split_reasoning(text: str) -> tuple[str | None, str]:
     """``(reasoning, final)`` of a thinking model's output.
 

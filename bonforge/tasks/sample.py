@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from bonforge import templates
 from bonforge.errors import DataError
+from bonforge.llm import models
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import SampledTeacher
 from bonforge.schema import CANDIDATES, conform
@@ -43,8 +44,11 @@ def render(template: str, question: str) -> str:
 
 
 def model_identity(model: str, revision: str | None) -> dict:
-    """Name + revision for a hub/served model; for a local directory, a hash of its files (content of the
-    small ones, size and mtime of the large weights), so a retrained model in the same place is new."""
+    """Name + revision for a hub/served model; for a model bonforge knows by name, its source file's hash;
+    for a local directory, a hash of its files (content of the small ones, size and mtime of the large
+    weights), so a retrained model in the same place is new."""
+    if (known := models.identity(model)) is not None:
+        return {**known, "revision": revision}
     root = Path(model)
     if not root.is_dir():
         return {"name": model, "revision": revision}
@@ -87,6 +91,7 @@ class Sampler:
         self.engine = engine
         self.templates: dict[str, str] = {}
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0}
+        self.skipped: set[str] = set()  # problems whose prompt the engine skipped (they have no rows at all)
 
     def requests(self, shard: pa.Table) -> list[Request]:
         t = self.teacher
@@ -125,6 +130,7 @@ class Sampler:
         for req, comps in zip(requests, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
+                self.skipped.add(req.id)
             for c in comps:
                 rows["candidate_id"].append(f"{req.id}/{name}/{c.index}")
                 rows["problem_id"].append(req.id)
@@ -157,7 +163,7 @@ def _summary(w: Written) -> dict:
     teacher, s = w.node.params["teacher"], w.compute.stats
     table = w.read(["problem_id", "prompt_tokens", "completion_tokens"])
     per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
-    short = sorted(r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n)
+    short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n} | w.compute.skipped)
     return {
         "teacher": teacher.name,
         "engine": teacher.engine,

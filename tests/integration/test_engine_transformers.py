@@ -109,3 +109,14 @@ def test_sampling_stage_with_transformers(tiny_model, tmp_path):
     assert man["throughput"]["completion_tokens_per_s"] > 0
     # execution-only settings leave the key alone; the weights are part of the model identity
     assert key_config(teacher(tiny_model, n=2, batch_size=1, device="cpu", shard_problems=5)) == man["config"]
+
+
+def test_a_prompt_over_the_window_is_skipped_and_reported(tiny_model, caplog):
+    engine = TransformersEngine(teacher(tiny_model))
+    long = Request(id="long", messages=({"role": "user", "content": "what is 1 plus 1? " * 60},), n=2,
+                   temperature=1.0, max_tokens=12, seed=0)
+    with caplog.at_level("WARNING", logger="bonforge"):
+        out = engine.generate([req(1, 10), long, req(2, 20)])
+    assert [len(cs) for cs in out] == [3, 0, 3]  # the window of the tiny model is 256 tokens
+    assert "transformers: request long skipped: prompt of" in caplog.text
+    assert "exceeds the model window 256" in caplog.text

