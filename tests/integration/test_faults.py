@@ -89,7 +89,8 @@ def kill_mid_stage(args: list[str], store: Path, stage: str, log: Path, timeout:
 
 
 def dataset_files(store: Path) -> dict[str, str]:
-    (version,) = (store / "datasets").glob("gsm8k-genselect/v*")
+    # the GenSelect dataset (a GSM8K recipe also publishes its RL dataset, named *-rl)
+    (version,) = [v for v in (store / "datasets").glob("*/v*") if not v.parent.name.endswith("-rl")]
     return {str(p.relative_to(version)): sha256_file(p) for p in sorted(version.rglob("*.parquet"))}
 
 
