@@ -22,7 +22,7 @@ from bonforge.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import PROBLEMS
 from bonforge.stage import Node, Ref, Stage
 
-VERSION = "1"
+VERSION = "2"  # 2: assert-style test specs carry the prompt as the check's context; tests from any table
 
 
 def records(cfg: ProblemsConfig, path: Path) -> Iterator[tuple[str, str, dict]]:

@@ -26,6 +26,7 @@ def our_containers() -> list[str]:
 
 
 def test_code_reward_scores_the_fraction_passed_in_one_warm_pool(sandbox_image):
+    before = set(our_containers())  # pools of earlier tests in this process
     info = {"problem_id": "add", "question": "Add two integers.",
             "verify": json.dumps(CodeVerifyConfig(image=sandbox_image, time_limit_s=2).key_config())}  # fmt: skip
     rm = {"style": "rule", "ground_truth": SPEC}
@@ -34,10 +35,10 @@ def test_code_reward_scores_the_fraction_passed_in_one_warm_pool(sandbox_image):
     scores = code_reward([None] * 4, [fenced(right), fenced(half), fenced("import sys\nsys.exit(3)"), "no code"],
                          reward_model=[rm] * 4, extra_info=[info] * 4, pool_size=2)  # fmt: skip
     assert scores == [1.0, 0.5, 0.0, 0.0]
-    warm = our_containers()
+    warm = sorted(set(our_containers()) - before)
     assert len(warm) == 2
     again = compute_score("bonforge/x", fenced(half), SPEC, info, pool_size=2)
     assert again == {"score": 0.5, "status": "wrong_answer", "tests_passed": 1, "tests_total": 2}
     crash = compute_score("bonforge/x", fenced("raise SystemExit(input())"), SPEC, info, pool_size=2)
     assert (crash["score"], crash["status"]) == (0.0, "runtime_error")
-    assert our_containers() == warm  # the same containers served every call
+    assert sorted(set(our_containers()) - before) == warm  # the same containers served every call

