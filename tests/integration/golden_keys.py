@@ -8,86 +8,218 @@ from __future__ import annotations
 
 GOLDEN: dict[str, dict[str, list[str]]] = {
     "gsm8k-genselect": {
-        "problems": ["b467d73a5b2896976bd9"],
-        "candidates": ["378d33049695b349a011", "58db131ea6610246d630", "aa351f09f808d83fce96", "6da0493eeefaa7afd188"],
-        "verdicts": ["54072de55b1c075a2b4e", "d578f8f4058c11d09aa5", "8bb4ce6ccbea32b7d703", "4cf4d32ed865c6deecb2"],
-        "problem_stats": ["bdada1c3c73842ccf4c8"],
-        "genselect": ["7f0d3d822d2fc90107a8"],
-    },
-    "gsm8k-genselect-looser": {
-        "problems": ["b467d73a5b2896976bd9"],
-        "candidates": ["378d33049695b349a011", "58db131ea6610246d630", "aa351f09f808d83fce96", "6da0493eeefaa7afd188"],
-        "verdicts": ["54072de55b1c075a2b4e", "d578f8f4058c11d09aa5", "8bb4ce6ccbea32b7d703", "4cf4d32ed865c6deecb2"],
-        "problem_stats": ["3705b6bc1e6ea471d9f0"],
-        "genselect": ["a37bc716426b94b4e0ef"],
-    },
-    "gsm8k-fusion": {
-        "problems": ["01b2073c5d5ded8c6888"],
+        "problems": [
+            "49e87bebb25f52fd1e98"
+        ],
         "candidates": [
-            "75c87b6665084309ce38",
-            "a076841304b64289992f",
-            "b301ec794c9d0658bced",
-            "13ce5c41d9296bff38aa",
-            "9eff4fca863f02586f1a",
+            "0ab33d7563063c7085fd",
+            "332adf313d8e82b495dd",
+            "4e04574542a530b4a44d",
+            "8aee256314bcb6336386"
         ],
         "verdicts": [
-            "d285ba6e083f663ca4f8",
-            "6de9f2e694dbb0fb0158",
-            "74c6418d40201918234f",
-            "0bcf2319b2f41ef5d29c",
-            "0a2e7212c022b2e981b9",
+            "b9e367c0fc207edb8597",
+            "b456649d955c02aab654",
+            "9d29e34346700d45bdff",
+            "d8f21a17b3236396d8c2"
         ],
-        "problem_stats": ["7941e40c92fac6ab1c40"],
-        "genselect": ["64da4171e1eae266f858"],
-        "fusion_pools": ["4ec3a6f26fec02d80e58"],
-        "fusion_select": ["4140b4ef4bd539f0966f"],
-        "fusion": ["1a83aab36443d2410099"],
+        "problem_stats": [
+            "24cc5b29f4e04a8cf714"
+        ],
+        "genselect": [
+            "86a1e12d00d544d1e22a"
+        ]
+    },
+    "gsm8k-genselect-looser": {
+        "problems": [
+            "49e87bebb25f52fd1e98"
+        ],
+        "candidates": [
+            "0ab33d7563063c7085fd",
+            "332adf313d8e82b495dd",
+            "4e04574542a530b4a44d",
+            "8aee256314bcb6336386"
+        ],
+        "verdicts": [
+            "b9e367c0fc207edb8597",
+            "b456649d955c02aab654",
+            "9d29e34346700d45bdff",
+            "d8f21a17b3236396d8c2"
+        ],
+        "problem_stats": [
+            "e4567e371ed8e7ed9feb"
+        ],
+        "genselect": [
+            "8d73d5d2ea97138662ff"
+        ]
     },
     "apps-genselect": {
-        "problems": ["45c7e3fe09be5e81fe2d"],
-        "candidates": ["4ac762be96c771bad35f", "388ab2ab37ffb15e7d70"],
-        "verdicts": ["ff11686826bddb68fd49", "3dd292470114e867c28f"],
-        "problem_stats": ["efe8e48a09eae51abe08"],
-        "genselect": ["e35ed8a2db75f96e4e81"],
+        "problems": [
+            "b2e64bf86b56d644c520"
+        ],
+        "candidates": [
+            "80cbfc2569e163020596",
+            "a2ab1e008f8d5a560b84"
+        ],
+        "verdicts": [
+            "3a551d6f7fe93be4e666",
+            "a4f7364aad43050d4a4e"
+        ],
+        "problem_stats": [
+            "be0dc3d2684c3ba92494"
+        ],
+        "genselect": [
+            "aeff069356e85e05c488"
+        ]
     },
     "humaneval-genselect": {
-        "problems": ["9ca9d7dd0a65257df713"],
-        "candidates": ["ed3e01e4ac79b04828cd", "caa8730601828c9c9240"],
-        "verdicts": ["ab5af8f5246b92c9e06f", "cfdbba66af942bb8401d"],
-        "problem_stats": ["ee115423311fa55783fd"],
-        "genselect": ["b28993ca58b98f07c05b"],
+        "problems": [
+            "b933dc28fc6584c4428b"
+        ],
+        "candidates": [
+            "8748e300c7beb3be7b0b",
+            "4b813f5b61ea3f5d2659"
+        ],
+        "verdicts": [
+            "f5348c12b080d780410c",
+            "cd9bbd35b320fb6b6d05"
+        ],
+        "problem_stats": [
+            "484ee0a29ab7efa51760"
+        ],
+        "genselect": [
+            "d7930d9968cdac344f3a"
+        ]
     },
-    "sampled": {
-        "candidates": ["6cecf9016785ea1c18a1"],
-        "genselect": ["9e306021263d3f9e955b"],
-        "problem_stats": ["4878c68f54a4e273db78"],
-        "problems": ["d3b91ac01b951f0b1c3b"],
-        "verdicts": ["83868a9ad9272d086d87"],
-    },
-    "gsm8k-300-selector-eval": {
-        "candidates": ["f9beaab7e728e5bd46d7", "0c9d5438371a7add4f33", "e1c51e7c7fe673a7d8e2", "123ea898df4c9ad1e5e0"],
-        "genselect": ["6665aa484a8424eac89d"],
-        "problem_stats": ["879da01edde8262c2721"],
-        "problems": ["d7b554fd67b2dcdcbf29"],
-        "selector_eval": ["88cdd5d47007571d9283"],
-        "verdicts": ["477edd881efa45cb19cf", "afe0010128335a5132a2", "2839d86ec86dc8df05c3", "302b41875c82f3a2fd63"],
-    },
-    "gsm8k-300-selector-eval-pool": {
-        "candidates": ["f9beaab7e728e5bd46d7", "0c9d5438371a7add4f33", "e1c51e7c7fe673a7d8e2", "123ea898df4c9ad1e5e0"],
-        "genselect": ["6665aa484a8424eac89d"],
-        "problem_stats": ["879da01edde8262c2721"],
-        "problems": ["d7b554fd67b2dcdcbf29"],
-        "selector_eval": ["c6fa3e522d6e9edaf43c"],
-        "verdicts": ["477edd881efa45cb19cf", "afe0010128335a5132a2", "2839d86ec86dc8df05c3", "302b41875c82f3a2fd63"],
+    "gsm8k-fusion": {
+        "problems": [
+            "3ac9703ca25840d3f01b"
+        ],
+        "candidates": [
+            "77ed76e3ba007ae6eb3c",
+            "b5d9ffb74dc0cbc24c11",
+            "8b3d49be83c94b74a953",
+            "b3d87f57b99ee1c8ee05",
+            "405ec21fde525d4d6d04"
+        ],
+        "verdicts": [
+            "7fde072c31996c86e684",
+            "f8888284a56b9c03012c",
+            "0fc2e63992ff8e50bcae",
+            "42a7f67c387511570c3c",
+            "91fec8f987fc33696d6b"
+        ],
+        "problem_stats": [
+            "3f88790d441cb9bb588d"
+        ],
+        "genselect": [
+            "ad8fd919e4446ffec314"
+        ],
+        "fusion_pools": [
+            "d481df476e0f77717867"
+        ],
+        "fusion_select": [
+            "477075e5f8c1d0ad0905"
+        ],
+        "fusion": [
+            "36bdd184f1be44c0bb12"
+        ]
     },
     "gsm8k-300-maxk": {
-        "candidates": ["f9beaab7e728e5bd46d7", "0c9d5438371a7add4f33", "e1c51e7c7fe673a7d8e2", "123ea898df4c9ad1e5e0"],
-        "genselect": ["6665aa484a8424eac89d"],
-        "maxk_weights": ["e9a27651ea0de21cb251"],
-        "problem_stats": ["879da01edde8262c2721"],
-        "problems": ["d7b554fd67b2dcdcbf29"],
-        "verdicts": ["477edd881efa45cb19cf", "afe0010128335a5132a2", "2839d86ec86dc8df05c3", "302b41875c82f3a2fd63"],
+        "candidates": [
+            "7896aa6a87654f5b4850",
+            "1aed88d9b12ac148e46b",
+            "8f1900f2a0a05d837564",
+            "d3ffd9bba43de12f0693"
+        ],
+        "genselect": [
+            "91edd16d3ca6616d0c90"
+        ],
+        "maxk_weights": [
+            "0009afc809fc83a46ccf"
+        ],
+        "problem_stats": [
+            "ab84fe3406527953ce25"
+        ],
+        "problems": [
+            "ee22275cf9add79e218e"
+        ],
+        "verdicts": [
+            "46343f8e7ca1a3dbcc07",
+            "ffede845ab47a7dab1a3",
+            "af0f2a554c0f12393f2a",
+            "ceb4d55166e3a451ce8d"
+        ]
     },
+    "sampled": {
+        "candidates": [
+            "4396f8c15d55be56328f"
+        ],
+        "genselect": [
+            "34018bd4fd98fea555dc"
+        ],
+        "problem_stats": [
+            "5a886a246591ebc9b867"
+        ],
+        "problems": [
+            "109e835f8075a45556fb"
+        ],
+        "verdicts": [
+            "b5657c382272fa55abe4"
+        ]
+    },
+    "gsm8k-300-selector-eval": {
+        "candidates": [
+            "7896aa6a87654f5b4850",
+            "1aed88d9b12ac148e46b",
+            "8f1900f2a0a05d837564",
+            "d3ffd9bba43de12f0693"
+        ],
+        "genselect": [
+            "91edd16d3ca6616d0c90"
+        ],
+        "problem_stats": [
+            "ab84fe3406527953ce25"
+        ],
+        "problems": [
+            "ee22275cf9add79e218e"
+        ],
+        "selector_eval": [
+            "7c3cf6b67acc5f11beed"
+        ],
+        "verdicts": [
+            "46343f8e7ca1a3dbcc07",
+            "ffede845ab47a7dab1a3",
+            "af0f2a554c0f12393f2a",
+            "ceb4d55166e3a451ce8d"
+        ]
+    },
+    "gsm8k-300-selector-eval-pool": {
+        "candidates": [
+            "7896aa6a87654f5b4850",
+            "1aed88d9b12ac148e46b",
+            "8f1900f2a0a05d837564",
+            "d3ffd9bba43de12f0693"
+        ],
+        "genselect": [
+            "91edd16d3ca6616d0c90"
+        ],
+        "problem_stats": [
+            "ab84fe3406527953ce25"
+        ],
+        "problems": [
+            "ee22275cf9add79e218e"
+        ],
+        "selector_eval": [
+            "112caafd031bf1e9c602"
+        ],
+        "verdicts": [
+            "46343f8e7ca1a3dbcc07",
+            "ffede845ab47a7dab1a3",
+            "af0f2a554c0f12393f2a",
+            "ceb4d55166e3a451ce8d"
+        ]
+    }
 }
 
 
