@@ -111,7 +111,7 @@ HOSTILE = {
     "sleeper": ("import time\ntime.sleep(60)\n", {"timeout"}),
     "network": ("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\nprint(5)\n", {"runtime_error"}),
     "write outside /tmp": ("open('/usr/x', 'w').write('x')\nprint(5)\n", {"runtime_error"}),
-    "read host files": ("import glob\nprint(open('/work/shared/data/README.md').read())\n", {"runtime_error"}),
+    "read host files": (f"print(open({__file__!r}).read())\n", {"runtime_error"}),  # this file, on the host
     "10 MB of output": ("import sys\nsys.stdout.write('z' * 10_000_000)\n", {"output_limit"}),
     "kill the runner": ("import os\nos.kill(os.getppid(), 9)\n", {"runtime_error"}),
     "kill everything": ("import os\nos.kill(-1, 9)\n", {"wrong_answer", "runtime_error"}),  # only itself, if that
