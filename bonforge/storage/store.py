@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from bonforge.errors import StoreError
 from bonforge.keys import canonical_json
 from bonforge.storage.fs import Location, json_bytes, open_location
-from bonforge.storage.fs import atomic_write_json, sha256_file  # noqa: F401 (re-exported: imported from here)
+
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
 log = logging.getLogger("bonforge")

@@ -21,7 +21,8 @@ from procs import kill_group, run, start
 
 from bonforge.schema import KEY_COLUMNS
 from bonforge.storage.catalog import connect
-from bonforge.storage.store import StageStore, sha256_file
+from bonforge.storage.fs import sha256_file
+from bonforge.storage.store import StageStore
 
 REPO = Path(__file__).resolve().parents[2]
 GSM8K = REPO / "recipes" / "gsm8k-genselect.yaml"

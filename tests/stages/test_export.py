@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 
 from bonforge.schema import GENSELECT
 from bonforge.storage.datasets import latest, publish
-from bonforge.storage.store import sha256_file
+from bonforge.storage.fs import sha256_file
 from bonforge.tasks.export import VERL_SCHEMA, formats
 
 
