@@ -135,3 +135,157 @@ def test_over_long_candidates_never_enter_a_prompt_and_are_counted():
     unlimited = assemble(p, GenSelectConfig(max_candidate_tokens=None), 0)
     assert any("p/t/1" in r["candidate_ids"] for r in unlimited.to_pylist())
     assert unlimited.schema.metadata[b"candidates_too_long"] == b"0"
+
+
+# -- the vectorised stage against the per-row code it replaced (kept here as the reference) ----------------
+def _reference_assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
+    """The per-problem, per-prompt Python loop of genselect version 1, as it was before vectorising."""
+    import random
+
+    from bonforge.schema import GENSELECT
+    from bonforge.tasks.assemble import UNRELIABLE, token_counter
+
+    template = template_text(cfg)
+    count, counter_name = token_counter(cfg)
+
+    def render(question, texts):
+        blocks = "\n\n".join(f"### Candidate {i}\n{t.strip()}" for i, t in enumerate(texts))
+        return template.format(question=question.strip(), candidates=blocks, n=len(texts), last_index=len(texts) - 1)
+
+    def prompts(pid, question, correct, wrong):
+        sizes = feasible_sizes(len(correct), len(wrong), cfg)
+        if not sizes:
+            return [], 0
+        by_m: dict[int, list[int]] = {}
+        for m, c in sizes:
+            by_m.setdefault(m, []).append(c)
+        rng = random.Random(f"{seed}/{pid}")
+        seen: set[frozenset] = set()
+        rows, too_long = [], 0
+        for _ in range(cfg.prompts_per_problem * 8):
+            if len(rows) == cfg.prompts_per_problem:
+                break
+            m = rng.choice(sorted(by_m))
+            c = rng.choice(by_m[m])
+            chosen = [(cid, t, True) for cid, t in rng.sample(correct, c)]
+            chosen += [(cid, t, False) for cid, t in rng.sample(wrong, m - c)]
+            rng.shuffle(chosen)
+            ids = frozenset(cid for cid, _, _ in chosen)
+            if ids in seen:
+                continue
+            seen.add(ids)
+            flags = [ok for _, _, ok in chosen]
+            prompt = render(question, [t for _, t, _ in chosen])
+            n_tokens = count(prompt)
+            if n_tokens > cfg.max_tokens:
+                too_long += 1
+                continue
+            idx = len(rows)
+            rows.append({"prompt_id": f"{pid}#{idx}", "problem_id": pid, "prompt_index": idx,
+                         "candidate_ids": [cid for cid, _, _ in chosen], "n_candidates": m,
+                         "correct_indices": [i for i, ok in enumerate(flags) if ok], "prompt": prompt,
+                         "n_tokens": n_tokens})
+        return rows, too_long
+
+    t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
+    cols = {name: t.column(name).to_pylist() for name in
+            ("problem_id", "question", "domain", "candidate_id", "text", "correct", "status")}
+    rows: list[dict] = []
+    too_long = candidates_too_long = 0
+    lo, n = 0, t.num_rows
+    while lo < n:
+        pid = cols["problem_id"][lo]
+        hi = lo
+        while hi < n and cols["problem_id"][hi] == pid:
+            hi += 1
+        bad = UNRELIABLE.get(cols["domain"][lo], set())
+        correct, wrong = [], []
+        for i in range(lo, hi):
+            text = cols["text"][i]
+            if cols["status"][i] in bad or not text or not text.strip():
+                continue
+            if cfg.max_candidate_tokens is not None and count(text) > cfg.max_candidate_tokens:
+                candidates_too_long += 1
+                continue
+            (correct if cols["correct"][i] else wrong).append((cols["candidate_id"][i], text))
+        got, dropped = prompts(pid, cols["question"][lo], correct, wrong)
+        rows.extend(got)
+        too_long += dropped
+        lo = hi
+    for r in rows:
+        r["token_counter"] = counter_name
+    notes = {"dropped_too_long": str(too_long), "candidates_too_long": str(candidates_too_long)}
+    return pa.Table.from_pylist(rows, schema=GENSELECT.with_metadata(notes))
+
+
+def _random_pool(seed: int, problems: int) -> pa.Table:
+    """Pools of 0-20 candidates per problem: texts of many lengths (some over the limits), empty or
+    whitespace-only ones, non-ASCII letters and whitespace, unreliable verdicts, math and code."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    words = ["x = 3", "so", "Ωmega", "日本", "\u2003", "\x1c", "answer", "\t", "é", "{", "}", "12"]
+    rows = []
+    for p in range(problems):
+        domain = "code" if p % 5 == 0 else "math"
+        statuses = ["sandbox_error", "passed", "wrong_answer"] if domain == "code" else \
+            ["timeout", "error", "correct", "wrong_answer", "no_answer"]
+        for i in range(int(rng.integers(0, 21))):
+            kind = rng.random()
+            text = None if kind < 0.03 else " \n\u2003" if kind < 0.06 else \
+                " ".join(rng.choice(words, int(rng.integers(1, 400 if kind > 0.9 else 40))))
+            rows.append({"problem_id": f"p{p:03d}", "question": f" Q{p} {{n}} ünï\n", "domain": domain,
+                         "candidate_id": f"p{p:03d}/t{i % 3}/{i:02d}", "text": text, "correct": bool(rng.random() < 0.4),
+                         "status": statuses[int(rng.integers(len(statuses)))] if rng.random() < 0.15 else "x"})
+    order = rng.permutation(len(rows))  # the stage sorts its input
+    return pa.Table.from_pylist([rows[i] for i in order], schema=pool({}).schema)
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    import io
+
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(table, out, compression="zstd")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("cfg", [
+    GenSelectConfig(),
+    GenSelectConfig(max_tokens=700, max_candidate_tokens=300, prompts_per_problem=3),
+    GenSelectConfig(min_candidates=3, max_candidates=8, max_correct_fraction=1.0, max_tokens=400),
+])
+@pytest.mark.parametrize("seed", [0, 5])
+def test_vectorised_assembly_equals_the_per_row_loop(cfg, seed):
+    """Same rows, same bytes as the per-row loop, including the counts of what was dropped for length
+    (the tight limits drop prompts mid-way, so later draws replace them)."""
+    p = _random_pool(seed + 11, 60)
+    want, got = _reference_assemble(p, cfg, seed), assemble(p, cfg, seed)
+    assert got.num_rows
+    if cfg.max_tokens < 16_000:
+        assert int(want.schema.metadata[b"dropped_too_long"]) > 0
+    if cfg.max_candidate_tokens:
+        assert int(want.schema.metadata[b"candidates_too_long"]) > 0
+    assert got.equals(want, check_metadata=True)
+    assert _parquet_bytes(got) == _parquet_bytes(want)
+
+
+def test_vectorised_assembly_equals_the_per_row_loop_with_a_tokenizer(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["x = 3 so answer 12 Candidate Problem"] * 50, trainers.BpeTrainer(special_tokens=["[UNK]"]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    cfg = GenSelectConfig(tokenizer=str(tmp_path / "tokenizer.json"), max_tokens=600, max_candidate_tokens=200)
+    p = _random_pool(3, 40)
+    want, got = _reference_assemble(p, cfg, 1), assemble(p, cfg, 1)
+    assert got.num_rows and int(want.schema.metadata[b"dropped_too_long"]) > 0
+    assert got.equals(want, check_metadata=True)
+    assert _parquet_bytes(got) == _parquet_bytes(want)
+
+
+def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
+    p = pool({"p": [False, False], "q": [True]})
+    assert _parquet_bytes(assemble(p, GenSelectConfig(), 0)) == _parquet_bytes(_reference_assemble(p, GenSelectConfig(), 0))
