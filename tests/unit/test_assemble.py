@@ -263,9 +263,9 @@ def test_vectorised_assembly_equals_the_per_row_loop(cfg, seed):
     p = _random_pool(seed + 11, 60)
     want, got = _reference_assemble(p, cfg, seed), assemble(p, cfg, seed)
     assert got.num_rows
-    if cfg.max_tokens < 16_000:
+    if cfg.max_tokens < 1000:
         assert int(want.schema.metadata[b"dropped_too_long"]) > 0
-    if cfg.max_candidate_tokens:
+    if (cfg.max_candidate_tokens or 1000) < 1000:
         assert int(want.schema.metadata[b"candidates_too_long"]) > 0
     assert got.equals(want, check_metadata=True)
     assert _parquet_bytes(got) == _parquet_bytes(want)
