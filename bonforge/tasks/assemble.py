@@ -17,16 +17,20 @@ prompt through.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
+import string
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge import templates
 from bonforge.config import GenSelectConfig, Recipe
+from bonforge.errors import ConfigError
 from bonforge.schema import GENSELECT
 from bonforge.stage import Inputs, Node, Ref, Stage, Written
 
@@ -36,7 +40,9 @@ UNRELIABLE = {"math": {"timeout", "error"}, "code": {"sandbox_error"}}
 
 
 def template_text(cfg: GenSelectConfig) -> str:
-    return templates.load(cfg.template, "genselect.txt", ("{question}", "{candidates}"), "genselect.template")
+    text = templates.load(cfg.template, "genselect.txt", ("{question}", "{candidates}"), "genselect.template")
+    _parts(text)  # an unknown placeholder fails here, before anything runs
+    return text
 
 
 def key_config(cfg: GenSelectConfig, seed: int) -> dict:
@@ -69,75 +75,136 @@ def _tokenizer(spec: str):
 def token_counter(cfg: GenSelectConfig):
     if cfg.tokenizer:
         return _tokenizer(cfg.tokenizer), f"tokenizer:{Path(cfg.tokenizer).name}"
-    return (lambda text: math.ceil(len(text.encode("utf-8")) / 3)), "estimate"
+    return (lambda text: int(_estimate(len(text.encode("utf-8"))))), "estimate"
+
+
+def _estimate(n_bytes):
+    """ceil(UTF-8 bytes / 3), of a count or of an array of counts."""
+    return (n_bytes + 2) // 3
+
+
+SLOTS = ("question", "candidates", "n", "last_index")
+
+
+def _parts(template: str) -> list[tuple[str, str | None, str]]:
+    """The template as (literal text, placeholder or None, its format spec and conversion) pieces."""
+    parts = []
+    for literal, name, spec, conv in string.Formatter().parse(template):
+        if name is not None and name not in SLOTS:
+            raise ConfigError(f"genselect.template: unknown placeholder {{{name}}}; the slots are "
+                              + ", ".join(f"{{{s}}}" for s in SLOTS) + " (write {{ and }} for a literal brace)")
+        parts.append((literal, name, (f"!{conv}" if conv else "") + (f":{spec}" if spec else "")))
+    return parts
+
+
+def render_many(template: str, questions: pa.Array, texts: pa.ListArray) -> pa.Array:
+    """One prompt per row: its question and its candidates' texts (in prompt order; both stripped of
+    surrounding whitespace) rendered into the template, each candidate as a ``### Candidate <i>`` block;
+    built column-wise in Arrow."""
+    n = pc.list_value_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = texts.offsets.to_numpy()
+    position = np.arange(offsets[-1] - offsets[0]) - np.repeat(offsets[:-1] - offsets[0], n)
+    kind = questions.type  # string, or large_string where the texts may pass 2 GiB
+    headers = pa.array([f"### Candidate {i}\n" for i in range(int(n.max(initial=0)))], kind)
+    blank = pa.scalar("", kind)
+    blocks = pc.binary_join_element_wise(headers.take(pa.array(position)), texts.flatten(), blank)
+    values = {
+        "question": questions,
+        "candidates": pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets - offsets[0]), blocks), pa.scalar("\n\n", kind)),
+        "n": n,
+        "last_index": n - 1,
+    }
+    pieces: list = []
+    for literal, name, spec in _parts(template):
+        pieces.append(pa.scalar(literal, kind))
+        if name and spec:
+            plain = values[name].to_pylist() if isinstance(values[name], pa.Array) else values[name].tolist()
+            pieces.append(pa.array([("{0" + spec + "}").format(v) for v in plain], kind))
+        elif name:
+            pieces.append(pa.array(values[name]).cast(kind))
+    return pc.binary_join_element_wise(*pieces, blank) if len(questions) else pa.array([], kind)
 
 
 def render(template: str, question: str, texts: list[str]) -> str:
-    blocks = "\n\n".join(f"### Candidate {i}\n{t.strip()}" for i, t in enumerate(texts))
-    return template.format(question=question.strip(), candidates=blocks, n=len(texts), last_index=len(texts) - 1)
+    """One prompt (``render_many`` of one row)."""
+    stripped = pa.array([[t.strip() for t in texts]], pa.list_(pa.string()))
+    return render_many(template, pa.array([question.strip()], pa.string()), stripped)[0].as_py()
 
 
-def check_prompt(correct_flags: list[bool], cfg: GenSelectConfig) -> None:
-    """The per-prompt composition rule; raises AssertionError when violated."""
-    m, c = len(correct_flags), sum(correct_flags)
-    assert cfg.min_candidates <= m <= cfg.max_candidates, f"{m} candidates"
-    assert c >= 1, "no correct candidate"
-    assert c <= math.floor(cfg.max_correct_fraction * m), f"{c} of {m} correct"
+def token_counts(cfg: GenSelectConfig, texts: pa.Array) -> np.ndarray:
+    """``token_counter``'s count of each text."""
+    if cfg.tokenizer:
+        count = _tokenizer(cfg.tokenizer)
+        return np.array([count(t) for t in texts.to_pylist()], dtype=np.int64)
+    return _estimate(pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64))
 
 
-def feasible_sizes(n_correct: int, n_wrong: int, cfg: GenSelectConfig) -> list[tuple[int, int]]:
+def check_prompts(sizes: np.ndarray, n_correct: np.ndarray, cfg: GenSelectConfig) -> None:
+    """The per-prompt composition rule over prompts of ``sizes`` candidates of which ``n_correct`` are
+    correct; raises AssertionError naming the first prompt that breaks it."""
+    rules = [((sizes < cfg.min_candidates) | (sizes > cfg.max_candidates), "{m} candidates"),
+             (n_correct < 1, "no correct candidate"),
+             (n_correct > np.floor(cfg.max_correct_fraction * sizes), "{c} of {m} correct")]
+    for bad, what in rules:
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise AssertionError(what.format(m=sizes[i], c=n_correct[i]))
+
+
+@lru_cache(maxsize=4096)
+def feasible_sizes(n_correct: int, n_wrong: int, cfg: GenSelectConfig) -> tuple[tuple[int, int], ...]:
     """All (size, n_correct_in_prompt) pairs a prompt may have given the pool."""
     out = []
     for m in range(cfg.min_candidates, min(cfg.max_candidates, n_correct + n_wrong) + 1):
         for c in range(1, min(n_correct, math.floor(cfg.max_correct_fraction * m)) + 1):
             if m - c <= n_wrong:
                 out.append((m, c))
-    return out
+    return tuple(out)
 
 
-def problem_prompts(pid: str, question: str, correct: list[tuple[str, str]], wrong: list[tuple[str, str]],
-                    cfg: GenSelectConfig, template: str, count, seed: int) -> tuple[list[dict], int]:
-    """Prompts for one problem from its (candidate_id, text) lists; returns (rows, n dropped for length)."""
-    sizes = feasible_sizes(len(correct), len(wrong), cfg)
-    if not sizes:
-        return [], 0
+@lru_cache(maxsize=4096)
+def _menu(n_correct: int, n_wrong: int, cfg: GenSelectConfig) -> tuple[list[int], dict[int, list[int]]]:
+    """The prompt sizes a pool allows, ascending, and for each size the numbers of correct candidates."""
     by_m: dict[int, list[int]] = {}
-    for m, c in sizes:
+    for m, c in feasible_sizes(n_correct, n_wrong, cfg):
         by_m.setdefault(m, []).append(c)
-    rng = random.Random(f"{seed}/{pid}")
+    return sorted(by_m), by_m
+
+
+def _draws(rng: random.Random, correct: list[int], wrong: list[int], ids: list, cfg: GenSelectConfig):
+    """A problem's distinct candidate draws (row numbers in prompt order), in the order they are drawn:
+    each draw picks a size, a number of correct candidates, the candidates and their order; a draw of a
+    set of candidates drawn before is skipped; at most 8 draws per prompt wanted."""
+    ms, by_m = _menu(len(correct), len(wrong), cfg)
     seen: set[frozenset] = set()
-    rows, too_long = [], 0
     for _ in range(cfg.prompts_per_problem * 8):
-        if len(rows) == cfg.prompts_per_problem:
-            break
-        m = rng.choice(sorted(by_m))
+        m = rng.choice(ms)
         c = rng.choice(by_m[m])
-        chosen = [(cid, t, True) for cid, t in rng.sample(correct, c)]
-        chosen += [(cid, t, False) for cid, t in rng.sample(wrong, m - c)]
+        chosen = rng.sample(correct, c) + rng.sample(wrong, m - c)
         rng.shuffle(chosen)
-        ids = frozenset(cid for cid, _, _ in chosen)
-        if ids in seen:
-            continue
-        seen.add(ids)
-        flags = [ok for _, _, ok in chosen]
-        check_prompt(flags, cfg)
-        prompt = render(template, question, [t for _, t, _ in chosen])
-        n_tokens = count(prompt)
-        if n_tokens > cfg.max_tokens:
-            too_long += 1
-            continue
-        idx = len(rows)
-        rows.append({
-            "prompt_id": f"{pid}#{idx}",
-            "problem_id": pid,
-            "prompt_index": idx,
-            "candidate_ids": [cid for cid, _, _ in chosen],
-            "n_candidates": m,
-            "correct_indices": [i for i, ok in enumerate(flags) if ok],
-            "prompt": prompt,
-            "n_tokens": n_tokens,
-        })
-    return rows, too_long
+        key = frozenset(ids[r] for r in chosen)
+        if key not in seen:
+            seen.add(key)
+            yield chosen
+
+
+def _eligible(t: pa.Table, first: np.ndarray, length: np.ndarray, cfg: GenSelectConfig):
+    """(which rows may enter a prompt: a reliable verdict, a non-blank text within
+    ``max_candidate_tokens``; the texts stripped; how many rows were left out for length only)."""
+    domain = np.repeat(t.column("domain").take(pa.array(first)).to_numpy(zero_copy_only=False), length)
+    status = t.column("status").to_numpy(zero_copy_only=False)
+    ok = np.ones(t.num_rows, dtype=bool)
+    for d, bad in UNRELIABLE.items():
+        ok &= ~((domain == d) & np.isin(status, list(bad)))
+    stripped = [x.strip() if x else "" for x in t.column("text").to_pylist()]
+    ok &= np.array([bool(x) for x in stripped], dtype=bool)
+    stripped = pa.array(stripped, pa.large_string())
+    if cfg.max_candidate_tokens is None:
+        return ok, stripped, 0
+    rows = pa.array(np.flatnonzero(ok))
+    long = np.zeros(t.num_rows, dtype=bool)
+    long[rows.to_numpy()] = token_counts(cfg, t.column("text").take(rows)) > cfg.max_candidate_tokens
+    return ok & ~long, stripped, int(long.sum())
 
 
 def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
@@ -145,59 +212,126 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     question, domain, candidate_id, text, correct, status (a shard of whole problems). The numbers of
     prompts and of candidates left out for length are in the schema metadata, keys ``dropped_too_long``
     and ``candidates_too_long``."""
-    template = template_text(cfg)
-    count, counter_name = token_counter(cfg)
     t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
-    cols = {name: t.column(name).to_pylist() for name in
-            ("problem_id", "question", "domain", "candidate_id", "text", "correct", "status")}
-    rows: list[dict] = []
-    too_long = candidates_too_long = 0
-    lo, n = 0, t.num_rows
-    while lo < n:
-        pid = cols["problem_id"][lo]
-        hi = lo
-        while hi < n and cols["problem_id"][hi] == pid:
-            hi += 1
-        bad = UNRELIABLE.get(cols["domain"][lo], set())
-        correct, wrong = [], []
-        for i in range(lo, hi):
-            text = cols["text"][i]
-            if cols["status"][i] in bad or not text or not text.strip():
-                continue
-            if cfg.max_candidate_tokens is not None and count(text) > cfg.max_candidate_tokens:
-                candidates_too_long += 1
-                continue
-            (correct if cols["correct"][i] else wrong).append((cols["candidate_id"][i], text))
-        got, dropped = problem_prompts(pid, cols["question"][lo], correct, wrong, cfg, template, count, seed)
-        rows.extend(got)
-        too_long += dropped
-        lo = hi
-    for r in rows:
-        r["token_counter"] = counter_name
-    notes = {"dropped_too_long": str(too_long), "candidates_too_long": str(candidates_too_long)}
-    return pa.Table.from_pylist(rows, schema=GENSELECT.with_metadata(notes))
+    pid = t.column("problem_id").combine_chunks()
+    first = np.flatnonzero(np.r_[True, pc.not_equal(pid[1:], pid[:-1]).to_numpy(zero_copy_only=False)]) \
+        if len(pid) else np.zeros(0, dtype=np.int64)
+    length = np.diff(np.r_[first, len(pid)])
+    ok, texts, candidates_too_long = _eligible(t, first, length, cfg)
+    correct = t.column("correct").to_numpy(zero_copy_only=False).astype(bool)
+    ids, names = t.column("candidate_id").to_pylist(), pid.take(pa.array(first)).to_pylist()
+    draws = {}
+    for g, (lo, n) in enumerate(zip(first.tolist(), length.tolist())):
+        rows = np.flatnonzero(ok[lo:lo + n]) + lo
+        good, bad = rows[correct[rows]].tolist(), rows[~correct[rows]].tolist()
+        if feasible_sizes(len(good), len(bad), cfg):
+            draws[g] = _draws(random.Random(f"{seed}/{names[g]}"), good, bad, ids, cfg)
+    questions = pa.array([q.strip() for q in t.column("question").take(pa.array(first)).to_pylist()], pa.large_string())
+    problem, chosen, prompts, n_tokens, too_long = _rounds(draws, questions, texts, cfg)
+    schema = GENSELECT.with_metadata({"dropped_too_long": str(too_long),
+                                      "candidates_too_long": str(candidates_too_long)})
+    if not chosen:
+        return pa.Table.from_pylist([], schema=schema)
+    sizes = np.array([len(c) for c in chosen], dtype=np.int64)
+    flat = np.fromiter(itertools.chain.from_iterable(chosen), dtype=np.int64, count=int(sizes.sum()))
+    offsets = np.r_[0, np.cumsum(sizes)]
+    flags = correct[flat]
+    n_correct = np.add.reduceat(flags.astype(np.int64), offsets[:-1])
+    check_prompts(sizes, n_correct, cfg)
+    start = np.flatnonzero(np.r_[True, problem[1:] != problem[:-1]])
+    index = np.arange(len(problem)) - np.repeat(start, np.diff(np.r_[start, len(problem)]))
+    problem_id = pid.take(pa.array(first[problem]))
+    position = np.arange(len(flat)) - np.repeat(offsets[:-1], sizes)
+    candidate_ids = t.column("candidate_id").take(pa.array(flat)).combine_chunks()
+    columns = [
+        pc.binary_join_element_wise(problem_id, pa.array(index).cast(pa.string()), "#"),
+        problem_id,
+        pa.array(index, pa.int32()),
+        pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), candidate_ids, type=schema.field("candidate_ids").type),
+        pa.array(sizes, pa.int32()),
+        pa.ListArray.from_arrays(pa.array(np.r_[0, np.cumsum(n_correct)], pa.int32()),
+                                 pa.array(position[flags], pa.int32()), type=schema.field("correct_indices").type),
+        prompts,
+        pa.array(n_tokens, pa.int32()),
+        pa.repeat(pa.scalar(token_counter(cfg)[1], pa.string()), len(problem)),
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+_RENDER = 2048  # prompts rendered at once (bounds the memory of rendering long candidates)
+
+
+def _render_batch(template: str, questions: pa.Array, texts: pa.Array, of: np.ndarray, batch: list) -> pa.Array:
+    offsets = pa.array(np.r_[0, np.cumsum([len(c) for _, c in batch])].astype(np.int32))
+    flat = pa.array(np.fromiter(itertools.chain.from_iterable(c for _, c in batch), dtype=np.int64))
+    return render_many(template, questions.take(pa.array(of)), pa.ListArray.from_arrays(offsets, texts.take(flat)))
+
+
+def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectConfig):
+    """The kept prompts of every problem, from its ``draws`` (problem number -> ``_draws``), as (problem
+    number, row numbers, prompt, token count of each, the number dropped for ``max_tokens``), in problem
+    and draw order.
+
+    Each round takes as many draws of each problem as it still lacks; then all of the round's prompts are
+    rendered and counted at once. A problem whose prompts all fit is done; one that lost some draws again
+    in the next round. So the draws and what is kept are those of drawing and checking one prompt at a
+    time, stopping at ``prompts_per_problem``."""
+    template, want = template_text(cfg), cfg.prompts_per_problem
+    kept = dict.fromkeys(draws, 0)
+    problem, chosen, prompts, n_tokens, too_long = [], [], [], [], 0
+    while draws:
+        batch = [(g, c) for g, gen in draws.items() for c in itertools.islice(gen, want - kept[g])]
+        if not batch:
+            break
+        of = np.array([g for g, _ in batch], dtype=np.int64)
+        rendered = pa.concat_arrays([_render_batch(template, questions, texts, of[i:i + _RENDER], batch[i:i + _RENDER])
+                                     for i in range(0, len(batch), _RENDER)])
+        counts = token_counts(cfg, rendered)
+        fits = counts <= cfg.max_tokens
+        for g in of[fits].tolist():
+            kept[g] += 1
+        too_long += int((~fits).sum())
+        draws = {g: draws[g] for g in sorted(set(of[~fits].tolist()))}
+        keep = np.flatnonzero(fits)
+        problem.append(of[keep])
+        chosen.extend(batch[i][1] for i in keep.tolist())
+        prompts.append(rendered.take(pa.array(keep)).cast(pa.string()))
+        n_tokens.append(counts[keep])
+    if not chosen:
+        return np.zeros(0, dtype=np.int64), [], None, None, too_long
+    problem = np.concatenate(problem)
+    order = np.argsort(problem, kind="stable")  # later rounds after earlier ones: draw order
+    return (problem[order], [chosen[i] for i in order.tolist()], pa.concat_arrays(prompts).take(pa.array(order)),
+            np.concatenate(n_tokens)[order], too_long)
 
 
 def _kept(i: Inputs) -> pa.Table:
-    """The keys of the kept problems' candidates: the shard plan. Each shard reads its own texts."""
+    """The keys of the kept problems' candidates: the shard plan."""
     return i.sql("SELECT c.problem_id, c.candidate_id FROM candidates c JOIN problem_stats s "
                  "ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep")
 
 
-def _shard(keys: pa.Table, inputs: Inputs, cfg: GenSelectConfig, seed: int) -> pa.Table:
-    """GenSelect rows of the kept problems in one shard (a problem_id range of ``keys``)."""
-    lo, hi = pc.min(keys.column("problem_id")).as_py(), pc.max(keys.column("problem_id")).as_py()
-    pool = inputs.sql(
+def _pool(i: Inputs) -> dict:
+    """The kept problems' candidates with their texts, verdicts and questions, read in one pass (each
+    shard takes its problem range; a query per shard would scan every text again)."""
+    pool = i.sql(
         """
         SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
         FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id
         JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
-        WHERE c.problem_id BETWEEN $lo AND $hi AND v.problem_id BETWEEN $lo AND $hi
         ORDER BY c.problem_id, c.candidate_id
-        """,
-        params={"lo": lo, "hi": hi},
+        """
     )
-    return assemble(pool, cfg, seed)
+    return {"pool": pool}
+
+
+def _shard(keys: pa.Table, pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
+    """GenSelect rows of the kept problems in one shard (a problem_id range of ``keys``)."""
+    lo, hi = pc.min(keys.column("problem_id")), pc.max(keys.column("problem_id"))
+    pid = pool.column("problem_id")
+    rows = pc.indices_nonzero(pc.and_(pc.greater_equal(pid, lo), pc.less_equal(pid, hi))).to_numpy()
+    part = pool.slice(int(rows[0]), int(rows[-1]) - int(rows[0]) + 1) if len(rows) else pool.slice(0, 0)
+    return assemble(part, cfg, seed)
 
 
 def _dropped_too_long(w: Written) -> dict:
@@ -208,7 +342,7 @@ def _dropped_too_long(w: Written) -> dict:
             "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
 
 
-STAGE = Stage("genselect", VERSION, compute=_shard, table=_kept, context=lambda i: {"inputs": i}, shard_rows=50_000,
+STAGE = Stage("genselect", VERSION, compute=_shard, table=_kept, context=_pool, shard_rows=50_000,
               summary=_dropped_too_long)
 
 

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -7,7 +8,7 @@ from hypothesis import strategies as st
 
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
-from bonforge.tasks.assemble import assemble, check_prompt, feasible_sizes, template_text
+from bonforge.tasks.assemble import assemble, check_prompts, feasible_sizes, template_text
 
 
 def pool(spec: dict[str, list[bool]], text_len: int = 20, domain: str = "math", statuses=None) -> pa.Table:
@@ -98,9 +99,9 @@ def test_unreliable_verdicts_never_enter_a_prompt():
 def test_composition_check_fires():
     cfg = GenSelectConfig()
     with pytest.raises(AssertionError, match="no correct"):
-        check_prompt([False, False], cfg)
+        check_prompts(np.array([2, 2]), np.array([1, 0]), cfg)
     with pytest.raises(AssertionError, match="2 of 3 correct"):
-        check_prompt([True, True, False], cfg)
+        check_prompts(np.array([3]), np.array([2]), cfg)
 
 
 def test_real_tokenizer_is_used_when_configured(tmp_path):
@@ -257,9 +258,12 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     GenSelectConfig(min_candidates=3, max_candidates=8, max_correct_fraction=1.0, max_tokens=400),
 ])
 @pytest.mark.parametrize("seed", [0, 5])
-def test_vectorised_assembly_equals_the_per_row_loop(cfg, seed):
+def test_vectorised_assembly_equals_the_per_row_loop(cfg, seed, monkeypatch):
     """Same rows, same bytes as the per-row loop, including the counts of what was dropped for length
-    (the tight limits drop prompts mid-way, so later draws replace them)."""
+    (the tight limits drop prompts mid-way, so later draws replace them); prompts rendered 50 at a time."""
+    import bonforge.tasks.assemble as stage
+
+    monkeypatch.setattr(stage, "_RENDER", 50)
     p = _random_pool(seed + 11, 60)
     want, got = _reference_assemble(p, cfg, seed), assemble(p, cfg, seed)
     assert got.num_rows
@@ -289,3 +293,22 @@ def test_vectorised_assembly_equals_the_per_row_loop_with_a_tokenizer(tmp_path):
 def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
     p = pool({"p": [False, False], "q": [True]})
     assert _parquet_bytes(assemble(p, GenSelectConfig(), 0)) == _parquet_bytes(_reference_assemble(p, GenSelectConfig(), 0))
+
+
+def test_template_placeholders_render_as_str_format_does(tmp_path):
+    from bonforge.tasks.assemble import render
+
+    path = tmp_path / "t.txt"
+    path.write_text("{{lit}} {n:>3}|{last_index!r}|{question}|{question:.3}\n{candidates}")
+    template = template_text(GenSelectConfig(template=str(path)))
+    texts = ["  a ", "b\u2003", "\x1cc"]
+    want = template.format(question="Quest", n=3, last_index=2,
+                           candidates="\n\n".join(f"### Candidate {i}\n{t.strip()}" for i, t in enumerate(texts)))
+    assert render(template, " Quest\n", texts) == want
+
+
+def test_unknown_template_placeholder_fails_when_the_template_is_read(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("{question} {candidates} {answer}")
+    with pytest.raises(ConfigError, match=r"genselect.template: unknown placeholder \{answer\}"):
+        template_text(GenSelectConfig(template=str(path)))
