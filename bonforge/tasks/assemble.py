@@ -191,11 +191,12 @@ def _draws(rng: random.Random, correct: list[int], wrong: list[int], ids: list, 
 def _eligible(t: pa.Table, first: np.ndarray, length: np.ndarray, cfg: GenSelectConfig):
     """(which rows may enter a prompt: a reliable verdict, a non-blank text within
     ``max_candidate_tokens``; the texts stripped; how many rows were left out for length only)."""
-    domain = np.repeat(t.column("domain").take(pa.array(first)).to_numpy(zero_copy_only=False), length)
-    status = t.column("status").to_numpy(zero_copy_only=False)
-    ok = np.ones(t.num_rows, dtype=bool)
+    domain = t.column("domain").take(pa.array(np.repeat(first, length)))  # each problem's first row's
+    unreliable = pa.repeat(False, t.num_rows)
     for d, bad in UNRELIABLE.items():
-        ok &= ~((domain == d) & np.isin(status, list(bad)))
+        here = pc.and_(pc.equal(domain, d), pc.is_in(t.column("status"), pa.array(sorted(bad), pa.string())))
+        unreliable = pc.or_(unreliable, pc.fill_null(here, False))
+    ok = ~unreliable.to_numpy(zero_copy_only=False)
     stripped = [x.strip() if x else "" for x in t.column("text").to_pylist()]
     ok &= np.array([bool(x) for x in stripped], dtype=bool)
     stripped = pa.array(stripped, pa.large_string())
