@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
@@ -57,22 +58,10 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
         base.mkdir(parents=True, exist_ok=True)
         tmp = base / f".tmp-{os.getpid()}-{time.time_ns()}"
     try:
-        writers: dict[str, pq.ParquetWriter] = {}
-        rows: dict[str, int] = {}
-        try:
-            for part in [tables] if isinstance(tables, dict) else tables:
-                for fmt, table in part.items():
-                    if fmt not in writers:
-                        (tmp / fmt).mkdir(parents=True)
-                        writers[fmt] = pq.ParquetWriter(tmp / fmt / "train.parquet", table.schema, compression="zstd")
-                    writers[fmt].write_table(table)
-                    rows[fmt] = rows.get(fmt, 0) + table.num_rows
-        finally:
-            for writer in writers.values():
-                writer.close()
+        rows = _write(tmp, [tables] if isinstance(tables, dict) else tables)
         files = {
             f"{fmt}/train.parquet": {"sha256": sha256_file(tmp / fmt / "train.parquet"), "rows": rows[fmt]}
-            for fmt in sorted(writers)
+            for fmt in sorted(rows)
         }
         described = {"files": files, "trainers": trainers} if trainers else files
         content = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
@@ -96,6 +85,32 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
         return manifest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(folder: Path, parts: Iterable[dict[str, pa.Table]]) -> dict[str, int]:
+    """Append each part's tables to ``<folder>/<format>/train.parquet``; returns the rows per format. The
+    formats of a part are written side by side on threads while the next part is prepared (Arrow
+    releases the GIL while it encodes and compresses); each file gets its parts in order."""
+    writers: dict[str, pq.ParquetWriter] = {}
+    rows: dict[str, int] = {}
+    pending: list = []
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:  # leaving it waits for the writes in flight
+            for part in parts:
+                for done in pending:
+                    done.result()
+                for fmt, table in part.items():
+                    if fmt not in writers:
+                        (folder / fmt).mkdir(parents=True)
+                        writers[fmt] = pq.ParquetWriter(folder / fmt / "train.parquet", table.schema, compression="zstd")
+                    rows[fmt] = rows.get(fmt, 0) + table.num_rows
+                pending = [pool.submit(writers[fmt].write_table, table) for fmt, table in part.items()]
+            for done in pending:
+                done.result()
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return rows
 
 
 def _rename(base: Path, tmp: Path, manifest: dict) -> int:

@@ -86,7 +86,11 @@ def to_verl(genselect: pa.Table, data_source: str, start: int = 0) -> pa.Table:
 
 
 def to_plain(genselect: pa.Table) -> pa.Table:
-    return genselect.sort_by(ORDER)
+    """The genselect rows in (problem_id, prompt_index) order (as the stage writes them: then untouched)."""
+    order = pc.sort_indices(genselect, ORDER)
+    if np.array_equal(order.to_numpy(), np.arange(genselect.num_rows)):
+        return genselect
+    return genselect.take(order)
 
 
 def formats(genselect: pa.Table, names: list[str], data_source: str, start: int = 0) -> dict[str, pa.Table]:
@@ -98,7 +102,7 @@ def stream(shards: Iterable[pa.Table], names: list[str], data_source: str) -> It
     concatenation is in (problem_id, prompt_index) order): one shard in memory at a time."""
     start, last = 0, None
     for shard in shards:
-        shard = to_plain(shard)
+        shard = to_plain(shard)  # then formats() finds it in order
         if shard.num_rows:
             first, last_row = (_order_key(shard, i) for i in (0, shard.num_rows - 1))
             if last is not None and first <= last:
