@@ -4,18 +4,26 @@
 The problems, candidates and verdicts tables are written straight into a temporary store under the keys
 the build computes (verdicts in shards of the verify stage's size, committed as a real build commits them); then a
 fresh process runs the build DAG against that store, so only problem_stats, genselect and the export are
-computed. Printed per size: the stages' wall time, the process's peak RSS (target < 4 GB), and a DuckDB
-pass-rate-by-teacher query through the catalog (target < 2 s); then the time ratio of the largest to the
-smallest size against their size ratio (linear: equal).
+computed. Printed per size: each stage's wall and CPU time (the process's user + system seconds, DuckDB's
+and Arrow's threads included: on a shared machine the wall time mostly measures the wait for a core),
+the process's peak RSS (target < 4 GB), and a DuckDB pass-rate-by-teacher query through the catalog
+(target < 2 s); then the time ratio of the largest to the smallest size against their size ratio
+(linear: equal). The stages run this checkout's code (``bonforge`` from the repository root).
+
+With ``--baseline DIR`` (another checkout of bonforge, e.g. ``git worktree add DIR main``), the same
+generated store is also run by that code, first, and the times are printed side by side with their ratios.
 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
     python benchmarks/scale.py --sizes 2000 20000
+    python benchmarks/scale.py --baseline ../bonforge-main
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +31,7 @@ import time
 from pathlib import Path
 
 TEACHERS, SAMPLES, TEXT_CHARS = 4, 4, 400
+REPO = Path(__file__).resolve().parents[1]
 
 
 def recipe():
@@ -92,9 +101,12 @@ def direct_run(store, rec):
     class Direct(Run):
         quiet = True
 
+        cpu: dict[str, float] = {}
+
         def __call__(self, node):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             manifest = run_node(self.store, node)
+            self.cpu[node.label] = round(time.process_time() - c0, 2)
             return self._note(node, manifest, manifest["cached"], time.perf_counter() - t0)
 
     return Direct(store, rec)
@@ -110,9 +122,9 @@ def stages(store_root: str) -> dict:
 
     store, rec = StageStore(store_root), recipe()
     run = direct_run(store, rec)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     dataset = dag(rec, run, Path("."))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
     t1 = time.perf_counter()
@@ -122,20 +134,31 @@ def stages(store_root: str) -> dict:
                          "GROUP BY teacher ORDER BY teacher").fetchall()
     t3 = time.perf_counter()
     run.timings["export"] = round(wall - sum(run.timings.values()), 2)
+    run.cpu["export"] = round(cpu - sum(run.cpu.values()), 2)
     return {"wall_s": round(wall, 2), "timings": {k: v for k, v in run.timings.items() if v >= 0.05},
+            "cpu_s": round(cpu, 2), "cpu": {k: run.cpu[k] for k in run.timings if run.timings[k] >= 0.05},
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "catalog_connect_s": round(t2 - t1, 3), "query_s": round(t3 - t2, 3), "by_teacher": by_teacher,
-            "prompts": dataset["files"]["verl/train.parquet"]["rows"]}
+            "prompts": dataset["files"]["verl/train.parquet"]["rows"], "content": dataset["content_sha256"]}
 
 
-def _child(*args: str) -> str:
-    out = subprocess.run([sys.executable, __file__, *args], check=True, stdout=subprocess.PIPE, text=True)
+def _child(*args: str, code: Path = REPO) -> str:
+    """Run this script in a fresh process with the bonforge of the checkout ``code``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, __file__, *args], check=True, stdout=subprocess.PIPE, text=True, env=env)
     return out.stdout.strip()
+
+
+def _line(label: str, r: dict) -> str:
+    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s)" for k, v in r["timings"].items())
+    return (f"         {label}: stages {r['wall_s']:.1f}s, cpu {r['cpu_s']:.1f}s ({stages}); "
+            f"peak RSS {r['peak_rss_mb']} MB (target < 4096); {r['prompts']} prompts")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--baseline", type=Path, help="another checkout of bonforge to run first on the same data")
     args = ap.parse_args()
     results = {}
     for n in args.sizes:
@@ -143,11 +166,24 @@ def main() -> None:
             t0 = time.perf_counter()
             _child("generate", root, str(n))
             gen = time.perf_counter() - t0
+            base = None
+            if args.baseline:
+                copy = os.path.join(root, "baseline")
+                shutil.copytree(os.path.join(root, "stages"), os.path.join(copy, "stages"))
+                base = json.loads(_child("stages", copy, code=args.baseline.resolve()))
+                shutil.rmtree(copy)
+            load = os.getloadavg()[0]
             r = json.loads(_child("stages", root))
         results[n] = r
-        print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates: generated in {gen:.0f}s; stages {r['wall_s']:.1f}s "
-              f"({', '.join(f'{k} {v}s' for k, v in r['timings'].items())}); peak RSS {r['peak_rss_mb']} MB "
-              f"(target < 4096); {r['prompts']} prompts")
+        print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates: generated in {gen:.0f}s; "
+              f"load average {load:.1f} on {os.cpu_count()} cores")
+        if base:
+            print(_line("baseline", base))
+        print(_line("this code", r))
+        if base:
+            ratios = ", ".join(f"{k} {base['timings'][k] / v:.1f}x" for k, v in r["timings"].items() if k in base["timings"])
+            print(f"         speed-up: stages {base['wall_s'] / r['wall_s']:.1f}x wall, {base['cpu_s'] / r['cpu_s']:.1f}x cpu"
+                  f" ({ratios}); same dataset content: {base['content'] == r['content']}")
         print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
               f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "
               + ", ".join(f"{t} {p:.3f}" for t, p, _ in r["by_teacher"]))
