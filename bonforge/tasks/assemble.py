@@ -268,6 +268,10 @@ def _render_batch(template: str, questions: pa.Array, texts: pa.Array, of: np.nd
     return render_many(template, questions.take(pa.array(of)), pa.ListArray.from_arrays(offsets, texts.take(flat)))
 
 
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
 def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectConfig):
     """The kept prompts of every problem, from its ``draws`` (problem number -> ``_draws``), as (problem
     number, row numbers, prompt, token count of each, the number dropped for ``max_tokens``), in problem
@@ -285,25 +289,29 @@ def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectCon
         if not batch:
             break
         of = np.array([g for g, _ in batch], dtype=np.int64)
-        rendered = pa.concat_arrays([_render_batch(template, questions, texts, of[i:i + _RENDER], batch[i:i + _RENDER])
-                                     for i in range(0, len(batch), _RENDER)])
+        rendered = _concat([_render_batch(template, questions, texts, of[i:i + _RENDER], batch[i:i + _RENDER])
+                            for i in range(0, len(batch), _RENDER)])
         counts = token_counts(cfg, rendered)
         fits = counts <= cfg.max_tokens
         for g in of[fits].tolist():
             kept[g] += 1
         too_long += int((~fits).sum())
         draws = {g: draws[g] for g in sorted(set(of[~fits].tolist()))}
-        keep = np.flatnonzero(fits)
-        problem.append(of[keep])
-        chosen.extend(batch[i][1] for i in keep.tolist())
-        prompts.append(rendered.take(pa.array(keep)).cast(pa.string()))
-        n_tokens.append(counts[keep])
+        if not fits.all():
+            keep = np.flatnonzero(fits)
+            of, counts, rendered, batch = of[keep], counts[keep], rendered.take(pa.array(keep)), [batch[i] for i in keep]
+        problem.append(of)
+        chosen.extend(c for _, c in batch)
+        prompts.append(rendered.cast(pa.string()))
+        n_tokens.append(counts)
     if not chosen:
         return np.zeros(0, dtype=np.int64), [], None, None, too_long
-    problem = np.concatenate(problem)
-    order = np.argsort(problem, kind="stable")  # later rounds after earlier ones: draw order
-    return (problem[order], [chosen[i] for i in order.tolist()], pa.concat_arrays(prompts).take(pa.array(order)),
-            np.concatenate(n_tokens)[order], too_long)
+    problem, prompts = np.concatenate(problem), _concat(prompts)
+    if (problem[1:] < problem[:-1]).any():  # later rounds after earlier ones: draw order
+        order = np.argsort(problem, kind="stable")
+        problem, chosen, prompts = problem[order], [chosen[i] for i in order.tolist()], prompts.take(pa.array(order))
+        n_tokens = [np.concatenate(n_tokens)[order]]
+    return problem, chosen, prompts, np.concatenate(n_tokens), too_long
 
 
 def _kept(i: Inputs) -> pa.Table:
