@@ -125,10 +125,10 @@ def render_many(template: str, questions: pa.Array, texts: pa.ListArray) -> pa.A
     return pc.binary_join_element_wise(*pieces, blank) if len(questions) else pa.array([], kind)
 
 
-def render(template: str, question: str, texts: list[str]) -> str:
-    """One prompt (``render_many`` of one row)."""
-    stripped = pa.array([[t.strip() for t in texts]], pa.list_(pa.string()))
-    return render_many(template, pa.array([question.strip()], pa.string()), stripped)[0].as_py()
+def render_all(template: str, questions: list[str], texts: list[list[str]]) -> list[str]:
+    """``render_many`` of plain lists (stripped here)."""
+    stripped = pa.array([[t.strip() for t in row] for row in texts], pa.list_(pa.string()))
+    return render_many(template, pa.array([q.strip() for q in questions], pa.string()), stripped).to_pylist()
 
 
 def token_counts(cfg: GenSelectConfig, texts: pa.Array) -> np.ndarray:

@@ -190,9 +190,11 @@ def selection_prompts(pools: pa.Table, members: pa.Table, questions: dict[str, s
     count, _ = assemble.token_counter(cfg)
     info = {r["candidate_id"]: r for r in members.to_pylist()}
     rows = []
-    for p in pools.to_pylist():
-        cands = [info[c] for c in p["candidate_ids"]]
-        prompt = assemble.render(template, questions[p["problem_id"]], [c["text"] or "" for c in cands])
+    pools = pools.to_pylist()
+    members = [[info[c] for c in p["candidate_ids"]] for p in pools]
+    prompts = assemble.render_all(template, [questions[p["problem_id"]] for p in pools],
+                                  [[c["text"] or "" for c in cands] for cands in members])
+    for p, cands, prompt in zip(pools, members, prompts):
         rows.append({"prompt_id": f"{p['problem_id']}#fusion", "problem_id": p["problem_id"], "prompt": prompt,
                      "n_candidates": len(cands), "n_tokens": count(prompt),
                      "correct_indices": [i for i, c in enumerate(cands) if c["correct"]],

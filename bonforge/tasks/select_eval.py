@@ -128,13 +128,16 @@ def pool_prompts(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     for r in pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")]).to_pylist():
         if r["status"] not in assemble.UNRELIABLE.get(r["domain"], set()) and (r["text"] or "").strip():
             by_problem.setdefault(r["problem_id"], []).append(r)
-    rows = []
+    drawn = {}
     for pid, cands in by_problem.items():
         rng = random.Random(f"{seed}/{pid}/pool")
         chosen = rng.sample(cands, min(len(cands), cfg.max_candidates))
-        if len(chosen) < cfg.min_candidates:
-            continue
-        prompt = assemble.render(template, chosen[0]["question"], [c["text"] for c in chosen])
+        if len(chosen) >= cfg.min_candidates:
+            drawn[pid] = chosen
+    prompts = assemble.render_all(template, [c[0]["question"] for c in drawn.values()],
+                                  [[c["text"] for c in chosen] for chosen in drawn.values()])
+    rows = []
+    for (pid, chosen), prompt in zip(drawn.items(), prompts):
         n_tokens = count(prompt)
         if n_tokens > cfg.max_tokens:
             continue

@@ -296,7 +296,7 @@ def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
 
 
 def test_template_placeholders_render_as_str_format_does(tmp_path):
-    from bonforge.tasks.assemble import render
+    from bonforge.tasks.assemble import render_all
 
     path = tmp_path / "t.txt"
     path.write_text("{{lit}} {n:>3}|{last_index!r}|{question}|{question:.3}\n{candidates}")
@@ -304,7 +304,8 @@ def test_template_placeholders_render_as_str_format_does(tmp_path):
     texts = ["  a ", "b\u2003", "\x1cc"]
     want = template.format(question="Quest", n=3, last_index=2,
                            candidates="\n\n".join(f"### Candidate {i}\n{t.strip()}" for i, t in enumerate(texts)))
-    assert render(template, " Quest\n", texts) == want
+    assert render_all(template, [" Quest\n", "Q"], [texts, []]) == [want, template.format(
+        question="Q", n=0, last_index=-1, candidates="")]
 
 
 def test_unknown_template_placeholder_fails_when_the_template_is_read(tmp_path):
