@@ -188,6 +188,19 @@ def _draws(rng: random.Random, correct: list[int], wrong: list[int], ids: list, 
             yield chosen
 
 
+def _strip(texts: pa.Array) -> pa.Array:
+    """``str.strip()`` of each text (null: ""), in Arrow: ASCII whitespace is trimmed at once; the few texts
+    that then begin or end with a non-ASCII or separator character (which Python may count as
+    whitespace) are stripped by Python."""
+    out = pc.fill_null(pc.ascii_trim_whitespace(texts), "")
+    edges = pc.binary_join_element_wise(pc.utf8_slice_codeunits(out, 0, 1), pc.utf8_slice_codeunits(out, -1, 1 << 30), "")
+    odd = pc.or_(pc.invert(pc.string_is_ascii(edges)), pc.match_substring_regex(edges, "[\x1c-\x1f]"))
+    if pc.any(odd).as_py():
+        fixed = [t.strip() for t in texts.filter(odd).to_pylist()]
+        out = pc.replace_with_mask(out, odd, pa.array(fixed, out.type))
+    return out
+
+
 def _eligible(t: pa.Table, first: np.ndarray, length: np.ndarray, cfg: GenSelectConfig):
     """(which rows may enter a prompt: a reliable verdict, a non-blank text within
     ``max_candidate_tokens``; the texts stripped; how many rows were left out for length only)."""
@@ -197,9 +210,8 @@ def _eligible(t: pa.Table, first: np.ndarray, length: np.ndarray, cfg: GenSelect
         here = pc.and_(pc.equal(domain, d), pc.is_in(t.column("status"), pa.array(sorted(bad), pa.string())))
         unreliable = pc.or_(unreliable, pc.fill_null(here, False))
     ok = ~unreliable.to_numpy(zero_copy_only=False)
-    stripped = [x.strip() if x else "" for x in t.column("text").to_pylist()]
-    ok &= np.array([bool(x) for x in stripped], dtype=bool)
-    stripped = pa.array(stripped, pa.large_string())
+    stripped = _strip(t.column("text").combine_chunks()).cast(pa.large_string())
+    ok &= pc.binary_length(stripped).to_numpy(zero_copy_only=False) > 0
     if cfg.max_candidate_tokens is None:
         return ok, stripped, 0
     rows = pa.array(np.flatnonzero(ok))

@@ -313,3 +313,16 @@ def test_unknown_template_placeholder_fails_when_the_template_is_read(tmp_path):
     path.write_text("{question} {candidates} {answer}")
     with pytest.raises(ConfigError, match=r"genselect.template: unknown placeholder \{answer\}"):
         template_text(GenSelectConfig(template=str(path)))
+
+
+def test_texts_are_stripped_exactly_as_python_strips_them():
+    """Every character Python counts as whitespace (and some it does not) at either end, in any mix."""
+    import random
+
+    from bonforge.tasks.assemble import _strip
+
+    chars = [" ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0", "\u1680", "\u2000",
+             "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "a", "é", "日", "\x00", "\u200b", "\ufeff"]
+    rng = random.Random(1)
+    texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 6))) for _ in range(20_000)] + [None]
+    assert _strip(pa.array(texts)).to_pylist() == [t.strip() if t else "" for t in texts]
