@@ -181,8 +181,10 @@ def main() -> None:
             print(_line("baseline", base))
         print(_line("this code", r))
         if base:
-            ratios = ", ".join(f"{k} {base['timings'][k] / v:.1f}x" for k, v in r["timings"].items() if k in base["timings"])
-            print(f"         speed-up: stages {base['wall_s'] / r['wall_s']:.1f}x wall, {base['cpu_s'] / r['cpu_s']:.1f}x cpu"
+            ratios = ", ".join(f"{k} {base['timings'][k] / v:.1f}x" for k, v in r["timings"].items()
+                               if k in base["timings"])
+            print(f"         speed-up: stages {base['wall_s'] / r['wall_s']:.1f}x wall, "
+                  f"{base['cpu_s'] / r['cpu_s']:.1f}x cpu"
                   f" ({ratios}); same dataset content: {base['content'] == r['content']}")
         print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
               f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "

@@ -102,7 +102,8 @@ def _write(folder: Path, parts: Iterable[dict[str, pa.Table]]) -> dict[str, int]
                 for fmt, table in part.items():
                     if fmt not in writers:
                         (folder / fmt).mkdir(parents=True)
-                        writers[fmt] = pq.ParquetWriter(folder / fmt / "train.parquet", table.schema, compression="zstd")
+                        path = folder / fmt / "train.parquet"
+                        writers[fmt] = pq.ParquetWriter(path, table.schema, compression="zstd")
                     rows[fmt] = rows.get(fmt, 0) + table.num_rows
                 pending = [pool.submit(writers[fmt].write_table, table) for fmt, table in part.items()]
             for done in pending:

@@ -110,7 +110,8 @@ def render_many(template: str, questions: pa.Array, texts: pa.ListArray) -> pa.A
     blocks = pc.binary_join_element_wise(headers.take(pa.array(position)), texts.flatten(), blank)
     values = {
         "question": questions,
-        "candidates": pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets - offsets[0]), blocks), pa.scalar("\n\n", kind)),
+        "candidates": pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets - offsets[0]), blocks),
+                                     pa.scalar("\n\n", kind)),
         "n": n,
         "last_index": n - 1,
     }
@@ -193,7 +194,8 @@ def _strip(texts: pa.Array) -> pa.Array:
     that then begin or end with a non-ASCII or separator character (which Python may count as
     whitespace) are stripped by Python."""
     out = pc.fill_null(pc.ascii_trim_whitespace(texts), "")
-    edges = pc.binary_join_element_wise(pc.utf8_slice_codeunits(out, 0, 1), pc.utf8_slice_codeunits(out, -1, 1 << 30), "")
+    ends = pc.utf8_slice_codeunits(out, 0, 1), pc.utf8_slice_codeunits(out, -1, 1 << 30)
+    edges = pc.binary_join_element_wise(*ends, "")
     odd = pc.or_(pc.invert(pc.string_is_ascii(edges)), pc.match_substring_regex(edges, "[\x1c-\x1f]"))
     if pc.any(odd).as_py():
         fixed = [t.strip() for t in texts.filter(odd).to_pylist()]
@@ -311,7 +313,8 @@ def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectCon
         draws = {g: draws[g] for g in sorted(set(of[~fits].tolist()))}
         if not fits.all():
             keep = np.flatnonzero(fits)
-            of, counts, rendered, batch = of[keep], counts[keep], rendered.take(pa.array(keep)), [batch[i] for i in keep]
+            of, counts, batch = of[keep], counts[keep], [batch[i] for i in keep]
+            rendered = rendered.take(pa.array(keep))
         problem.append(of)
         chosen.extend(c for _, c in batch)
         prompts.append(rendered.cast(pa.string()))

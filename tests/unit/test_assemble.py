@@ -236,7 +236,8 @@ def _random_pool(seed: int, problems: int) -> pa.Table:
             text = None if kind < 0.03 else " \n\u2003" if kind < 0.06 else \
                 " ".join(rng.choice(words, int(rng.integers(1, 400 if kind > 0.9 else 40))))
             rows.append({"problem_id": f"p{p:03d}", "question": f" Q{p} {{n}} ünï\n", "domain": domain,
-                         "candidate_id": f"p{p:03d}/t{i % 3}/{i:02d}", "text": text, "correct": bool(rng.random() < 0.4),
+                         "candidate_id": f"p{p:03d}/t{i % 3}/{i:02d}", "text": text,
+                         "correct": bool(rng.random() < 0.4),
                          "status": statuses[int(rng.integers(len(statuses)))] if rng.random() < 0.15 else "x"})
     order = rng.permutation(len(rows))  # the stage sorts its input
     return pa.Table.from_pylist([rows[i] for i in order], schema=pool({}).schema)
@@ -280,7 +281,8 @@ def test_vectorised_assembly_equals_the_per_row_loop_with_a_tokenizer(tmp_path):
 
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(["x = 3 so answer 12 Candidate Problem"] * 50, trainers.BpeTrainer(special_tokens=["[UNK]"]))
+    words = ["x = 3 so answer 12 Candidate Problem"] * 50
+    tok.train_from_iterator(words, trainers.BpeTrainer(special_tokens=["[UNK]"]))
     tok.save(str(tmp_path / "tokenizer.json"))
     cfg = GenSelectConfig(tokenizer=str(tmp_path / "tokenizer.json"), max_tokens=600, max_candidate_tokens=200)
     p = _random_pool(3, 40)
@@ -292,7 +294,8 @@ def test_vectorised_assembly_equals_the_per_row_loop_with_a_tokenizer(tmp_path):
 
 def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
     p = pool({"p": [False, False], "q": [True]})
-    assert _parquet_bytes(assemble(p, GenSelectConfig(), 0)) == _parquet_bytes(_reference_assemble(p, GenSelectConfig(), 0))
+    want = _reference_assemble(p, GenSelectConfig(), 0)
+    assert _parquet_bytes(assemble(p, GenSelectConfig(), 0)) == _parquet_bytes(want)
 
 
 def test_template_placeholders_render_as_str_format_does(tmp_path):
