@@ -99,7 +99,7 @@ def formats(genselect: pa.Table, names: list[str], data_source: str, start: int 
 
 def stream(shards: Iterable[pa.Table], names: list[str], data_source: str) -> Iterator[dict[str, pa.Table]]:
     """``formats`` of each genselect shard in turn (shards hold whole problems in problem_id order, so the
-    concatenation is in (problem_id, prompt_index) order): one shard in memory at a time."""
+    concatenation is in (problem_id, prompt_index) order): one shard at a time."""
     start, last = 0, None
     for shard in shards:
         shard = to_plain(shard)  # then formats() finds it in order

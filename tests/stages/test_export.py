@@ -138,3 +138,22 @@ def test_rl_export_refuses_a_kept_problem_without_ground_truth():
     t = kept_problems("code").set_column(5, "tests", pa.array([None, "{}"], pa.string()))
     with pytest.raises(DataError, match=r"problems, record gsm8k/2, field 'tests': a kept problem has no ground truth"):
         to_rl(t, "x", {"code": "{question}"}, {"math": MathVerifyConfig(), "code": CodeVerifyConfig()})
+
+
+def test_a_stream_that_fails_part_way_publishes_nothing_and_leaves_nothing(tmp_path):
+    """The first part's files are being written on their threads when the second part fails."""
+    import pytest
+
+    def parts():
+        yield formats(genselect(2000), ["verl", "plain"], "x")
+        raise ValueError("shard 2 is bad")
+
+    with pytest.raises(ValueError, match="shard 2 is bad"):
+        publish(tmp_path, "ds", parts(), {"stages": {}})
+    assert latest(tmp_path, "ds") is None and list((tmp_path / "datasets" / "ds").iterdir()) == []
+    part = formats(genselect(2000), ["verl", "plain"], "x")
+    good = publish(tmp_path, "ds", [part, part], {"stages": {}})
+    assert good["version"] == 1 and good["files"]["verl/train.parquet"]["rows"] == 4000
+    for fmt in ("verl", "plain"):  # each file holds its parts in order
+        got = pq.read_table(tmp_path / "datasets" / "ds" / "v1" / fmt / "train.parquet")
+        assert got.equals(pa.concat_tables([part[fmt], part[fmt]]))
