@@ -39,6 +39,9 @@ BATCH = [
     ("assert", "def add(x, y):\n    return 10**5000\n", "wrong_answer"),
     ("assert", "import os\nos.write(3, b'x [\"ValueError\", \"' + b'm' * 10_000_000 + b'\"]\\n')\nos._exit(0)\n", "output_limit"),
     ("assert", "import os\nos.write(3, b'x [\"SystemExit\", \"\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
+    # lone surrogates in an exception's class name or message are no UTF-8: the verdict row once failed to write
+    ("assert", "def add(x, y):\n    raise ValueError('\\ud800')\n", "runtime_error"),
+    ("assert", "import os\nos.write(3, b'x [\"\\\\udcffError\", \"\\\\ud800\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
 ]  # fmt: skip
 
 
