@@ -354,6 +354,17 @@ def encode_value(v, depth=0):
     return ["?", name]
 
 
+HASH_COLLISIONS = 1000  # keys of one set or dict that may share a hash with another key
+
+
+def _few_collisions(keys):
+    """``keys``, unless more than ``HASH_COLLISIONS`` of them share hashes (integers a multiple of 2**61 - 1
+    apart hash alike: a set of thousands of them takes quadratic time to build); ``ValueError`` then."""
+    if len(keys) - len({hash(k) for k in keys}) > HASH_COLLISIONS:
+        raise ValueError("set or dict keys crafted to share hashes")
+    return keys
+
+
 def decode_value(x, depth=0):
     """The inverse of ``encode_value`` for input from an untrusted side: builtin values only, nesting
     bounded, every tag and digit string checked; ``ValueError`` for anything else."""
@@ -373,14 +384,13 @@ def decode_value(x, depth=0):
     if tag in ("b", "ba") and type(body) is str:
         return (bytes if tag == "b" else bytearray).fromhex(body)
     if tag in _TAGS_SEQ and type(body) is list:
-        return _TAGS_SEQ[tag](decode_value(v, depth + 1) for v in body)
+        items = [decode_value(v, depth + 1) for v in body]
+        return _TAGS_SEQ[tag](_few_collisions(items) if tag in ("s", "fs") else items)
     if tag == "d" and type(body) is list:
-        out = {}
-        for pair in body:
-            if type(pair) is not list or len(pair) != 2:
-                raise ValueError("not a dict item")
-            out[decode_value(pair[0], depth + 1)] = decode_value(pair[1], depth + 1)
-        return out
+        if not all(type(pair) is list and len(pair) == 2 for pair in body):
+            raise ValueError("not a dict item")
+        keys = _few_collisions([decode_value(pair[0], depth + 1) for pair in body])
+        return dict(zip(keys, [decode_value(pair[1], depth + 1) for pair in body], strict=True))
     if tag == "r" and type(body) is list and len(body) == 3:
         return range(*(decode_value(x, depth + 1) for x in body))
     if tag == "it" and type(body) is list:

@@ -90,3 +90,14 @@ def test_integers_of_any_length_crlf_input_and_large_outputs(docker_pool):
     near_cap = docker_pool.cfg.output_limit_bytes - 4096
     large = {"kind": "stdio", "tests": [{"input": "", "output": "7 " * (near_cap // 2)}]}
     assert judge(docker_pool, [f"print('7 ' * {near_cap // 2})\n"], large)[0]["status"] == "passed"
+
+
+# A set of integers 2**61 - 1 apart, which all hash alike: building it once took the host quadratic time
+# (30,000 of them, ~12 s; the result channel carries ~40,000 per MB).
+COLLIDING = ("import os\nP = (1 << 61) - 1\nitems = ','.join('[\"i\", \"%x\"]' % (P * k + 5) for k in range(16, 30016))\n"
+             "os.write(3, ('v [\"s\", [' + items + ']]\\n').encode())\nos._exit(0)\n")  # fmt: skip
+
+
+def test_values_crafted_to_share_hashes_are_refused(docker_pool):
+    (verdict,) = judge(docker_pool, [COLLIDING], SPECS["call"])
+    assert verdict["status"] == "wrong_answer" and "share hashes" in verdict["detail"], verdict
