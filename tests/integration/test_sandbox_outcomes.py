@@ -101,3 +101,12 @@ COLLIDING = ("import os\nP = (1 << 61) - 1\nitems = ','.join('[\"i\", \"%x\"]' %
 def test_values_crafted_to_share_hashes_are_refused(docker_pool):
     (verdict,) = judge(docker_pool, [COLLIDING], SPECS["call"])
     assert verdict["status"] == "wrong_answer" and "share hashes" in verdict["detail"], verdict
+
+
+@pytest.mark.timeout(120)
+def test_judging_any_output_takes_linear_time(docker_pool):
+    """A run of digits ending in a letter where a float is expected: the judge's number pattern once
+    backtracked quadratically on it (300,000 digits: about an hour of the host's time)."""
+    spec = {"kind": "stdio", "tests": [{"input": "", "output": "0.5\n"}]}
+    (verdict,) = judge(docker_pool, ["print('1' * 300000 + 'a')\n"], spec)
+    assert verdict["status"] == "wrong_answer", verdict
