@@ -426,8 +426,9 @@ def _exception_line(exc):
     return json.dumps([_builtin_name(exc), msg])
 
 
-def _finish_interpreter():
-    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush."""
+def _finish_interpreter(ns):
+    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, clear the
+    program's namespace (files it left open are flushed as their objects go), flush."""
     if "threading" in sys.modules:
         try:
             sys.modules["threading"]._shutdown()
@@ -435,6 +436,10 @@ def _finish_interpreter():
             pass
     try:
         atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    try:
+        ns.clear()
     except BaseException:
         pass
     for stream in (sys.stdout, sys.stderr):
@@ -516,7 +521,11 @@ def _child(fds, index, ids, nproc):
 
     kind = req["kind"]
     source, code = compiled
-    ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
+    # The program's namespace is a module in sys.modules, as a script's is: pickle (multiprocessing) finds
+    # its functions and classes there by name.
+    module = type(sys)("__main__" if kind == "stdio" else "solution")
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
     try:
         try:
             exec(code, ns)
@@ -526,10 +535,10 @@ def _child(fds, index, ids, nproc):
             status = e.code
             if status is not None and type(status) is not int:
                 print(status, file=sys.stderr)  # as the interpreter does
-            _finish_interpreter()
+            _finish_interpreter(ns)
             os._exit(0 if status is None else int.__and__(status, 0xFF) if type(status) is int else 1)
         if kind == "stdio":
-            _finish_interpreter()
+            _finish_interpreter(ns)
             os._exit(0)
         fn_name = req["fn_name"]
         if kind == "call" and "Solution" in ns and hasattr(ns["Solution"], fn_name):
@@ -913,6 +922,7 @@ def main():
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
+    sys.stdin.mode, sys.stdout.mode, sys.stderr.mode = "r", "w", "w"  # as open() sets it (fast-I/O templates read it)
 
     sandbox = _Sandbox(ids, nproc, contained)  # before any request: the zygote never holds one
 

@@ -72,6 +72,20 @@ RIGHT_PROGRAMS = {
     "deep recursion within the stack limit": "import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n"
     "@lru_cache(None)\ndef depth(n):\n    return 0 if n == 0 else depth(n - 1) + 1\n"
     "a, b = map(int, input().split())\nprint(depth(40000) - 40000 + a + b)\n",
+    # the program's functions are found by name in sys.modules["__main__"] (pickled to the pool's workers)
+    "a multiprocessing pool of its own function": "import multiprocessing\ndef ident(v):\n    return v\n"
+    "if __name__ == '__main__':\n    a, b = map(int, input().split())\n    with multiprocessing.Pool(2) as p:\n"
+    "        print(sum(p.map(ident, [a, b])))\n",
+    # the fast-I/O template of many competitive solutions reads the streams' mode, as open() sets it
+    "a fast-I/O wrapper reading the streams' mode": "import io, os, sys\nclass FastIO(io.IOBase):\n"
+    "    def __init__(self, file):\n        self._fd = file.fileno()\n        self.buffer = io.BytesIO()\n"
+    "        self.writable = 'x' in file.mode or 'r' not in file.mode\n"
+    "    def flush(self):\n        if self.writable:\n            os.write(self._fd, self.buffer.getvalue())\n"
+    "            self.buffer.truncate(0), self.buffer.seek(0)\nout = FastIO(sys.stdout)\n"
+    "a, b = map(int, os.read(FastIO(sys.stdin)._fd, 99).split())\n"
+    "out.buffer.write(b'%d\\n' % (a + b))\nout.flush()\n",
+    # flushed when the interpreter clears the program's namespace at exit
+    "a file on stdout left open": "out = open(1, 'w')\na, b = map(int, input().split())\nout.write(str(a + b) + '\\n')\n",
 }  # fmt: skip
 
 
