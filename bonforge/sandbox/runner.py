@@ -38,8 +38,10 @@ syntax error answers every test without a fork) and handed, marshalled in a memo
 *child*, forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the
 supervisor and the zygote run as root, and the candidate cannot signal, ptrace or ``prlimit`` them),
 rlimits, stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
-stdout/stderr drained continuously with a cap. A stdio program ends as the interpreter would: non-daemon
-threads joined, ``atexit`` handlers run, streams flushed. The zygote is a child subreaper, so every
+stdout/stderr drained continuously with a cap. The program runs as a script would: its namespace is the
+module ``sys.modules["__main__"]`` (``solution`` for call and assert kinds), the standard streams have
+their ``mode``; a stdio program ends as the interpreter would: non-daemon threads joined, ``atexit``
+handlers run, its namespace cleared (files it left open are flushed), streams flushed. The zygote is a child subreaper, so every
 descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
 supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
 After each test every process of the candidate is killed (none survives into the next test); after each
