@@ -323,7 +323,9 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
     if _netns_prefix is None:
         _netns_prefix = []
         if shutil.which("unshare"):
-            for prefix in (["unshare", "--net"], ["unshare", "--user", "--map-root-user", "--net"]):
+            # as root, mount and IPC namespaces of its own too: the runner mounts a private /tmp, /dev/shm, ...
+            private = [["unshare", "--mount", "--ipc", "--net"]] if os.geteuid() == 0 else []
+            for prefix in (*private, ["unshare", "--net"], ["unshare", "--user", "--map-root-user", "--net"]):
                 if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
                     _netns_prefix = prefix
                     break
@@ -337,6 +339,8 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
     if os.geteuid() == 0:
         uid = (1 << 30) + (os.getpid() << 8) + next(_uids) % 256  # distinct per pool process and worker
         ids = ["--uid", f"{uid}:{uid}", "--nproc", str(cfg.pids_limit)]
+    if "--mount" in _netns_prefix:
+        ids += ["--private-tmp", str(cfg.tmpfs_mb)]
     return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH), *ids]
 
 

@@ -256,6 +256,18 @@ def _mtime(path):
         return None
 
 
+def _private_scratch(size_mb):
+    """Backend process as root, in mount and IPC namespaces of its own: fresh file systems over the host's
+    shared scratch folders, so a program never reaches the host's (Ray's world-writable session folders
+    under /tmp included)."""
+    for path in HOST_SCRATCH_DIRS:
+        if os.path.isdir(path):
+            kind = b"mqueue" if path == "/dev/mqueue" else b"tmpfs"
+            opts = None if kind == b"mqueue" else f"size={size_mb}m,mode=1777".encode()
+            if _libc().mount(kind, path.encode(), kind, 2 | 4, opts) != 0:  # MS_NOSUID | MS_NODEV
+                raise OSError(ctypes.get_errno(), f"cannot mount a private {path}")
+
+
 def _remove_owned(path, uid, keep):
     """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``),
     but not ``keep`` (the work directory)."""
@@ -653,8 +665,8 @@ def _zygote(sock, ids, nproc):
 class _Sandbox:
     """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
 
-    def __init__(self, ids, nproc, contained):
-        self.ids, self.contained = ids, contained
+    def __init__(self, ids, nproc, contained, own_ipc):
+        self.ids, self.contained, self.own_ipc = ids, contained, own_ipc
         self.scanned = {}  # backend process: shared scratch directory -> its mtime when last cleaned
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
@@ -717,7 +729,7 @@ class _Sandbox:
                         self.scanned[d] = _mtime(d)
         if not wiped:
             problems.append("work directory, /dev/shm or /dev/mqueue not empty")
-        if self.contained:
+        if self.own_ipc:  # System V objects of this sandbox's IPC namespace only
             for path in SYSV_IPC:
                 try:
                     with open(path, "rb") as f:
@@ -899,6 +911,9 @@ def main():
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
     _prctl(PR_SET_DUMPABLE, 0)  # programs may not read our memory through /proc
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # should the zygote die, its orphans are still ours to kill
+    private = "--private-tmp" in sys.argv
+    if private:
+        _private_scratch(int(sys.argv[sys.argv.index("--private-tmp") + 1]))
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
     if ids and not contained:
         os.chown(workdir, *ids)
@@ -926,7 +941,8 @@ def main():
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
     sys.stdin.mode, sys.stdout.mode, sys.stderr.mode = "r", "w", "w"  # as open() sets it (fast-I/O templates read it)
 
-    sandbox = _Sandbox(ids, nproc, contained)  # before any request: the zygote never holds one
+    # before any request: the zygote never holds one
+    sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private)
 
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")
