@@ -441,8 +441,9 @@ def _exception_line(exc):
 
 
 def _finish_interpreter(ns):
-    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, clear the
-    program's namespace (files it left open are flushed as their objects go), flush."""
+    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush the
+    standard streams, clear the program's namespace (files it left open are flushed as their objects go),
+    flush again."""
     if "threading" in sys.modules:
         try:
             sys.modules["threading"]._shutdown()
@@ -452,10 +453,15 @@ def _finish_interpreter(ns):
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    _flush_streams()
     try:
         ns.clear()
     except BaseException:
         pass
+    _flush_streams()
+
+
+def _flush_streams():
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

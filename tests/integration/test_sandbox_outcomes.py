@@ -84,6 +84,11 @@ RIGHT_PROGRAMS = {
     "            self.buffer.truncate(0), self.buffer.seek(0)\nout = FastIO(sys.stdout)\n"
     "a, b = map(int, os.read(FastIO(sys.stdin)._fd, 99).split())\n"
     "out.buffer.write(b'%d\\n' % (a + b))\nout.flush()\n",
+    # sys.stdout replaced by a writer that needs the program's globals: flushed before they are cleared
+    "a stdout writer flushed at exit": "import os, sys\nclass Out:\n    mode = 'w'\n    parts = []\n"
+    "    def write(self, s):\n        self.parts.append(s)\n    def flush(self):\n"
+    "        os.write(1, ''.join(self.parts).encode())\n        self.parts.clear()\nsys.stdout = Out()\n"
+    "a, b = map(int, input().split())\nprint(a + b)\n",
     # flushed when the interpreter clears the program's namespace at exit
     "a file on stdout left open": "out = open(1, 'w')\na, b = map(int, input().split())\nout.write(str(a + b) + '\\n')\n",
 }  # fmt: skip
