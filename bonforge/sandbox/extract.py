@@ -15,17 +15,34 @@ from __future__ import annotations
 
 import re
 
-_FENCE = re.compile(
-    r"^[ \t]*(?P<fence>```|~~~)[ \t]*(?P<lang>[\w+#.-]*)[^\n]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$",
-    re.M | re.S,
-)
+_OPENER = re.compile(r"[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*")  # a fence line: fence, language tag, rest
 _PY_TAGS = {"", "python", "py", "python3", "py3"}
 
 
 def fenced_block(text: str) -> str | None:
-    """The last python (or untagged) fenced block's content, or None."""
-    found = [m.group("body") for m in _FENCE.finditer(text) if m.group("lang").lower() in _PY_TAGS]
-    return found[-1] if found else None
+    """The last python (or untagged) fenced block's content, or None. A block runs from an opening fence
+    line to the next line holding only the same fence; an opening with no such line is not a block.
+    One pass over the lines (a text of many unclosed fences costs linear time, not quadratic)."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    closing = {"```": [None] * (len(lines) + 1), "~~~": [None] * (len(lines) + 1)}  # next closing line from k
+    for k in range(len(lines) - 1, -1, -1):
+        bare = lines[k].strip(" \t")
+        for fence, nxt in closing.items():
+            nxt[k] = k if bare == fence else nxt[k + 1]
+    found, i = None, 0
+    while i < len(lines) - 1:  # an opening line ends in a newline
+        m = _OPENER.fullmatch(lines[i])
+        end = closing[m.group(1)][i + 1] if m else None
+        if end is None:
+            i += 1
+            continue
+        if m.group(2).lower() in _PY_TAGS:
+            found = text[starts[i + 1] : starts[end]]
+        i = end + 1
+    return found
 
 
 def _unterminated_block(text: str) -> str | None:

@@ -30,7 +30,8 @@ import math
 import re
 
 _INT = re.compile(rb"[+-]?[0-9]+\Z")
-_NUMBER = re.compile(rb"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+# Unambiguous (digits after the point only after a point): matching any token takes linear time
+_NUMBER = re.compile(rb"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 
 
 def _as_float(x) -> float:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import glob
 import itertools
 import json
 import logging
@@ -53,6 +54,7 @@ SANDBOX_IDS = "65534:65534"  # the uid:gid tests run under in a container (the r
 CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is the sandbox itself sound?
 _RUNNER_HEADROOM_MB = 256  # container memory above the per-test limit: runner, tmpfs, page cache
 SOCKET_NAME = "runner.sock"
+SOCKET_DIR_PREFIX = "bonforge-sbx-"  # + the owning process's pid: a folder per worker in the temp folder
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
 RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in its container; tests are 65534)
 STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
@@ -284,6 +286,14 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
     ]  # fmt: skip
 
 
+def _remove_dead_socket_dirs() -> None:
+    """Socket folders of pools whose process is gone (killed before it could remove them)."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{SOCKET_DIR_PREFIX}*-*")):
+        owner = os.path.basename(path)[len(SOCKET_DIR_PREFIX) :].split("-")[0]
+        if owner.isdigit() and not image_mod._pid_alive(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def _give_to_runner(path: str) -> None:
     """Hand a path of the socket folder to the runner's uid (mode 0700 / 0600: no other user reaches it).
     Not running as root, the folder stays ours and is opened for traversal only (0711)."""
@@ -323,7 +333,9 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
     if _netns_prefix is None:
         _netns_prefix = []
         if shutil.which("unshare"):
-            for prefix in (["unshare", "--net"], ["unshare", "--user", "--map-root-user", "--net"]):
+            # as root, mount and IPC namespaces of its own too: the runner mounts a private /tmp, /dev/shm, ...
+            private = [["unshare", "--mount", "--ipc", "--net"]] if os.geteuid() == 0 else []
+            for prefix in (*private, ["unshare", "--net"], ["unshare", "--user", "--map-root-user", "--net"]):
                 if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
                     _netns_prefix = prefix
                     break
@@ -337,6 +349,8 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
     if os.geteuid() == 0:
         uid = (1 << 30) + (os.getpid() << 8) + next(_uids) % 256  # distinct per pool process and worker
         ids = ["--uid", f"{uid}:{uid}", "--nproc", str(cfg.pids_limit)]
+    if "--mount" in _netns_prefix:
+        ids += ["--private-tmp", str(cfg.tmpfs_mb)]
     return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH), *ids]
 
 
@@ -375,6 +389,7 @@ class SandboxPool:
                 return
             if self.cfg.backend == "docker":
                 image_mod.cleanup_containers(all_owners=False)
+                _remove_dead_socket_dirs()
                 tag = self.cfg.image or image_mod.default_tag()
                 if not image_mod.image_exists(tag):
                     if not self.cfg.build_image:
@@ -396,7 +411,7 @@ class SandboxPool:
         socket_dir = None
         if self.cfg.backend == "docker":
             if self.cfg.transport == "socket" and not _remote_daemon():
-                socket_dir = tempfile.mkdtemp(prefix="bonforge-sbx-")  # 0700
+                socket_dir = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")  # 0700
                 _give_to_runner(socket_dir)
             argv = docker_argv(self.cfg, self.image, name, socket_dir)
         else:

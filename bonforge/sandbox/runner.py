@@ -38,8 +38,10 @@ syntax error answers every test without a fork) and handed, marshalled in a memo
 *child*, forked from the zygote: own session, the sandbox uid with no capabilities (``--uid``: the
 supervisor and the zygote run as root, and the candidate cannot signal, ptrace or ``prlimit`` them),
 rlimits, stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
-stdout/stderr drained continuously with a cap. A stdio program ends as the interpreter would: non-daemon
-threads joined, ``atexit`` handlers run, streams flushed. The zygote is a child subreaper, so every
+stdout/stderr drained continuously with a cap. The program runs as a script would: its namespace is the
+module ``sys.modules["__main__"]`` (``solution`` for call and assert kinds), the standard streams have
+their ``mode``; a stdio program ends as the interpreter would: non-daemon threads joined, ``atexit``
+handlers run, its namespace cleared (files it left open are flushed), streams flushed. The zygote is a child subreaper, so every
 descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
 supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
 After each test every process of the candidate is killed (none survives into the next test); after each
@@ -254,6 +256,18 @@ def _mtime(path):
         return None
 
 
+def _private_scratch(size_mb):
+    """Backend process as root, in mount and IPC namespaces of its own: fresh file systems over the host's
+    shared scratch folders, so a program never reaches the host's (Ray's world-writable session folders
+    under /tmp included)."""
+    for path in HOST_SCRATCH_DIRS:
+        if os.path.isdir(path):
+            kind = b"mqueue" if path == "/dev/mqueue" else b"tmpfs"
+            opts = None if kind == b"mqueue" else f"size={size_mb}m,mode=1777".encode()
+            if _libc().mount(kind, path.encode(), kind, 2 | 4, opts) != 0:  # MS_NOSUID | MS_NODEV
+                raise OSError(ctypes.get_errno(), f"cannot mount a private {path}")
+
+
 def _remove_owned(path, uid, keep):
     """Backend process: remove the sandbox uid's entries of a shared directory (``/tmp``, ``/dev/shm``),
     but not ``keep`` (the work directory)."""
@@ -354,6 +368,17 @@ def encode_value(v, depth=0):
     return ["?", name]
 
 
+HASH_COLLISIONS = 1000  # keys of one set or dict that may share a hash with another key
+
+
+def _few_collisions(keys):
+    """``keys``, unless more than ``HASH_COLLISIONS`` of them share hashes (integers a multiple of 2**61 - 1
+    apart hash alike: a set of thousands of them takes quadratic time to build); ``ValueError`` then."""
+    if len(keys) - len({hash(k) for k in keys}) > HASH_COLLISIONS:
+        raise ValueError("set or dict keys crafted to share hashes")
+    return keys
+
+
 def decode_value(x, depth=0):
     """The inverse of ``encode_value`` for input from an untrusted side: builtin values only, nesting
     bounded, every tag and digit string checked; ``ValueError`` for anything else."""
@@ -373,14 +398,13 @@ def decode_value(x, depth=0):
     if tag in ("b", "ba") and type(body) is str:
         return (bytes if tag == "b" else bytearray).fromhex(body)
     if tag in _TAGS_SEQ and type(body) is list:
-        return _TAGS_SEQ[tag](decode_value(v, depth + 1) for v in body)
+        items = [decode_value(v, depth + 1) for v in body]
+        return _TAGS_SEQ[tag](_few_collisions(items) if tag in ("s", "fs") else items)
     if tag == "d" and type(body) is list:
-        out = {}
-        for pair in body:
-            if type(pair) is not list or len(pair) != 2:
-                raise ValueError("not a dict item")
-            out[decode_value(pair[0], depth + 1)] = decode_value(pair[1], depth + 1)
-        return out
+        if not all(type(pair) is list and len(pair) == 2 for pair in body):
+            raise ValueError("not a dict item")
+        keys = _few_collisions([decode_value(pair[0], depth + 1) for pair in body])
+        return dict(zip(keys, [decode_value(pair[1], depth + 1) for pair in body], strict=True))
     if tag == "r" and type(body) is list and len(body) == 3:
         return range(*(decode_value(x, depth + 1) for x in body))
     if tag == "it" and type(body) is list:
@@ -416,8 +440,10 @@ def _exception_line(exc):
     return json.dumps([_builtin_name(exc), msg])
 
 
-def _finish_interpreter():
-    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush."""
+def _finish_interpreter(ns):
+    """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush the
+    standard streams, clear the program's namespace (files it left open are flushed as their objects go),
+    flush again."""
     if "threading" in sys.modules:
         try:
             sys.modules["threading"]._shutdown()
@@ -427,6 +453,15 @@ def _finish_interpreter():
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    _flush_streams()
+    try:
+        ns.clear()
+    except BaseException:
+        pass
+    _flush_streams()
+
+
+def _flush_streams():
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -506,7 +541,11 @@ def _child(fds, index, ids, nproc):
 
     kind = req["kind"]
     source, code = compiled
-    ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
+    # The program's namespace is a module in sys.modules, as a script's is: pickle (multiprocessing) finds
+    # its functions and classes there by name.
+    module = type(sys)("__main__" if kind == "stdio" else "solution")
+    sys.modules[module.__name__] = module
+    ns = module.__dict__
     try:
         try:
             exec(code, ns)
@@ -516,10 +555,10 @@ def _child(fds, index, ids, nproc):
             status = e.code
             if status is not None and type(status) is not int:
                 print(status, file=sys.stderr)  # as the interpreter does
-            _finish_interpreter()
+            _finish_interpreter(ns)
             os._exit(0 if status is None else int.__and__(status, 0xFF) if type(status) is int else 1)
         if kind == "stdio":
-            _finish_interpreter()
+            _finish_interpreter(ns)
             os._exit(0)
         fn_name = req["fn_name"]
         if kind == "call" and "Solution" in ns and hasattr(ns["Solution"], fn_name):
@@ -632,8 +671,8 @@ def _zygote(sock, ids, nproc):
 class _Sandbox:
     """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
 
-    def __init__(self, ids, nproc, contained):
-        self.ids, self.contained = ids, contained
+    def __init__(self, ids, nproc, contained, own_ipc):
+        self.ids, self.contained, self.own_ipc = ids, contained, own_ipc
         self.scanned = {}  # backend process: shared scratch directory -> its mtime when last cleaned
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
@@ -696,7 +735,7 @@ class _Sandbox:
                         self.scanned[d] = _mtime(d)
         if not wiped:
             problems.append("work directory, /dev/shm or /dev/mqueue not empty")
-        if self.contained:
+        if self.own_ipc:  # System V objects of this sandbox's IPC namespace only
             for path in SYSV_IPC:
                 try:
                     with open(path, "rb") as f:
@@ -878,6 +917,9 @@ def main():
     signal.pthread_sigmask(signal.SIG_BLOCK, BLOCKED_SIGNALS)
     _prctl(PR_SET_DUMPABLE, 0)  # programs may not read our memory through /proc
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # should the zygote die, its orphans are still ours to kill
+    private = "--private-tmp" in sys.argv
+    if private:
+        _private_scratch(int(sys.argv[sys.argv.index("--private-tmp") + 1]))
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
     if ids and not contained:
         os.chown(workdir, *ids)
@@ -903,8 +945,10 @@ def main():
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
+    sys.stdin.mode, sys.stdout.mode, sys.stderr.mode = "r", "w", "w"  # as open() sets it (fast-I/O templates read it)
 
-    sandbox = _Sandbox(ids, nproc, contained)  # before any request: the zygote never holds one
+    # before any request: the zygote never holds one
+    sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private)
 
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")

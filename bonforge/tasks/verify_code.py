@@ -62,6 +62,7 @@ def build_request(
 
 
 def _clip(text: str, n: int) -> str:
+    text = text.encode("utf-8", "replace").decode()  # a program's exception text may hold lone surrogates
     return text if len(text) <= n else text[: n // 2] + "\n...\n" + text[-(n - n // 2) :]
 
 

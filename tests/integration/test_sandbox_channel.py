@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -124,3 +126,21 @@ def test_child_supplied_fields_are_capped_in_the_runner(docker_pool):
     assert [v["status"] for v in verdicts] == ["runtime_error", "runtime_error", "output_limit"]
     for answer in answers:
         assert len(json.dumps(answer)) < 16384, [len(json.dumps(a)) for a in answers]
+
+
+@pytest.mark.docker
+def test_socket_folders_of_killed_pools_are_removed(sandbox_image):
+    """A pool process killed before it could remove its socket folders leaves them in the temp folder; the
+    next pool to start removes those whose owner is gone (and only those)."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tempfile.mkdtemp(prefix=f"bonforge-sbx-{gone.pid}-")
+    alive = tempfile.mkdtemp(prefix=f"bonforge-sbx-{os.getpid()}-")
+    try:
+        with SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=1)):
+            pass
+        assert not os.path.exists(dead) and os.path.exists(alive)
+    finally:
+        for path in (dead, alive):
+            if os.path.exists(path):
+                os.rmdir(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -329,3 +330,36 @@ def test_process_backend_leaves_nothing_for_the_next_candidate(process):
 def test_process_backend_counts_the_cpu_of_unreaped_grandchildren(process):
     (verdict,) = judge(process, [GRANDCHILD_CPU], ONE, time_limit_s=0.3, wall_factor=30.0)
     assert verdict["status"] == "timeout", verdict
+
+
+# Backend process beside Ray: Ray's session folders under /tmp are world-writable with no sticky bit, so a
+# program could delete other users' files there, or leave its own where no clean-up looks.
+SHARED = "/tmp/bonforge-isolation-shared"
+SHARED_DIRTY = f"""import os
+try:
+    names = os.listdir({SHARED!r})
+except OSError:
+    names = []
+for name in names:
+    os.unlink(os.path.join({SHARED!r}, name))
+try:
+    open(os.path.join({SHARED!r}, "left"), "w").write("x")
+except OSError:
+    pass
+a, b = map(int, input().split())
+print(a + b)
+"""
+
+
+def test_process_backend_cannot_touch_the_hosts_shared_folders(process):
+    """Run as root, the process backend's workers have a private /tmp, /var/tmp and /dev/shm."""
+    os.makedirs(SHARED, exist_ok=True)
+    os.chmod(SHARED, 0o777)
+    with open(f"{SHARED}/theirs", "w") as f:
+        f.write("x")
+    try:
+        (verdict,) = judge(process, [SHARED_DIRTY], ONE)
+        assert verdict["status"] == "passed", verdict
+        assert os.listdir(SHARED) == ["theirs"]
+    finally:
+        shutil.rmtree(SHARED)

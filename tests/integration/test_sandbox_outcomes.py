@@ -39,6 +39,9 @@ BATCH = [
     ("assert", "def add(x, y):\n    return 10**5000\n", "wrong_answer"),
     ("assert", "import os\nos.write(3, b'x [\"ValueError\", \"' + b'm' * 10_000_000 + b'\"]\\n')\nos._exit(0)\n", "output_limit"),
     ("assert", "import os\nos.write(3, b'x [\"SystemExit\", \"\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
+    # lone surrogates in an exception's class name or message are no UTF-8: the verdict row once failed to write
+    ("assert", "def add(x, y):\n    raise ValueError('\\ud800')\n", "runtime_error"),
+    ("assert", "import os\nos.write(3, b'x [\"\\\\udcffError\", \"\\\\ud800\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
 ]  # fmt: skip
 
 
@@ -69,6 +72,25 @@ RIGHT_PROGRAMS = {
     "deep recursion within the stack limit": "import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n"
     "@lru_cache(None)\ndef depth(n):\n    return 0 if n == 0 else depth(n - 1) + 1\n"
     "a, b = map(int, input().split())\nprint(depth(40000) - 40000 + a + b)\n",
+    # the program's functions are found by name in sys.modules["__main__"] (pickled to the pool's workers)
+    "a multiprocessing pool of its own function": "import multiprocessing\ndef ident(v):\n    return v\n"
+    "if __name__ == '__main__':\n    a, b = map(int, input().split())\n    with multiprocessing.Pool(2) as p:\n"
+    "        print(sum(p.map(ident, [a, b])))\n",
+    # the fast-I/O template of many competitive solutions reads the streams' mode, as open() sets it
+    "a fast-I/O wrapper reading the streams' mode": "import io, os, sys\nclass FastIO(io.IOBase):\n"
+    "    def __init__(self, file):\n        self._fd = file.fileno()\n        self.buffer = io.BytesIO()\n"
+    "        self.writable = 'x' in file.mode or 'r' not in file.mode\n"
+    "    def flush(self):\n        if self.writable:\n            os.write(self._fd, self.buffer.getvalue())\n"
+    "            self.buffer.truncate(0), self.buffer.seek(0)\nout = FastIO(sys.stdout)\n"
+    "a, b = map(int, os.read(FastIO(sys.stdin)._fd, 99).split())\n"
+    "out.buffer.write(b'%d\\n' % (a + b))\nout.flush()\n",
+    # sys.stdout replaced by a writer that needs the program's globals: flushed before they are cleared
+    "a stdout writer flushed at exit": "import os, sys\nclass Out:\n    mode = 'w'\n    parts = []\n"
+    "    def write(self, s):\n        self.parts.append(s)\n    def flush(self):\n"
+    "        os.write(1, ''.join(self.parts).encode())\n        self.parts.clear()\nsys.stdout = Out()\n"
+    "a, b = map(int, input().split())\nprint(a + b)\n",
+    # flushed when the interpreter clears the program's namespace at exit
+    "a file on stdout left open": "out = open(1, 'w')\na, b = map(int, input().split())\nout.write(str(a + b) + '\\n')\n",
 }  # fmt: skip
 
 
@@ -87,3 +109,23 @@ def test_integers_of_any_length_crlf_input_and_large_outputs(docker_pool):
     near_cap = docker_pool.cfg.output_limit_bytes - 4096
     large = {"kind": "stdio", "tests": [{"input": "", "output": "7 " * (near_cap // 2)}]}
     assert judge(docker_pool, [f"print('7 ' * {near_cap // 2})\n"], large)[0]["status"] == "passed"
+
+
+# A set of integers 2**61 - 1 apart, which all hash alike: building it once took the host quadratic time
+# (30,000 of them, ~12 s; the result channel carries ~40,000 per MB).
+COLLIDING = ("import os\nP = (1 << 61) - 1\nitems = ','.join('[\"i\", \"%x\"]' % (P * k + 5) for k in range(16, 30016))\n"
+             "os.write(3, ('v [\"s\", [' + items + ']]\\n').encode())\nos._exit(0)\n")  # fmt: skip
+
+
+def test_values_crafted_to_share_hashes_are_refused(docker_pool):
+    (verdict,) = judge(docker_pool, [COLLIDING], SPECS["call"])
+    assert verdict["status"] == "wrong_answer" and "share hashes" in verdict["detail"], verdict
+
+
+@pytest.mark.timeout(120)
+def test_judging_any_output_takes_linear_time(docker_pool):
+    """A run of digits ending in a letter where a float is expected: the judge's number pattern once
+    backtracked quadratically on it (300,000 digits: about an hour of the host's time)."""
+    spec = {"kind": "stdio", "tests": [{"input": "", "output": "0.5\n"}]}
+    (verdict,) = judge(docker_pool, ["print('1' * 300000 + 'a')\n"], spec)
+    assert verdict["status"] == "wrong_answer", verdict

@@ -42,3 +42,13 @@ def test_modes(mode, kind, text, program):
 
 def test_none_text_is_empty():
     assert extract_program(None, None, "stdio") == ""
+
+
+@pytest.mark.timeout(30)
+def test_many_unclosed_fences_take_linear_time():
+    """Fence lines that never close (a degenerate completion): the block pattern once took quadratic time
+    on them (32,000 lines: minutes of the host's time for one candidate)."""
+    text = "```a\n" * 32000
+    assert fenced_block(text) is None
+    assert extract_program(text, None, "stdio") == text
+    assert fenced_block(text + "~~~py\nx = 1\n~~~\n") == "x = 1\n"
