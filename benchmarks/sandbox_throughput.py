@@ -18,7 +18,12 @@ A last table runs trivial candidates the same three ways: the per-candidate cost
 apart from the programs' own work (the CodeT pool holds a few infinite loops and heavy programs that
 cost the same CPU seconds whichever way they run).
 
+A CPU line under it gives the CPU time per candidate of the warm pool (this process, its checker and
+the containers' cgroups) and of the unisolated harness (all its processes): on a machine shared with
+other jobs the wall-clock ratios measure the share of the CPUs each method got, the CPU ratio does not.
+
     python benchmarks/sandbox_throughput.py [--samples 8] [--docker-run-samples 2] [--workers N] [--overhead 400]
+                                            [--overhead-only]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -56,6 +62,14 @@ def programs(problems: pa.Table, cands: pa.Table) -> list[str]:
     return out
 
 
+def docker_run_argv(cfg: CodeVerifyConfig) -> list[str]:
+    """``docker run --rm`` of one candidate read from stdin, with the pool's isolation flags."""
+    argv = docker_argv(cfg, cfg.image, "x")
+    run_argv = argv[: argv.index("--name")] + argv[argv.index("--name") + 2 : argv.index(cfg.image) + 1]
+    run_argv += ["timeout", "-s", "KILL", str(TIME_LIMIT * 2 + 1)]
+    return run_argv + ["python3", "-c", "import sys; exec(sys.stdin.read(), {})"]
+
+
 def docker_run_one(args: tuple[list[str], str]) -> bool:
     argv, program = args
     try:
@@ -75,6 +89,27 @@ def unisolated(progs: list[str], workers: int) -> tuple[float, int]:
                               str(workers), str(TIME_LIMIT)], capture_output=True, text=True, check=True)  # fmt: skip
     res = json.loads(out.stdout.strip().splitlines()[-1])
     return res["seconds"], res["passed"]
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and its reaped children (the checker process, the harness's processes)."""
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(ru.ru_utime + ru.ru_stime for ru in usage)
+
+
+def container_cpu(ids: list[str]) -> float:
+    """CPU seconds used so far by the containers ``ids`` (their cgroups, v1 or v2; 0 for one not found)."""
+    total = 0.0
+    for cid in ids:
+        for path in (f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage", f"/sys/fs/cgroup/docker/{cid}/cpu.stat",
+                     f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat"):  # fmt: skip
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                continue
+            total += int(text) / 1e9 if path.endswith("usage") else int(text.split()[1]) / 1e6
+            break
+    return total
 
 
 def report(label: str, n: int, seconds: float, passed: int) -> float:
@@ -97,12 +132,15 @@ def main() -> None:
     ap.add_argument("--docker-run-samples", type=int, default=2)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--overhead", type=int, default=400, help="trivial candidates for the overhead table (0: skip)")
+    ap.add_argument("--overhead-only", action="store_true", help="only the table of trivial candidates")
     args = ap.parse_args()
     data = Path(args.data) / "humaneval"
     problems = load_humaneval(data / "HumanEval.jsonl.gz")
     cands = import_codet_pool(data / "codet_codegen16B_samples.jsonl", problems, n=args.samples)
     small = cands.filter(pc.less(cands.column("sample_index"), args.docker_run_samples))
     cfg = CodeVerifyConfig(pool_size=args.workers, time_limit_s=TIME_LIMIT, image=build_image())
+    if args.overhead_only:
+        return overhead(problems, cfg, docker_run_argv(cfg), args)
 
     print(f"HumanEval CodeT pool, {args.workers} parallel slots, {TIME_LIMIT:.0f} s limit; {os.cpu_count()} cores")
     print(f"{'method':<34} {'cands':>6} {'seconds':>9} {'cands/s':>12} {'pass@1':>8}")
@@ -118,9 +156,7 @@ def main() -> None:
 
         warm_rate, _ = timed("warm pool (bonforge)", cands.num_rows, warm)
 
-    argv = docker_argv(cfg, cfg.image, "x")
-    run_argv = argv[: argv.index("--name")] + argv[argv.index("--name") + 2 : argv.index(cfg.image) + 1]
-    run_argv += ["timeout", "-s", "KILL", str(TIME_LIMIT * 2 + 1), "python3", "-c", "import sys; exec(sys.stdin.read(), {})"]
+    run_argv = docker_run_argv(cfg)
     small_programs = programs(problems, small)
     with ThreadPoolExecutor(args.workers) as ex:
         run_rate, _ = timed("docker run --rm per candidate", small.num_rows,
@@ -163,12 +199,20 @@ def overhead(problems: pa.Table, cfg: CodeVerifyConfig, run_argv: list[str], arg
     print(f"\nper-candidate overhead: {n} trivial candidates ({n_run} for docker run)")
     with SandboxPool(cfg) as pool:
         verify_code(add, cands.slice(0, 4), cfg, pool=pool)
+        inspect = ["docker", "inspect", "--format", "{{.Id}}", *[w.name for w in list(pool._workers)]]
+        ids = subprocess.run(inspect, capture_output=True, text=True).stdout.split()
+        host, box = own_cpu(), container_cpu(ids)
         warm, _ = timed("warm pool (bonforge)", n, lambda: sum(verify_code(add, cands, cfg, pool=pool).column("correct").to_pylist()))
+        host, box = own_cpu() - host, container_cpu(ids) - box
     with ThreadPoolExecutor(args.workers) as ex:
         run, _ = timed("docker run --rm per candidate", n_run,
                        lambda: sum(ex.map(docker_run_one, [(run_argv, p) for p in progs[:n_run]])))
+    uni_cpu = own_cpu()
     uni = report("unisolated (human-eval style)", n, *unisolated(progs, args.workers))
+    uni_cpu = own_cpu() - uni_cpu
     print(f"warm pool / docker run:  {warm / run:6.1f}x;  warm pool / unisolated:  {warm / uni:6.1f}x")
+    print(f"CPU per candidate: warm pool {1000 * (host + box) / n:.2f} ms (host {1000 * host / n:.2f}, containers "
+          f"{1000 * box / n:.2f}), unisolated {1000 * uni_cpu / n:.2f} ms: {uni_cpu / (host + box):.1f}x less CPU")
 
 
 if __name__ == "__main__":

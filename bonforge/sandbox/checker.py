@@ -296,11 +296,14 @@ class Checker:
     not come within the item's time limit plus ``GRACE_S`` is that program's ``timeout``."""
 
     GRACE_S = 5.0
+    MEMO_ENTRIES = 4096  # verdicts remembered (oldest forgotten first)
+    MEMO_BYTES = 1 << 16  # runs whose answers are longer than this are not remembered
 
     def __init__(self, memory_mb: int):
         self.memory_mb = memory_mb
         self._checks: dict[str, dict] = {}
         self._proc: subprocess.Popen | None = None
+        self._memo: dict[tuple, dict] = {}
 
     def __enter__(self) -> Checker:
         return self
@@ -336,19 +339,40 @@ class Checker:
     def plan(self, key: str, context: str, check: str, entry: str) -> dict:
         """``{"plan": [...], "error": str}``, or ``{"fault": str}`` when the check cannot be run at all."""
         self._checks[key] = {"context": context, "check": check, "entry": entry}
+        self._memo = {k: v for k, v in self._memo.items() if k[0] != key}  # verdicts of an earlier check of that key
         answer = self._ask(dict(self._checks[key], op="plan", key=key), 60.0)
         return answer or {"fault": "the checker process died while planning"}
 
     def replay(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float, go_on: bool) -> dict:
         """The verdict of one run (``{"status", "error"}``) or ``{"more": plan, "go_on": bool}``: ``plan``
-        (None: the first) and ``go_on`` as the run was asked, ``calls`` and ``end`` what it answered."""
+        (None: the first) and ``go_on`` as the run was asked, ``calls`` and ``end`` what it answered.
+        A replay is a function of exactly these (the check is deterministic: fixed hash seed, ``random``
+        seeded), so runs that answered alike share one replay (``_remembered``)."""
+        memo_key = self._memo_key(key, plan, calls, end, time_limit, go_on)
+        if memo_key in self._memo:
+            return dict(self._memo[memo_key])
         item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
                 "go_on": go_on}  # fmt: skip
         answer = self._ask(item, time_limit + self.GRACE_S)
-        if answer is None:
+        if answer is None:  # the process died or hung (it is restarted): not remembered
             return {"status": "timeout", "error": "the check did not finish on the program's answers"}
         if "fault" in answer:
-            return {"status": "runtime_error", "error": f"the check failed on the program's answers: {answer['fault']}"}
+            error = f"the check failed on the program's answers: {answer['fault']}"
+            answer = {"status": "runtime_error", "error": error}
+        return self._remembered(memo_key, answer)
+
+    def _memo_key(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float, go_on: bool):
+        """What a replay depends on, as a hashable key; None for runs too long to remember."""
+        if sum(map(len, calls)) > self.MEMO_BYTES or plan is not None and len(plan) > 1000:
+            return None
+        return (key, None if plan is None else json.dumps(plan), tuple(calls), end["status"], end.get("error", ""),
+                time_limit, go_on)  # fmt: skip
+
+    def _remembered(self, memo_key: tuple | None, answer: dict) -> dict:
+        if memo_key is not None:
+            if len(self._memo) >= self.MEMO_ENTRIES:
+                del self._memo[next(iter(self._memo))]
+            self._memo[memo_key] = dict(answer)
         return answer
 
     def close(self) -> None:

@@ -281,6 +281,8 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
         # test drops to SANDBOX_IDS and loses every capability before the program runs.
         "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
         "--security-opt", "no-new-privileges", "--workdir", "/tmp", "--env", "HOME=/tmp",
+        # The runner's symbols bound at start, not in each forked test (each lazy binding copies a page).
+        "--env", "LD_BIND_NOW=1",
         "--log-driver", "none",
         image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect,
     ]  # fmt: skip

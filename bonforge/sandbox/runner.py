@@ -62,13 +62,10 @@ import os
 import resource
 import select
 import selectors
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
-import traceback
 
 # Modules that solutions commonly import: loaded once here, inherited by every forked child.
 import bisect, collections, copy, decimal, fractions, functools, heapq, io, itertools  # noqa: E401,F401
@@ -291,7 +288,10 @@ def _format_error(exc, sources):
     """A traceback of the program's frames, its lines taken from ``sources`` (cheaper than the
     ``traceback`` module's, which re-reads and re-parses every line)."""
     lines = {name: text.splitlines() for name, text in sources.items()}
-    frames = [(f.f_code.co_filename, n, f.f_code.co_name) for f, n in traceback.walk_tb(exc.__traceback__)]
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
     frames = [fr for fr in frames if fr[0] != __file__]
     if len(frames) > 20:
         frames = frames[:5] + [("...", 0, f"{len(frames) - 15} frames")] + frames[-10:]
@@ -506,7 +506,6 @@ def _enter_sandbox(fds, ids, nproc):
             os.setresgid(ids[1], ids[1], ids[1])
             os.setresuid(ids[0], ids[0], ids[0])
             _prctl(PR_SET_DUMPABLE, 1)  # its own /proc entries become its own
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         sys.argv = ["solution.py"]
         os.close(SETUP_FD)  # from here on the program runs: it cannot report a set-up failure
@@ -610,6 +609,16 @@ def compile_program(req):
     return source, code
 
 
+def _holds(fd, size):
+    """Make the pipe ``fd`` hold ``size`` bytes if the kernel allows it: then its writer never waits for a
+    reader below that size, and the supervisor need not wake up for every line a child writes (it reads
+    the pipe whenever it wakes, at least every poll interval, and once the child is done)."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size) >= size
+    except (OSError, AttributeError):  # over /proc/sys/fs/pipe-max-size, or the user's pipe quota
+        return False
+
+
 def _stdin_file(data):
     """The test's input as a memory file (a regular file: its size is known, reads never block)."""
     fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
@@ -633,6 +642,7 @@ def _zygote(sock, ids, nproc):
     os.closerange(3, keep)
     os.closerange(keep + 1, 65536)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)  # set once here: every child inherits it, and it cannot be unset
     gc.freeze()  # children's collectors then leave the preloaded objects alone: fewer copy-on-write faults
     while True:
         try:
@@ -765,6 +775,7 @@ def run_test(req, index, test, payload_fd, sandbox):
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     res_r, res_w = os.pipe()
+    quiet = _holds(res_w, int(req["output_limit"]))  # then read on other wake-ups only, not for each line
     setup_r, setup_w = os.pipe()
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = _cgroup_cpu() if sandbox.contained else None
@@ -781,7 +792,8 @@ def run_test(req, index, test, payload_fd, sandbox):
     sel.register(zfd, selectors.EVENT_READ)
     for fd in (out_r, err_r, res_r):
         os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
+        if not (quiet and fd == res_r):
+            sel.register(fd, selectors.EVENT_READ)
     deadline = start + float(req["wall_limit"])
     poll = 0.1 if cgroup_before is not None else 1.0
     killed = None
@@ -808,6 +820,11 @@ def run_test(req, index, test, payload_fd, sandbox):
                     del err[:-STDERR_KEEP]
                 else:
                     (out if fd == out_r else res).extend(chunk)
+            if quiet:
+                try:
+                    res += os.read(res_r, limit + 1)
+                except BlockingIOError:
+                    pass
             if len(out) + len(res) > limit:
                 killed = "output_limit"
                 break
@@ -920,6 +937,9 @@ def main():
     private = "--private-tmp" in sys.argv
     if private:
         _private_scratch(int(sys.argv[sys.argv.index("--private-tmp") + 1]))
+    if not contained:  # imported only here: a container's zygote (forked below) is smaller without them
+        import shutil
+        import tempfile
     workdir = "/tmp" if contained else tempfile.mkdtemp(prefix="bonforge-run-")
     if ids and not contained:
         os.chown(workdir, *ids)

@@ -129,3 +129,19 @@ def test_judging_any_output_takes_linear_time(docker_pool):
     spec = {"kind": "stdio", "tests": [{"input": "", "output": "0.5\n"}]}
     (verdict,) = judge(docker_pool, ["print('1' * 300000 + 'a')\n"], spec)
     assert verdict["status"] == "wrong_answer", verdict
+
+
+def test_answers_before_a_hang_count_and_large_answers_pass(docker_pool):
+    """The result pipe is read only when the runner wakes for something else (the zygote, stdout, its poll)
+    when it can hold the whole output limit, else as lines arrive: either way every answer given before a
+    hang is judged, and answers up to the cap pass."""
+    spec = {"kind": "assert", "entry_point": "add",
+            "check": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n\ncheck(add)\n"}  # fmt: skip
+    hangs = "def add(x, y):\n    if x == 0:\n        while True:\n            pass\n    return {}\n"
+    got = judge(docker_pool, [hangs.format(6), hangs.format(5)], spec, time_limit_s=1.0)
+    assert [v["status"] for v in got] == ["wrong_answer", "timeout"]
+    for limit in (docker_pool.cfg.output_limit_bytes, 4 << 20):  # 4 MiB: over the kernel's largest pipe
+        n = limit - 65536
+        spec = {"kind": "assert", "entry_point": "f", "check": f"assert f(1) == 'x' * {n}\nassert f(2) == 'x'\n"}
+        program = f"def f(k):\n    return 'x' * ({n} if k == 1 else 1)\n"
+        assert [v["status"] for v in judge(docker_pool, [program], spec, output_limit_bytes=limit)] == ["passed"]

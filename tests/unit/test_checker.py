@@ -60,3 +60,18 @@ def test_context_helpers_and_a_faulty_check(checker):
     plan = checker.plan("dec", "def enc(s):\n    return s[::-1]\n", "assert dec(enc('ab')) == 'ab'\n", "dec")
     assert [decode_value(a) for a in plan["plan"][0][0]] == ["ba"]
     assert "fault" in checker.plan("bad", "", "def check(:\n", "f")
+
+
+def test_runs_that_answered_alike_share_one_replay():
+    with Checker(512) as checker:
+        checker.plan("add", "", CHECK, "add")
+        right = [v(5), v(0), v(2), v(4)]
+        assert replay(checker, right) == {"status": "passed"}
+        assert replay(checker, right[:1])["status"] == "runtime_error"  # ended without answering call 2
+        checker.close()  # the checker process is gone: answers already judged are judged without it
+        assert replay(checker, right) == {"status": "passed"} and checker._proc is None
+        assert replay(checker, right, status="timeout") == {"status": "passed"}  # another run's end: replayed
+        assert checker._proc is not None
+        # planning the key again (another check) forgets the verdicts of the old one
+        checker.plan("add", "", "assert add(2, 3) == 6\n", "add")
+        assert replay(checker, right[:1])["status"] == "wrong_answer"
