@@ -92,6 +92,7 @@ _COMMA_PAIR = re.compile(r"[-+]?\d+,\d+")
 _THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+")
 _WORD = re.compile(r"(?<![A-Za-z])(?!(?:and|or)\b)[A-Za-z]{2,}")  # an English word, not a variable or \command
 _FORMULA = re.compile(r"(?:\\.|[\w\s+\-*/^=<>()\[\]{}|,.!'&])+")  # no ':', '#', '?', ... ("A: 4" is text)
+_ONE_WORD = re.compile(r"[A-Za-z]+")
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
@@ -190,6 +191,8 @@ def _parse_gold(gold: str, cfg_json: str) -> list:
     parsed = _parse_answer(answer, rules)
     if not rules.choices and _COMMA_PAIR.fullmatch(answer) and not _THOUSANDS.fullmatch(answer):
         parsed = parsed + _mv_parse(f"${answer}$", rules)
+    if not parsed and not rules.choices and _ONE_WORD.fullmatch(answer):  # "yes": math-verify reads \text{yes}
+        parsed = _mv_parse(f"$\\text{{{answer}}}$", rules)
     return parsed
 
 

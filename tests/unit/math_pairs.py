@@ -62,6 +62,8 @@ PAIRS = [
     ("units and text", r"so our final answer is $\boxed{864 \mbox{ inches}^2}$", r"864 \mbox{ inches}^2", True),
     ("units and text", r"\boxed{\text{Evelyn}}", r"\text{Evelyn}", True),
     ("units and text", r"\boxed{\text{Evelyn}}", r"\text{Bob}", False),
+    ("units and text", r"\boxed{\text{yes}}", "yes", True),  # a one-word gold answer is \text{yes}
+    ("units and text", r"\boxed{\text{no}}", "yes", False),
     ("units and text", r"The answer is $\boxed{\text{(C)}}$.", r"\text{(C)}", True),
     ("units and text", r"She paid $\boxed{\$18.90}$.", r"\$18.90", True),
     ("units and text", r"\boxed{30^\circ}", "30", True),
