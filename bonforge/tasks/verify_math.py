@@ -232,8 +232,24 @@ def judge(text: str, gold: str, cfg_json: str) -> tuple[str, str | None, str | N
     pred, why = _extract(_normalised(text), rules)
     if not pred:
         return "no_answer", None, why
-    ok = verify(gold_parsed, pred, timeout_seconds=None, **rules.verify_kw)
+    key = (gold, cfg_json, _exact_form(pred))  # a problem's candidates often give the same answer: verified once
+    ok = _VERIFIED.get(key)
+    if ok is None:
+        ok = verify(gold_parsed, pred, timeout_seconds=None, **rules.verify_kw)
+        if len(_VERIFIED) >= 65536:
+            _VERIFIED.clear()
+        _VERIFIED[key] = ok
     return ("correct" if ok else "wrong_answer"), _shown(pred), None
+
+
+_VERIFIED: dict[tuple, bool] = {}
+
+
+def _exact_form(parsed: list) -> tuple:
+    """What ``verify`` sees of a parsed answer, exactly (sympy's ``srepr`` keeps types and assumptions)."""
+    from sympy import srepr
+
+    return tuple(p if isinstance(p, str) else srepr(p) for p in parsed)
 
 
 # -- checking in a killable child ---------------------------------------------------------------------------
