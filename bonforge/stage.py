@@ -85,7 +85,8 @@ class Stage:
     * ``context(inputs)``: shared read-only inputs of every shard (put into Ray's object store once).
       Both hooks read the upstream views (``Inputs``) and, where the query depends on the config, the
       node's params (``inputs.params``); both run only when the stage must be computed.
-    * ``executor``: ``"ray"`` runs shards as Ray tasks (when there are several), ``"local"`` in process.
+    * ``executor``: ``"ray"`` runs shards as Ray tasks (when there are several, or Ray is up already),
+      ``"local"`` in process.
     * ``compact_rows``: readers get files of about this many rows instead of one per shard.
     * ``summary(written)``: manifest fields computed from the written shards.
     * ``early``: computed in the build's own process before any service starts (cheap source stages that

@@ -118,14 +118,22 @@ def _compute_and_write(
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
 
 
-def _ray_node() -> str | None:
-    """The id of the Ray node running this process, when it is a Ray worker (hostnames repeat when several
-    nodes share a machine)."""
+def _ray_up() -> bool:
+    """Whether this process has joined Ray already: then even a lone shard goes to a Ray worker, whose warm
+    state (math-verify checkers, sandbox pools) outlives the task, instead of warming up a copy here."""
     import sys
 
     ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
+    return ray is not None and ray.is_initialized()
+
+
+def _ray_node() -> str | None:
+    """The id of the Ray node running this process, when it is a Ray worker (hostnames repeat when several
+    nodes share a machine)."""
+    if not _ray_up():
         return None
+    import ray
+
     return ray.get_runtime_context().get_node_id()
 
 
@@ -140,7 +148,7 @@ def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[
               compute: Callable[..., pa.Table], context: dict) -> Iterator[tuple[int, float, str, str | None]]:
     """Compute and write the shards ``todo``, yielding (shard, seconds, host, Ray node) as each finishes."""
     root, name, key = str(store.root), node.stage.name, node.key
-    if node.stage.executor == "ray" and len(todo) > 1:
+    if node.stage.executor == "ray" and (len(todo) > 1 or _ray_up()):
         import ray
 
         ensure_ray()

@@ -33,7 +33,7 @@ import pyarrow as pa
 from bonforge.config import MathVerifyConfig
 from bonforge.schema import VERDICTS
 
-VERSION = "2"
+VERSION = "3"
 
 MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 
@@ -85,15 +85,34 @@ _PLAIN_NUMBER = re.compile(
     r"[$€£¥]?\s*[-+]?(?:[1-9]\d{0,2}(?:[ ,]\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?|\.\d+)"
     r"\s*(?:%|[Pp]ercent)?(?:\s+[A-Za-z]{2,})*\s*\.?"
 )
-_LATEX_MARKUP = re.compile(r"\$[^$]+\$|\\\(|\\\[|\\boxed|\\fbox")
+_LATEX_MARKUP = re.compile(r"\$[^$]+\$|\\\(|\\\[|\\boxed")
 _COMMANDS = re.compile(r"\\(?:text|mathrm|textbf|mbox|operatorname|begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+")
 # "2,74" reads as 2.74 in plain text and as the pair {2, 74} in LaTeX: such a gold answer accepts both
 _COMMA_PAIR = re.compile(r"[-+]?\d+,\d+")
 _THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+")
-_THIN_SPACE_SEPARATOR = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")  # 10\,000: math-verify reads {,} but not \,
 _WORD = re.compile(r"(?<![A-Za-z])(?!(?:and|or)\b)[A-Za-z]{2,}")  # an English word, not a variable or \command
 _FORMULA = re.compile(r"(?:\\.|[\w\s+\-*/^=<>()\[\]{}|,.!'&])+")  # no ':', '#', '?', ... ("A: 4" is text)
+_ONE_WORD = re.compile(r"[A-Za-z]+")
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+
+
+# Writing that math-verify misreads, rewritten the same way in candidate texts and gold answers before anything
+# reads them (recipe patterns included)
+_REWRITES = [
+    (re.compile("\u2212"), "-"),  # the Unicode minus sign: math-verify finds no number in "−5"
+    (re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))"), ""),  # 10\,000: math-verify reads 10{,}000 but not 10\,000
+    (re.compile(r"\\(?:fbox|boxed)\s*\{"), r"\\boxed{"),  # \fbox{7} and \boxed {7} are answer boxes too
+    (re.compile(r"(?<![\w*])\*\*(?=\S)([^*\n]+?)(?<=\S)\*\*(?![\w*])"), r"\1"),  # Markdown bold: **42** is 42
+    # a sentence's full stop after a number: math-verify reads "7/3." as 7/3.0, a float unequal to 7/3
+    (re.compile(r"(?<=\d)\.(?=\s|$|\$|\\[)\]])"), ""),
+    (re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})(?![\w.])"), r"\1*10^(\2)"),  # 3.2e5: it reads 3.2
+]
+
+
+def _normalised(text: str) -> str:
+    for pattern, repl in _REWRITES:
+        text = pattern.sub(repl, text)
+    return text
 
 
 @dataclass(frozen=True, eq=False)  # one per settings (``_rules`` is cached): hashed by identity
@@ -132,7 +151,7 @@ def _mv_parse(text: str, rules: _Rules) -> list:
 def _mv_parse_any(text: str, rules: _Rules) -> list:
     from math_verify import parse
 
-    return parse(_THIN_SPACE_SEPARATOR.sub("", text), rules.targets, parsing_timeout=None)
+    return parse(text, rules.targets, parsing_timeout=None)
 
 
 _mv_parse_short = lru_cache(maxsize=8192)(_mv_parse_any)
@@ -166,11 +185,14 @@ def _parse_answer(answer: str, rules: _Rules) -> list:
 def _parse_gold(gold: str, cfg_json: str) -> list:
     """Parsed once per distinct gold answer (worked solutions too): a problem's candidates share it."""
     rules = _rules(cfg_json)
+    gold = _normalised(gold)
     hit = _pattern_answer(gold, rules)
     answer = (hit[1] if hit else gold).strip()
     parsed = _parse_answer(answer, rules)
     if not rules.choices and _COMMA_PAIR.fullmatch(answer) and not _THOUSANDS.fullmatch(answer):
         parsed = parsed + _mv_parse(f"${answer}$", rules)
+    if not parsed and not rules.choices and _ONE_WORD.fullmatch(answer):  # "yes": math-verify reads \text{yes}
+        parsed = _mv_parse(f"$\\text{{{answer}}}$", rules)
     return parsed
 
 
@@ -207,11 +229,27 @@ def judge(text: str, gold: str, cfg_json: str) -> tuple[str, str | None, str | N
     gold_parsed = _parse_gold(gold, cfg_json)
     if not gold_parsed:
         return "error", None, f"math-verify cannot read the gold answer {gold[:200]!r}"
-    pred, why = _extract(text, rules)
+    pred, why = _extract(_normalised(text), rules)
     if not pred:
         return "no_answer", None, why
-    ok = verify(gold_parsed, pred, timeout_seconds=None, **rules.verify_kw)
+    key = (gold, cfg_json, _exact_form(pred))  # a problem's candidates often give the same answer: verified once
+    ok = _VERIFIED.get(key)
+    if ok is None:
+        ok = verify(gold_parsed, pred, timeout_seconds=None, **rules.verify_kw)
+        if len(_VERIFIED) >= 65536:
+            _VERIFIED.clear()
+        _VERIFIED[key] = ok
     return ("correct" if ok else "wrong_answer"), _shown(pred), None
+
+
+_VERIFIED: dict[tuple, bool] = {}
+
+
+def _exact_form(parsed: list) -> tuple:
+    """What ``verify`` sees of a parsed answer, exactly (sympy's ``srepr`` keeps types and assumptions)."""
+    from sympy import srepr
+
+    return tuple(p if isinstance(p, str) else srepr(p) for p in parsed)
 
 
 # -- checking in a killable child ---------------------------------------------------------------------------

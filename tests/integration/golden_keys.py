@@ -18,16 +18,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "8aee256314bcb6336386"
         ],
         "verdicts": [
-            "b9e367c0fc207edb8597",
-            "b456649d955c02aab654",
-            "9d29e34346700d45bdff",
-            "d8f21a17b3236396d8c2"
+            "a503dc1757da10c2cfc8",
+            "66084e10b6c14a88f6e5",
+            "54d490de1fc3ecdda41e",
+            "c6ec5a3feb61ff763b33"
         ],
         "problem_stats": [
-            "24cc5b29f4e04a8cf714"
+            "cc88070b022907fd2789"
         ],
         "genselect": [
-            "86a1e12d00d544d1e22a"
+            "1e088d5cd3df7e917c32"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -41,16 +41,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "8aee256314bcb6336386"
         ],
         "verdicts": [
-            "b9e367c0fc207edb8597",
-            "b456649d955c02aab654",
-            "9d29e34346700d45bdff",
-            "d8f21a17b3236396d8c2"
+            "a503dc1757da10c2cfc8",
+            "66084e10b6c14a88f6e5",
+            "54d490de1fc3ecdda41e",
+            "c6ec5a3feb61ff763b33"
         ],
         "problem_stats": [
-            "e4567e371ed8e7ed9feb"
+            "69628cca87c323a284e1"
         ],
         "genselect": [
-            "8d73d5d2ea97138662ff"
+            "a5a91c26b1133e850add"
         ]
     },
     "apps-genselect": {
@@ -100,29 +100,29 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b5d9ffb74dc0cbc24c11",
             "8b3d49be83c94b74a953",
             "b3d87f57b99ee1c8ee05",
-            "405ec21fde525d4d6d04"
+            "1d9125c4c9e96ed3afb2"
         ],
         "verdicts": [
-            "7fde072c31996c86e684",
-            "f8888284a56b9c03012c",
-            "0fc2e63992ff8e50bcae",
-            "42a7f67c387511570c3c",
-            "91fec8f987fc33696d6b"
+            "7f2dc7b3dd8109c31998",
+            "5d7f08a914c6879fa351",
+            "67c8595826856a34f50d",
+            "6075a18e12a0b2c33b9e",
+            "e3d7d8b75dbc811e01a3"
         ],
         "problem_stats": [
-            "3f88790d441cb9bb588d"
+            "2e3b974dbd2f2d5a4910"
         ],
         "genselect": [
-            "ad8fd919e4446ffec314"
+            "093ef48232a4243f18fa"
         ],
         "fusion_pools": [
-            "d481df476e0f77717867"
+            "ae6352abaf477ec65426"
         ],
         "fusion_select": [
-            "477075e5f8c1d0ad0905"
+            "85b8bb7c0d17f38e537f"
         ],
         "fusion": [
-            "36bdd184f1be44c0bb12"
+            "97c9d5ed90d0dd33cc08"
         ]
     },
     "gsm8k-300-maxk": {
@@ -133,22 +133,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "d3ffd9bba43de12f0693"
         ],
         "genselect": [
-            "91edd16d3ca6616d0c90"
+            "4477e553033731e7bd8a"
         ],
         "maxk_weights": [
-            "0009afc809fc83a46ccf"
+            "7e7fdc28f96d6cd6be42"
         ],
         "problem_stats": [
-            "ab84fe3406527953ce25"
+            "76077fe5a7dccd2840de"
         ],
         "problems": [
             "ee22275cf9add79e218e"
         ],
         "verdicts": [
-            "46343f8e7ca1a3dbcc07",
-            "ffede845ab47a7dab1a3",
-            "af0f2a554c0f12393f2a",
-            "ceb4d55166e3a451ce8d"
+            "95fa91f02e5d73d6c5f6",
+            "cf957110f48c7fbf6770",
+            "e14a1f84a1e8dea7b3e8",
+            "b8959723c8f0d3ebf304"
         ]
     },
     "sampled": {
@@ -156,16 +156,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "4396f8c15d55be56328f"
         ],
         "genselect": [
-            "34018bd4fd98fea555dc"
+            "6662674d273078d82faa"
         ],
         "problem_stats": [
-            "5a886a246591ebc9b867"
+            "35d2a197a0d157a271e5"
         ],
         "problems": [
             "109e835f8075a45556fb"
         ],
         "verdicts": [
-            "b5657c382272fa55abe4"
+            "ab468dcc07d6e7c561f7"
         ]
     },
     "gsm8k-300-selector-eval": {
@@ -176,22 +176,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "d3ffd9bba43de12f0693"
         ],
         "genselect": [
-            "91edd16d3ca6616d0c90"
+            "4477e553033731e7bd8a"
         ],
         "problem_stats": [
-            "ab84fe3406527953ce25"
+            "76077fe5a7dccd2840de"
         ],
         "problems": [
             "ee22275cf9add79e218e"
         ],
         "selector_eval": [
-            "7c3cf6b67acc5f11beed"
+            "472ae05f16b4a05e523d"
         ],
         "verdicts": [
-            "46343f8e7ca1a3dbcc07",
-            "ffede845ab47a7dab1a3",
-            "af0f2a554c0f12393f2a",
-            "ceb4d55166e3a451ce8d"
+            "95fa91f02e5d73d6c5f6",
+            "cf957110f48c7fbf6770",
+            "e14a1f84a1e8dea7b3e8",
+            "b8959723c8f0d3ebf304"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
@@ -202,22 +202,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "d3ffd9bba43de12f0693"
         ],
         "genselect": [
-            "91edd16d3ca6616d0c90"
+            "4477e553033731e7bd8a"
         ],
         "problem_stats": [
-            "ab84fe3406527953ce25"
+            "76077fe5a7dccd2840de"
         ],
         "problems": [
             "ee22275cf9add79e218e"
         ],
         "selector_eval": [
-            "112caafd031bf1e9c602"
+            "580228155ed9bc933c71"
         ],
         "verdicts": [
-            "46343f8e7ca1a3dbcc07",
-            "ffede845ab47a7dab1a3",
-            "af0f2a554c0f12393f2a",
-            "ceb4d55166e3a451ce8d"
+            "95fa91f02e5d73d6c5f6",
+            "cf957110f48c7fbf6770",
+            "e14a1f84a1e8dea7b3e8",
+            "b8959723c8f0d3ebf304"
         ]
     }
 }

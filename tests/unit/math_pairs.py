@@ -62,6 +62,8 @@ PAIRS = [
     ("units and text", r"so our final answer is $\boxed{864 \mbox{ inches}^2}$", r"864 \mbox{ inches}^2", True),
     ("units and text", r"\boxed{\text{Evelyn}}", r"\text{Evelyn}", True),
     ("units and text", r"\boxed{\text{Evelyn}}", r"\text{Bob}", False),
+    ("units and text", r"\boxed{\text{yes}}", "yes", True),  # a one-word gold answer is \text{yes}
+    ("units and text", r"\boxed{\text{no}}", "yes", False),
     ("units and text", r"The answer is $\boxed{\text{(C)}}$.", r"\text{(C)}", True),
     ("units and text", r"She paid $\boxed{\$18.90}$.", r"\$18.90", True),
     ("units and text", r"\boxed{30^\circ}", "30", True),
@@ -85,4 +87,26 @@ PAIRS = [
     ("multiple boxes", r"\boxed{2} and \boxed{3}", "2, 3", True),
     ("multiple boxes", r"\boxed{2} and \boxed{3}", "3", False),
     ("multiple boxes", r"First \boxed{3}, and to be sure: \boxed{3}.", "3", True),
+    ("multiple boxes", r"\fbox{7}", "7", True),
+    ("multiple boxes", r"The answer is $\fbox{8}$.", "7", False),
+    ("multiple boxes", r"\boxed {12}", "12", True),
+    # a full stop after a number (math-verify reads "5/12." as 5/12.0, a float)
+    ("full stops", "The answer is 5/12.", "5/12", True),
+    ("full stops", "The answer is 7/3.", r"\frac{7}{3}", True),
+    ("full stops", "The answer is $$42.$$", "42", True),
+    ("full stops", "The answer is 4/3.", "5/3", False),
+    # Markdown bold
+    ("markdown", "**42**", "42", True),
+    ("markdown", "**Answer:** 17", "17", True),
+    ("markdown", "The answer is **41**.", "42", False),
+    # the Unicode minus sign
+    ("unicode minus", "The answer is \u22125", "-5", True),
+    ("unicode minus", "The answer is \u22125", "5", False),
+    ("unicode minus", "The answer is -5", "\u22125", True),
+    ("unicode minus", "\\boxed{\u2212\\frac{1}{2}}", "-1/2", True),
+    # scientific notation
+    ("scientific", "The answer is 3.2e5", "320000", True),
+    ("scientific", "The answer is 3.2e5", "32000", False),
+    ("scientific", "The answer is 2.5E-3", "0.0025", True),
+    ("scientific", r"$3.2 \times 10^5$", "320000", True),
 ]

@@ -157,3 +157,20 @@ def test_check_answer_in_a_forked_worker_process():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.map(_in_forked_child, [0]) == ["correct"]
     assert check_answer("2", "2").correct
+
+
+def test_a_problems_candidates_with_the_same_answer_are_verified_once(monkeypatch):
+    """In the checker, a repeated (gold, settings, parsed answer) reuses the first verdict; any other
+    difference (another answer, gold or setting) is verified afresh."""
+    import math_verify
+
+    calls = []
+    real = math_verify.verify
+    monkeypatch.setattr(math_verify, "verify", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    cfg, loose = MathVerifyConfig().model_dump_json(), MathVerifyConfig(float_rounding=2).model_dump_json()
+    verdicts = [vm.judge(text, gold, c)[0] for text, gold, c in [
+        ("A: 18", "#### 18", cfg), ("so \\boxed{18}", "#### 18", cfg), ("It is 18.", "#### 18", cfg),
+        ("A: 17", "#### 18", cfg), ("A: 18", "#### 17", cfg), ("A: 18", "#### 18", loose), ("A: 18.0", "#### 18", cfg),
+    ]]
+    assert verdicts == ["correct"] * 3 + ["wrong_answer"] * 2 + ["correct"] * 2
+    assert len(calls) == 5  # 18 once for the first three texts; 17, the other gold, the other setting, 18.0
