@@ -1,6 +1,7 @@
-"""Warm services: ``bonforge up`` starts a Prefect server and a Ray head once, in their own sessions, and
-records where they are in ``<BONFORGE_HOME>/services.json`` (default ``~/.config/bonforge``); builds find
-them there (``current``) and use them instead of starting their own; ``bonforge down`` stops them.
+"""Warm services: ``bonforge up`` starts a Prefect server, a Ray head and the warm builder (``builder.py``)
+once, in their own sessions, and records where they are in ``<BONFORGE_HOME>/services.json`` (default
+``~/.config/bonforge``); builds find them there (``current``) and use them instead of starting their own;
+``bonforge down`` stops them.
 
 Only what this module started is stopped, by the process groups it recorded (never ``ray stop``, which
 would stop every Ray instance of the machine). The Ray head has its own token (token authentication on)
@@ -25,6 +26,9 @@ from bonforge.engine.prefect_server import free_port, healthy
 from bonforge.errors import BonforgeError
 from bonforge.storage.fs import atomic_write_json
 from bonforge.storage.store import utc_now
+
+BUILDER = "bonforge.engine.builder"  # the warm builder's module, also the marker of its command line
+WHERE = {"prefect": "url", "ray": "address", "builder": "socket"}  # per service, the field saying where it is
 
 
 def home() -> Path:
@@ -88,6 +92,7 @@ def up(num_cpus: int | None = None) -> dict:
     running = current()
     if running:
         return running
+    down()  # what is left of an earlier `up` (some services gone)
     state = home()
     state.mkdir(parents=True, exist_ok=True)
     env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "0", **os.environ}  # UI: set it to 1
@@ -108,18 +113,26 @@ def up(num_cpus: int | None = None) -> dict:
                 "--disable-usage-stats", *(["--num-cpus", str(num_cpus)] if num_cpus else [])]  # fmt: skip
     ray_pid = _start(ray_argv, ray_log, {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     address = f"127.0.0.1:{ray_port}"
+    builder_dir = tempfile.mkdtemp(prefix="bfbuild-", dir="/tmp")  # mode 0700: the socket is this user's
+    sock = os.path.join(builder_dir, "builder.sock")
+    builder_log = state / "builder.log"
+    builder_pid = _start([sys.executable, "-c", f"import sys; from {BUILDER} import serve; serve(sys.argv[1])", sock],
+                         builder_log, env)  # fmt: skip
     try:
         _wait(lambda: healthy(url), prefect_pid, "prefect", "the Prefect server", prefect_log)
         _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        _wait(lambda: os.path.exists(sock), builder_pid, BUILDER, "the warm builder", builder_log)
     except BonforgeError:
-        _stop(prefect_pid, "prefect")
-        _stop(ray_pid, "ray")
+        for pid, marker in ((prefect_pid, "prefect"), (ray_pid, "ray"), (builder_pid, BUILDER)):
+            _stop(pid, marker)
+        shutil.rmtree(builder_dir, ignore_errors=True)
         raise
     record = {
         "started": utc_now(),
         "prefect": {"url": url, "pid": prefect_pid, "log": str(prefect_log)},
         "ray": {"address": address, "pid": ray_pid, "log": str(ray_log), "temp_dir": temp,
                 "token_path": str(token)},
+        "builder": {"socket": sock, "pid": builder_pid, "log": str(builder_log)},
     }  # fmt: skip
     atomic_write_json(record_path(), record)
     return record
@@ -131,11 +144,13 @@ def read() -> dict | None:
 
 
 def check(record: dict) -> dict[str, bool]:
-    """Which recorded services answer."""
-    return {
-        "prefect": _alive(record["prefect"]["pid"], "prefect") and healthy(record["prefect"]["url"]),
-        "ray": _alive(record["ray"]["pid"], "ray") and _listening(record["ray"]["address"]),
+    """Which recorded services answer (one missing from the record does not)."""
+    answers = {
+        "prefect": lambda r: _alive(r["pid"], "prefect") and healthy(r["url"]),
+        "ray": lambda r: _alive(r["pid"], "ray") and _listening(r["address"]),
+        "builder": lambda r: _alive(r["pid"], BUILDER) and os.path.exists(r["socket"]),
     }
+    return {name: name in record and answer(record[name]) for name, answer in answers.items()}
 
 
 def current() -> dict | None:
@@ -169,7 +184,10 @@ def down() -> dict[str, bool]:
     record = read()
     if record is None:
         return {}
-    stopped = {name: _stop(record[name]["pid"], name) for name in ("prefect", "ray")}
+    markers = {"prefect": "prefect", "ray": "ray", "builder": BUILDER}
+    stopped = {name: _stop(record[name]["pid"], marker) for name, marker in markers.items() if name in record}
     shutil.rmtree(record["ray"]["temp_dir"], ignore_errors=True)
+    if "builder" in record:
+        shutil.rmtree(os.path.dirname(record["builder"]["socket"]), ignore_errors=True)
     record_path().unlink(missing_ok=True)
     return stopped
