@@ -60,14 +60,8 @@ def run(
 ) -> None:
     """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused. Bad input
     stops the build with one `error:` line (exit code 2); the run record keeps the details."""
-    from bonforge.config import load_recipe
-
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
-    try:
-        rec = load_recipe(recipe, set_)
-    except BonforgeError as e:
-        _fail(e, debug)
     _quiet_prefect()
     if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
@@ -76,7 +70,13 @@ def run(
     code = hand_over("run", recipe=recipe, set_=set_, store=store, debug=debug)  # to the warm builder of `up`
     if code is not None:
         raise typer.Exit(code)
+    from bonforge.config import load_recipe
     from bonforge.flows.build import build
+
+    try:
+        rec = load_recipe(recipe, set_)
+    except BonforgeError as e:
+        _fail(e, debug)
 
     st = _store(store)
     try:

@@ -4,7 +4,7 @@
 * ``run.py``: a build's ``Run`` (the committed-store fast path, the run record);
 * ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts;
 * ``warm.py``, ``builder.py``: the warm services of ``bonforge up`` (a Prefect server, a Ray head, and a warm
-  builder that runs `bonforge run` in a fork of a process that has imported Prefect, Ray and the report).
+  builder that runs `bonforge run` in a fork of a process that has imported Prefect and the report).
 
 ``build`` first walks the DAG with ``CommittedRun``: when every stage is committed it reads them from the
 store alone, without starting Prefect or Ray, records the run and returns in about a second. On its way it
@@ -16,19 +16,37 @@ the store and gets no task), with Prefect's API and Ray started.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from bonforge.config import Recipe
-from bonforge.engine.run import CommittedRun, Dag, NotCommitted, Run, execute
-from bonforge.engine.shards import run_node
-from bonforge.report import report_after_build
-from bonforge.storage.store import StageStore
+if TYPE_CHECKING:
+    from bonforge.config import Recipe
+    from bonforge.engine.run import Dag, Run
+    from bonforge.engine.shards import run_node
 
 __all__ = ["Dag", "Run", "build", "run_node"]
 log = logging.getLogger("bonforge")
 
 
+def __getattr__(name: str):
+    """``Dag``, ``Run`` and ``run_node`` load on first use (pyarrow, DuckDB): `bonforge run` hands its
+    command to the warm builder of `bonforge up` without them."""
+    if name in ("Dag", "Run"):
+        from bonforge.engine import run
+
+        return getattr(run, name)
+    if name == "run_node":
+        from bonforge.engine.shards import run_node
+
+        return run_node
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
     """Build the recipe's dataset along ``dag`` and return the run record."""
+    from bonforge.engine.run import CommittedRun, NotCommitted, execute
+    from bonforge.report import report_after_build
+    from bonforge.storage.store import StageStore
+
     first = CommittedRun(StageStore(store_root), recipe)
     try:
         record = execute(dag, first, recipe_dir, run_id, record_start=False)

@@ -1,4 +1,4 @@
-"""The warm builder of ``bonforge up``: a process that imports Prefect, Ray, the stages and the report once,
+"""The warm builder of ``bonforge up``: a process that imports Prefect, the stages and the report once,
 then forks one child per command that ``bonforge run`` hands to it (``hand_over``), over a Unix socket in a
 private directory.
 
@@ -23,10 +23,13 @@ import traceback
 
 log = logging.getLogger("bonforge")
 
-# What a build imports after its early stages; the builder imports it before it forks.
-PRELOAD = ("bonforge.cli", "bonforge.engine.prefect", "bonforge.flows.build", "bonforge.progress", "bonforge.report.plots",
-           "bonforge.storage.catalog", "bonforge.storage.datasets", "prefect.flow_engine", "prefect.task_engine",
-           "prefect.utilities.visualization", "fastapi", "anyio._backends._asyncio", "pyarrow.dataset", "ray")
+# What a build imports; the builder imports it before it forks. Not Ray: it reads its configuration (token
+# authentication among it) from the environment when imported, so a child imports it after taking the
+# caller's, when a stage runs on Ray (a filter change does not).
+PRELOAD = ("bonforge.cli", "bonforge.engine.prefect", "bonforge.flows.build", "bonforge.progress",
+           "bonforge.report.plots", "bonforge.storage.catalog", "bonforge.storage.datasets", "prefect.flow_engine",
+           "prefect.task_engine", "prefect.utilities.visualization", "fastapi", "anyio._backends._asyncio",
+           "pyarrow.dataset")
 
 
 def fingerprint() -> dict[str, tuple[int, int]]:
@@ -139,7 +142,9 @@ def serve(path: str) -> None:
         importlib.import_module(name)
     _warm_the_report()
     started = fingerprint()
-    assert threading.active_count() == 1, "the builder must not fork with threads running"
+    if threading.active_count() > 1 or "ray" in sys.modules:  # a fork copies no thread; see PRELOAD for Ray
+        raise RuntimeError(f"the builder cannot fork safely: threads {threading.enumerate()}, "
+                           f"Ray imported: {'ray' in sys.modules}")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(path)
         server.listen(16)
@@ -247,12 +252,11 @@ def _child(conn: socket.socket, started: dict) -> None:
 def _after_the_reply() -> None:
     """What a build's process does at exit, once the caller has its answer: Prefect's events go to the warm
     server, the Ray driver leaves the head."""
-    import ray
-
     from bonforge.engine.prefect_server import drain_prefect_clients
 
     drain_prefect_clients()
-    if ray.is_initialized():
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
         ray.shutdown()
 
 

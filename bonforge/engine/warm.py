@@ -24,8 +24,6 @@ from pathlib import Path
 
 from bonforge.engine.prefect_server import free_port, healthy
 from bonforge.errors import BonforgeError
-from bonforge.storage.fs import atomic_write_json
-from bonforge.storage.store import utc_now
 
 BUILDER = "bonforge.engine.builder"  # the warm builder's module, also the marker of its command line
 WHERE = {"prefect": "url", "ray": "address", "builder": "socket"}  # per service, the field saying where it is
@@ -47,12 +45,14 @@ def _alive(pid: int, marker: str) -> bool:
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False  # our child, and it has exited
+        child = True
     except ChildProcessError:
-        pass
+        child = False
     try:
-        return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+    return marker in cmdline or (child and not cmdline)  # empty: our child, just started, in its exec
 
 
 def _listening(address: str) -> bool:
@@ -87,8 +87,21 @@ def ray_env(services: dict) -> dict[str, str]:
             "RAY_AUTH_TOKEN_PATH": services["ray"]["token_path"]}
 
 
+def _start_ray(log: Path, env: dict, num_cpus: int | None) -> tuple[int, str, str]:
+    """Start a Ray head; returns its pid, address and temp dir."""
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="bfray-", dir="/tmp")  # short: Ray's socket paths are length-limited
+    argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
+            "127.0.0.1", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp,
+            "--disable-usage-stats", *(["--num-cpus", str(num_cpus)] if num_cpus else [])]  # fmt: skip
+    return _start(argv, log, env), f"127.0.0.1:{port}", temp
+
+
 def up(num_cpus: int | None = None) -> dict:
     """Start the services unless the recorded ones still answer; returns the record."""
+    from bonforge.storage.fs import atomic_write_json
+    from bonforge.storage.store import utc_now
+
     running = current()
     if running:
         return running
@@ -105,26 +118,29 @@ def up(num_cpus: int | None = None) -> dict:
     token = state / "ray_auth_token"
     token.touch(mode=0o600)
     token.write_text(secrets.token_hex(16))
-    ray_port = free_port()
-    temp = tempfile.mkdtemp(prefix="bfray-", dir="/tmp")  # short: Ray's socket paths are length-limited
     ray_log = state / "ray.log"
-    ray_argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
-                "127.0.0.1", "--port", str(ray_port), "--include-dashboard", "false", "--temp-dir", temp,
-                "--disable-usage-stats", *(["--num-cpus", str(num_cpus)] if num_cpus else [])]  # fmt: skip
-    ray_pid = _start(ray_argv, ray_log, {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
-    address = f"127.0.0.1:{ray_port}"
+    ray_env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    ray_pid, address, temp = _start_ray(ray_log, ray_env, num_cpus)
     builder_dir = tempfile.mkdtemp(prefix="bfbuild-", dir="/tmp")  # mode 0700: the socket is this user's
     sock = os.path.join(builder_dir, "builder.sock")
     builder_log = state / "builder.log"
-    builder_pid = _start([sys.executable, "-c", f"import sys; from {BUILDER} import serve; serve(sys.argv[1])", sock],
-                         builder_log, env)  # fmt: skip
+    builder_pid = 0
     try:
         _wait(lambda: healthy(url), prefect_pid, "prefect", "the Prefect server", prefect_log)
-        _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        try:
+            _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        except BonforgeError:  # Ray gives its raylet a fixed 30 s to register, which a busy machine can miss
+            shutil.rmtree(temp, ignore_errors=True)
+            ray_pid, address, temp = _start_ray(ray_log, ray_env, num_cpus)
+            _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        # only now: its imports would compete for the CPU with the Ray head's start, which has a deadline
+        builder_pid = _start([sys.executable, "-c", f"import sys; from {BUILDER} import serve; serve(sys.argv[1])",
+                              sock], builder_log, env)  # fmt: skip
         _wait(lambda: os.path.exists(sock), builder_pid, BUILDER, "the warm builder", builder_log)
     except BonforgeError:
         for pid, marker in ((prefect_pid, "prefect"), (ray_pid, "ray"), (builder_pid, BUILDER)):
-            _stop(pid, marker)
+            if pid:
+                _stop(pid, marker)
         shutil.rmtree(builder_dir, ignore_errors=True)
         raise
     record = {
