@@ -67,7 +67,7 @@ def run(
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.engine.builder import hand_over
 
-    code = hand_over("run", recipe=recipe, set_=set_, store=store, debug=debug)  # to the warm builder of `up`
+    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug)  # `up`'s builder
     if code is not None:
         raise typer.Exit(code)
     from bonforge.config import load_recipe

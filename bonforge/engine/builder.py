@@ -101,15 +101,15 @@ def _recv(conn: socket.socket, maxfds: int = 0):
 _IN_BUILDER = False  # set in the builder's children: what they run is not handed over again
 
 
-def hand_over(command: str, **kwargs) -> int | None:
-    """Run the function ``command`` of ``bonforge.cli`` with ``kwargs`` in the warm builder; returns its exit
-    code, or None when there is no builder or it declines (the caller then runs the command by itself)."""
+def hand_over(module: str, command: str, **kwargs) -> int | None:
+    """Run the function ``command`` of ``module`` (``bonforge.cli``) with ``kwargs`` in the warm builder;
+    returns its exit code, or None when there is no builder or it declines (the caller then runs it)."""
     from bonforge.engine import warm
 
     services = None if _IN_BUILDER else warm.current()
     if services is None:
         return None
-    request = {**_identity(), "cwd": os.getcwd(), "env": dict(os.environ), "command": (command, kwargs),
+    request = {**_identity(), "cwd": os.getcwd(), "env": dict(os.environ), "command": (module, command, kwargs),
                "levels": {name: logging.getLogger(name).level for name in ("", "bonforge")}}  # fmt: skip
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -220,12 +220,12 @@ def _child(conn: socket.socket, started: dict) -> None:
             os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt_when_the_caller_goes, daemon=True).start()
+    import importlib
+
     import typer
 
-    import bonforge.cli
-
-    name, kwargs = request["command"]
-    command = getattr(bonforge.cli, name)
+    module, name, kwargs = request["command"]
+    command = getattr(importlib.import_module(module), name)
     log.info("running in the warm builder of `bonforge up` (pid %d)", os.getpid())
     code = 0
     try:
