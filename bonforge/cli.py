@@ -60,18 +60,23 @@ def run(
 ) -> None:
     """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused. Bad input
     stops the build with one `error:` line (exit code 2); the run record keeps the details."""
-    from bonforge.config import load_recipe
-
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
+    _quiet_prefect()
+    if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
+        os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
+    from bonforge.engine.builder import hand_over
+
+    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug)  # `up`'s builder
+    if code is not None:
+        raise typer.Exit(code)
+    from bonforge.config import load_recipe
+    from bonforge.flows.build import build
+
     try:
         rec = load_recipe(recipe, set_)
     except BonforgeError as e:
         _fail(e, debug)
-    _quiet_prefect()
-    if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
-        os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
-    from bonforge.flows.build import build
 
     st = _store(store)
     try:
@@ -300,8 +305,9 @@ def serve(
 def up(
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", min=1, help="CPUs of the Ray head (default: all)."),
 ) -> None:
-    """Start a local Prefect server and a Ray head once, for every later `bonforge run` on this machine
-    (they are recorded in BONFORGE_HOME, default ~/.config/bonforge; `bonforge down` stops them)."""
+    """Start a local Prefect server, a Ray head and a warm builder once, for every later `bonforge run` on
+    this machine (they are recorded in BONFORGE_HOME, default ~/.config/bonforge; `bonforge down` stops
+    them)."""
     from bonforge.engine import warm
 
     _quiet_prefect()
@@ -313,9 +319,12 @@ def up(
 
 
 def _show_services(record: dict, alive: dict[str, bool]) -> None:
-    for name, where in (("prefect", record["prefect"]["url"]), ("ray", record["ray"]["address"])):
+    from bonforge.engine.warm import WHERE
+
+    for name, field in WHERE.items():
+        service = record.get(name, {field: "-", "pid": "-", "log": "-"})
         state = "up" if alive[name] else "not answering"
-        typer.echo(f"{name:8} {where:32} pid {record[name]['pid']:<8} {state}  (log {record[name]['log']})")
+        typer.echo(f"{name:8} {service[field]:32} pid {service['pid']:<8} {state}  (log {service['log']})")
 
 
 @app.command()

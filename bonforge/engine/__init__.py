@@ -2,30 +2,51 @@
 
 * ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit), and the one Ray start;
 * ``run.py``: a build's ``Run`` (the committed-store fast path, the run record);
-* ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts.
+* ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts;
+* ``warm.py``, ``builder.py``: the warm services of ``bonforge up`` (a Prefect server, a Ray head, and a warm
+  builder that runs `bonforge run` in a fork of a process that has imported Prefect and the report).
 
 ``build`` first walks the DAG with ``CommittedRun``: when every stage is committed it reads them from the
 store alone, without starting Prefect or Ray, records the run and returns in about a second. On its way it
 computes the early stages (the sources: a bad data file fails here, before any service starts). Otherwise
-it walks the DAG again as a Prefect flow, one task per other node, with Prefect's API and Ray started.
+it walks the DAG again as a Prefect flow, one task per node still to compute (a committed node is read from
+the store and gets no task), with Prefect's API and Ray started.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from bonforge.config import Recipe
-from bonforge.engine.run import CommittedRun, Dag, NotCommitted, Run, execute
-from bonforge.engine.shards import run_node
-from bonforge.report import report_after_build
-from bonforge.storage.store import StageStore
+if TYPE_CHECKING:
+    from bonforge.config import Recipe
+    from bonforge.engine.run import Dag, Run
+    from bonforge.engine.shards import run_node
 
 __all__ = ["Dag", "Run", "build", "run_node"]
 log = logging.getLogger("bonforge")
 
 
+def __getattr__(name: str):
+    """``Dag``, ``Run`` and ``run_node`` load on first use (pyarrow, DuckDB): `bonforge run` hands its
+    command to the warm builder of `bonforge up` without them."""
+    if name in ("Dag", "Run"):
+        from bonforge.engine import run
+
+        return getattr(run, name)
+    if name == "run_node":
+        from bonforge.engine.shards import run_node
+
+        return run_node
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
     """Build the recipe's dataset along ``dag`` and return the run record."""
+    from bonforge.engine.run import CommittedRun, NotCommitted, execute
+    from bonforge.report import report_after_build
+    from bonforge.storage.store import StageStore
+
     first = CommittedRun(StageStore(store_root), recipe)
     try:
         record = execute(dag, first, recipe_dir, run_id, record_start=False)
@@ -34,9 +55,6 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
         return record
     except NotCommitted as e:
         log.info("stage %s must be computed: starting the Prefect flow", e)
-    from bonforge.engine.prefect import build_flow, services  # Prefect loads only here
+    from bonforge.engine.prefect import compute  # Prefect loads only here
 
-    with services(recipe):
-        record = build_flow(dag, recipe, store_root, recipe_dir, run_id, first.done)
-    report_after_build(store_root, record)
-    return record
+    return compute(dag, recipe, store_root, recipe_dir, run_id, first.done)

@@ -17,6 +17,7 @@ from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_client
 from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.engine.shards import ensure_ray, run_node
 from bonforge.errors import BonforgeError, TransientError
+from bonforge.report import report_after_build
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
 
@@ -43,23 +44,24 @@ def stage_task(store_root: str, node: Node) -> dict:
 
 
 class PrefectRun(Run):
-    """Runs each node as a Prefect task (inside the build flow)."""
+    """Runs each node that is not committed yet as a Prefect task (inside the build flow); a committed node
+    is read from the store, as in ``CommittedRun``: it needs nothing computed, so it gets no task."""
 
     def __call__(self, node: Node) -> Ref:
         if node.key in self.done:  # computed early, by this build
             manifest, secs = self.done[node.key]
             return self._note(node, manifest, False, secs)
+        if self.store.exists(node.stage.name, node.key):
+            return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
         t0 = time.perf_counter()
-        committed = self.store.exists(node.stage.name, node.key)
         state = stage_task.with_options(
             task_run_name=node.label,
             result_storage=self.store.result_storage(),
-            refresh_cache=not committed,
+            refresh_cache=True,  # not committed: a cached result of Prefect's would be stale
         )(str(self.store.root), node, return_state=True)
         with failing_as(node):
             manifest = state.result()
-        cached = committed or state.name == "Cached"
-        return self._note(node, manifest, cached, time.perf_counter() - t0)
+        return self._note(node, manifest, manifest.get("cached", False), time.perf_counter() - t0)
 
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
@@ -69,6 +71,16 @@ def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".",
         return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True)
     finally:
         stop_sandboxes()
+
+
+def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: str | None,
+            done: dict[str, tuple[dict, float]]) -> dict:
+    """The build flow with its services, then the report: what a build that has something to compute does
+    after its early stages (in the caller, or in the warm builder of ``bonforge up``)."""
+    with services(recipe):
+        record = build_flow(dag, recipe, store_root, recipe_dir, run_id, done)
+    report_after_build(store_root, record)
+    return record
 
 
 def stop_sandboxes() -> None:

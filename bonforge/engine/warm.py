@@ -1,6 +1,7 @@
-"""Warm services: ``bonforge up`` starts a Prefect server and a Ray head once, in their own sessions, and
-records where they are in ``<BONFORGE_HOME>/services.json`` (default ``~/.config/bonforge``); builds find
-them there (``current``) and use them instead of starting their own; ``bonforge down`` stops them.
+"""Warm services: ``bonforge up`` starts a Prefect server, a Ray head and the warm builder (``builder.py``)
+once, in their own sessions, and records where they are in ``<BONFORGE_HOME>/services.json`` (default
+``~/.config/bonforge``); builds find them there (``current``) and use them instead of starting their own;
+``bonforge down`` stops them.
 
 Only what this module started is stopped, by the process groups it recorded (never ``ray stop``, which
 would stop every Ray instance of the machine). The Ray head has its own token (token authentication on)
@@ -23,8 +24,9 @@ from pathlib import Path
 
 from bonforge.engine.prefect_server import free_port, healthy
 from bonforge.errors import BonforgeError
-from bonforge.storage.fs import atomic_write_json
-from bonforge.storage.store import utc_now
+
+BUILDER = "bonforge.engine.builder"  # the warm builder's module, also the marker of its command line
+WHERE = {"prefect": "url", "ray": "address", "builder": "socket"}  # per service, the field saying where it is
 
 
 def home() -> Path:
@@ -43,12 +45,14 @@ def _alive(pid: int, marker: str) -> bool:
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False  # our child, and it has exited
+        child = True
     except ChildProcessError:
-        pass
+        child = False
     try:
-        return marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+    return marker in cmdline or (child and not cmdline)  # empty: our child, just started, in its exec
 
 
 def _listening(address: str) -> bool:
@@ -83,11 +87,25 @@ def ray_env(services: dict) -> dict[str, str]:
             "RAY_AUTH_TOKEN_PATH": services["ray"]["token_path"]}
 
 
+def _start_ray(log: Path, env: dict, num_cpus: int | None) -> tuple[int, str, str]:
+    """Start a Ray head; returns its pid, address and temp dir."""
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="bfray-", dir="/tmp")  # short: Ray's socket paths are length-limited
+    argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
+            "127.0.0.1", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp,
+            "--disable-usage-stats", *(["--num-cpus", str(num_cpus)] if num_cpus else [])]  # fmt: skip
+    return _start(argv, log, env), f"127.0.0.1:{port}", temp
+
+
 def up(num_cpus: int | None = None) -> dict:
     """Start the services unless the recorded ones still answer; returns the record."""
+    from bonforge.storage.fs import atomic_write_json
+    from bonforge.storage.store import utc_now
+
     running = current()
     if running:
         return running
+    down()  # what is left of an earlier `up` (some services gone)
     state = home()
     state.mkdir(parents=True, exist_ok=True)
     env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "0", **os.environ}  # UI: set it to 1
@@ -100,26 +118,37 @@ def up(num_cpus: int | None = None) -> dict:
     token = state / "ray_auth_token"
     token.touch(mode=0o600)
     token.write_text(secrets.token_hex(16))
-    ray_port = free_port()
-    temp = tempfile.mkdtemp(prefix="bfray-", dir="/tmp")  # short: Ray's socket paths are length-limited
     ray_log = state / "ray.log"
-    ray_argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address",
-                "127.0.0.1", "--port", str(ray_port), "--include-dashboard", "false", "--temp-dir", temp,
-                "--disable-usage-stats", *(["--num-cpus", str(num_cpus)] if num_cpus else [])]  # fmt: skip
-    ray_pid = _start(ray_argv, ray_log, {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
-    address = f"127.0.0.1:{ray_port}"
+    ray_env = {**env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    ray_pid, address, temp = _start_ray(ray_log, ray_env, num_cpus)
+    builder_dir = tempfile.mkdtemp(prefix="bfbuild-", dir="/tmp")  # mode 0700: the socket is this user's
+    sock = os.path.join(builder_dir, "builder.sock")
+    builder_log = state / "builder.log"
+    builder_pid = 0
     try:
         _wait(lambda: healthy(url), prefect_pid, "prefect", "the Prefect server", prefect_log)
-        _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        try:
+            _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        except BonforgeError:  # Ray gives its raylet a fixed 30 s to register, which a busy machine can miss
+            shutil.rmtree(temp, ignore_errors=True)
+            ray_pid, address, temp = _start_ray(ray_log, ray_env, num_cpus)
+            _wait(lambda: _listening(address), ray_pid, "ray", "the Ray head", ray_log)
+        # only now: its imports would compete for the CPU with the Ray head's start, which has a deadline
+        builder_pid = _start([sys.executable, "-c", f"import sys; from {BUILDER} import serve; serve(sys.argv[1])",
+                              sock], builder_log, env)  # fmt: skip
+        _wait(lambda: os.path.exists(sock), builder_pid, BUILDER, "the warm builder", builder_log)
     except BonforgeError:
-        _stop(prefect_pid, "prefect")
-        _stop(ray_pid, "ray")
+        for pid, marker in ((prefect_pid, "prefect"), (ray_pid, "ray"), (builder_pid, BUILDER)):
+            if pid:
+                _stop(pid, marker)
+        shutil.rmtree(builder_dir, ignore_errors=True)
         raise
     record = {
         "started": utc_now(),
         "prefect": {"url": url, "pid": prefect_pid, "log": str(prefect_log)},
         "ray": {"address": address, "pid": ray_pid, "log": str(ray_log), "temp_dir": temp,
                 "token_path": str(token)},
+        "builder": {"socket": sock, "pid": builder_pid, "log": str(builder_log)},
     }  # fmt: skip
     atomic_write_json(record_path(), record)
     return record
@@ -131,11 +160,13 @@ def read() -> dict | None:
 
 
 def check(record: dict) -> dict[str, bool]:
-    """Which recorded services answer."""
-    return {
-        "prefect": _alive(record["prefect"]["pid"], "prefect") and healthy(record["prefect"]["url"]),
-        "ray": _alive(record["ray"]["pid"], "ray") and _listening(record["ray"]["address"]),
+    """Which recorded services answer (one missing from the record does not)."""
+    answers = {
+        "prefect": lambda r: _alive(r["pid"], "prefect") and healthy(r["url"]),
+        "ray": lambda r: _alive(r["pid"], "ray") and _listening(r["address"]),
+        "builder": lambda r: _alive(r["pid"], BUILDER) and os.path.exists(r["socket"]),
     }
+    return {name: name in record and answer(record[name]) for name, answer in answers.items()}
 
 
 def current() -> dict | None:
@@ -169,7 +200,10 @@ def down() -> dict[str, bool]:
     record = read()
     if record is None:
         return {}
-    stopped = {name: _stop(record[name]["pid"], name) for name in ("prefect", "ray")}
+    markers = {"prefect": "prefect", "ray": "ray", "builder": BUILDER}
+    stopped = {name: _stop(record[name]["pid"], marker) for name, marker in markers.items() if name in record}
     shutil.rmtree(record["ray"]["temp_dir"], ignore_errors=True)
+    if "builder" in record:
+        shutil.rmtree(os.path.dirname(record["builder"]["socket"]), ignore_errors=True)
     record_path().unlink(missing_ok=True)
     return stopped

@@ -1,6 +1,7 @@
-"""`bonforge up` keeps a Prefect server and a Ray head warm for later builds: `status` shows them, `run`
-uses them (its flow run is on that server, its Ray shards ran on that head, nothing else was started),
-`down` stops them. Stale records (services gone) are reported and ignored."""
+"""`bonforge up` keeps a Prefect server, a Ray head and a warm builder for later builds: `status` shows them,
+`run` uses them (it runs in the warm builder, its flow run is on that server, its Ray shards ran on that
+head, nothing else was started; a knob change computes only the stages it changes, and only those are
+Prefect tasks), `down` stops them. Stale records (services gone) are reported and ignored."""
 
 from __future__ import annotations
 
@@ -45,37 +46,88 @@ def test_status_shows_both_services(services):
     assert status.returncode == 0
     for out in (up_output, status.stdout):
         assert f"prefect  {record['prefect']['url']}" in out and f"ray      {record['ray']['address']}" in out
-        assert out.count(" up  (log ") == 2
+        assert f"builder  {record['builder']['socket']}" in out
+        assert out.count(" up  (log ") == 3
     again = cli("up", env=env)  # idempotent: the same services, nothing started
     assert again.returncode == 0 and json.loads(Path(env["BONFORGE_HOME"], "services.json").read_text()) == record
 
 
-def test_run_uses_the_warm_services(services, tmp_path):
+def api(record: dict, path: str, body: dict) -> list[dict]:
+    req = urllib.request.Request(f"{record['prefect']['url']}/{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def flow_runs(record: dict) -> list[dict]:
+    return api(record, "flow_runs/filter", {"flows": {"name": {"any_": ["bonforge-build"]}}, "sort": "START_TIME_ASC"})
+
+
+@pytest.fixture(scope="module")
+def built(services, tmp_path_factory):
+    """A first build with the warm services: (its result, its store)."""
+    env, _, _ = services
+    store = tmp_path_factory.mktemp("warm") / "store"
+    return cli("run", str(RECIPE), "--set", "problems.limit=600", "--store", str(store), env=env), store
+
+
+def test_run_uses_the_warm_services(services, built):
     env, record, _ = services
-    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--store", str(tmp_path / "store"), env=env)
+    res, store = built
     assert res.returncode == 0, res.stderr[-3000:]
+    assert f"running in the warm builder of `bonforge up` (pid " in res.stderr
     assert f"using the services of `bonforge up`: Prefect at {record['prefect']['url']} Ray at " \
            f"{record['ray']['address']}" in res.stderr
     # the flow run is recorded by the warm server
-    body = json.dumps({"flows": {"name": {"any_": ["bonforge-build"]}}}).encode()
-    req = urllib.request.Request(f"{record['prefect']['url']}/flow_runs/filter", data=body,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        runs = json.loads(r.read())
+    runs = flow_runs(record)
     assert [r["state_type"] for r in runs] == ["COMPLETED"]
     # the verification shards ran on the warm Ray head, the only node
     code = "import ray; ray.init(); print(' '.join(n['NodeID'] for n in ray.nodes() if n['Alive']))"
     nodes = subprocess.run([sys.executable, "-c", code], env={**env, **warm.ray_env(record)}, capture_output=True,
                            text=True, timeout=300, check=True).stdout.split()
-    manifests = [json.loads(p.read_text()) for p in (tmp_path / "store" / "stages" / "verdicts").glob("*/manifest.json")]
+    manifests = [json.loads(p.read_text()) for p in (store / "stages" / "verdicts").glob("*/manifest.json")]
     assert len(nodes) == 1 and manifests and all(m["ray_nodes"] == nodes for m in manifests)
+
+
+def test_a_knob_change_computes_and_tasks_only_what_it_changes(services, built):
+    env, record, _ = services
+    _, store = built
+    before = {p: p.stat().st_mtime_ns for p in store.glob("stages/*/*/manifest.json")}
+    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--set", "filter.max_pass_rate=0.75",
+              "--store", str(store), env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "running in the warm builder" in res.stderr
+    computed = {line.split()[0] for line in res.stderr.splitlines() if "rows  computed in" in line}
+    assert computed == {"problem_stats", "genselect"}
+    # nothing committed before was written again
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    # the new flow run has one task per computed stage, none for the committed ones
+    flow_run = flow_runs(record)[-1]
+    tasks = api(record, "task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run["id"]]}}})
+    assert flow_run["state_type"] == "COMPLETED" and sorted(t["name"] for t in tasks) == ["genselect", "problem_stats"]
+    # the run record still names every stage, the committed ones as cached
+    run = json.loads(max(store.glob("runs/*.json"), key=lambda p: p.stat().st_mtime_ns).read_text())
+    assert set(run["stages"]) >= {"problems", "candidates", "verdicts", "problem_stats", "genselect"}
+    assert set(run["cached"]) == {"problems", "candidates", "verdicts"} and run["status"] == "succeeded"
+
+
+def test_a_failing_build_in_the_warm_builder_prints_one_error_line(services, built):
+    env, _, _ = services
+    _, store = built
+    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--set", "filter.min_pass_rate=0.99",
+              "--set", "filter.max_pass_rate=1", "--store", str(store), env=env)  # fmt: skip
+    assert "running in the warm builder" in res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert res.returncode == 2 and len(errors) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
 
 
 def test_down_stops_them(services):
     env, record, _ = services
     stopped = cli("down", env=env)
-    assert stopped.returncode == 0 and stopped.stdout.split() == ["prefect", "stopped", "ray", "stopped"]
+    assert stopped.returncode == 0 and stopped.stdout.split() == ["prefect", "stopped", "ray", "stopped",
+                                                                  "builder", "stopped"]
     assert not warm._alive(record["prefect"]["pid"], "prefect") and not warm._alive(record["ray"]["pid"], "ray")
+    assert not warm._alive(record["builder"]["pid"], warm.BUILDER) and not Path(record["builder"]["socket"]).exists()
     assert not Path(env["BONFORGE_HOME"], "services.json").exists()
     assert "no services recorded" in cli("status", env=env).stdout
     assert cli("down", env=env).stdout.strip() == "no services recorded: nothing to stop"
@@ -90,10 +142,11 @@ def test_a_stale_record_is_reported_and_ignored(tmp_path, monkeypatch):
         "ray": {"address": "127.0.0.1:9", "pid": pid, "log": "r.log", "temp_dir": str(tmp_path / "r"),
                 "token_path": "t"},
     }))  # fmt: skip
-    assert warm.check(warm.read()) == {"prefect": False, "ray": False} and warm.current() is None
+    assert warm.check(warm.read()) == {"prefect": False, "ray": False, "builder": False}
+    assert warm.current() is None
     from typer.testing import CliRunner
 
     from bonforge.cli import app
 
     out = CliRunner().invoke(app, ["status"]).output
-    assert out.count("not answering") == 2
+    assert out.count("not answering") == 3
