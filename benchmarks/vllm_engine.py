@@ -124,6 +124,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=None, help="samples per problem (default: 4 on cpu, 16 on gpu)")
     ap.add_argument("--max-tokens", type=int, default=None, help="default: 64 on cpu, 1024 on gpu")
     ap.add_argument("--max-model-len", type=int, default=None, help="default: 1024 on cpu, 4096 on gpu")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32", "float16"], default=None,
+                    help="default: float32 on cpu (bf16 is slow without bf16 arithmetic), bfloat16 on gpu")
     ap.add_argument("--cpus", type=int, default=os.cpu_count(), help="cores of the replica (cpu)")
     ap.add_argument("--shard-problems", type=int, default=None, help="problems per stage shard (default: all)")
     ap.add_argument("--target", type=float, default=0.95)
@@ -134,7 +136,8 @@ def main() -> int:
     teacher = VLLMTeacher(
         engine="vllm", name="bench", model=args.model, device=args.device, n=args.n or (4 if cpu else 16),
         temperature=0.6, top_p=0.95, max_tokens=args.max_tokens or (64 if cpu else 1024),
-        max_model_len=args.max_model_len or (1024 if cpu else 4096), dtype="bfloat16",
+        max_model_len=args.max_model_len or (1024 if cpu else 4096),
+        dtype=args.dtype or ("float32" if cpu else "bfloat16"),
         shard_problems=args.shard_problems or problems.num_rows, cpus_per_replica=args.cpus,
         gpu_memory_utilization=0.1 if cpu else 0.85)
     stage_tps, stage_texts, nice = bench_stage(problems, teacher)
