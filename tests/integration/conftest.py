@@ -105,7 +105,7 @@ def vllm_server(smollm2, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
     proc = start(["-m", "vllm.entrypoints.openai.api_server", "--model", smollm2, "--served-model-name", SMOLLM2,
-                  "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "4096",
+                  "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096",
                   "--enforce-eager", "--gpu-memory-utilization", "0.1", "--seed", "0",
                   # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
                   "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],

@@ -22,6 +22,7 @@ from sampling import sample_stage
 REPO = Path(__file__).resolve().parents[2]
 FUSION = REPO / "recipes" / "gsm8k-fusion.yaml"
 MAX_TOKENS = 16
+PROBLEMS = 6
 pytestmark = pytest.mark.slow
 
 
@@ -55,12 +56,15 @@ def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(vllm_server, t
 
 @pytest.fixture(scope="module")
 def fusion_build(vllm_server, tmp_path_factory, gsm8k_pool):
-    """The FusioN recipe on 8 GSM8K problems, the served SmolLM2 as fusor (32 tokens per answer)."""
+    """The FusioN recipe on 6 GSM8K problems, the served SmolLM2 as fusor (32 tokens per answer); the build's
+    GenSelect prompts (one per kept problem: 2 of the 6) are the selector's. Every call prefills a prompt of
+    four solutions on the CPU: the counts are kept small."""
     import ray
 
     root = tmp_path_factory.mktemp("store")
-    sets = ["problems.limit=8", f"fusion.fusor.base_url={vllm_server}", "fusion.fusor.model=smollm2-135m-instruct",
-            "fusion.fusor.max_tokens=32", "genselect.max_candidates=4"]
+    sets = [f"problems.limit={PROBLEMS}", f"fusion.fusor.base_url={vllm_server}",
+            "fusion.fusor.model=smollm2-135m-instruct", "fusion.fusor.max_tokens=32", "genselect.max_candidates=4",
+            "genselect.prompts_per_problem=1"]
     record = build(load_recipe(FUSION, sets), str(root), str(FUSION.parent))
     ray.shutdown()
     yield StageStore(root), record, sets
@@ -71,7 +75,7 @@ def test_fusor_on_a_small_pool(fusion_build):
     (key,) = record["stages"]["fusion"]
     rows = store.read("fusion", key).to_pylist()
     comp = store.manifest("fusion", key)["comparison"]
-    assert comp["problems"] == len(rows) == 8
+    assert comp["problems"] == len(rows) == PROBLEMS
     for r in rows:
         assert sum(dict(r["teacher_chars"]).values()) == r["total_chars"]
     fused = [k for k in record["stages"]["verdicts"] if store.manifest("verdicts", k).get("teacher") == "fusor"]
@@ -79,7 +83,7 @@ def test_fusor_on_a_small_pool(fusion_build):
     answered = sum(s != "no_answer" for s in statuses)
     print(f"\nFusioN with SmolLM2-135M: {answered}/{len(statuses)} fused answers had an extractable answer, "
           f"fused accuracy {comp['fused']:.2f} vs oracle {comp['oracle_pass_at_n']:.2f}")
-    assert len(statuses) == 8 and 0 <= comp["fused"] <= comp["oracle_pass_at_n"]
+    assert len(statuses) == PROBLEMS and 0 <= comp["fused"] <= comp["oracle_pass_at_n"]
 
 
 def test_eval_selector_with_smollm2(fusion_build, vllm_server, tmp_path):
