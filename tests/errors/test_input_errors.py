@@ -101,3 +101,11 @@ def test_the_real_command_prints_only_that_line_and_starts_nothing(tmp_path):
     assert res.stderr.strip() == f"error: stage problems: {tmp_path / 'problems.jsonl'}, record line 2, field " \
                                  "'question': missing field (record has: answer)"
     assert res.stdout.strip() == "loaded []"
+
+
+def test_python_dash_m_bonforge_is_the_same_command(tmp_path):
+    write(tmp_path, "problems.jsonl", [GOOD, {"answer": "4"}])
+    write(tmp_path, "pool.jsonl", [GOOD])
+    res = subprocess.run([sys.executable, "-m", "bonforge", "run", str(recipe(tmp_path)), "--store", str(tmp_path / "s")],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 2 and res.stderr.strip().startswith("error: stage problems:"), res.stderr
