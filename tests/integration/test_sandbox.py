@@ -259,7 +259,8 @@ def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, sig):
     """Ctrl-C closes the pool; after a SIGKILL the next pool's start removes the dead owner's containers."""
     script = tmp_path / "interrupted.py"
     script.write_text(
-        "import sys\n"
+        "import faulthandler, signal, sys\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs\n"
         "from bonforge.sandbox.config import CodeVerifyConfig\n"
         "from bonforge.sandbox.pool import SandboxPool\n"
         f"cfg = CodeVerifyConfig(image={sandbox_image!r}, pool_size=2, time_limit_s=20)\n"
@@ -270,14 +271,24 @@ def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, sig):
         "    print('ready', flush=True)\n"
         "    pool.run([dict(req, id=i) for i in range(6)])\n"
     )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=image_mod.RUNNER_PATH.parents[2])
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as err_file:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=err_file, text=True,
+                                cwd=image_mod.RUNNER_PATH.parents[2])  # fmt: skip
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(1.0)
     owner_label = f"label={image_mod.OWNER_LABEL}={image_mod.owner().split(':')[0]}:{proc.pid}"
     running = subprocess.run(["docker", "ps", "-q", "--filter", owner_label], capture_output=True, text=True).stdout.split()
     assert len(running) == 2
     proc.send_signal(sig)
-    assert proc.wait(timeout=90) != 0  # generous: closing containers is slow on a loaded machine
+    try:
+        code = proc.wait(timeout=90)  # generous: closing containers is slow on a loaded machine
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # every thread's stack, into the failure message
+        time.sleep(2)
+        proc.kill()
+        pytest.fail(f"still running 90 s after signal {sig}:\n{err.read_text()[-6000:]}")
+    assert code != 0
     time.sleep(0.5)
     if sig == signal.SIGKILL:
         assert image_mod.cleanup_containers(all_owners=False) >= 0
