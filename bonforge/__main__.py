@@ -2,4 +2,5 @@
 
 from bonforge.cli import app
 
-app(prog_name="bonforge")
+if __name__ == "__main__":
+    app(prog_name="bonforge")
