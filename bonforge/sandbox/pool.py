@@ -69,6 +69,30 @@ class WorkerHung(WorkerDied):
     """The runner gave no answer within the host's wall limit."""
 
 
+class Background:
+    """``fn(*args)`` on a daemon thread. ``result()`` waits in short steps: a process's SIGINT may land on
+    any thread, and a main thread blocked in one long wait would not see Ctrl-C until the work was done.
+    Being a daemon, it never holds up the interpreter's exit, which closes the pools (and so stops it)."""
+
+    def __init__(self, fn, *args):
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._call, args=(fn, args), daemon=True)
+        self._thread.start()
+
+    def _call(self, fn, args) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as e:  # handed to the caller of result()
+            self._error = e
+
+    def result(self):
+        while self._thread.is_alive():
+            self._thread.join(0.2)
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class _Job:
     __slots__ = ("request", "attempts", "deaths", "errors", "start", "outcome")
 
@@ -460,17 +484,14 @@ class SandboxPool:
             todo.put(job)
         if not jobs:
             return []
-        drivers = min(self.cfg.pool_size, len(jobs))
-        ex = ThreadPoolExecutor(drivers)
+        drivers = [Background(self._drive, todo) for _ in range(min(self.cfg.pool_size, len(jobs)))]
         try:
-            for f in [ex.submit(self._drive, todo) for _ in range(drivers)]:
-                f.result()
+            for driver in drivers:
+                driver.result()
         except BaseException:  # Ctrl-C or a bug: stop feeding workers; the caller closes the pool
             while not todo.empty():
                 todo.get_nowait()
-            ex.shutdown(wait=False, cancel_futures=True)
             raise
-        ex.shutdown()
         return [job.outcome for job in jobs]
 
     def run_one(self, request: dict) -> dict:

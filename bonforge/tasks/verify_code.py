@@ -15,10 +15,10 @@ verdict of its own: no program can fail the stage.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from bonforge.errors import DataError
 from bonforge.sandbox.checker import MAX_ROUNDS, Checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.extract import extract_program
+from bonforge.sandbox.pool import Background
 from bonforge.sandbox.judge import tokens_match, value_matches
 from bonforge.sandbox.spec import TestSpec, parse_spec
 from bonforge.sandbox.runner import decode_value
@@ -228,14 +229,13 @@ def _run_and_check(requests: list[dict], asserts: dict[int, str], checker: Check
     comes back: the host's share of the work overlaps the sandbox's."""
     outcomes: list[dict] = []
     starts = range(0, len(requests), CHUNK)
-    ex = ThreadPoolExecutor(2)
-    try:
-        for start, chunk in zip(starts, [ex.submit(run, requests[s : s + CHUNK]) for s in starts], strict=True):
-            outcomes += chunk.result()
-            mine = {i: asserts[i] for i in range(start, len(outcomes)) if i in asserts}
-            _check_asserts(requests, outcomes, mine, checker, run)
-    finally:
-        ex.shutdown(cancel_futures=True)  # after Ctrl-C, chunks not yet started never start
+    ahead = collections.deque(Background(run, requests[s : s + CHUNK]) for s in starts[:2])
+    for k, start in enumerate(starts):
+        outcomes += ahead.popleft().result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
+        if k + 2 < len(starts):
+            ahead.append(Background(run, requests[starts[k + 2] : starts[k + 2] + CHUNK]))
+        mine = {i: asserts[i] for i in range(start, len(outcomes)) if i in asserts}
+        _check_asserts(requests, outcomes, mine, checker, run)
     return outcomes
 
 

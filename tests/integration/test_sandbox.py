@@ -253,44 +253,76 @@ def test_process_backend_gives_the_same_verdicts():
     assert [v["status"] for v in verdicts] == list(VERDICT_CASES)
 
 
+INTERRUPTED = """\
+import faulthandler, json, signal, sys, threading
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs
+import pyarrow as pa
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.pool import SandboxPool
+from bonforge.schema import CANDIDATES, PROBLEMS
+from bonforge.tasks.verify_code import verify_code
+image, how, where = sys.argv[1:]
+if how == "thread":  # the kernel may hand a process's SIGINT to any thread that does not block it
+    poke = lambda: (sys.stdin.readline(), signal.pthread_kill(threading.get_ident(), signal.SIGINT))
+    threading.Thread(target=poke, daemon=True).start()
+cfg = CodeVerifyConfig(image=image, pool_size=2, time_limit_s=20, extraction="raw")  # wall limit 61 s
+if where == "pool":
+    req = {"kind": "stdio", "program": "import time\\ntime.sleep(60)", "prelude": "", "fn_name": None,
+           "check": "", "tests": [{}], "time_limit": 20, "wall_limit": 60, "memory_mb": 256,
+           "output_limit": 1024, "stop_on_failure": False}
+    with SandboxPool(cfg) as pool:
+        print("ready", flush=True)
+        pool.run([dict(req, id=i) for i in range(6)])
+else:  # the stage: assert-style chunks run in the background while the host replays checks
+    spec = {"kind": "assert", "entry_point": "f", "check": "def check(c):\\n    assert c(1) == 2\\n\\ncheck(f)\\n"}
+    problems = pa.Table.from_pylist([{"problem_id": "p", "source": "t", "domain": "code", "question": "",
+                                      "tests": json.dumps(spec)}], schema=PROBLEMS)
+    cands = pa.Table.from_pylist([{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i,
+                                   "text": f"import time\\ndef f(x):\\n    time.sleep(60)  # {i}\\n"}
+                                  for i in range(200)], schema=CANDIDATES)
+    print("ready", flush=True)
+    verify_code(problems, cands, cfg)
+"""
+
+
 @pytest.mark.docker
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, sig):
-    """Ctrl-C closes the pool; after a SIGKILL the next pool's start removes the dead owner's containers."""
+@pytest.mark.parametrize(
+    "how,where",
+    [("SIGINT", "pool"), ("thread", "pool"), ("thread", "stage"), ("SIGKILL", "pool")],
+)
+def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, how, where):
+    """Ctrl-C closes the pool soon, whichever thread the signal lands on and wherever the caller waits; after a
+    SIGKILL the next pool's start removes the dead owner's containers."""
     script = tmp_path / "interrupted.py"
-    script.write_text(
-        "import faulthandler, signal, sys\n"
-        "faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs\n"
-        "from bonforge.sandbox.config import CodeVerifyConfig\n"
-        "from bonforge.sandbox.pool import SandboxPool\n"
-        f"cfg = CodeVerifyConfig(image={sandbox_image!r}, pool_size=2, time_limit_s=20)\n"
-        "req = {'kind': 'stdio', 'program': 'import time\\ntime.sleep(60)', 'prelude': '', 'fn_name': None,\n"
-        "       'check': '', 'tests': [{}], 'time_limit': 20, 'wall_limit': 60, 'memory_mb': 256,\n"
-        "       'output_limit': 1024, 'stop_on_failure': False}\n"
-        "with SandboxPool(cfg) as pool:\n"
-        "    print('ready', flush=True)\n"
-        "    pool.run([dict(req, id=i) for i in range(6)])\n"
-    )
+    script.write_text(INTERRUPTED)
     err = tmp_path / "stderr.txt"
     with err.open("w") as err_file:
-        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=err_file, text=True,
+        proc = subprocess.Popen([sys.executable, str(script), sandbox_image, how, where], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err_file, text=True,
                                 cwd=image_mod.RUNNER_PATH.parents[2])  # fmt: skip
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(1.0)
+    assert proc.stdout.readline().strip() == "ready", err.read_text()
     owner_label = f"label={image_mod.OWNER_LABEL}={image_mod.owner().split(':')[0]}:{proc.pid}"
-    running = subprocess.run(["docker", "ps", "-q", "--filter", owner_label], capture_output=True, text=True).stdout.split()
+    deadline = time.monotonic() + 60
+    while len(running := subprocess.run(["docker", "ps", "-q", "--filter", owner_label], capture_output=True,
+                                        text=True).stdout.split()) < 2 and time.monotonic() < deadline:  # fmt: skip
+        time.sleep(0.2)
     assert len(running) == 2
-    proc.send_signal(sig)
+    time.sleep(1.0)  # the programs are running
+    if how == "thread":
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    else:
+        proc.send_signal(getattr(signal, how))
     try:
-        code = proc.wait(timeout=90)  # generous: closing containers is slow on a loaded machine
+        code = proc.wait(timeout=45)  # the programs sleep 60 s: an exit before then did not wait for them
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGUSR1)  # every thread's stack, into the failure message
         time.sleep(2)
         proc.kill()
-        pytest.fail(f"still running 90 s after signal {sig}:\n{err.read_text()[-6000:]}")
+        pytest.fail(f"still running 45 s after the interrupt ({how}, {where}):\n{err.read_text()[-6000:]}")
     assert code != 0
     time.sleep(0.5)
-    if sig == signal.SIGKILL:
+    if how == "SIGKILL":
         assert image_mod.cleanup_containers(all_owners=False) >= 0
     left = subprocess.run(["docker", "ps", "-aq", "--filter", owner_label], capture_output=True, text=True).stdout.split()
     assert left == []
