@@ -110,6 +110,7 @@ def bench_raw(problems: pa.Table, teacher: VLLMTeacher) -> tuple[float, list[str
     t0 = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
     secs = time.perf_counter() - t0
+    llm.llm_engine.engine_core.shutdown()  # its engine process: left to the interpreter's exit, it hangs there
     tokens = sum(len(o.token_ids) for out in outputs for o in out.outputs)
     print(f"raw:   {sum(len(out.outputs) for out in outputs)} samples, {tokens} completion tokens, "
           f"generate {secs:.1f}s, niceness {os.nice(0)}", flush=True)
