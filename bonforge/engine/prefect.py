@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 
@@ -84,10 +85,10 @@ def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: 
 
 
 def stop_sandboxes() -> None:
-    """Stop the per-node sandbox pools (their containers) that code verification started."""
-    import ray
-
-    if ray.is_initialized():
+    """Stop the per-node sandbox pools (their containers) that code verification started (none when this
+    process never imported Ray: a build that ran no stage on Ray does not import it here either)."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
         from bonforge.sandbox.ray_pool import shutdown_node_pools
 
         shutdown_node_pools()
@@ -102,8 +103,12 @@ def services(recipe: Recipe) -> Iterator[None]:
     Otherwise a temporary Prefect server runs for the build while a local Ray starts beside it: the same
     uvicorn command Prefect uses for its own temporary server, launched here straight away and without
     importing Prefect's server code into this process (Prefect's way imports it here first, ~4 s, then
-    again in the server). It stops when the build ends, or when this process dies."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    again in the server). It stops when the build ends, or when this process dies.
+
+    A flow run on one of these servers of ours sends no heartbeats: they serve to find crashed runs on a
+    server that outlives them, and Prefect waits up to 2 s at the end of a flow for its heartbeat thread
+    (most of a filter change with `bonforge up`). Flows on a configured server keep them."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     up = warm.current()
     url = None if PREFECT_API_URL.value() else up and up["prefect"]["url"]
@@ -116,7 +121,8 @@ def services(recipe: Recipe) -> Iterator[None]:
         if not ray_env:
             ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # meanwhile the server starts
         url = server.wait() if server else url
-        with temporary_settings(updates={PREFECT_API_URL: url}) if url else contextlib.nullcontext(), _environ(ray_env):
+        ours = {PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        with temporary_settings(updates=ours) if url else contextlib.nullcontext(), _environ(ray_env):
             yield
     finally:
         if server:

@@ -1,5 +1,6 @@
 """The plots of a run report. Each takes the run's DuckDB catalog and run record and returns a ``Plot``
-whose ``rows`` counts the data points drawn (0: the figure says "no data")."""
+whose ``rows`` counts the data points drawn (0: the figure says "no data") and whose ``data`` is all that
+the figure is drawn from besides this module's code (the report reuses a PNG drawn from the same)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class Plot:
     fig: Figure
     rows: int
     query: str
+    data: list  # what the figure shows, JSON-serialisable (with the name and this code: the PNG's cache key)
 
 
 def _fig(width: float = 7.0, height: float = 3.6):
@@ -47,7 +49,7 @@ def pass_rate(con, run) -> Plot:
         ax.hist(values, bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
         ax.set_xlabel("pass rate over all teachers")
         ax.set_ylabel("problems")
-    return Plot("pass_rate", "Pass rate per problem", fig, len(rows), q)
+    return Plot("pass_rate", "Pass rate per problem", fig, len(rows), q, rows)
 
 
 def teacher_accuracy(con, run) -> Plot:
@@ -61,7 +63,7 @@ def teacher_accuracy(con, run) -> Plot:
         ax.set_xlim(0, 115)
         ax.set_xlabel("candidates verified correct (%)")
         ax.invert_yaxis()
-    return Plot("teacher_accuracy", "Accuracy per teacher", fig, len(rows), q)
+    return Plot("teacher_accuracy", "Accuracy per teacher", fig, len(rows), q, rows)
 
 
 def verdict_classes(con, run) -> Plot:
@@ -78,7 +80,7 @@ def verdict_classes(con, run) -> Plot:
         ax.set_xlabel("candidates")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False)
         ax.invert_yaxis()
-    return Plot("verdict_classes", "Verdict classes per verdicts stage (teacher)", fig, len(rows), q)
+    return Plot("verdict_classes", "Verdict classes per verdicts stage (teacher)", fig, len(rows), q, rows)
 
 
 def pass_at_k(con, run) -> Plot:
@@ -95,7 +97,8 @@ def pass_at_k(con, run) -> Plot:
         ax.set_xlabel("k")
         ax.set_ylabel("mean pass@k (%)")
         ax.legend(fontsize="small")
-    return Plot("pass_at_k", "pass@k curves (mean over problems with at least k candidates)", fig, len(rows), q)
+    return Plot("pass_at_k", "pass@k curves (mean over problems with at least k candidates)", fig, len(rows), q,
+                rows)
 
 
 def prompts_per_problem(con, run) -> Plot:
@@ -107,7 +110,7 @@ def prompts_per_problem(con, run) -> Plot:
         ax.bar([str(r[0]) for r in rows], [r[1] for r in rows], color="#8172b2")
         ax.set_xlabel("GenSelect prompts per kept problem")
         ax.set_ylabel("problems")
-    return Plot("prompts_per_problem", "Prompts per problem", fig, len(rows), q)
+    return Plot("prompts_per_problem", "Prompts per problem", fig, len(rows), q, rows)
 
 
 def prompt_length(con, run) -> Plot:
@@ -120,13 +123,14 @@ def prompt_length(con, run) -> Plot:
         ax.set_ylabel("prompts")
         sizes = [r[1] for r in rows]
         ax.set_title(f"{len(rows)} prompts, {min(sizes)}–{max(sizes)} candidates each", fontsize="small")
-    return Plot("prompt_length", "Prompt length", fig, len(rows), q)
+    return Plot("prompt_length", "Prompt length", fig, len(rows), q, rows)
 
 
 def stage_timings(con, run, store: StageStore) -> Plot:
     q = "SELECT stage, key, wall_s, cached FROM run_stages ORDER BY stage, key"
     rows = con.sql(q).fetchall()
     fig, ax = _fig(height=0.8 + 0.35 * max(len(rows), 2))
+    drawn = []
     if not _empty(ax, rows):
         labels = []
         for stage, key, _, _ in rows:
@@ -136,15 +140,17 @@ def stage_timings(con, run, store: StageStore) -> Plot:
         walls = [r[2] or 0.0 for r in rows]
         ax.barh(y, walls, color=["#bbbbbb" if r[3] else "#4c72b0" for r in rows])
         this_run = run.get("timings", {})
-        for i, (label, r) in enumerate(zip(labels, rows)):
-            note = "cached" if r[3] else f"computed, {this_run.get(label, r[2] or 0):.1f}s in this run"
+        notes = ["cached" if r[3] else f"computed, {this_run.get(label, r[2] or 0):.1f}s in this run"
+                 for label, r in zip(labels, rows)]
+        for i, note in enumerate(notes):
             ax.text(walls[i], i, f" {walls[i]:.1f}s ({note})", va="center", fontsize="small")
         ax.set_yticks(y, labels)
         ax.set_xlim(0, max(walls + [1e-3]) * 1.8)
         ax.set_xlabel("wall time when computed (s, from the manifest); grey: cache hit")
         ax.invert_yaxis()
+        drawn = [[label, r[3], wall, note] for label, r, wall, note in zip(labels, rows, walls, notes)]
     return Plot("stage_timings", f"Stage timings and cache hits ({sum(r[3] for r in rows)} of {len(rows)} cached)",
-                fig, len(rows), q)
+                fig, len(rows), q, drawn)
 
 
 def tokens_per_teacher(con, run) -> Plot:
@@ -161,7 +167,7 @@ def tokens_per_teacher(con, run) -> Plot:
         ax.set_xlabel("tokens; (chars): text length where the engine gave no token counts")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize="small")
         ax.invert_yaxis()
-    return Plot("tokens_per_teacher", "Tokens per teacher", fig, len(rows), q)
+    return Plot("tokens_per_teacher", "Tokens per teacher", fig, len(rows), q, rows)
 
 
 def selector_eval(con, run) -> Plot:
@@ -169,15 +175,17 @@ def selector_eval(con, run) -> Plot:
          "count(*) FILTER (WHERE NOT parsed AND NOT skipped) AS unparsed FROM selector_eval GROUP BY run ORDER BY run")
     rows = _rows(con, q, "selector_eval")
     fig, ax = _fig()
+    summary = run.get("summary", {})
     if not _empty(ax, rows):
         x = np.arange(len(rows))
         ax.bar(x - 0.2, [100 * r[1] for r in rows], 0.4, label="selector")
         ax.bar(x + 0.2, [100 * r[2] for r in rows], 0.4, label="with random fallback")
-        summary = run.get("summary", {})
         for name, style in (("pass@1", ":"), ("majority@N", "--")):
             if name in summary:
                 ax.axhline(100 * summary[name], color="#444444", linestyle=style, label=name)
         ax.set_xticks(x, [f"run {r[0]} ({r[3]} unparsed)" for r in rows])
         ax.set_ylabel("selection accuracy (%)")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False, fontsize="small")
-    return Plot("selector_eval", "Selector accuracy per run, beside pass@1 and majority@N", fig, len(rows), q)
+    lines = {name: summary[name] for name in ("pass@1", "majority@N") if name in summary}
+    return Plot("selector_eval", "Selector accuracy per run, beside pass@1 and majority@N", fig, len(rows), q,
+                [rows, lines])
