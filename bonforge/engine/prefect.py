@@ -14,6 +14,7 @@ from prefect import flow, task
 
 from bonforge.config import Recipe
 import bonforge.engine.warm as warm
+from bonforge.engine.builder import prefect_settings_from_caller
 from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_clients
 from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.engine.shards import ensure_ray, run_node
@@ -110,6 +111,7 @@ def services(recipe: Recipe) -> Iterator[None]:
     (most of a filter change with `bonforge up`). Flows on a configured server keep them."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+    prefect_settings_from_caller()  # in the warm builder: the caller's, not the builder's
     up = warm.current()
     url = None if PREFECT_API_URL.value() else up and up["prefect"]["url"]
     ray_env = {} if recipe.ray.address or os.environ.get("RAY_ADDRESS") or not up else warm.ray_env(up)

@@ -53,7 +53,7 @@ def _figure(store: StageStore, plot, code: str) -> bytes:
     cached = store.loc.path("reports", "figures", f"{hashlib.sha256(data).hexdigest()}.png")
     if store.loc.is_file(cached):
         return store.loc.read_bytes(cached)
-    png = _png(plot.fig)
+    png = _png(plot.figure())
     store.loc.write_bytes(cached, png)
     return png
 
@@ -76,9 +76,9 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
         png = _figure(store, p, code)
         loc.write_bytes(loc.path(*folder, f"{p.name}.png"), png)
         sections.append(
-            f'<section id="{p.name}" data-rows="{p.rows}"><h2>{html.escape(p.title)}</h2>'
+            f'<section id="{p.name}" data-rows="{len(p.rows)}"><h2>{html.escape(p.title)}</h2>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-            f"<details><summary>query ({p.rows} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
+            f"<details><summary>query ({len(p.rows)} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
     stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
     if "contamination" in run["stages"]:
         dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "
