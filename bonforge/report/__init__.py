@@ -48,13 +48,16 @@ def _drawing_code() -> str:
 
 def _figure(store: StageStore, plot, code: str) -> bytes:
     """The PNG of ``plot``: from the store's figure cache when one was drawn from the same, else drawn now
-    (and cached)."""
+    (and cached, where the store can be written: ``bonforge report -o DIR`` also works on a read-only one)."""
     data = json.dumps([plot.name, plot.data, code], default=str, sort_keys=True).encode()
     cached = store.loc.path("reports", "figures", f"{hashlib.sha256(data).hexdigest()}.png")
     if store.loc.is_file(cached):
         return store.loc.read_bytes(cached)
     png = _png(plot.figure())
-    store.loc.write_bytes(cached, png)
+    try:
+        store.loc.write_bytes(cached, png)
+    except OSError as e:
+        log.debug("figure cache %s not written: %s", cached, e)
     return png
 
 
@@ -73,12 +76,12 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
         figures.append(plots.selector_eval(con, run))
     sections, code = [], _drawing_code()
     for p in figures:
-        png = _figure(store, p, code)
+        png, n = _figure(store, p, code), len(p.rows)
         loc.write_bytes(loc.path(*folder, f"{p.name}.png"), png)
         sections.append(
-            f'<section id="{p.name}" data-rows="{len(p.rows)}"><h2>{html.escape(p.title)}</h2>'
+            f'<section id="{p.name}" data-rows="{n}"><h2>{html.escape(p.title)}</h2>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-            f"<details><summary>query ({len(p.rows)} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
+            f"<details><summary>query ({n} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
     stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
     if "contamination" in run["stages"]:
         dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "

@@ -133,6 +133,16 @@ def test_a_figure_is_drawn_only_from_data_not_drawn_before(built, tmp_path, monk
     assert drawn == ["pass_rate"] and len(list(cache.glob("*.png"))) == len(PLOTS) + 1
     assert (other.parent / "pass_rate.png").read_bytes() != (fresh.parent / "pass_rate.png").read_bytes()
     assert (other.parent / "pass_at_k.png").read_bytes() == (fresh.parent / "pass_at_k.png").read_bytes()
+    # a store that cannot be written to: `report -o DIR` still writes the report, its new figure drawn
+    shutil.rmtree(cache)
+
+    def read_only(path, data):
+        raise PermissionError(f"read-only store: {path}")
+
+    monkeypatch.setattr(store.loc, "write_bytes", read_only)
+    drawn.clear()
+    elsewhere = write_report(store, record["run_id"], tmp_path / "elsewhere")
+    assert elsewhere.read_bytes() == other.read_bytes() and len(drawn) == len(PLOTS) and not cache.exists()
 
 
 def test_maxk_weights_stage_agrees_with_problem_stats(built, tmp_path):
