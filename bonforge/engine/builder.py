@@ -104,7 +104,7 @@ _IN_BUILDER = False  # set in the builder's children: what they run is not hande
 def hand_over(module: str, command: str, **kwargs) -> int | None:
     """Run the function ``command`` of ``module`` (``bonforge.cli``) with ``kwargs`` in the warm builder;
     returns its exit code, or None when there is no builder or it declines (the caller then runs it)."""
-    from bonforge.engine import warm
+    import bonforge.engine.warm as warm
 
     services = None if _IN_BUILDER else warm.current()
     if services is None:
