@@ -1,11 +1,18 @@
 """The run report: one self-contained HTML file (plots embedded as base64 PNG) plus a PNG per plot, in
-``<store>/reports/<run_id>/``. Every number comes from the run's DuckDB catalog and its record."""
+``<store>/reports/<run_id>/``. Every number comes from the run's DuckDB catalog and its record.
+
+Drawing is most of a report's cost (~0.1-0.2 s of CPU per figure), and most figures of a rebuild show what
+an earlier run showed (a filter change redraws three of eight). So each PNG is also kept in the store under
+``reports/figures/<key>.png``, its key a hash of what it is drawn from (``Plot.data``), the plot's name, the
+code of ``plots.py`` and matplotlib's version; a report takes the PNG of a key it finds there as it is."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
+import json
 import logging
 from pathlib import Path
 
@@ -30,6 +37,30 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _drawing_code() -> str:
+    """What else decides a PNG's pixels: the plots' code and matplotlib's version."""
+    import matplotlib
+
+    from bonforge.report import plots
+
+    return hashlib.sha256(Path(plots.__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+
+
+def _figure(store: StageStore, plot, code: str) -> bytes:
+    """The PNG of ``plot``: from the store's figure cache when one was drawn from the same, else drawn now
+    (and cached, where the store can be written: ``bonforge report -o DIR`` also works on a read-only one)."""
+    data = json.dumps([plot.name, plot.data, code], default=str, sort_keys=True).encode()
+    cached = store.loc.path("reports", "figures", f"{hashlib.sha256(data).hexdigest()}.png")
+    if store.loc.is_file(cached):
+        return store.loc.read_bytes(cached)
+    png = _png(plot.figure())
+    try:
+        store.loc.write_bytes(cached, png)
+    except OSError as e:
+        log.debug("figure cache %s not written: %s", cached, e)
+    return png
+
+
 def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
     """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
     S3); returns the HTML file's path."""
@@ -43,14 +74,14 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
                plots.stage_timings(con, run, store), plots.tokens_per_teacher(con, run)]
     if "selector_eval" in run["stages"]:
         figures.append(plots.selector_eval(con, run))
-    sections = []
+    sections, code = [], _drawing_code()
     for p in figures:
-        png = _png(p.fig)
+        png, n = _figure(store, p, code), len(p.rows)
         loc.write_bytes(loc.path(*folder, f"{p.name}.png"), png)
         sections.append(
-            f'<section id="{p.name}" data-rows="{p.rows}"><h2>{html.escape(p.title)}</h2>'
+            f'<section id="{p.name}" data-rows="{n}"><h2>{html.escape(p.title)}</h2>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-            f"<details><summary>query ({p.rows} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
+            f"<details><summary>query ({n} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
     stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
     if "contamination" in run["stages"]:
         dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "

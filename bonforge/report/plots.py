@@ -1,9 +1,12 @@
-"""The plots of a run report. Each takes the run's DuckDB catalog and run record and returns a ``Plot``
-whose ``rows`` counts the data points drawn (0: the figure says "no data")."""
+"""The plots of a run report. Each takes the run's DuckDB catalog and run record and returns a ``Plot``: its
+query's rows (none: the figure says "no data"), all that the figure is drawn from besides this module's
+code (``data``: the report reuses a PNG drawn from the same), and how to draw it (``figure()``, on demand:
+drawing is most of a report's cost)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import duckdb
 import numpy as np
@@ -16,14 +19,24 @@ from bonforge.storage.store import StageStore
 class Plot:
     name: str  # file stem of the PNG
     title: str
-    fig: Figure
-    rows: int
     query: str
+    rows: list
+    draw: Callable  # draw(ax, rows): the figure's content, when it has rows
+    height: float = 3.6  # inches
+    data: list | None = None  # what the figure shows, JSON-serialisable (None: the rows)
 
+    def __post_init__(self) -> None:
+        if self.data is None:
+            self.data = self.rows
 
-def _fig(width: float = 7.0, height: float = 3.6):
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    return fig, fig.add_subplot()
+    def figure(self) -> Figure:
+        fig = Figure(figsize=(7.0, self.height), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
+        if self.rows:
+            self.draw(ax, self.rows)
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        return fig
 
 
 def _rows(con: duckdb.DuckDBPyConnection, query: str, stage: str) -> list[tuple]:
@@ -32,44 +45,39 @@ def _rows(con: duckdb.DuckDBPyConnection, query: str, stage: str) -> list[tuple]
     return con.sql(query).fetchall() if stage in have else []
 
 
-def _empty(ax, rows: list) -> bool:
-    if not rows:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    return not rows
-
-
 def pass_rate(con, run) -> Plot:
     q = "SELECT pass_rate FROM problem_stats WHERE teacher = '*'"
     rows = _rows(con, q, "problem_stats")
-    fig, ax = _fig()
-    if not _empty(ax, rows):
-        values = [r[0] for r in rows]
-        ax.hist(values, bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
+
+    def draw(ax, rows):
+        ax.hist([r[0] for r in rows], bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
         ax.set_xlabel("pass rate over all teachers")
         ax.set_ylabel("problems")
-    return Plot("pass_rate", "Pass rate per problem", fig, len(rows), q)
+
+    return Plot("pass_rate", "Pass rate per problem", q, rows, draw)
 
 
 def teacher_accuracy(con, run) -> Plot:
     q = "SELECT teacher, avg(correct::INT) AS accuracy, count(*) AS n FROM verdicts GROUP BY teacher ORDER BY teacher"
     rows = _rows(con, q, "verdicts")
-    fig, ax = _fig(height=0.5 + 0.45 * max(len(rows), 2))
-    if not _empty(ax, rows):
+
+    def draw(ax, rows):
         ax.barh([r[0] for r in rows], [100 * r[1] for r in rows], color="#55a868")
         for i, r in enumerate(rows):
             ax.text(100 * r[1], i, f" {100 * r[1]:.1f}% of {r[2]}", va="center")
         ax.set_xlim(0, 115)
         ax.set_xlabel("candidates verified correct (%)")
         ax.invert_yaxis()
-    return Plot("teacher_accuracy", "Accuracy per teacher", fig, len(rows), q)
+
+    return Plot("teacher_accuracy", "Accuracy per teacher", q, rows, draw, 0.5 + 0.45 * max(len(rows), 2))
 
 
 def verdict_classes(con, run) -> Plot:
     q = "SELECT teacher, status, count(*) AS n FROM verdicts GROUP BY teacher, status ORDER BY teacher, status"
     rows = _rows(con, q, "verdicts")
-    fig, ax = _fig(height=0.8 + 0.45 * max(len({r[0] for r in rows}), 2))
-    if not _empty(ax, rows):
-        teachers = sorted({r[0] for r in rows})
+    teachers = sorted({r[0] for r in rows})
+
+    def draw(ax, rows):
         left = np.zeros(len(teachers))
         for status in sorted({r[1] for r in rows}):
             counts = np.array([sum(r[2] for r in rows if r[0] == t and r[1] == status) for t in teachers])
@@ -78,15 +86,17 @@ def verdict_classes(con, run) -> Plot:
         ax.set_xlabel("candidates")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False)
         ax.invert_yaxis()
-    return Plot("verdict_classes", "Verdict classes per verdicts stage (teacher)", fig, len(rows), q)
+
+    return Plot("verdict_classes", "Verdict classes per verdicts stage (teacher)", q, rows, draw,
+                0.8 + 0.45 * max(len(teachers), 2))
 
 
 def pass_at_k(con, run) -> Plot:
     q = ("SELECT teacher, e.key AS k, avg(e.value) AS pass_at_k FROM "
          "(SELECT teacher, unnest(map_entries(pass_at_k)) AS e FROM problem_stats) GROUP BY ALL ORDER BY ALL")
     rows = _rows(con, q, "problem_stats")
-    fig, ax = _fig()
-    if not _empty(ax, rows):
+
+    def draw(ax, rows):
         for teacher in sorted({r[0] for r in rows}):
             pts = [(r[1], r[2]) for r in rows if r[0] == teacher]
             ax.plot([k for k, _ in pts], [100 * v for _, v in pts], marker="o",
@@ -95,64 +105,70 @@ def pass_at_k(con, run) -> Plot:
         ax.set_xlabel("k")
         ax.set_ylabel("mean pass@k (%)")
         ax.legend(fontsize="small")
-    return Plot("pass_at_k", "pass@k curves (mean over problems with at least k candidates)", fig, len(rows), q)
+
+    return Plot("pass_at_k", "pass@k curves (mean over problems with at least k candidates)", q, rows, draw)
 
 
 def prompts_per_problem(con, run) -> Plot:
     q = ("SELECT prompts, count(*) AS problems FROM (SELECT problem_id, count(*) AS prompts FROM genselect "
          "GROUP BY problem_id) GROUP BY prompts ORDER BY prompts")
     rows = _rows(con, q, "genselect")
-    fig, ax = _fig()
-    if not _empty(ax, rows):
+
+    def draw(ax, rows):
         ax.bar([str(r[0]) for r in rows], [r[1] for r in rows], color="#8172b2")
         ax.set_xlabel("GenSelect prompts per kept problem")
         ax.set_ylabel("problems")
-    return Plot("prompts_per_problem", "Prompts per problem", fig, len(rows), q)
+
+    return Plot("prompts_per_problem", "Prompts per problem", q, rows, draw)
 
 
 def prompt_length(con, run) -> Plot:
     q = "SELECT n_tokens, n_candidates FROM genselect"
     rows = _rows(con, q, "genselect")
-    fig, ax = _fig()
-    if not _empty(ax, rows):
+
+    def draw(ax, rows):
         ax.hist([r[0] for r in rows], bins=40, color="#c44e52", edgecolor="white")
         ax.set_xlabel("prompt length (tokens, see genselect.token_counter)")
         ax.set_ylabel("prompts")
         sizes = [r[1] for r in rows]
         ax.set_title(f"{len(rows)} prompts, {min(sizes)}–{max(sizes)} candidates each", fontsize="small")
-    return Plot("prompt_length", "Prompt length", fig, len(rows), q)
+
+    return Plot("prompt_length", "Prompt length", q, rows, draw)
 
 
 def stage_timings(con, run, store: StageStore) -> Plot:
     q = "SELECT stage, key, wall_s, cached FROM run_stages ORDER BY stage, key"
     rows = con.sql(q).fetchall()
-    fig, ax = _fig(height=0.8 + 0.35 * max(len(rows), 2))
-    if not _empty(ax, rows):
-        labels = []
-        for stage, key, _, _ in rows:
-            teacher = store.manifest(stage, key).get("teacher") if store.exists(stage, key) else None
-            labels.append(f"{stage}[{teacher}]" if teacher else stage)
+    labels = []
+    for stage, key, _, _ in rows:
+        teacher = store.manifest(stage, key).get("teacher") if store.exists(stage, key) else None
+        labels.append(f"{stage}[{teacher}]" if teacher else stage)
+    walls = [r[2] or 0.0 for r in rows]
+    this_run = run.get("timings", {})
+    notes = ["cached" if r[3] else f"computed, {this_run.get(label, r[2] or 0):.1f}s in this run"
+             for label, r in zip(labels, rows)]
+
+    def draw(ax, rows):
         y = np.arange(len(rows))
-        walls = [r[2] or 0.0 for r in rows]
         ax.barh(y, walls, color=["#bbbbbb" if r[3] else "#4c72b0" for r in rows])
-        this_run = run.get("timings", {})
-        for i, (label, r) in enumerate(zip(labels, rows)):
-            note = "cached" if r[3] else f"computed, {this_run.get(label, r[2] or 0):.1f}s in this run"
+        for i, note in enumerate(notes):
             ax.text(walls[i], i, f" {walls[i]:.1f}s ({note})", va="center", fontsize="small")
         ax.set_yticks(y, labels)
         ax.set_xlim(0, max(walls + [1e-3]) * 1.8)
         ax.set_xlabel("wall time when computed (s, from the manifest); grey: cache hit")
         ax.invert_yaxis()
+
     return Plot("stage_timings", f"Stage timings and cache hits ({sum(r[3] for r in rows)} of {len(rows)} cached)",
-                fig, len(rows), q)
+                q, rows, draw, 0.8 + 0.35 * max(len(rows), 2),
+                [[label, r[3], wall, note] for label, r, wall, note in zip(labels, rows, walls, notes)])
 
 
 def tokens_per_teacher(con, run) -> Plot:
     q = ("SELECT teacher, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
          "sum(length(text)) AS text_chars FROM candidates GROUP BY teacher ORDER BY teacher")
     rows = _rows(con, q, "candidates")
-    fig, ax = _fig(height=0.5 + 0.45 * max(len(rows), 2))
-    if not _empty(ax, rows):
+
+    def draw(ax, rows):
         labels = [t if c is not None else f"{t} (chars)" for t, _, c, _ in rows]
         out = [c if c is not None else chars for _, _, c, chars in rows]
         inp = [p or 0 for _, p, _, _ in rows]
@@ -161,23 +177,27 @@ def tokens_per_teacher(con, run) -> Plot:
         ax.set_xlabel("tokens; (chars): text length where the engine gave no token counts")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize="small")
         ax.invert_yaxis()
-    return Plot("tokens_per_teacher", "Tokens per teacher", fig, len(rows), q)
+
+    return Plot("tokens_per_teacher", "Tokens per teacher", q, rows, draw, 0.5 + 0.45 * max(len(rows), 2))
 
 
 def selector_eval(con, run) -> Plot:
     q = ("SELECT run, avg(correct::INT) AS accuracy, avg(fallback_correct::INT) AS with_fallback, "
          "count(*) FILTER (WHERE NOT parsed AND NOT skipped) AS unparsed FROM selector_eval GROUP BY run ORDER BY run")
     rows = _rows(con, q, "selector_eval")
-    fig, ax = _fig()
-    if not _empty(ax, rows):
+    summary = run.get("summary", {})
+    lines = {name: summary[name] for name in ("pass@1", "majority@N") if name in summary}
+
+    def draw(ax, rows):
         x = np.arange(len(rows))
         ax.bar(x - 0.2, [100 * r[1] for r in rows], 0.4, label="selector")
         ax.bar(x + 0.2, [100 * r[2] for r in rows], 0.4, label="with random fallback")
-        summary = run.get("summary", {})
         for name, style in (("pass@1", ":"), ("majority@N", "--")):
-            if name in summary:
-                ax.axhline(100 * summary[name], color="#444444", linestyle=style, label=name)
+            if name in lines:
+                ax.axhline(100 * lines[name], color="#444444", linestyle=style, label=name)
         ax.set_xticks(x, [f"run {r[0]} ({r[3]} unparsed)" for r in rows])
         ax.set_ylabel("selection accuracy (%)")
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False, fontsize="small")
-    return Plot("selector_eval", "Selector accuracy per run, beside pass@1 and majority@N", fig, len(rows), q)
+
+    return Plot("selector_eval", "Selector accuracy per run, beside pass@1 and majority@N", q, rows, draw,
+                data=[rows, lines])

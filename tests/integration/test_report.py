@@ -1,8 +1,10 @@
 """The run report: written at the end of a real GSM8K build, every plot has data, it is self-contained,
-and headless Chromium (Debian's package) opens it, decodes every image and takes a non-trivial screenshot."""
+and headless Chromium (Debian's package) opens it, decodes every image and takes a non-trivial screenshot.
+A figure drawn from the same data as one before is taken from the store's figure cache, not drawn again."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import shutil
@@ -18,7 +20,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
-from bonforge.report import plots, report_after_build
+from bonforge.report import plots, report_after_build, write_report
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 
@@ -109,6 +111,38 @@ def test_a_failing_report_never_fails_the_build(built, monkeypatch, caplog):
         report_after_build(str(store.root), rec)
     assert "report" not in rec
     assert f"run {record['run_id']}: the report could not be written: RuntimeError: plot exploded" in caplog.text
+
+
+def test_a_figure_is_drawn_only_from_data_not_drawn_before(built, tmp_path, monkeypatch):
+    store, record = built
+    drawn = []
+    figure = plots.Plot.figure
+    monkeypatch.setattr(plots.Plot, "figure", lambda self: drawn.append(self.name) or figure(self))
+    cache = store.root / "reports" / "figures"
+    shutil.rmtree(cache)
+    fresh = write_report(store, record["run_id"], tmp_path / "fresh")
+    assert sorted(drawn) == sorted(PLOTS) and len(list(cache.glob("*.png"))) == len(PLOTS)
+    drawn.clear()
+    again = write_report(store, record["run_id"], tmp_path / "again")
+    assert drawn == [] and again.read_bytes() == fresh.read_bytes() == Path(record["report"]).read_bytes()
+    # one plot over other data: only it is drawn, and its PNG is the new one
+    pass_rate = plots.pass_rate
+    monkeypatch.setattr(plots, "pass_rate", lambda con, run: dataclasses.replace(
+        p := pass_rate(con, run), rows=p.rows[: len(p.rows) // 2], data=None))
+    other = write_report(store, record["run_id"], tmp_path / "other")
+    assert drawn == ["pass_rate"] and len(list(cache.glob("*.png"))) == len(PLOTS) + 1
+    assert (other.parent / "pass_rate.png").read_bytes() != (fresh.parent / "pass_rate.png").read_bytes()
+    assert (other.parent / "pass_at_k.png").read_bytes() == (fresh.parent / "pass_at_k.png").read_bytes()
+    # a store that cannot be written to: `report -o DIR` still writes the report, its new figure drawn
+    shutil.rmtree(cache)
+
+    def read_only(path, data):
+        raise PermissionError(f"read-only store: {path}")
+
+    monkeypatch.setattr(store.loc, "write_bytes", read_only)
+    drawn.clear()
+    elsewhere = write_report(store, record["run_id"], tmp_path / "elsewhere")
+    assert elsewhere.read_bytes() == other.read_bytes() and len(drawn) == len(PLOTS) and not cache.exists()
 
 
 def test_maxk_weights_stage_agrees_with_problem_stats(built, tmp_path):

@@ -1,5 +1,6 @@
 """The store on a real S3 server (SeaweedFS): commit, crash and resume, an upload killed half-way, dataset
-version races, SQL, Prefect's results; the same contracts as a local store, without rename."""
+version races, SQL, Prefect's results, the report's figure cache; the same contracts as a local store,
+without rename."""
 
 from __future__ import annotations
 
@@ -182,3 +183,15 @@ def test_sql_and_runs_over_an_s3_store(s3_store, s3_env):
     res = CliRunner().invoke(app, ["sql", "SELECT run_id, status FROM runs", "--store", s3_store.root,
                                    "--format", "csv"])  # fmt: skip
     assert res.output.splitlines() == ['"run_id","status"', '"r1","succeeded"']
+
+
+def test_the_report_figure_cache_on_s3(s3_store):
+    from bonforge.report import _drawing_code, _figure
+    from bonforge.report.plots import Plot
+
+    drawn = []
+    plot = Plot("demo", "Demo", "SELECT 1", [(1, 2), (3, 4)], lambda ax, rows: drawn.append(ax.plot(*zip(*rows))))
+    first = _figure(s3_store, plot, _drawing_code())
+    assert first.startswith(b"\x89PNG") and len(drawn) == 1
+    assert _figure(s3_store, plot, _drawing_code()) == first and len(drawn) == 1  # read back from the bucket
+    assert s3_store.loc.names(s3_store.loc.path("reports", "figures"))[0].endswith(".png")

@@ -1,7 +1,8 @@
 """`bonforge up` keeps a Prefect server, a Ray head and a warm builder for later builds: `status` shows them,
 `run` uses them (it runs in the warm builder, its flow run is on that server, its Ray shards ran on that
 head, nothing else was started; a knob change computes only the stages it changes, and only those are
-Prefect tasks), `down` stops them. Stale records (services gone) are reported and ignored."""
+Prefect tasks; a no-op rebuild computes nothing and makes no flow run), `down` stops them. Stale records
+(services gone) are reported and ignored."""
 
 from __future__ import annotations
 
@@ -109,6 +110,19 @@ def test_a_knob_change_computes_and_tasks_only_what_it_changes(services, built):
     run = json.loads(max(store.glob("runs/*.json"), key=lambda p: p.stat().st_mtime_ns).read_text())
     assert set(run["stages"]) >= {"problems", "candidates", "verdicts", "problem_stats", "genselect"}
     assert set(run["cached"]) == {"problems", "candidates", "verdicts"} and run["status"] == "succeeded"
+
+
+def test_a_no_op_rebuild_in_the_warm_builder_computes_nothing_and_makes_no_flow_run(services, built):
+    env, record, _ = services
+    _, store = built
+    flows = len(flow_runs(record))
+    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--set", "filter.max_pass_rate=0.75",
+              "--store", str(store), env=env)  # fmt: skip
+    assert res.returncode == 0 and "running in the warm builder" in res.stderr, res.stderr[-3000:]
+    assert "every stage is committed" in res.stderr and "computed in" not in res.stderr
+    assert len(flow_runs(record)) == flows
+    report = Path(res.stdout.split("report: ")[1].split()[0])
+    assert report.is_file() and report.parent.parent.name == "reports"
 
 
 def test_a_failing_build_in_the_warm_builder_prints_one_error_line(services, built):
