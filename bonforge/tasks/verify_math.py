@@ -274,12 +274,13 @@ def _sll_first() -> None:
     """Make latex2sympy's ANTLR parser two-stage in this process: SLL prediction first, full LL only where
     SLL reports a syntax error. ANTLR's contract (``antlr4.atn.PredictionMode``): an SLL parse that reports
     no error is the very tree LL builds, so every verdict stays the same; what goes is LL's full-context
-    prediction, most of math-verify's CPU on LaTeX answers. Only the checker child calls it."""
+    prediction, most of math-verify's CPU on LaTeX answers. Only the checker child calls it; with a
+    latex2sympy that builds its parser elsewhere, parsing stays plain LL."""
     from antlr4.atn.PredictionMode import PredictionMode
-    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+    from latex2sympy2_extended import latex2sympy2
 
-    make_ll = _Latex2Sympy.create_parser
-    if getattr(make_ll, "sll_first", False):
+    make_ll = getattr(getattr(latex2sympy2, "_Latex2Sympy", None), "create_parser", None)
+    if make_ll is None or getattr(make_ll, "sll_first", False):
         return
 
     def create_parser(self, latex: str):
@@ -297,7 +298,7 @@ def _sll_first() -> None:
         return parser
 
     create_parser.sll_first = True
-    _Latex2Sympy.create_parser = create_parser
+    latex2sympy2._Latex2Sympy.create_parser = create_parser
 
 
 def _child_main(fd: int) -> None:
