@@ -1,6 +1,10 @@
+import json
 import multiprocessing
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -174,3 +178,54 @@ def test_a_problems_candidates_with_the_same_answer_are_verified_once(monkeypatc
     ]]
     assert verdicts == ["correct"] * 3 + ["wrong_answer"] * 2 + ["correct"] * 2
     assert len(calls) == 5  # 18 once for the first three texts; 17, the other gold, the other setting, 18.0
+
+
+
+_TWO_STAGE = r"""
+import json, sys
+from antlr4.atn.ParserATNSimulator import ParserATNSimulator
+from latex2sympy2_extended.latex2sympy2 import latex2sympy
+from sympy import srepr
+from bonforge.tasks.verify_math import _sll_first
+
+full_context = []
+plain = ParserATNSimulator.execATNWithFullContext
+ParserATNSimulator.execATNWithFullContext = lambda self, *a: full_context.append(1) or plain(self, *a)
+
+
+def trees(forms):
+    out = []
+    for form in forms:
+        try:
+            out.append(srepr(latex2sympy(form, normalization_config=None)))
+        except Exception:
+            out.append(None)
+    return out
+
+
+sll_forms, others = json.loads(sys.argv[1])
+ll = trees(sll_forms + others)
+ll_full = len(full_context)
+_sll_first()
+_sll_first()  # a second call changes nothing
+del full_context[:]
+two_stage = trees(sll_forms)
+print(json.dumps({"ll_full": ll_full, "sll_full": len(full_context), "same": ll == two_stage + trees(others),
+                  "ll": ll}))
+"""
+
+
+def test_checker_parses_latex_sll_first_with_the_same_trees():
+    """The checker child's LaTeX parser predicts with SLL first: no full-context (LL) prediction for the
+    forms SLL reads, LL's tree where SLL reports a syntax error (powers such as ``3R^2``), the same trees
+    as LL for every form, and a syntax error stays one. Run in a fresh interpreter: this process's parser
+    stays math-verify's own, which other tests compare against."""
+    sll_forms = [r"y=2x+1", r"(-\infty,3]", r"\{1,2\}", r"\sqrt{3}+2i", r"\frac{1}{2}"]
+    others = [r"x^2-4x+4", "3R^2", r"\frac{1}{"]
+    root = str(Path(vm.__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", _TWO_STAGE, json.dumps([sll_forms, others])], capture_output=True,
+                         text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["same"] and got["ll_full"] > 0 and got["sll_full"] == 0
+    assert None not in got["ll"][:-1] and got["ll"][-1] is None
