@@ -269,10 +269,12 @@ def _after_the_reply() -> None:
     """What a build's process does at exit, once the caller has its answer: Prefect's events go to the warm
     server, the Ray driver leaves the head."""
     from bonforge.engine.prefect_server import drain_prefect_clients
+    from bonforge.engine.shards import ray_up
 
     drain_prefect_clients()
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    if ray_up():
+        import ray
+
         ray.shutdown()
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterator
 
@@ -17,7 +16,7 @@ import bonforge.engine.warm as warm
 from bonforge.engine.builder import prefect_settings_from_caller
 from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_clients
 from bonforge.engine.run import Dag, Run, execute, failing_as
-from bonforge.engine.shards import ensure_ray, run_node
+from bonforge.engine.shards import ensure_ray, ray_up, run_node
 from bonforge.errors import BonforgeError, TransientError
 from bonforge.report import report_after_build
 from bonforge.stage import Node, Ref
@@ -88,8 +87,7 @@ def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: 
 def stop_sandboxes() -> None:
     """Stop the per-node sandbox pools (their containers) that code verification started (none when this
     process never imported Ray: a build that ran no stage on Ray does not import it here either)."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    if ray_up():
         from bonforge.sandbox.ray_pool import shutdown_node_pools
 
         shutdown_node_pools()

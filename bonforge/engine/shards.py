@@ -118,9 +118,10 @@ def _compute_and_write(
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
 
 
-def _ray_up() -> bool:
-    """Whether this process has joined Ray already: then even a lone shard goes to a Ray worker, whose warm
-    state (math-verify checkers, sandbox pools) outlives the task, instead of warming up a copy here."""
+def ray_up() -> bool:
+    """Whether this process has joined Ray already (without importing Ray). Then even a lone shard goes to a
+    Ray worker, whose warm state (math-verify checkers, sandbox pools) outlives the task, instead of warming
+    up a copy here."""
     import sys
 
     ray = sys.modules.get("ray")
@@ -130,7 +131,7 @@ def _ray_up() -> bool:
 def _ray_node() -> str | None:
     """The id of the Ray node running this process, when it is a Ray worker (hostnames repeat when several
     nodes share a machine)."""
-    if not _ray_up():
+    if not ray_up():
         return None
     import ray
 
@@ -148,7 +149,7 @@ def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[
               compute: Callable[..., pa.Table], context: dict) -> Iterator[tuple[int, float, str, str | None]]:
     """Compute and write the shards ``todo``, yielding (shard, seconds, host, Ray node) as each finishes."""
     root, name, key = str(store.root), node.stage.name, node.key
-    if node.stage.executor == "ray" and (len(todo) > 1 or _ray_up()):
+    if node.stage.executor == "ray" and (len(todo) > 1 or ray_up()):
         import ray
 
         ensure_ray()

@@ -27,6 +27,7 @@ from bonforge.errors import BonforgeError
 
 BUILDER = "bonforge.engine.builder"  # the warm builder's module, also the marker of its command line
 WHERE = {"prefect": "url", "ray": "address", "builder": "socket"}  # per service, the field saying where it is
+MARKER = {"prefect": "prefect", "ray": "ray", "builder": BUILDER}  # per service, in its command line
 
 
 def home() -> Path:
@@ -138,9 +139,9 @@ def up(num_cpus: int | None = None) -> dict:
                               sock], builder_log, env)  # fmt: skip
         _wait(lambda: os.path.exists(sock), builder_pid, BUILDER, "the warm builder", builder_log)
     except BonforgeError:
-        for pid, marker in ((prefect_pid, "prefect"), (ray_pid, "ray"), (builder_pid, BUILDER)):
+        for name, pid in (("prefect", prefect_pid), ("ray", ray_pid), ("builder", builder_pid)):
             if pid:
-                _stop(pid, marker)
+                _stop(pid, MARKER[name])
         shutil.rmtree(builder_dir, ignore_errors=True)
         raise
     record = {
@@ -162,11 +163,12 @@ def read() -> dict | None:
 def check(record: dict) -> dict[str, bool]:
     """Which recorded services answer (one missing from the record does not)."""
     answers = {
-        "prefect": lambda r: _alive(r["pid"], "prefect") and healthy(r["url"]),
-        "ray": lambda r: _alive(r["pid"], "ray") and _listening(r["address"]),
-        "builder": lambda r: _alive(r["pid"], BUILDER) and os.path.exists(r["socket"]),
+        "prefect": lambda r: healthy(r["url"]),
+        "ray": lambda r: _listening(r["address"]),
+        "builder": lambda r: os.path.exists(r["socket"]),
     }
-    return {name: name in record and answer(record[name]) for name, answer in answers.items()}
+    return {name: name in record and _alive(record[name]["pid"], MARKER[name]) and answer(record[name])
+            for name, answer in answers.items()}
 
 
 def current() -> dict | None:
@@ -200,8 +202,7 @@ def down() -> dict[str, bool]:
     record = read()
     if record is None:
         return {}
-    markers = {"prefect": "prefect", "ray": "ray", "builder": BUILDER}
-    stopped = {name: _stop(record[name]["pid"], marker) for name, marker in markers.items() if name in record}
+    stopped = {name: _stop(record[name]["pid"], marker) for name, marker in MARKER.items() if name in record}
     shutil.rmtree(record["ray"]["temp_dir"], ignore_errors=True)
     if "builder" in record:
         shutil.rmtree(os.path.dirname(record["builder"]["socket"]), ignore_errors=True)

@@ -229,11 +229,14 @@ def _run_and_check(requests: list[dict], asserts: dict[int, str], checker: Check
     comes back: the host's share of the work overlaps the sandbox's."""
     outcomes: list[dict] = []
     starts = range(0, len(requests), CHUNK)
-    ahead = collections.deque(Background(run, requests[s : s + CHUNK]) for s in starts[:2])
+    def launch(s: int) -> Background:
+        return Background(run, requests[s : s + CHUNK])
+
+    ahead = collections.deque(map(launch, starts[:2]))
     for k, start in enumerate(starts):
         outcomes += ahead.popleft().result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
         if k + 2 < len(starts):
-            ahead.append(Background(run, requests[starts[k + 2] : starts[k + 2] + CHUNK]))
+            ahead.append(launch(starts[k + 2]))
         mine = {i: asserts[i] for i in range(start, len(outcomes)) if i in asserts}
         _check_asserts(requests, outcomes, mine, checker, run)
     return outcomes
