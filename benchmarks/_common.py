@@ -16,8 +16,8 @@ def gsm8k_tables():
 
     from bonforge.config import load_recipe
     from bonforge.data import resolve
-    from bonforge.tasks.load_pool import import_pool
-    from bonforge.tasks.load import load_problems
+    from bonforge.stages.load_pool import import_pool
+    from bonforge.stages.load import load_problems
 
     os.environ.setdefault("BONFORGE_DATA", str(DATA))
     recipe = load_recipe(GSM8K_RECIPE)

@@ -19,7 +19,7 @@ import unicodedata
 import numpy as np
 import pyarrow as pa
 
-from bonforge.tasks.decontaminate import decontaminate
+from bonforge.stages.decontaminate import decontaminate
 
 N = 13
 

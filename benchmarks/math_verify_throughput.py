@@ -58,7 +58,7 @@ def stage(problems, cands, cfg, tmp: str, name: str):
     from bonforge.engine import run_node
     from bonforge.stage import Ref
     from bonforge.storage.store import StageStore
-    from bonforge.tasks import verify
+    from bonforge.stages import verify
 
     store = StageStore(tmp)
     refs = {stage: Ref(stage, f"{name}-{stage}", store.put(stage, f"{name}-{stage}", table, version="bench",

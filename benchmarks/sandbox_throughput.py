@@ -45,10 +45,10 @@ import pyarrow.compute as pc
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.image import build_image
 from bonforge.sandbox.pool import SandboxPool, docker_argv
-from bonforge.sandbox.spec import parse_spec
-from bonforge.tasks.load_code import import_codet_pool, load_humaneval
+from bonforge.judging.spec import parse_spec
+from bonforge.sources.code import import_codet_pool, load_humaneval
 from bonforge.schema import CANDIDATES
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.code import verify_code
 
 TIME_LIMIT = 3.0
 

@@ -55,7 +55,7 @@ def generate(store_root: str, n: int) -> None:
     from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
     from bonforge.stage import Ref
     from bonforge.storage.store import StageStore
-    from bonforge.tasks import load, load_pool, verify
+    from bonforge.stages import load, load_pool, verify
 
     rng = np.random.default_rng(0)
     store, rec = StageStore(store_root), recipe()

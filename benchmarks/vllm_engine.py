@@ -35,8 +35,8 @@ from bonforge.llm.vllm_engine import VLLMEngine, actor_options, engine_args
 from bonforge.schema import PROBLEMS
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
-from bonforge.tasks import sample
-from bonforge.tasks.sample import problem_seed, read_template, render
+from bonforge.stages import sample
+from bonforge.stages.sample import problem_seed, read_template, render
 
 
 def make_problems(count: int) -> pa.Table:

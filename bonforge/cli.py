@@ -65,7 +65,7 @@ def run(
     _quiet_prefect()
     if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
-    from bonforge.engine.builder import hand_over
+    from bonforge.services.builder import hand_over
 
     code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug)  # `up`'s builder
     if code is not None:
@@ -196,7 +196,7 @@ def eval_selector(
     majority@N and pass@N (stored as stage selector_eval)."""
     from bonforge.config import load_recipe
     from bonforge.flows.insight import eval_selector as evaluate
-    from bonforge.tasks.select_eval import selector_from_spec
+    from bonforge.stages.select_eval import selector_from_spec
 
     if prompts not in ("genselect", "pool"):
         _fail(BonforgeError(f"--prompts must be genselect or pool, not {prompts!r}"))
@@ -308,7 +308,7 @@ def up(
     """Start a local Prefect server, a Ray head and a warm builder once, for every later `bonforge run` on
     this machine (they are recorded in BONFORGE_HOME, default ~/.config/bonforge; `bonforge down` stops
     them)."""
-    from bonforge.engine import warm
+    from bonforge.services import warm
 
     _quiet_prefect()
     try:
@@ -319,7 +319,7 @@ def up(
 
 
 def _show_services(record: dict, alive: dict[str, bool]) -> None:
-    from bonforge.engine.warm import WHERE
+    from bonforge.services.warm import WHERE
 
     for name, field in WHERE.items():
         service = record.get(name, {field: "-", "pid": "-", "log": "-"})
@@ -330,7 +330,7 @@ def _show_services(record: dict, alive: dict[str, bool]) -> None:
 @app.command()
 def status() -> None:
     """Show the services `bonforge up` started, and whether they answer."""
-    from bonforge.engine import warm
+    from bonforge.services import warm
 
     record = warm.read()
     if record is None:
@@ -343,7 +343,7 @@ def status() -> None:
 @app.command()
 def down() -> None:
     """Stop the services `bonforge up` started."""
-    from bonforge.engine import warm
+    from bonforge.services import warm
 
     stopped = warm.down()
     if not stopped:

@@ -41,7 +41,7 @@ class FieldMap(Model):
         None, description="Code problems: the field (or fields, joined in order, e.g. [public_tests, "
         "private_tests]) holding the tests, in a shape of `tests_format`.")  # fmt: skip
     tests_format: Literal["auto", "bonforge", "apps", "codecontests", "livecodebench", "assert"] = added(
-        "auto", description="The tests' shape (see bonforge.tasks.test_formats); 'auto' tells them apart.")
+        "auto", description="The tests' shape (see bonforge.sources.spec_formats); 'auto' tells them apart.")
     fn_name: str | None = added(None, description="Field with the function call-based tests call.")
     entry_point: str | None = added(None, description="Field with the function assert-style tests check.")
     starter: str | None = added(None, description="Field with starter code (appended to the question).")
@@ -288,7 +288,7 @@ class Recipe(Model):
     seed: int = 0
     problems: ProblemsConfig
     decontaminate: DecontaminateConfig | None = Field(
-        None, description="A `contamination` stage before sampling (see bonforge.tasks.decontaminate).")
+        None, description="A `contamination` stage before sampling (see bonforge.stages.decontaminate).")
     teachers: list[TeacherConfig] = Field(min_length=1)
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)

@@ -1,6 +1,6 @@
 """A stage, declared once beside its compute; a node, the stage bound to its config and upstream outputs.
 
-Each stage module ends with its declaration and a ``node()`` constructor, e.g. ``tasks/score.py``::
+Each stage module ends with its declaration and a ``node()`` constructor, e.g. ``stages/score.py``::
 
     STAGE = Stage("problem_stats", VERSION, compute=score, shard_rows=200_000,
                   table=lambda i: i.sql("SELECT problem_id, teacher, candidate_id, correct, reward, extracted "

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from prefect import flow, task
 
 from bonforge.config import Recipe
-import bonforge.engine.warm as warm
-from bonforge.engine.builder import prefect_settings_from_caller
-from bonforge.engine.prefect_server import TemporaryServer, drain_prefect_clients
+import bonforge.services.warm as warm
+from bonforge.services.builder import prefect_settings_from_caller
+from bonforge.services.prefect_server import TemporaryServer, drain_prefect_clients
 from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.engine.shards import ensure_ray, ray_up, run_node
 from bonforge.errors import BonforgeError, TransientError

@@ -1,1 +1,1 @@
-"""Prefect flows: `build.py` reads like the DAG, one stage per line."""
+"""The build's DAG (``build.py``, plain Python over stage nodes), its recorded-run analyses (``insight.py``) and Prefect deployments of it (``deploy.py``)."""

@@ -3,7 +3,7 @@
     problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
                     └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
 
-Each stage declares itself in its module under ``bonforge.tasks`` (``STAGE`` and ``node()``); ``run`` turns a
+Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
 node with Ray inside). A new stage is one module plus one line here. With a ``decontaminate`` section a
 ``contamination`` stage first names the problems to leave out.
@@ -16,7 +16,8 @@ from pathlib import Path
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.errors import EmptyDataset
-from bonforge.tasks import assemble, decontaminate, export, fuse, load, load_pool, sample, score, verify
+from bonforge import export
+from bonforge.stages import assemble, decontaminate, fuse, load, load_pool, sample, score, verify
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:

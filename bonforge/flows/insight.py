@@ -1,6 +1,6 @@
 """Stages that look at a finished build: max@k weights and selector evaluation.
 
-Each binds its stage (``tasks/select_eval.py``, ``tasks/maxk.py``) to the outputs of a recorded run, runs
+Each binds its stage (``stages/select_eval.py``, ``stages/maxk.py``) to the outputs of a recorded run, runs
 it with ``bonforge.engine.run_node`` (keyed, resumable, never recomputed), then records a *derived run*: the base run's
 stages plus the new one, ``kind`` and ``base_run`` naming where it came from. The catalog of that run
 (the latest, so `bonforge sql` shows it by default) has a view of the new stage beside the others.
@@ -18,7 +18,7 @@ from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore, new_run_id, utc_now
-from bonforge.tasks import maxk, select_eval
+from bonforge.stages import maxk, select_eval
 
 
 def latest_run(store: StageStore, recipe: Recipe) -> dict:

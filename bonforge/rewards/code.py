@@ -7,7 +7,7 @@ verdict class (``status``: passed, wrong_answer, runtime_error, compile_error, t
 output_limit, sandbox_error) beside ``tests_passed``/``tests_total``.
 
 Rows are the RL export's (``rl/train.parquet``, ability ``code``): ``reward_model.ground_truth`` is the
-problem's JSON test spec (``bonforge.sandbox.spec``), ``extra_info.question`` the problem text (HumanEval
+problem's JSON test spec (``bonforge.judging.spec``), ``extra_info.question`` the problem text (HumanEval
 completions are appended to it), ``extra_info.verify`` the recipe's checking settings. Execution settings
 (``pool_size``, ``backend``) may be passed as keyword arguments (verl: ``reward_kwargs``).
 """
@@ -19,7 +19,7 @@ import pyarrow as pa
 from bonforge.rewards import completion_text, ground_truth_of, settings_of
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import shared_pool
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.code import verify_code
 
 EXEC_SETTINGS = ("pool_size", "backend", "transport")
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bonforge.config import MathVerifyConfig
 from bonforge.rewards import completion_text, ground_truth_of, settings_of
-from bonforge.tasks.verify_math import check_answer
+from bonforge.judging.math import check_answer
 
 
 def score(text: str | None, gold: str, extra_info: dict | None, timeout_s: float | None = None) -> dict:

@@ -17,8 +17,8 @@ from bonforge.errors import ConfigError, DataError
 from bonforge.engine import run_node
 from bonforge.storage.catalog import connect
 from bonforge.stage import Stage
-from bonforge.tasks.load import load_problems
-from bonforge.tasks.load_pool import import_pool
+from bonforge.stages.load import load_problems
+from bonforge.stages.load_pool import import_pool
 
 REPO = Path(__file__).resolve().parents[2]
 GSM8K = REPO / "recipes" / "gsm8k-genselect.yaml"
@@ -88,8 +88,8 @@ def test_problem_duplicates_and_wrong_types(tmp_path):
 
 def test_code_problem_without_tests_is_refused_before_any_container(tmp_path):
     from bonforge.sandbox.config import CodeVerifyConfig
-    from bonforge.tasks.load_code import load_apps
-    from bonforge.tasks.verify_code import verify_code
+    from bonforge.sources.code import load_apps
+    from bonforge.judging.code import verify_code
 
     d = tmp_path / "apps" / "0007"
     d.mkdir(parents=True)
@@ -111,7 +111,7 @@ def test_code_problem_without_tests_is_refused_before_any_container(tmp_path):
 
 def test_candidate_of_an_unknown_problem_names_the_candidate(tmp_path):
     from bonforge.sandbox.config import CodeVerifyConfig
-    from bonforge.tasks.verify_code import verify_code
+    from bonforge.judging.code import verify_code
 
     problems = pa.table({"problem_id": ["p1"], "question": ["q"], "tests": ['{"kind": "stdio", "tests": []}']})
     cands = pa.table({"candidate_id": ["p9/t/0"], "problem_id": ["p9"], "teacher": ["t"], "text": ["x"]})
@@ -122,8 +122,8 @@ def test_candidate_of_an_unknown_problem_names_the_candidate(tmp_path):
 def test_enormous_candidate_is_verified_and_never_enters_a_prompt():
     """A 4 MB candidate gets a verdict like any other, and every prompt holding it is over the token limit
     and dropped; the other candidates still make prompts."""
-    from bonforge.tasks.assemble import assemble
-    from bonforge.tasks.verify_math import verify_math
+    from bonforge.stages.assemble import assemble
+    from bonforge.judging.math import verify_math
 
     huge = "x" * (4 << 20) + "\nA: 3"
     texts = ["A: 2", huge, "A: 5", "A: 7", "A: 2"]

@@ -13,7 +13,7 @@ import pytest
 
 from bonforge.config import ProblemsConfig
 from bonforge.errors import DataError
-from bonforge.tasks.load import load_problems
+from bonforge.stages.load import load_problems
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from code_shapes import lcb_private_tests  # noqa: E402
@@ -82,7 +82,7 @@ def test_new_fields_keep_the_keys_of_older_recipes():
 
 
 def test_limits_in_the_forms_datasets_write_them():
-    from bonforge.tasks.test_formats import Where, memory_limit_mb, time_limit_s
+    from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s
 
     w = Where("t.jsonl", "line 1")
     assert [time_limit_s(v, w, "time_limit") for v in ("2 seconds", "1.5 s", "500 ms", 3, {"seconds": 1, "nanos": 5e8},

@@ -8,7 +8,7 @@ import yaml
 from bonforge.config import DataSource, FieldMap, ProblemsConfig, load_recipe
 from bonforge.data import resolve
 from bonforge.errors import ConfigError, DataError, FetchError
-from bonforge.tasks.load import load_problems
+from bonforge.stages.load import load_problems
 
 REPO = Path(__file__).resolve().parents[2]
 GSM8K = REPO / "recipes" / "gsm8k-genselect.yaml"

@@ -8,7 +8,7 @@ import pyarrow as pa
 from bonforge.engine import run_node
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
-from bonforge.tasks import sample
+from bonforge.stages import sample
 
 
 def sample_stage(store: StageStore, problems: pa.Table, teacher, engine=None) -> dict:

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bonforge.config import ProblemsConfig
-from bonforge.sandbox.spec import parse_spec
-from bonforge.tasks.load import load_problems
-from bonforge.tasks.load_code import reference_candidates
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.spec import parse_spec
+from bonforge.stages.load import load_problems
+from bonforge.sources.code import reference_candidates
+from bonforge.judging.code import verify_code
 
 from code_shapes import SHAPES, write_jsonl
 

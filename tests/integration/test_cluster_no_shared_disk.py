@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 DRIVER = """
 import sys, time
 from dataclasses import replace
-from bonforge.tasks import verify
+from bonforge.stages import verify
 
 
 def slow_verify(*args, **kwargs):

@@ -9,8 +9,8 @@ import pytest
 
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
-from bonforge.tasks.load_code import import_apps_pool, import_codet_pool, load_apps, load_humaneval, reference_candidates
-from bonforge.tasks.verify_code import verify_code
+from bonforge.sources.code import import_apps_pool, import_codet_pool, load_apps, load_humaneval, reference_candidates
+from bonforge.judging.code import verify_code
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

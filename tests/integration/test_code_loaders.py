@@ -9,16 +9,16 @@ import pytest
 
 from bonforge.errors import DataError
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.spec import parse_spec
+from bonforge.judging.spec import parse_spec
 from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS
-from bonforge.tasks.load_code import (
+from bonforge.sources.code import (
     import_apps_pool,
     import_codet_pool,
     load_apps,
     load_humaneval,
     reference_candidates,
 )
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.code import verify_code
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from bonforge.llm.config import TransformersTeacher  # noqa: E402
 from bonforge.llm.transformers_engine import TransformersEngine  # noqa: E402
 from bonforge.schema import PROBLEMS  # noqa: E402
 from bonforge.storage.store import StageStore  # noqa: E402
-from bonforge.tasks.sample import key_config  # noqa: E402
+from bonforge.stages.sample import key_config  # noqa: E402
 from sampling import sample_stage  # noqa: E402
 
 CHAT_TEMPLATE = (

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 DRIVER = """
 import sys, time
 from dataclasses import replace
-from bonforge.tasks import assemble, verify
+from bonforge.stages import assemble, verify
 
 verify.MATH = replace(verify.MATH, shard_rows=64)
 _assemble = assemble.STAGE.compute

@@ -5,9 +5,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from bonforge.config import DataSource, MathVerifyConfig, PoolTeacher, ProblemsConfig, FieldMap
-from bonforge.tasks.load_pool import import_pool
-from bonforge.tasks.load import load_problems
-from bonforge.tasks.verify_math import verify_math
+from bonforge.stages.load_pool import import_pool
+from bonforge.stages.load import load_problems
+from bonforge.judging.math import verify_math
 
 KEYS = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
 

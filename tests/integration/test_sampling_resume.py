@@ -19,7 +19,7 @@ from bonforge.llm.base import EngineError
 from bonforge.llm.config import OpenAITeacher
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.storage.store import StageStore
-from bonforge.tasks.sample import key_config
+from bonforge.stages.sample import key_config
 
 STAGE = "candidates"
 N_PROBLEMS, N_SAMPLES, SHARD = 10, 2, 3  # shards of 3, 3, 3, 1 problems

@@ -16,7 +16,7 @@ from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
 from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.code import verify_code
 
 STDIO_ECHO = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]}
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -179,8 +179,8 @@ def test_containers_are_isolated(docker_pool):
     )
     spec = {"kind": "stdio", "tests": [{"input": "", "output": "x"}]}
     cfg = docker_pool.cfg.model_copy(update={"extraction": "raw"})
-    from bonforge.sandbox.spec import parse_spec
-    from bonforge.tasks.verify_code import build_request
+    from bonforge.judging.spec import parse_spec
+    from bonforge.judging.code import build_request
 
     [outcome] = docker_pool.run([build_request(parse_spec(json.dumps(spec), "p"), probe, cfg, "probe")])
     uid, caps, root_writable, nets = json.loads(outcome["results"][0]["stdout"])
@@ -260,7 +260,7 @@ import pyarrow as pa
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
 from bonforge.schema import CANDIDATES, PROBLEMS
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.code import verify_code
 image, how, where = sys.argv[1:]
 if how == "thread":  # the kernel may hand a process's SIGINT to any thread that does not block it
     poke = lambda: (sys.stdin.readline(), signal.pthread_kill(threading.get_ident(), signal.SIGINT))

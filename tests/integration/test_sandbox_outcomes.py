@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from bonforge.schema import CANDIDATES, PROBLEMS
-from bonforge.tasks.verify_code import verify_code
+from bonforge.judging.code import verify_code
 from test_sandbox import ADD, STDIO_ECHO, judge
 
 pytestmark = pytest.mark.docker

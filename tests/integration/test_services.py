@@ -14,7 +14,7 @@ import pytest
 
 from procs import kill_group
 
-from bonforge.engine.prefect_server import healthy
+from bonforge.services.prefect_server import healthy
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bonforge.engine import warm
+from bonforge.services import warm
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"

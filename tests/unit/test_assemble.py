@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
-from bonforge.tasks.assemble import assemble, check_prompts, feasible_sizes, template_text
+from bonforge.stages.assemble import assemble, check_prompts, feasible_sizes, template_text
 
 
 def pool(spec: dict[str, list[bool]], text_len: int = 20, domain: str = "math", statuses=None) -> pa.Table:
@@ -144,7 +144,7 @@ def _reference_assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.T
     import random
 
     from bonforge.schema import GENSELECT
-    from bonforge.tasks.assemble import UNRELIABLE, token_counter
+    from bonforge.stages.assemble import UNRELIABLE, token_counter
 
     template = template_text(cfg)
     count, counter_name = token_counter(cfg)
@@ -262,7 +262,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 def test_vectorised_assembly_equals_the_per_row_loop(cfg, seed, monkeypatch):
     """Same rows, same bytes as the per-row loop, including the counts of what was dropped for length
     (the tight limits drop prompts mid-way, so later draws replace them); prompts rendered 50 at a time."""
-    import bonforge.tasks.assemble as stage
+    import bonforge.stages.assemble as stage
 
     monkeypatch.setattr(stage, "_RENDER", 50)
     p = _random_pool(seed + 11, 60)
@@ -299,7 +299,7 @@ def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
 
 
 def test_template_placeholders_render_as_str_format_does(tmp_path):
-    from bonforge.tasks.assemble import render_all
+    from bonforge.stages.assemble import render_all
 
     path = tmp_path / "t.txt"
     path.write_text("{{lit}} {n:>3}|{last_index!r}|{question}|{question:.3}\n{candidates}")
@@ -322,7 +322,7 @@ def test_texts_are_stripped_exactly_as_python_strips_them():
     """Every character Python counts as whitespace (and some it does not) at either end, in any mix."""
     import random
 
-    from bonforge.tasks.assemble import _strip
+    from bonforge.stages.assemble import _strip
 
     chars = [" ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0", "\u1680", "\u2000",
              "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "a", "é", "日", "\x00", "\u200b", "\ufeff"]

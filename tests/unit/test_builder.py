@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from bonforge.engine import builder
+from bonforge.services import builder
 
 
 def request(**changes) -> dict:

@@ -12,7 +12,7 @@ import pytest
 from bonforge.config import Benchmark, DataSource, DecontaminateConfig
 from bonforge.errors import DataError
 from bonforge.schema import CONTAMINATION
-from bonforge.tasks.decontaminate import benchmark_table, decontaminate, summary
+from bonforge.stages.decontaminate import benchmark_table, decontaminate, summary
 
 DATA = Path(os.environ.get("BONFORGE_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 LISTS = {"aime24": ("math/aime24.jsonl", "id"), "aime25": ("math/aime25.jsonl", "id"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bonforge.sandbox.extract import extract_program, fenced_block
+from bonforge.judging.extract import extract_program, fenced_block
 
 PROMPT = 'def add(a, b):\n    """Add."""\n'
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from bonforge.errors import DataError
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.judge import tokens_match, value_matches
-from bonforge.sandbox.spec import parse_spec
-from bonforge.tasks.verify_code import judge_outcome
+from bonforge.judging.compare import tokens_match, value_matches
+from bonforge.judging.spec import parse_spec
+from bonforge.judging.code import judge_outcome
 
 
 @pytest.mark.parametrize(

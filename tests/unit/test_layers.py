@@ -1,5 +1,5 @@
 """The layering the README states: every module imports; no import cycle between bonforge modules (every
-import statement counts, also those inside functions); stage modules (``tasks/``) and the declaration
+import statement counts, also those inside functions); stage modules (``stages/``) and the declaration
 (``stage.py``) import neither the engine, the store, Ray nor Prefect; stage keys are derived in one place."""
 
 from __future__ import annotations
@@ -101,15 +101,15 @@ def test_no_import_cycle_between_bonforge_modules():
 FORBIDDEN = ("ray", "prefect", "bonforge.engine", "bonforge.storage")
 
 
-@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("bonforge.tasks") or m == "bonforge.stage"))
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("bonforge.stages") or m == "bonforge.stage"))
 def test_stage_modules_import_neither_engine_store_ray_nor_prefect(name):
     bad = sorted(n for n in imported(name) if any(n == f or n.startswith(f + ".") for f in FORBIDDEN))
     assert bad == [], f"{name} imports {bad}"
 
 
 def test_importing_the_stages_loads_neither_ray_nor_prefect_nor_the_engine():
-    code = ("import sys, pkgutil, importlib, bonforge.tasks, bonforge.stage\n"
-            "for m in pkgutil.iter_modules(bonforge.tasks.__path__): importlib.import_module('bonforge.tasks.' + m.name)\n"
+    code = ("import sys, pkgutil, importlib, bonforge.stages, bonforge.stage\n"
+            "for m in pkgutil.iter_modules(bonforge.stages.__path__): importlib.import_module('bonforge.stages.' + m.name)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'prefect') or m.startswith('bonforge.engine')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

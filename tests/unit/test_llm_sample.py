@@ -12,8 +12,8 @@ from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.storage.store import StageStore
 from bonforge.engine import run_node
 from bonforge.stage import Ref
-from bonforge.tasks import sample
-from bonforge.tasks.sample import Sampler, key_config, model_identity, problem_seed, render
+from bonforge.stages import sample
+from bonforge.stages.sample import Sampler, key_config, model_identity, problem_seed, render
 
 
 def openai_teacher(**kw) -> OpenAITeacher:

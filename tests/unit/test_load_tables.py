@@ -9,7 +9,7 @@ import pytest
 
 from bonforge.config import ProblemsConfig
 from bonforge.errors import DataError
-from bonforge.tasks.load import load_problems
+from bonforge.stages.load import load_problems
 
 ROWS = [{"name": f"p{i}", "description": f"Print {i}.", "public_tests": {"input": [""], "output": [f"{i}\n"]},
          "private_tests": {"input": [], "output": []}} for i in range(6)]  # fmt: skip

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bonforge.schema import MAXK_WEIGHTS
-from bonforge.tasks.maxk import gradient_weights, maxk_table, maxk_weights
-from bonforge.tasks.score import max_at_k
+from bonforge.stages.maxk import gradient_weights, maxk_table, maxk_weights
+from bonforge.stages.score import max_at_k
 
 
 def brute_weights(rewards, k):

@@ -21,7 +21,7 @@ WARM = {"prefect": {"url": "http://127.0.0.1:9/api"}, "ray": {"address": "127.0.
 
 @pytest.fixture
 def warm_services(monkeypatch):
-    from bonforge.engine import warm
+    from bonforge.services import warm
 
     for name in ("PREFECT_API_URL", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(name, raising=False)
@@ -62,6 +62,6 @@ def test_stopping_sandboxes_imports_no_ray():
 
 def test_the_builder_completes_prefects_deferred_models():
     out = python("import prefect.flow_engine; from prefect.client.schemas.objects import FlowRun; "
-                 "print(FlowRun.__pydantic_complete__); from bonforge.engine.builder import _complete_prefect_models; "
+                 "print(FlowRun.__pydantic_complete__); from bonforge.services.builder import _complete_prefect_models; "
                  "_complete_prefect_models(); print(FlowRun.__pydantic_complete__)")  # fmt: skip
     assert out == ["False", "True"]

@@ -5,7 +5,7 @@ from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion
 from bonforge.schema import SELECTOR_EVAL
-from bonforge.tasks.select_eval import (Judge, answer_groups, parse_judgment, pool_prompts, selector_from_spec,
+from bonforge.stages.select_eval import (Judge, answer_groups, parse_judgment, pool_prompts, selector_from_spec,
                                         summarize, unanimous)
 
 

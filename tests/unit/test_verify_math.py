@@ -11,8 +11,8 @@ import pytest
 from math_verify import parse, verify
 
 from bonforge.config import MathVerifyConfig
-from bonforge.tasks import verify_math as vm
-from bonforge.tasks.verify_math import HardTimeoutChecker, check_answer, verify_math
+from bonforge.judging import math as vm
+from bonforge.judging.math import HardTimeoutChecker, check_answer, verify_math
 
 from math_pairs import PAIRS
 
@@ -186,7 +186,7 @@ import json, sys
 from antlr4.atn.ParserATNSimulator import ParserATNSimulator
 from latex2sympy2_extended.latex2sympy2 import latex2sympy
 from sympy import srepr
-from bonforge.tasks.verify_math import _sll_first
+from bonforge.judging.math import _sll_first
 
 full_context = []
 plain = ParserATNSimulator.execATNWithFullContext

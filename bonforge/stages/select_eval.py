@@ -34,9 +34,9 @@ from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.schema import SELECTOR_EVAL
 from bonforge.stage import Inputs, Node, Ref, Stage
-from bonforge.tasks import assemble
-from bonforge.tasks.sample import model_identity, problem_seed
-from bonforge.tasks.score import majority_at_k
+from bonforge.stages import assemble
+from bonforge.stages.sample import model_identity, problem_seed
+from bonforge.stages.score import majority_at_k
 
 VERSION = "1"
 _JUDGMENT = re.compile(r"Judgment:\s*\**\s*(-?\d+)")

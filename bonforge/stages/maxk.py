@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from bonforge.schema import MAXK_WEIGHTS
 from bonforge.stage import Node, Ref, Stage
-from bonforge.tasks.score import ALL, default_ks, rank_weights
+from bonforge.stages.score import ALL, default_ks, rank_weights
 
 VERSION = "1"
 

@@ -30,9 +30,9 @@ import pyarrow as pa
 from bonforge.config import FieldMap
 from bonforge.errors import DataError
 from bonforge.records import get_field
-from bonforge.sandbox.spec import TestSpec
+from bonforge.judging.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
-from bonforge.tasks.test_formats import Where, memory_limit_mb, time_limit_s, to_spec
+from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s, to_spec
 
 APPS_TIME_LIMIT_S = 4.0
 _REQUIRED = object()

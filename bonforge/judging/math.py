@@ -255,7 +255,7 @@ def _exact_form(parsed: list) -> tuple:
 
 # -- checking in a killable child ---------------------------------------------------------------------------
 # The child's program: this very bonforge (its root first on sys.path), whatever the caller's cwd holds.
-_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from bonforge.tasks.verify_math import _child_main; " \
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from bonforge.judging.math import _child_main; " \
          "_child_main(int(sys.argv[2]))"
 
 

@@ -164,7 +164,7 @@ def benchmark_table(bench: Benchmark, path: Path) -> pa.Table:
 
 def _compute(_: pa.Table, problems: ProblemsConfig, cfg: DecontaminateConfig, recipe_dir: Path) -> pa.Table:
     from bonforge import data
-    from bonforge.tasks.load import load_problems
+    from bonforge.stages.load import load_problems
 
     loaded = load_problems(problems, data.resolve(problems.source, recipe_dir))
     benches = {b.name: benchmark_table(b, data.resolve(b.source, recipe_dir)) for b in cfg.benchmarks}

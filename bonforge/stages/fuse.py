@@ -7,7 +7,7 @@
   rendered prompts through a pass-through template), verified by the ordinary ``verdicts`` stage.
 * ``fusion`` — per problem: the fused answer's verdict beside best-of-N baselines on the same pool
   (oracle = pass@N, majority vote, a random pick) and the contribution analysis of the fused text
-  (per teacher, per pool position; see ``bonforge.tasks.contribution``).
+  (per teacher, per pool position; see ``bonforge.attribution``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pyarrow as pa
 from bonforge import templates
 from bonforge.config import FusionConfig, FusionExport, Recipe
 from bonforge.stage import Inputs, Node, Ref, Stage
-from bonforge.tasks import assemble, select_eval
-from bonforge.tasks.contribution import MULTIPLE, UNMATCHED, attribute, counts
-from bonforge.tasks.score import majority_at_k
+from bonforge.stages import assemble, select_eval
+from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
+from bonforge.stages.score import majority_at_k
 
 POOLS_VERSION = "1"
 FUSION_VERSION = "1"
@@ -183,8 +183,8 @@ def comparison(fusion: pa.Table) -> dict:
 
 def selection_prompts(pools: pa.Table, members: pa.Table, questions: dict[str, str], cfg) -> pa.Table:
     """One GenSelect prompt per pool, candidates in pool order (the input of ``select_eval.Judge``)."""
-    from bonforge.tasks import assemble
-    from bonforge.tasks.select_eval import answer_groups
+    from bonforge.stages import assemble
+    from bonforge.stages.select_eval import answer_groups
 
     template = assemble.template_text(cfg)
     count, _ = assemble.token_counter(cfg)

@@ -40,7 +40,7 @@ def records(cfg: ProblemsConfig, path: Path) -> Iterator[tuple[str, str, dict]]:
 def load_problems(cfg: ProblemsConfig, path: Path, drop: pa.Table | None = None) -> pa.Table:
     """All problems of the source, less the ``problem_id`` values in ``drop`` (a contamination table)."""
     if cfg.format in ("humaneval", "apps"):
-        from bonforge.tasks import load_code
+        from bonforge.sources import code as load_code
 
         table = load_code.load_humaneval(path) if cfg.format == "humaneval" else load_code.load_apps(path)
         table = table.slice(0, cfg.limit) if cfg.limit else table
@@ -73,8 +73,8 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
         meta = {k: get_field(rec, k, source=src, record=where, default=None) for k in fm.metadata}
         tests = None
         if fm.tests:
-            from bonforge.tasks.load_code import record_tests
-            from bonforge.tasks.test_formats import Where
+            from bonforge.sources.code import record_tests
+            from bonforge.sources.spec_formats import Where
 
             spec, extra = record_tests(rec, fm, Where(src, f"{where} ({pid})"))
             tests, question = spec.to_json(), question + (f"\n\n{spec.starter}" if spec.starter else "")

@@ -104,7 +104,7 @@ _IN_BUILDER = False  # set in the builder's children: what they run is not hande
 def hand_over(module: str, command: str, **kwargs) -> int | None:
     """Run the function ``command`` of ``module`` (``bonforge.cli``) with ``kwargs`` in the warm builder;
     returns its exit code, or None when there is no builder or it declines (the caller then runs it)."""
-    import bonforge.engine.warm as warm
+    import bonforge.services.warm as warm
 
     services = None if _IN_BUILDER else warm.current()
     if services is None:
@@ -268,7 +268,7 @@ def _child(conn: socket.socket, started: dict) -> None:
 def _after_the_reply() -> None:
     """What a build's process does at exit, once the caller has its answer: Prefect's events go to the warm
     server, the Ray driver leaves the head."""
-    from bonforge.engine.prefect_server import drain_prefect_clients
+    from bonforge.services.prefect_server import drain_prefect_clients
     from bonforge.engine.shards import ray_up
 
     drain_prefect_clients()

@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bonforge.engine.prefect_server import free_port, healthy
+from bonforge.services.prefect_server import free_port, healthy
 from bonforge.errors import BonforgeError
 
-BUILDER = "bonforge.engine.builder"  # the warm builder's module, also the marker of its command line
+BUILDER = "bonforge.services.builder"  # the warm builder's module, also the marker of its command line
 WHERE = {"prefect": "url", "ray": "address", "builder": "socket"}  # per service, the field saying where it is
 MARKER = {"prefect": "prefect", "ray": "ray", "builder": BUILDER}  # per service, in its command line
 

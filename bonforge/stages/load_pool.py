@@ -13,7 +13,7 @@ from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform
 from bonforge.stage import Node, Ref, Stage
-from bonforge.tasks import load_code
+from bonforge.sources import code as load_code
 
 
 _ABSENT = object()

@@ -1,6 +1,6 @@
-"""Code verification (stage ``verdicts``, see ``tasks/verify.py``): run candidates against their problem's tests.
+"""Code verification (stage ``verdicts``, see ``stages/verify.py``): run candidates against their problem's tests.
 
-Reads ``problems`` (``PROBLEMS``, with a JSON test spec in ``tests``, see ``bonforge.sandbox.spec``) and
+Reads ``problems`` (``PROBLEMS``, with a JSON test spec in ``tests``, see ``bonforge.judging.spec``) and
 ``candidates`` (``CANDIDATES``); writes ``verdicts`` (``VERDICTS``, key ``candidate_id``).
 
 Callable in-process: without a ``pool`` it starts a ``SandboxPool`` for the call and closes it. Ray
@@ -26,10 +26,10 @@ import pyarrow as pa
 from bonforge.errors import DataError
 from bonforge.sandbox.checker import MAX_ROUNDS, Checker
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.extract import extract_program
+from bonforge.judging.extract import extract_program
 from bonforge.sandbox.pool import Background
-from bonforge.sandbox.judge import tokens_match, value_matches
-from bonforge.sandbox.spec import TestSpec, parse_spec
+from bonforge.judging.compare import tokens_match, value_matches
+from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.runner import decode_value
 from bonforge.schema import VERDICTS
 

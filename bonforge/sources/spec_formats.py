@@ -1,4 +1,4 @@
-"""Tests as public code datasets store them, converted to bonforge's spec (``bonforge.sandbox.spec``).
+"""Tests as public code datasets store them, converted to bonforge's spec (``bonforge.judging.spec``).
 
 Shapes (``fields.tests_format``; ``auto`` tells them apart by their keys):
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bonforge.errors import DataError
-from bonforge.sandbox.spec import TestSpec, parse_spec
+from bonforge.judging.spec import TestSpec, parse_spec
 
 FORMATS = ("bonforge", "apps", "codecontests", "livecodebench", "assert")
 

@@ -9,7 +9,8 @@ import pyarrow as pa
 from bonforge.config import Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.stage import Node, Ref, Stage
-from bonforge.tasks import verify_code, verify_math
+from bonforge.judging import code as verify_code
+from bonforge.judging import math as verify_math
 
 
 def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig) -> pa.Table:

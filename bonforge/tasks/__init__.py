@@ -1,1 +1,0 @@
-"""One module per stage: plain functions over Arrow tables (no Ray, no Prefect)."""
