@@ -16,7 +16,7 @@ import pytest
 from bonforge.sandbox import pool as pool_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import HOST_MARGIN_S, SandboxPool
-from test_sandbox import ADD, assert_pool_healthy, judge, pool_containers
+from test_sandbox import ADD, assert_pool_healthy, judge
 
 ONE = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}]}
 LIMITS = dict(time_limit_s=1.0, wall_factor=3.0, memory_mb=256, retries=1)  # wall limit 4 s

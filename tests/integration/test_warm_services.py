@@ -76,7 +76,7 @@ def test_run_uses_the_warm_services(services, built):
     env, record, _ = services
     res, store = built
     assert res.returncode == 0, res.stderr[-3000:]
-    assert f"running in the warm builder of `bonforge up` (pid " in res.stderr
+    assert "running in the warm builder of `bonforge up` (pid " in res.stderr
     assert f"using the services of `bonforge up`: Prefect at {record['prefect']['url']} Ray at " \
            f"{record['ray']['address']}" in res.stderr
     # the flow run is recorded by the warm server
