@@ -65,7 +65,7 @@ def run(
     _quiet_prefect()
     if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
-    from bonforge.services.builder import hand_over
+    from bonforge.services import hand_over
 
     code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug)  # `up`'s builder
     if code is not None:

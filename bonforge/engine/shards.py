@@ -3,14 +3,13 @@ each shard atomically as it finishes, then commit the manifest from the node's o
 
 Shards are groups of whole problems (rows sharing a ``problem_id`` never straddle two shards) taken in
 ``problem_id`` order, so the shard plan is a pure function of the input and a rerun after a crash
-recomputes only the shards that are missing. The one place that starts Ray is ``ensure_ray``.
+recomputes only the shards that are missing. Ray is joined or started in ``bonforge.cluster``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from functools import partial
 from typing import Any, Callable, Iterator
@@ -19,6 +18,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge.cluster import ensure_ray, ray_up
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
 
@@ -44,20 +44,6 @@ def plan_shards(table: pa.Table, shard_rows: int | None) -> list[pa.Table]:
             begin = s
     shards.append(table.slice(begin))
     return shards
-
-
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    address = address or os.environ.get("RAY_ADDRESS")
-    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
 
 
 class StoreInputs:
@@ -116,16 +102,6 @@ def _compute_and_write(
     out = compute(table, **context)
     StageStore(root).write_shard(stage, key, shard, out)
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
-
-
-def ray_up() -> bool:
-    """Whether this process has joined Ray already (without importing Ray). Then even a lone shard goes to a
-    Ray worker, whose warm state (math-verify checkers, sandbox pools) outlives the task, instead of warming
-    up a copy here."""
-    import sys
-
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
 
 
 def _ray_node() -> str | None:

@@ -93,7 +93,7 @@ def _fetch(name: str, dest: Path) -> None:
 
 def prepare(name: str) -> Path:
     """The cached model directory of a known model, converted from its GGUF file the first time."""
-    from bonforge.storage.fs import sha256_file
+    from bonforge.keys import sha256_file
 
     out = cache_dir() / f"{name}-{KNOWN[name].sha256[:12]}-c{CONVERT_VERSION}"
     if (out / "config.json").is_file():

@@ -1,15 +1,15 @@
-"""Code sandbox: a warm pool of isolated runners, the judge and program extraction.
+"""Running programs in isolation: a warm pool of locked-down runners. Judging their results lives in
+``bonforge.judging``; nothing here imports it.
 
 Importing this package starts nothing (no Docker call); pools start on first use.
 
-* ``config.CodeVerifyConfig``: settings; ``spec``: the JSON test spec of code problems;
+* ``config.CodeVerifyConfig``: settings;
 * ``pool.SandboxPool``: the warm pool (backends 'docker' and 'process'); ``ray_pool.node_pool``: one
   pool per Ray node, shared by that node's workers;
 * ``image.build_image`` / ``image.cleanup_containers``: the image with no registry, leftover containers;
-* ``runner.py``: the standalone in-sandbox runner; ``judge`` and ``extract``: host-side helpers.
+* ``runner.py``: the standalone in-sandbox runner; ``checker.py``: the process that runs assert-style checks.
 """
 
-import bonforge.config  # noqa: F401  (first: it defines the Model base our config needs, then imports it)
 from bonforge.sandbox.config import CodeVerifyConfig
 
 __all__ = ["CodeVerifyConfig"]

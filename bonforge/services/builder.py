@@ -97,8 +97,12 @@ def _recv(conn: socket.socket, maxfds: int = 0):
     return pickle.loads(_recv_exact(conn, struct.unpack("!Q", head)[0])), fds
 
 
+# -- what this process is: None in a caller; in a child of the builder, the caller's log levels and whether
+# Prefect has taken the caller's settings yet (what a child runs is never handed over again) ----------------
+_as_child: dict | None = None
+
+
 # -- the caller's side ---------------------------------------------------------------------------------------
-_IN_BUILDER = False  # set in the builder's children: what they run is not handed over again
 
 
 def hand_over(module: str, command: str, **kwargs) -> int | None:
@@ -106,7 +110,7 @@ def hand_over(module: str, command: str, **kwargs) -> int | None:
     returns its exit code, or None when there is no builder or it declines (the caller then runs it)."""
     import bonforge.services.warm as warm
 
-    services = None if _IN_BUILDER else warm.current()
+    services = None if _as_child is not None else warm.current()
     if services is None:
         return None
     request = {**_identity(), "cwd": os.getcwd(), "env": dict(os.environ), "command": (module, command, kwargs),
@@ -208,8 +212,7 @@ def _child(conn: socket.socket, started: dict) -> None:
     import random
     import signal
 
-    global _IN_BUILDER
-    _IN_BUILDER = True
+    global _as_child
     request, fds = _recv(conn, maxfds=3)
     reason = declined(request, started)
     if reason:
@@ -224,7 +227,7 @@ def _child(conn: socket.socket, started: dict) -> None:
     os.environ.update(request["env"])
     random.seed()  # not the builder's state, shared by every child
     _levels(request["levels"])
-    _PREFECT_PENDING.update(request["levels"])  # Prefect's settings: on first use (prefect_settings_from_caller)
+    _as_child = {"levels": request["levels"], "prefect_settled": False}  # see prefect_settings_from_caller
     done = threading.Event()
 
     def interrupt_when_the_caller_goes() -> None:
@@ -269,7 +272,7 @@ def _after_the_reply() -> None:
     """What a build's process does at exit, once the caller has its answer: Prefect's events go to the warm
     server, the Ray driver leaves the head."""
     from bonforge.services.prefect_server import drain_prefect_clients
-    from bonforge.engine.shards import ray_up
+    from bonforge.cluster import ray_up
 
     drain_prefect_clients()
     if ray_up():
@@ -283,20 +286,17 @@ def _levels(levels: dict[str, int]) -> None:
         logging.getLogger(name).setLevel(level)
 
 
-_PREFECT_PENDING: dict[str, int] = {}  # in a child, until it takes Prefect's settings: the caller's log levels
-
-
 def prefect_settings_from_caller() -> None:
     """In a child of the builder, before its first use of Prefect: Prefect's settings and logging from the
     caller's environment (the builder read Prefect's when it imported Prefect), then the caller's log
     levels again. Once per child, and only in a build that uses Prefect (a rebuild with nothing to compute
     does not, and saves the ~0.2 s); elsewhere nothing."""
-    if not _PREFECT_PENDING:
+    if _as_child is None or _as_child["prefect_settled"]:
         return
     from prefect.context import refresh_global_settings_context
     from prefect.logging.configuration import setup_logging
 
     refresh_global_settings_context()
     setup_logging(incremental=False)
-    _levels(_PREFECT_PENDING)
-    _PREFECT_PENDING.clear()
+    _levels(_as_child["levels"])
+    _as_child["prefect_settled"] = True

@@ -15,7 +15,6 @@ DuckDB reads through the filesystem registered on ``location.duckdb()`` connecti
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bonforge.errors import StoreError
+from bonforge.keys import sha256_file  # noqa: F401  (the store's file digests)
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: never a drive letter
 _TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)$")  # what _temp_path names
@@ -85,14 +85,6 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     tmp = _temp_path(path)
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class LocalDir:

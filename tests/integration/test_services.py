@@ -21,9 +21,9 @@ RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml
 SCRIPT = """
 import sys, time
 from bonforge.config import load_recipe
-from bonforge.engine.prefect import services
+from bonforge.services import for_build
 from prefect.settings import PREFECT_API_URL
-with services(load_recipe(sys.argv[1])):
+with for_build(load_recipe(sys.argv[1])):
     print(PREFECT_API_URL.value(), flush=True)
     if sys.argv[2] == "hold":
         time.sleep(600)

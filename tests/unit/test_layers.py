@@ -120,3 +120,26 @@ def test_stage_key_has_one_caller():
                if any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "stage_key"
                       for n in ast.walk(ast.parse(path.read_text())))]  # fmt: skip
     assert callers == ["bonforge.stage"]
+
+
+def reaches(name: str, prefix: str) -> list[str]:
+    """The modules under ``prefix`` that module ``name`` imports (directly)."""
+    return sorted(m for m in GRAPH[name] if m == prefix or m.startswith(prefix + "."))
+
+
+# Lower layers never import upper ones: running programs knows nothing of judging them, engines and the sandbox
+# know nothing of recipes, stages or the engine, and the engine reaches `bonforge up`'s services through their seam.
+DOWNWARD = [
+    ("bonforge.sandbox", ("bonforge.judging", "bonforge.stages", "bonforge.engine", "bonforge.storage",
+                          "bonforge.config", "bonforge.services")),
+    ("bonforge.llm", ("bonforge.engine", "bonforge.stages", "bonforge.storage", "bonforge.services")),
+    ("bonforge.judging", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
+    ("bonforge.engine", ("bonforge.services.builder", "bonforge.services.warm", "bonforge.services.prefect_server")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("package, above", DOWNWARD, ids=[p for p, _ in DOWNWARD])
+def test_no_import_runs_back_up_a_layer(package, above):
+    bad = {m: found for m in GRAPH if m == package or m.startswith(package + ".")
+           for found in [[x for a in above for x in reaches(m, a)]] if found}  # fmt: skip
+    assert bad == {}, bad

@@ -31,9 +31,9 @@ def warm_services(monkeypatch):
 def test_flow_runs_on_the_warm_server_send_no_heartbeats(warm_services):
     from prefect.settings import get_current_settings
 
-    from bonforge.engine.prefect import services
+    from bonforge.services import for_build
 
-    with services(RECIPE):
+    with for_build(RECIPE):
         settings = get_current_settings()
         assert settings.api.url == WARM["prefect"]["url"] and settings.flows.heartbeat_frequency is None
     assert get_current_settings().flows.heartbeat_frequency == 180  # Prefect's default again
@@ -42,9 +42,9 @@ def test_flow_runs_on_the_warm_server_send_no_heartbeats(warm_services):
 def test_a_configured_server_keeps_prefects_heartbeats(warm_services):
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-    from bonforge.engine.prefect import services
+    from bonforge.services import for_build
 
-    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:8/api"}), services(RECIPE):
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:8/api"}), for_build(RECIPE):
         settings = get_current_settings()
         assert settings.api.url == "http://127.0.0.1:8/api" and settings.flows.heartbeat_frequency == 180
 

@@ -1,0 +1,29 @@
+"""The one place a bonforge process joins or starts Ray (a leaf: engines and the engine layer both use it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+
+
+def ray_up() -> bool:
+    """Whether this process has joined Ray already (without importing Ray). Then even a lone shard goes to a
+    Ray worker, whose warm state (math-verify checkers, sandbox pools) outlives the task, instead of warming
+    up a copy here."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
