@@ -1,4 +1,5 @@
-"""The vllm engine for real (GPU only): set BONFORGE_VLLM_MODEL to a local model directory."""
+"""The vllm engine for real (GPU only): the bundled SmolLM2 model, prepared as the CPU tests prepare it, or
+the model directory BONFORGE_VLLM_MODEL names. On a GPU machine: ``python -m pytest -m gpu``."""
 
 from __future__ import annotations
 
@@ -12,14 +13,27 @@ from bonforge.schema import PROBLEMS
 from bonforge.storage.store import StageStore
 from sampling import sample_stage
 
-pytestmark = pytest.mark.gpu
 
 
-def test_vllm_stage_samples_and_skips_long_prompts(tmp_path):
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not _cuda(), reason="no CUDA GPU here")]
+
+
+@pytest.fixture
+def model(request) -> str:
+    """BONFORGE_VLLM_MODEL, else the prepared SmolLM2 (the CPU tests' fixture)."""
+    return os.environ.get("BONFORGE_VLLM_MODEL") or request.getfixturevalue("smollm2")
+
+
+def test_vllm_stage_samples_and_skips_long_prompts(tmp_path, model):
     pytest.importorskip("vllm")
-    model = os.environ.get("BONFORGE_VLLM_MODEL")
-    if not model:
-        pytest.skip("set BONFORGE_VLLM_MODEL to a local model directory")
     rows = [{"problem_id": f"g/{i}", "source": "g", "domain": "math", "question": f"What is {i} + {i}?"}
             for i in range(4)]
     rows.append({"problem_id": "g/long", "source": "g", "domain": "math", "question": "word " * 3000})
