@@ -147,16 +147,6 @@ STAGE_SCHEMAS: dict[str, pa.Schema] = {
     "selector_eval": SELECTOR_EVAL,
 }
 
-KEY_COLUMNS: dict[str, str] = {
-    "problems": "problem_id",
-    "candidates": "candidate_id",
-    "verdicts": "candidate_id",
-    "problem_stats": "problem_id",
-    "genselect": "prompt_id",
-    "maxk_weights": "candidate_id",
-    "selector_eval": "prompt_id",
-}
-
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Reorder/cast ``table`` to ``schema``; missing nullable columns become nulls."""

@@ -19,7 +19,6 @@ import pytest
 from llm_server import ScriptedServer, answer
 from procs import kill_group, run, start
 
-from bonforge.schema import KEY_COLUMNS
 from bonforge.storage.catalog import connect
 from bonforge.storage.fs import sha256_file
 from bonforge.storage.store import StageStore
@@ -97,7 +96,9 @@ def dataset_files(store: Path) -> dict[str, str]:
 
 def assert_consistent(store: Path) -> None:
     """Every committed stage's files hold exactly the rows its manifest records, each key once."""
-    keys = {**KEY_COLUMNS, "problem_stats": "problem_id, teacher"}
+    keys = {"problems": "problem_id", "candidates": "candidate_id", "verdicts": "candidate_id",
+            "problem_stats": "problem_id, teacher", "genselect": "prompt_id", "maxk_weights": "candidate_id",
+            "selector_eval": "prompt_id"}  # each stage's row key
     for man_path in (store / "stages").glob("*/*/manifest.json"):
         man = json.loads(man_path.read_text())
         assert all((man_path.parent / f).is_file() for f in man["files"]), man_path
