@@ -14,6 +14,16 @@ import typer
 from bonforge.errors import BonforgeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build Best-of-N training data.")
+
+
+class _ListsStages(typer.core.TyperCommand):
+    """A command whose help ends with every stage the declarations name (imported for ``--help`` only)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        super().format_help(ctx, formatter)
+        from bonforge.stages import registry
+
+        typer.echo(f"Stages (one view each): {', '.join(registry())}.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="The Docker sandbox for code verification.")
 app.add_typer(sandbox_app, name="sandbox")
 models_app = typer.Typer(no_args_is_help=True, help="Local model directories from GGUF files and known models.")
@@ -94,10 +104,10 @@ def run(
         typer.echo(f"report: {result['report']}")
 
 
-@app.command()
+@app.command(cls=_ListsStages)
 def sql(
-    query: str = typer.Argument(..., help="SQL over the views problems, candidates, verdicts, problem_stats, "
-                                          "genselect, runs, run_stages."),
+    query: str = typer.Argument(..., help="SQL over one view per stage of the run (listed below), runs and "
+                                          "run_stages."),
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id (prefix) whose stages the views show."),
     fmt: str = typer.Option("table", "--format", help="table | csv | json | parquet"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (parquet needs one)."),
@@ -164,18 +174,25 @@ def runs(store: Optional[str] = StoreOpt) -> None:
         None, "table", None, store)
 
 
-@app.command()
+@app.command(cls=_ListsStages)
 def show(
-    stage: str = typer.Argument(..., help="problems | candidates | verdicts | problem_stats | genselect"),
+    stage: str = typer.Argument(..., help="A stage (listed below)."),
     limit: int = typer.Option(10, help="Rows to show."),
     run_id: Optional[str] = typer.Option(None, "--run"),
     store: Optional[str] = StoreOpt,
 ) -> None:
     """Show the first rows of a stage table of a run."""
-    from bonforge.schema import STAGE_SCHEMAS
+    from bonforge.stages import registry
 
-    if stage not in STAGE_SCHEMAS:
-        _fail(BonforgeError(f"unknown stage {stage!r}; choose one of {', '.join(STAGE_SCHEMAS)}"))
+    if stage not in registry():
+        _fail(BonforgeError(f"unknown stage {stage!r}; choose one of {', '.join(registry())}"))
+    st = _store(store)
+    try:
+        run = st.run(run_id)
+    except BonforgeError as e:
+        _fail(e)
+    if stage not in run["stages"]:
+        _fail(BonforgeError(f"run {run['run_id']} has no stage {stage!r} (it has {', '.join(run['stages'])})"))
     sql(f'SELECT * FROM "{stage}" LIMIT {int(limit)}', run_id, "table", None, store)
 
 

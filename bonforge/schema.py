@@ -136,16 +136,32 @@ CONTAMINATION = pa.schema(
     ]
 )
 
-STAGE_SCHEMAS: dict[str, pa.Schema] = {
-    "contamination": CONTAMINATION,
-    "problems": PROBLEMS,
-    "candidates": CANDIDATES,
-    "verdicts": VERDICTS,
-    "problem_stats": PROBLEM_STATS,
-    "genselect": GENSELECT,
-    "maxk_weights": MAXK_WEIGHTS,
-    "selector_eval": SELECTOR_EVAL,
-}
+# FusioN: one pool per problem (fusion_pools), the analysis of its fused answer (fusion).
+FUSION_POOLS = pa.schema([
+    pa.field("problem_id", pa.string(), nullable=False),
+    pa.field("domain", pa.string()),
+    pa.field("pool_seed", pa.int64(), nullable=False),
+    pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),  # in prompt (position) order
+    pa.field("teachers", pa.list_(pa.string()), nullable=False),
+    pa.field("question", pa.string(), nullable=False),  # the rendered fusion prompt (read by the fusor)
+])
+
+FUSION = pa.schema([
+    pa.field("problem_id", pa.string(), nullable=False),
+    pa.field("fused_candidate_id", pa.string()),
+    pa.field("fused_correct", pa.bool_(), nullable=False),
+    pa.field("fused_status", pa.string()),
+    pa.field("pool_size", pa.int32(), nullable=False),
+    pa.field("oracle", pa.float64(), nullable=False),  # pass@N of the pool: 1 if any candidate is correct
+    pa.field("majority", pa.float64()),  # majority vote over extracted answers (ties split), null for code
+    pa.field("random", pa.float64(), nullable=False),  # expected accuracy of a random pick
+    pa.field("genselect", pa.float64()),  # the selector's pick was correct (1/0), when a selector is configured
+    pa.field("total_chars", pa.int64(), nullable=False),
+    pa.field("teacher_chars", pa.map_(pa.string(), pa.int64())),  # incl. "multiple" and "unmatched"
+    pa.field("position_chars", pa.list_(pa.int64())),  # chars attributed to each pool position
+    pa.field("position_multiple", pa.int64()),
+    pa.field("position_unmatched", pa.int64()),
+])
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -91,6 +91,8 @@ class Stage:
     * ``summary(written)``: manifest fields computed from the written shards.
     * ``early``: computed in the build's own process before any service starts (cheap source stages that
       read the recipe's data files, so that bad input is reported at once).
+    * ``schema``: the output table's schema (``bonforge.schema``): what ``bonforge show``, ``sql --help``, the
+      report and the viewer know of the stage, from ``bonforge.stages.registry()``.
 
     Shard sizes are not part of the key, but changing them makes an interrupted run start over.
     """
@@ -106,6 +108,7 @@ class Stage:
     executor: Literal["local", "ray"] = "local"
     summary: Callable[[Written], dict] | None = None
     early: bool = False
+    schema: pa.Schema | None = None
 
     def __post_init__(self) -> None:
         if (self.compute is None) == (self.open is None):

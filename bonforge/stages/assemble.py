@@ -366,7 +366,7 @@ def _dropped_too_long(w: Written) -> dict:
             "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
 
 
-STAGE = Stage("genselect", VERSION, compute=_shard, table=_kept, context=_pool, shard_rows=50_000,
+STAGE = Stage("genselect", VERSION, schema=GENSELECT, compute=_shard, table=_kept, context=_pool, shard_rows=50_000,
               summary=_dropped_too_long)
 
 

@@ -180,7 +180,7 @@ def summary(table: pa.Table) -> dict:
     return {"dropped": dict(sorted(counts.items()))}
 
 
-STAGE = Stage("contamination", VERSION, compute=_compute, early=True,
+STAGE = Stage("contamination", VERSION, schema=CONTAMINATION, compute=_compute, early=True,
               summary=lambda w: summary(w.read(["reason", "benchmark"])))
 
 

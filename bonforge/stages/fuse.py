@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from bonforge import templates
 from bonforge.config import FusionConfig, FusionExport, Recipe
+from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
 from bonforge.stage import Inputs, Node, Ref, Stage
 from bonforge.stages import assemble, select_eval
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
@@ -34,33 +35,6 @@ PASSTHROUGH = templates.HERE / "passthrough.txt"
 GUIDANCE = ("\n\nBe careful with the result: check every computation before you commit to it, keep the "
             "answer self-contained, state the final answer clearly, and do not add unsafe or invented "
             "content that none of the responses supports.")
-
-POOLS = pa.schema([
-    pa.field("problem_id", pa.string(), nullable=False),
-    pa.field("domain", pa.string()),
-    pa.field("pool_seed", pa.int64(), nullable=False),
-    pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),  # in prompt (position) order
-    pa.field("teachers", pa.list_(pa.string()), nullable=False),
-    pa.field("question", pa.string(), nullable=False),  # the rendered fusion prompt (read by the fusor)
-])
-
-FUSION = pa.schema([
-    pa.field("problem_id", pa.string(), nullable=False),
-    pa.field("fused_candidate_id", pa.string()),
-    pa.field("fused_correct", pa.bool_(), nullable=False),
-    pa.field("fused_status", pa.string()),
-    pa.field("pool_size", pa.int32(), nullable=False),
-    pa.field("oracle", pa.float64(), nullable=False),  # pass@N of the pool: 1 if any candidate is correct
-    pa.field("majority", pa.float64()),  # majority vote over extracted answers (ties split), null for code
-    pa.field("random", pa.float64(), nullable=False),  # expected accuracy of a random pick
-    pa.field("genselect", pa.float64()),  # the selector's pick was correct (1/0), when a selector is configured
-    pa.field("total_chars", pa.int64(), nullable=False),
-    pa.field("teacher_chars", pa.map_(pa.string(), pa.int64())),  # incl. "multiple" and "unmatched"
-    pa.field("position_chars", pa.list_(pa.int64())),  # chars attributed to each pool position
-    pa.field("position_multiple", pa.int64()),
-    pa.field("position_unmatched", pa.int64()),
-])
-
 
 def template_text(cfg: FusionConfig) -> str:
     return templates.load(cfg.template, "fusion.txt", ("{question}", "{candidates}"), "fusion.template")
@@ -86,7 +60,7 @@ def render(template: str, question: str, texts: list[str], guidance: bool) -> st
 
 
 def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
-    """POOLS rows from ``pool`` (candidates joined with verdicts and problems: problem_id, question, domain,
+    """FUSION_POOLS rows from ``pool`` (candidates joined with verdicts and problems: problem_id, question, domain,
     candidate_id, teacher, text, status), a shard of whole problems."""
     template = template_text(cfg)
     t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
@@ -113,7 +87,7 @@ def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
             "candidate_ids": [c["candidate_id"] for c in chosen], "teachers": [c["teacher"] for c in chosen],
             "question": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
         })
-    return pa.Table.from_pylist(rows, schema=POOLS)
+    return pa.Table.from_pylist(rows, schema=FUSION_POOLS)
 
 
 def fusor_teacher(cfg: FusionConfig):
@@ -233,7 +207,8 @@ def _pool_candidates(i: Inputs) -> pa.Table:
     """, params=[sorted(i.params["cfg"].teachers)])
 
 
-POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, compute=build_pools, table=_pool_candidates, shard_rows=50_000)
+POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, schema=FUSION_POOLS, compute=build_pools, table=_pool_candidates,
+                    shard_rows=50_000)
 
 
 def pools_node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Node:
@@ -259,7 +234,7 @@ def _judge(p: dict) -> contextlib.closing:
     return contextlib.closing(select_eval.Judge(p["selector"], runs=1, skip_unanimous=False))
 
 
-SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, open=_judge, table=_selection_prompts)
+SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, schema=SELECTOR_EVAL, open=_judge, table=_selection_prompts)
 
 
 def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Node:
@@ -280,7 +255,7 @@ def _analysis_inputs(i: Inputs) -> dict:
             "selection": picks}
 
 
-FUSION_STAGE = Stage("fusion", FUSION_VERSION, compute=analyze, table=lambda i: i.read("fusion_pools"),
+FUSION_STAGE = Stage("fusion", FUSION_VERSION, schema=FUSION, compute=analyze, table=lambda i: i.read("fusion_pools"),
                      context=_analysis_inputs, summary=lambda w: {"comparison": comparison(w.read())})
 
 

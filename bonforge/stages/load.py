@@ -93,7 +93,7 @@ def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path, drop: pa.Table | N
     return load_problems(cfg, data.resolve(cfg.source, recipe_dir), drop)
 
 
-STAGE = Stage("problems", VERSION, compute=_load, early=True,
+STAGE = Stage("problems", VERSION, schema=PROBLEMS, compute=_load, early=True,
               context=lambda i: {"drop": i.read("contamination", ["problem_id"])} if "contamination" in i else {})
 
 

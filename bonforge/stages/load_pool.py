@@ -96,8 +96,8 @@ def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
 
 
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True)
-POOL = Stage("candidates", "pool-1", compute=_import, **_PROBLEMS)
-REFERENCE = Stage("candidates", "reference-1", compute=_reference, **_PROBLEMS)
+POOL = Stage("candidates", "pool-1", schema=CANDIDATES, compute=_import, **_PROBLEMS)
+REFERENCE = Stage("candidates", "reference-1", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 
 
 def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:

@@ -85,7 +85,8 @@ def maxk_table(verdicts: pa.Table, ks: list[int] | None, pool: bool) -> pa.Table
     return pa.table(rows, schema=MAXK_WEIGHTS)
 
 
-STAGE = Stage("maxk_weights", VERSION, compute=maxk_table, shard_rows=200_000, table=lambda i: i.sql(
+STAGE = Stage("maxk_weights", VERSION, schema=MAXK_WEIGHTS, compute=maxk_table, shard_rows=200_000,
+              table=lambda i: i.sql(
     "SELECT problem_id, teacher, candidate_id, reward FROM verdicts ORDER BY problem_id, candidate_id"))
 
 

@@ -179,7 +179,8 @@ def _summary(w: Written) -> dict:
     }
 
 
-STAGE = Stage("candidates", VERSION, open=lambda p: contextlib.closing(Sampler(p["teacher"], p["engine"])),
+STAGE = Stage("candidates", VERSION, schema=CANDIDATES,
+              open=lambda p: contextlib.closing(Sampler(p["teacher"], p["engine"])),
               table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary)
 
 

@@ -283,7 +283,7 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
     return out.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
 
 
-STAGE = Stage("problem_stats", VERSION, compute=score, shard_rows=200_000,
+STAGE = Stage("problem_stats", VERSION, schema=PROBLEM_STATS, compute=score, shard_rows=200_000,
               table=lambda i: i.sql("SELECT problem_id, teacher, candidate_id, correct, reward, extracted FROM verdicts"))
 
 

@@ -222,7 +222,8 @@ def _prompts(i: Inputs) -> pa.Table:
 
 
 READS = {"genselect": ("genselect", "verdicts"), "pool": ("problems", "candidates", "verdicts")}
-STAGE = Stage("selector_eval", VERSION, open=lambda p: contextlib.closing(Judge(p["teacher"], p["runs"],
+STAGE = Stage("selector_eval", VERSION, schema=SELECTOR_EVAL,
+              open=lambda p: contextlib.closing(Judge(p["teacher"], p["runs"],
               p["skip_unanimous"], p["engine"])), table=_prompts, shard_rows=256)  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from bonforge.config import Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.schema import VERDICTS
 from bonforge.stage import Node, Ref, Stage
 from bonforge.judging import code as verify_code
 from bonforge.judging import math as verify_math
@@ -22,8 +23,8 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
 
 _SHARDS = dict(executor="ray", shard_rows=256, compact_rows=100_000, table=lambda i: i.read("candidates"),
                context=lambda i: {"problems": i.read("problems")})
-MATH = Stage("verdicts", verify_math.VERSION, compute=verify_math.verify_math, **_SHARDS)
-CODE = Stage("verdicts", verify_code.VERSION, compute=_verify_code, **_SHARDS)
+MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=verify_math.verify_math, **_SHARDS)
+CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code, **_SHARDS)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:

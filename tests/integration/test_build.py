@@ -124,6 +124,8 @@ def test_cli_runs_show_and_errors(runs):
     assert res.exit_code == 2 and "nope" in res.output
     res = CliRunner().invoke(app, ["show", "verdictz", "--store", str(store)])
     assert res.exit_code == 2 and "unknown stage" in res.output
+    res = CliRunner().invoke(app, ["show", "fusion", "--store", str(store)])  # a stage this run does not have
+    assert res.exit_code == 2 and "has no stage 'fusion'" in res.output
 
 
 def test_an_empty_result_is_loud_and_publishes_nothing(runs):
