@@ -162,7 +162,7 @@ def _pattern_answer(text: str, rules: _Rules) -> tuple[int, str] | None:
     """(pattern number, value) of the last match of the first recipe pattern that matches."""
     for n, pattern in enumerate(rules.patterns, 1):
         m = None
-        for m in pattern.finditer(text):
+        for m in pattern.finditer(text):  # noqa: B007  (the last match is the one kept)
             pass
         if m is not None:
             value = (m.group(1) if m.groups() else m.group(0)) or ""
@@ -263,7 +263,8 @@ _WARM_UP = [
     (r"so $\frac{1}{2} \leq x$", "[1/2, 3)"), (r"\boxed{\left( 3, \frac{\pi}{2} \right)}", r"(3, \frac{\pi}{2})"),
     (r"$\begin{pmatrix} 1 \\ -2 \end{pmatrix}$", r"\begin{pmatrix} 1 \\ -2 \end{pmatrix}"),
     (r"\boxed{\sqrt{3}+2i}", r"2+i\sqrt3"), (r"\boxed{x^2-4x+4}", "(x-2)^2"), (r"\boxed{\{1, 2\}}", r"\{1,2\}"),
-    (r"\boxed{10^\circ}", r"10^{\circ}"), (r"\boxed{\text{(A)}}", r"\text{(A)}"), (r"\boxed{\dfrac{5\pi}{4}}", r"\frac{5\pi}{4}"),
+    (r"\boxed{10^\circ}", r"10^{\circ}"), (r"\boxed{\text{(A)}}", r"\text{(A)}"),
+    (r"\boxed{\dfrac{5\pi}{4}}", r"\frac{5\pi}{4}"),
     ("The answer is 1,234", "1234"), (r"\boxed{y = 2x + 1}", "y=2x+1"), (r"\boxed{(-\infty, 3]}", r"(-\infty,3]"),
     (r"\boxed{52_8}", "52_8"), (r"\boxed{\$18.90}", r"\$18.90"), (r"\boxed{-2, 1}", "-2,1"),
     (r"\boxed{\log_2 5 + \cos 30}", r"\log_{2}{5}+\cos{30}"),

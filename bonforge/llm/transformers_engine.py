@@ -68,7 +68,8 @@ class TransformersEngine:
             dtype = "auto" if t.dtype == "auto" else getattr(torch, t.dtype)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         except OSError as e:
-            raise ConfigError(f"teachers.{t.name}.model: cannot load a transformers model from {t.model}: {e}") from None
+            raise ConfigError(f"teachers.{t.name}.model: cannot load a transformers model from {t.model}: "
+                              f"{e}") from None
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token

@@ -106,6 +106,6 @@ def test_the_real_command_prints_only_that_line_and_starts_nothing(tmp_path):
 def test_python_dash_m_bonforge_is_the_same_command(tmp_path):
     write(tmp_path, "problems.jsonl", [GOOD, {"answer": "4"}])
     write(tmp_path, "pool.jsonl", [GOOD])
-    res = subprocess.run([sys.executable, "-m", "bonforge", "run", str(recipe(tmp_path)), "--store", str(tmp_path / "s")],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    argv = [sys.executable, "-m", "bonforge", "run", str(recipe(tmp_path)), "--store", str(tmp_path / "s")]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and res.stderr.strip().startswith("error: stage problems:"), res.stderr

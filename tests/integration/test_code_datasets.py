@@ -52,7 +52,8 @@ def test_apps_published_labels_are_reproduced(pool, data_dir):
     problems = load_apps(data_dir / "apps-coderl")
     cands = import_apps_pool(data_dir / "apps-coderl", problems)
     verdicts = verify_code(problems, cands, pool.cfg, pool=pool).to_pylist()
-    labels = dict(zip(cands.column("candidate_id").to_pylist(), cands.column("reference_correct").to_pylist(), strict=True))
+    labels = dict(zip(cands.column("candidate_id").to_pylist(), cands.column("reference_correct").to_pylist(),
+                      strict=True))
     disagree = [v["candidate_id"] for v in verdicts if v["correct"] != labels[v["candidate_id"]]]
     assert len(verdicts) == 83 and not disagree
     raw = json.loads((data_dir / "apps-coderl" / "0111" / "gen_solutions.json").read_text())

@@ -109,7 +109,8 @@ def test_a_prompt_over_the_server_window_is_skipped_and_reported(error, caplog):
 ])
 def test_malformed_response_names_request_and_field(payload, field):
     with ScriptedServer(lambda n, body: (200, {}, payload)) as server:
-        with pytest.raises(EngineError, match=r"request p0 sample 0: .*" + field.replace("[", r"\[").replace("]", r"\]")):
+        escaped = field.replace("[", r"\[").replace("]", r"\]")
+        with pytest.raises(EngineError, match=r"request p0 sample 0: .*" + escaped):
             OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
     assert server.count == 1
 

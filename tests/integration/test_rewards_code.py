@@ -13,7 +13,8 @@ from bonforge.rewards.code import code_reward, compute_score
 from bonforge.sandbox.config import CodeVerifyConfig
 
 pytestmark = pytest.mark.docker
-SPEC = json.dumps({"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]})
+SPEC = json.dumps({"kind": "stdio",
+                   "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]})
 
 
 def fenced(program: str) -> str:

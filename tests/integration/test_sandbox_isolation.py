@@ -227,7 +227,8 @@ def test_a_program_cannot_change_the_runner_for_the_next_candidate(solo):
 
 MISLABEL = {
     # a forged "the sandbox could not set up" report, on every channel it may find open
-    "forged set-up failure": "import os\nfor fd in (3, 4):\n    try:\n        os.write(fd, b'{\"s\": \"setup\", \"e\": \"forged\"}\\n')\n"
+    "forged set-up failure": "import os\nfor fd in (3, 4):\n    try:\n"
+        "        os.write(fd, b'{\"s\": \"setup\", \"e\": \"forged\"}\\n')\n"
                              "    except OSError:\n        pass\nos._exit(1)\n",
     # a result channel the runner cannot parse (nested beyond any recursion limit)
     "corrupted result channel": "import os\nprint(4, flush=True)\nos.write(3, b'[' * 200000 + b'\\n')\nos._exit(0)\n",

@@ -37,11 +37,13 @@ BATCH = [
     ("assert", "def add(x, y):\n    return x + y\n", "passed"),
     ("assert", DEEP_ON_THE_RESULT_FD, "wrong_answer"),
     ("assert", "def add(x, y):\n    return 10**5000\n", "wrong_answer"),
-    ("assert", "import os\nos.write(3, b'x [\"ValueError\", \"' + b'm' * 10_000_000 + b'\"]\\n')\nos._exit(0)\n", "output_limit"),
+    ("assert", "import os\nos.write(3, b'x [\"ValueError\", \"' + b'm' * 10_000_000 + b'\"]\\n')\nos._exit(0)\n",
+     "output_limit"),
     ("assert", "import os\nos.write(3, b'x [\"SystemExit\", \"\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
     # lone surrogates in an exception's class name or message are no UTF-8: the verdict row once failed to write
     ("assert", "def add(x, y):\n    raise ValueError('\\ud800')\n", "runtime_error"),
-    ("assert", "import os\nos.write(3, b'x [\"\\\\udcffError\", \"\\\\ud800\"]\\nd\\n')\nos._exit(0)\n", "runtime_error"),
+    ("assert", "import os\nos.write(3, b'x [\"\\\\udcffError\", \"\\\\ud800\"]\\nd\\n')\nos._exit(0)\n",
+     "runtime_error"),
 ]  # fmt: skip
 
 
@@ -49,7 +51,8 @@ def test_no_candidate_fails_the_stage(docker_pool):
     """Programs whose answers once crashed the host (digit limits, float overflow, deep JSON, 100 MB
     answers) mixed with ordinary ones: one verdict per row, each the candidate's own."""
     problems = pa.Table.from_pylist(
-        [{"problem_id": k, "source": "t", "domain": "code", "question": "", "tests": json.dumps(s)} for k, s in SPECS.items()],
+        [{"problem_id": k, "source": "t", "domain": "code", "question": "", "tests": json.dumps(s)}
+         for k, s in SPECS.items()],
         schema=PROBLEMS,
     )  # fmt: skip
     cands = pa.Table.from_pylist(
@@ -69,7 +72,8 @@ RIGHT_PROGRAMS = {
     "output written by an atexit handler": "import atexit\na, b = map(int, input().split())\n"
     "atexit.register(lambda: print(a + b))\n",
     "all of stdin by its size": "import os\na, b = map(int, os.read(0, os.fstat(0).st_size).split())\nprint(a + b)\n",
-    "deep recursion within the stack limit": "import sys\nfrom functools import lru_cache\nsys.setrecursionlimit(10**6)\n"
+    "deep recursion within the stack limit": "import sys\nfrom functools import lru_cache\n"
+        "sys.setrecursionlimit(10**6)\n"
     "@lru_cache(None)\ndef depth(n):\n    return 0 if n == 0 else depth(n - 1) + 1\n"
     "a, b = map(int, input().split())\nprint(depth(40000) - 40000 + a + b)\n",
     # the program's functions are found by name in sys.modules["__main__"] (pickled to the pool's workers)
@@ -90,7 +94,8 @@ RIGHT_PROGRAMS = {
     "        os.write(1, ''.join(self.parts).encode())\n        self.parts.clear()\nsys.stdout = Out()\n"
     "a, b = map(int, input().split())\nprint(a + b)\n",
     # flushed when the interpreter clears the program's namespace at exit
-    "a file on stdout left open": "out = open(1, 'w')\na, b = map(int, input().split())\nout.write(str(a + b) + '\\n')\n",
+    "a file on stdout left open": "out = open(1, 'w')\na, b = map(int, input().split())\n"
+        "out.write(str(a + b) + '\\n')\n",
 }  # fmt: skip
 
 
@@ -113,7 +118,8 @@ def test_integers_of_any_length_crlf_input_and_large_outputs(docker_pool):
 
 # A set of integers 2**61 - 1 apart, which all hash alike: building it once took the host quadratic time
 # (30,000 of them, ~12 s; the result channel carries ~40,000 per MB).
-COLLIDING = ("import os\nP = (1 << 61) - 1\nitems = ','.join('[\"i\", \"%x\"]' % (P * k + 5) for k in range(16, 30016))\n"
+COLLIDING = ("import os\nP = (1 << 61) - 1\n"
+    "items = ','.join('[\"i\", \"%x\"]' % (P * k + 5) for k in range(16, 30016))\n"
              "os.write(3, ('v [\"s\", [' + items + ']]\\n').encode())\nos._exit(0)\n")  # fmt: skip
 
 
@@ -136,7 +142,8 @@ def test_answers_before_a_hang_count_and_large_answers_pass(docker_pool):
     when it can hold the whole output limit, else as lines arrive: either way every answer given before a
     hang is judged, and answers up to the cap pass."""
     spec = {"kind": "assert", "entry_point": "add",
-            "check": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n\ncheck(add)\n"}  # fmt: skip
+            "check": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n\n"
+                "check(add)\n"}  # fmt: skip
     hangs = "def add(x, y):\n    if x == 0:\n        while True:\n            pass\n    return {}\n"
     got = judge(docker_pool, [hangs.format(6), hangs.format(5)], spec, time_limit_s=1.0)
     assert [v["status"] for v in got] == ["wrong_answer", "timeout"]

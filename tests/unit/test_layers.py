@@ -109,8 +109,10 @@ def test_stage_modules_import_neither_engine_store_ray_nor_prefect(name):
 
 def test_importing_the_stages_loads_neither_ray_nor_prefect_nor_the_engine():
     code = ("import sys, pkgutil, importlib, bonforge.stages, bonforge.stage\n"
-            "for m in pkgutil.iter_modules(bonforge.stages.__path__): importlib.import_module('bonforge.stages.' + m.name)\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'prefect') or m.startswith('bonforge.engine')))")  # fmt: skip
+            "for m in pkgutil.iter_modules(bonforge.stages.__path__): importlib.import_module('bonforge.stages.' + "
+                "m.name)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'prefect') or "
+                "m.startswith('bonforge.engine')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

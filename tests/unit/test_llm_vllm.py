@@ -120,9 +120,11 @@ def test_cpu_replicas_take_cpu_cores_and_whole_prompt_prefill():
 
 def test_a_replica_larger_than_the_cluster_fails_at_start_not_waits():
     t = VLLMTeacher(engine="vllm", name="q", model="m", device="cpu", cpus_per_replica=16)
-    with pytest.raises(ConfigError, match=r"teachers.q.cpus_per_replica: a replica needs 16 CPUs, the Ray cluster has 2"):
+    with pytest.raises(ConfigError,
+                       match=r"teachers.q.cpus_per_replica: a replica needs 16 CPUs, the Ray cluster has 2"):
         actor_options(t, {"CPU": 2.0})
-    with pytest.raises(ConfigError, match=r"teachers.q.tensor_parallel_size: a replica needs 2 GPUs, the Ray cluster has 0"):
+    with pytest.raises(ConfigError,
+                       match=r"teachers.q.tensor_parallel_size: a replica needs 2 GPUs, the Ray cluster has 0"):
         actor_options(VLLMTeacher(engine="vllm", name="q", model="m", tensor_parallel_size=2), {"CPU": 2.0})
     with pytest.raises(ValueError, match="tensor_parallel_size applies to device: gpu"):
         VLLMTeacher(engine="vllm", name="q", model="m", device="cpu", tensor_parallel_size=2)

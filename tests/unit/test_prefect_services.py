@@ -62,6 +62,7 @@ def test_stopping_sandboxes_imports_no_ray():
 
 def test_the_builder_completes_prefects_deferred_models():
     out = python("import prefect.flow_engine; from prefect.client.schemas.objects import FlowRun; "
-                 "print(FlowRun.__pydantic_complete__); from bonforge.services.builder import _complete_prefect_models; "
+                 "print(FlowRun.__pydantic_complete__); from bonforge.services.builder import "
+                     "_complete_prefect_models; "
                  "_complete_prefect_models(); print(FlowRun.__pydantic_complete__)")  # fmt: skip
     assert out == ["False", "True"]
