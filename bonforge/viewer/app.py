@@ -6,10 +6,12 @@ problem (404), a bad parameter or a refused query (400), a missing or wrong toke
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
 import secrets
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -35,23 +37,28 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 COOKIE = "bonforge_view_token"
 
 
-def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ...] = LOOPBACK) -> Starlette:
+def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ...] = LOOPBACK,
+               copies: bool = True) -> Starlette:
     """The app over ``store``. With ``token``, every request must carry it (``?token=`` once, then the
     cookie the server sets); without one, only requests addressed to a loopback host name are answered
-    (a web page elsewhere cannot reach the viewer through DNS rebinding)."""
-    cat = Catalog(store)
+    (a web page elsewhere cannot reach the viewer through DNS rebinding). ``copies``: write the sorted
+    copies that make one problem's page quick (``bonforge.viewer.catalog``)."""
+    cat = Catalog(store, copies=copies)
 
     def endpoint(fn):
         async def handle(request: Request):
             from starlette.concurrency import run_in_threadpool
 
             request.state.body = await request.body()
+            t0 = time.perf_counter()
             try:
-                return await run_in_threadpool(fn, cat, request)
+                response = await run_in_threadpool(fn, cat, request)
             except NotFound as e:
-                return _error(str(e), 404)
+                response = _error(str(e), 404)
             except BonforgeError as e:
-                return _error(str(e), 400)
+                response = _error(str(e), 400)
+            response.headers["Server-Timing"] = f"app;dur={1000 * (time.perf_counter() - t0):.2f}"
+            return response
         return handle
 
     routes = [
@@ -67,7 +74,13 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     middleware = [] if token else [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))]
-    app = Starlette(routes=routes, middleware=middleware)
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        cat.close()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.catalog = cat
     if token:
         app.add_middleware(_TokenGate, token=token)
     return app

@@ -10,12 +10,10 @@ import pyarrow as pa
 
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute
 from bonforge.errors import BonforgeError
-from bonforge.schema import CODE_STATUSES, MATH_STATUSES
-from bonforge.viewer.catalog import NotFound, need, views
+from bonforge.viewer.catalog import CANDIDATE_COLUMNS, STATUSES, VERDICT_COLUMNS, NotFound, need
 
 SORTS = {"pass_rate": "rate", "n": "n", "n_correct": "n_correct", "problem_id": "problem_id",
          "domain": "domain", "keep": "keep"}
-STATUSES = tuple(dict.fromkeys(MATH_STATUSES + CODE_STATUSES))
 SNIPPET = 240  # characters of a question in the problem list
 
 
@@ -29,16 +27,19 @@ class BadRequest(BonforgeError, ValueError):
 def run_summary(cat, run: dict) -> dict:
     """A run's stages (key, rows, cached, seconds), its dataset versions and the problems it dropped."""
     cur = cat.cursor(run)
-    stages = _dicts(cur.sql("SELECT stage, key, rows, cached, wall_s, compute_s FROM run_stages "
-                            "WHERE stage IS NOT NULL ORDER BY stage, key"))
     if run.get("status") == "running":
         stages = committed_since(cat.store, run["started"])
+    elif run.get("stages"):
+        stages = _rows(cur, "SELECT stage, key, rows, cached, wall_s, compute_s FROM run_stages "
+                            "ORDER BY stage, key", [])
+    else:
+        stages = []
     drops = []
-    if "problem_stats" in views(cur):
-        drops = _dicts(cur.sql("SELECT coalesce(drop_reason, 'kept') AS reason, count(*) AS problems "
-                               "FROM problem_stats WHERE teacher = '*' GROUP BY ALL ORDER BY problems DESC, reason"))
+    if "problem_stats" in cat.views(run):
+        drops = _rows(cur, "SELECT coalesce(drop_reason, 'kept') AS reason, count(*) AS problems FROM problem_stats "
+                           "WHERE teacher = '*' GROUP BY ALL ORDER BY problems DESC, reason", [])
     return {"run": _run_row(run), "stages": stages, "datasets": datasets(cat.store, run), "drops": drops,
-            "views": sorted(views(cur) - {"runs", "run_stages"})}
+            "views": sorted(cat.views(run) - {"runs", "run_stages"})}
 
 
 def committed_since(store, started: str) -> list[dict]:
@@ -65,8 +66,9 @@ def datasets(store, run: dict) -> list[dict]:
             man = json.loads(store.loc.read_bytes(store.loc.path(*_tail(path))))
         except (FileNotFoundError, OSError):
             man = {}
+        rows = {name: f.get("rows") for name, f in man.get("files", {}).items() if isinstance(f, dict)}
         out.append({"kind": field, "name": man.get("name"), "version": man.get("version"), "path": str(path),
-                    "rows": man.get("rows")})
+                    "rows": rows})
     return out
 
 
@@ -113,140 +115,158 @@ class ProblemFilter:
         return self
 
 
-def problems_sql(f: ProblemFilter, have: set[str]) -> tuple[str, list]:
-    """The filtered problem list (without paging) and its parameters."""
-    where, params = ["s.teacher = '*'"], [f.teacher]
-    where.append("r.pass_rate BETWEEN ? AND ?")
-    params += [f.min_rate, f.max_rate]
+def _where(f: ProblemFilter, teachers: list[str]) -> tuple[str, str, list]:
+    """(rate expression, WHERE clause, parameters) of the filtered problem list over the problem index."""
+    rate = "s.pass_rate" if f.teacher == "*" else f"s.rate_{teachers.index(f.teacher)}"
+    where, params = [f"{rate} BETWEEN ? AND ?"], [f.min_rate, f.max_rate]
     if f.kept:
         where.append("s.keep" if f.kept == "kept" else "NOT s.keep")
-    if f.status and "verdicts" in have:
-        where.append("s.problem_id IN (SELECT problem_id FROM verdicts WHERE status = ?)")
-        params.append(f.status)
+    if f.status:
+        where.append("(s.status_mask & ?) <> 0")
+        params.append(1 << STATUSES.index(f.status))
     if f.domain:
-        where.append("p.domain = ?")
+        where.append("s.domain = ?")
         params.append(f.domain)
     if f.q:
-        where.append("contains(lower(p.question), lower(?))")
-        params.append(f.q)
-    sql = (
-        "SELECT s.problem_id, p.domain, p.source, left(p.question, %d) AS question, r.pass_rate AS rate, "
-        "s.pass_rate, s.n, s.n_correct, s.pass_at_k, s.majority_at_k, s.keep, s.drop_reason "
-        "FROM problem_stats s JOIN problem_stats r ON r.problem_id = s.problem_id AND r.teacher = ? "
-        "JOIN problems p ON p.problem_id = s.problem_id WHERE %s" % (SNIPPET, " AND ".join(where))
-    )
-    return sql, params
+        where.append("contains(s.question_lc, ?)")
+        params.append(f.q.lower())
+    return rate, " AND ".join(where), params
 
 
-def order_by(f: ProblemFilter) -> str:
-    return f" ORDER BY {SORTS[f.sort]} {'DESC' if f.desc else 'ASC'} NULLS LAST, problem_id"
+def _columns(teachers: list[str], question: str) -> str:
+    per = ", ".join(f"'{t}': s.rate_{i}" for i, t in enumerate(t.replace("'", "''") for t in teachers))
+    return (f"s.problem_id, s.domain, s.source, {question} AS question, s.pass_rate, s.n, s.n_correct, "
+            f"s.pass_at_k, s.majority_at_k, s.keep, s.drop_reason, {'{' + per + '}' if teachers else 'NULL'} "
+            "AS teachers")
+
+
+def _order(f: ProblemFilter) -> str:
+    return f"{SORTS[f.sort]} {'DESC' if f.desc else 'ASC'} NULLS LAST, problem_id"
+
+
+def _teachers(cur, f: ProblemFilter) -> list[str]:
+    """The run's teachers (index order); an unknown ``f.teacher`` is a BadRequest."""
+    f.check()
+    teachers = [t for (t,) in cur.execute("SELECT teacher FROM viewer.teachers ORDER BY i").fetchall()]
+    if f.teacher != "*" and f.teacher not in teachers:
+        raise BadRequest(f"unknown teacher {f.teacher!r}; choose one of {', '.join(teachers)}")
+    return teachers
 
 
 def problems_page(cat, run: dict, f: ProblemFilter, page: int, size: int) -> dict:
-    cur = cat.cursor(run)
-    need(cur, run, "problems", "problem_stats")
-    sql, params = problems_sql(f.check(), views(cur))
-    total = cur.execute(f"SELECT count(*) FROM ({sql})", params).fetchall()[0][0]
-    rows = _dicts(cur.sql(sql + order_by(f) + " LIMIT ? OFFSET ?", params=[*params, size, page * size]))
-    ids = [r["problem_id"] for r in rows]
-    per: dict[str, dict] = {}
-    if ids:
-        for pid, teacher, rate, n in cur.sql(
-            "SELECT problem_id, teacher, pass_rate, n FROM problem_stats WHERE teacher <> '*' "
-            "AND problem_id IN (SELECT unnest(?::VARCHAR[]))", params=[ids]).fetchall():
-            per.setdefault(pid, {})[teacher] = {"pass_rate": rate, "n": n}
-    for r in rows:
-        r["teachers"] = per.get(r["problem_id"], {})
-        r["pass_at_k"], r["majority_at_k"] = dict(r["pass_at_k"] or []), dict(r["majority_at_k"] or [])
-    teachers = [t for (t,) in cur.sql("SELECT DISTINCT teacher FROM problem_stats WHERE teacher <> '*' "
-                                      "ORDER BY teacher").fetchall()]
-    domains = [d for (d,) in cur.sql("SELECT DISTINCT domain FROM problems WHERE domain IS NOT NULL "
-                                     "ORDER BY domain").fetchall()]
-    return {"total": total, "page": page, "size": size, "rows": rows, "teachers": teachers, "domains": domains,
-            "statuses": list(STATUSES)}
+    """One page of the list: the page's ids are picked on the narrow columns, then only its rows are
+    read whole (through the index's primary key)."""
+    need(cat, run, "problems", "problem_stats")
+    cur = cat.index(run)
+    teachers = _teachers(cur, f)
+    rate, where, params = _where(f, teachers)
+    total = cur.execute(f"SELECT count(*) FROM viewer.problems_index s WHERE {where}", params).fetchall()[0][0]
+    picked = cur.execute(f"SELECT s.problem_id, s.domain, s.n, s.n_correct, s.keep, {rate} AS rate FROM "
+                         f"viewer.problems_index s WHERE {where} ORDER BY {_order(f)} LIMIT ? OFFSET ?",
+                         [*params, size, page * size]).fetchall()
+    ids = [p[0] for p in picked]
+    found = {r["problem_id"]: r for r in _rows(
+        cur, f"SELECT {_columns(teachers, f'left(s.question, {SNIPPET})')} FROM viewer.problems_index s "
+             "WHERE s.problem_id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
+    rows = [{**found[pid], "rate": p[-1]} for pid, p in zip(ids, picked)]
+    domains = [d for (d,) in cur.execute("SELECT domain FROM viewer.domains ORDER BY domain").fetchall()]
+    return {"total": total, "page": page, "size": size, "rows": rows, "teachers": sorted(teachers),
+            "domains": domains, "statuses": list(STATUSES)}
 
 
 def problems_table(cat, run: dict, f: ProblemFilter, cap: int) -> pa.Table:
-    cur = cat.cursor(run)
-    need(cur, run, "problems", "problem_stats")
-    sql, params = problems_sql(f.check(), views(cur))
-    sql = sql.replace(f"left(p.question, {SNIPPET})", "p.question")
-    return cur.sql(sql + order_by(f) + " LIMIT ?", params=[*params, cap]).to_arrow_table()
+    need(cat, run, "problems", "problem_stats")
+    cur = cat.index(run)
+    teachers = _teachers(cur, f)
+    rate, where, params = _where(f, teachers)
+    return cur.sql(f"SELECT {_columns(teachers, 's.question')}, {rate} AS rate FROM viewer.problems_index s "
+                   f"WHERE {where} ORDER BY {_order(f)} LIMIT ?", params=[*params, cap]).to_arrow_table()
 
 
 # -- one problem ---------------------------------------------------------------------------------------
 
-CANDIDATE_COLUMNS = (
-    "c.candidate_id, c.teacher, c.sample_index, c.text, c.reasoning, c.finish_reason, c.prompt_tokens, "
-    "c.completion_tokens, v.extracted, v.correct, v.reward, v.status, v.tests_passed, v.tests_total, v.detail, "
-    "v.latency_ms"
-)
-
 
 def candidates_table(cat, run: dict, problem_id: str) -> pa.Table:
-    cur = cat.cursor(run)
-    need(cur, run, "candidates")
-    join = "LEFT JOIN verdicts v USING (candidate_id)" if "verdicts" in views(cur) else (
-        "LEFT JOIN (SELECT NULL::VARCHAR AS candidate_id, NULL AS extracted, NULL::BOOLEAN AS correct, NULL AS reward, "
-        "NULL AS status, NULL AS tests_passed, NULL AS tests_total, NULL AS detail, NULL AS latency_ms) v "
-        "USING (candidate_id)")
-    return cur.sql(f"SELECT {CANDIDATE_COLUMNS} FROM candidates c {join} WHERE c.problem_id = ? "
-                   "ORDER BY c.teacher, c.sample_index, c.candidate_id", params=[problem_id]).to_arrow_table()
+    """A problem's candidates with their verdicts (nulls where the run has none yet)."""
+    need(cat, run, "candidates")
+    cols = ", ".join(CANDIDATE_COLUMNS + VERDICT_COLUMNS)
+    source, key = cat.sorted_source(run, "cands", problem_id), "problem_id"
+    if source is None:
+        key = "c.problem_id"
+        cols = ", ".join(f"c.{c}" for c in CANDIDATE_COLUMNS)
+        if "verdicts" in cat.views(run):
+            cols += ", " + ", ".join(f"v.{c}" for c in VERDICT_COLUMNS)
+            source = "candidates c LEFT JOIN (SELECT * FROM verdicts WHERE problem_id = $id) v USING (candidate_id)"
+        else:
+            cols += ", " + ", ".join(f"NULL AS {c}" for c in VERDICT_COLUMNS)
+            source = "candidates c"
+    sql = f"SELECT {cols} FROM {source} WHERE {key} = $id ORDER BY teacher, sample_index, candidate_id"
+    return cat.cursor(run).sql(sql, params={"id": problem_id}).to_arrow_table()
 
 
 def problem(cat, run: dict, problem_id: str) -> dict:
-    cur = cat.cursor(run)
-    need(cur, run, "problems")
-    rows = _dicts(cur.sql("SELECT problem_id, source, domain, question, answer, tests, metadata FROM problems "
-                          "WHERE problem_id = ?", params=[problem_id]))
+    need(cat, run, "problems")
+    have = cat.views(run)
+    cur = cat.index(run)
+    problems = cat.sorted_source(run, "problems", problem_id) or "problems"
+    rows = _rows(cur, f"SELECT problem_id, source, domain, question, answer, tests, metadata FROM {problems} "
+                      "WHERE problem_id = ?", [problem_id])
     if not rows:
         raise NotFound(f"run {run['run_id']} has no problem {problem_id!r}")
-    have = views(cur)
-    stats = []
+    stats, counts = [], {}
     if "problem_stats" in have:
-        stats = _dicts(cur.sql("SELECT teacher, n, n_correct, pass_rate, mean_reward, pass_at_k, majority_at_k, "
-                               "keep, drop_reason FROM problem_stats WHERE problem_id = ? ORDER BY teacher = '*' "
-                               "DESC, teacher", params=[problem_id]))
-        for s in stats:
-            s["pass_at_k"], s["majority_at_k"] = dict(s["pass_at_k"] or []), dict(s["majority_at_k"] or [])
+        source = cat.sorted_source(run, "stats", problem_id) or "problem_stats"
+        stats = _rows(cur, "SELECT teacher, n, n_correct, pass_rate, mean_reward, pass_at_k, majority_at_k, keep, "
+                           f"drop_reason FROM {source} WHERE problem_id = ? ORDER BY teacher = '*' DESC, teacher",
+                      [problem_id])
+        counts["genselect"] = _value(cur, "SELECT n_prompts FROM viewer.problems_index WHERE problem_id = ?",
+                                     problem_id)
+    if "fusion" in have:
+        counts["fusion"] = _value(cur, "SELECT count(*) FROM fusion WHERE problem_id = ?", problem_id)
     cands = candidates_table(cat, run, problem_id).to_pylist() if "candidates" in have else []
-    counts = {s: _count(cur, s, problem_id) for s in ("genselect", "fusion") if s in have}
     return {"problem": rows[0], "stats": stats, "candidates": cands, "has": counts}
 
 
-def _count(cur, stage: str, problem_id: str) -> int:
-    return cur.execute(f'SELECT count(*) FROM "{stage}" WHERE problem_id = ?', [problem_id]).fetchall()[0][0]
+def _value(cur, sql: str, *params):
+    found = cur.execute(sql, list(params)).fetchall()
+    return found[0][0] if found else None
+
+
+def _rows(cur, sql: str, params) -> list[dict]:
+    """Rows as dicts (through the DB-API: a relation would plan and run the query twice)."""
+    cur.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
 # -- GenSelect -----------------------------------------------------------------------------------------
 
 
 def genselect(cat, run: dict, problem_id: str) -> dict:
+    need(cat, run, "genselect")
     cur = cat.cursor(run)
-    need(cur, run, "genselect")
-    prompts = _dicts(cur.sql("SELECT prompt_id, prompt_index, candidate_ids, n_candidates, correct_indices, prompt, "
-                             "n_tokens, token_counter FROM genselect WHERE problem_id = ? ORDER BY prompt_index",
-                             params=[problem_id]))
+    prompts = _rows(cur, "SELECT prompt_id, prompt_index, candidate_ids, n_candidates, correct_indices, prompt, "
+                         "n_tokens, token_counter FROM genselect WHERE problem_id = ? ORDER BY prompt_index",
+                    [problem_id])
     judged: dict[str, list] = {}
-    if "selector_eval" in views(cur):
-        for r in _dicts(cur.sql("SELECT prompt_id, run, judgment, parsed, correct, skipped, fallback_index, "
-                                "fallback_correct, response FROM selector_eval WHERE problem_id = ? "
-                                "ORDER BY prompt_id, run", params=[problem_id])):
+    if "selector_eval" in cat.views(run):
+        for r in _rows(cur, "SELECT prompt_id, run, judgment, parsed, correct, skipped, fallback_index, "
+                            "fallback_correct, response FROM selector_eval WHERE problem_id = ? "
+                            "ORDER BY prompt_id, run", [problem_id]):
             judged.setdefault(r.pop("prompt_id"), []).append(r)
     for p in prompts:
         p["judgments"] = judged.get(p["prompt_id"], [])
-    return {"problem_id": problem_id, "prompts": prompts, "selector_eval": "selector_eval" in views(cur)}
+    return {"problem_id": problem_id, "prompts": prompts, "selector_eval": "selector_eval" in cat.views(run)}
 
 
 # -- FusioN --------------------------------------------------------------------------------------------
 
 
 def fusion(cat, run: dict, problem_id: str) -> dict:
+    need(cat, run, "fusion", "fusion_pools", "candidates")
     cur = cat.cursor(run)
-    need(cur, run, "fusion", "fusion_pools", "candidates")
-    pools = _dicts(cur.sql("SELECT candidate_ids, teachers, pool_seed FROM fusion_pools WHERE problem_id = ?",
-                           params=[problem_id]))
-    rows = _dicts(cur.sql("SELECT * FROM fusion WHERE problem_id = ?", params=[problem_id]))
+    pools = _rows(cur, "SELECT candidate_ids, teachers, pool_seed FROM fusion_pools WHERE problem_id = ?", [problem_id])
+    rows = _rows(cur, "SELECT * FROM fusion WHERE problem_id = ?", [problem_id])
     if not pools or not rows:
         raise NotFound(f"run {run['run_id']} has no fusion pool for problem {problem_id!r}")
     pool, row = pools[0], rows[0]
@@ -278,5 +298,3 @@ def segments(text: str, labels: list[str]) -> list[dict]:
     return out
 
 
-def _dicts(rel) -> list[dict]:
-    return rel.to_arrow_table().to_pylist() if rel is not None else []

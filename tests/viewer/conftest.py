@@ -59,7 +59,14 @@ def viewer_store(tmp_path_factory, gsm8k_pool, sandbox_image, data_dir):
     from bonforge.flows.build import build
     from bonforge.storage.store import StageStore
 
-    root = tmp_path_factory.mktemp("viewer") / "store"
+    import os
+
+    keep = os.environ.get("BONFORGE_VIEWER_STORE")  # a folder to build into once and reuse (iterating on the page)
+    root = Path(keep) if keep else tmp_path_factory.mktemp("viewer") / "store"
+    if keep and len(StageStore(root).runs()) == 3:
+        store = StageStore(root)
+        code_run, fusion_run, selector_run = (r["run_id"] for r in store.runs())
+        return store, {"code": code_run, "fusion": fusion_run, "selector": selector_run}
     code = build(load_recipe(RECIPES / "humaneval-genselect.yaml", [f"problems.limit={CODE_PROBLEMS}"]),
                  str(root), str(RECIPES))
     fusion_recipe = RECIPES / "gsm8k-fusion.yaml"
@@ -74,3 +81,51 @@ def viewer_store(tmp_path_factory, gsm8k_pool, sandbox_image, data_dir):
     ray.shutdown()
     store = StageStore(root)
     return store, {"code": code["run_id"], "fusion": fused["run_id"], "selector": store.run()["run_id"]}
+
+
+# -- a live `bonforge view` and Debian's Chromium ------------------------------------------------------
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's browser is the system Chromium (`playwright install` cannot download here)."""
+    import shutil
+
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    return {**browser_type_launch_args, "executable_path": path, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def viewer_url(viewer_store, tmp_path_factory):
+    """`bonforge view` serving the test store on a free loopback port; yields its URL."""
+    import os
+    import time
+
+    import httpx
+    from procs import free_port, kill_group, start
+
+    store, _ = viewer_store
+    port = free_port()
+    log = tmp_path_factory.mktemp("view") / "view.log"
+    proc = start(["-m", "bonforge", "view", "--store", str(store.root), "--port", str(port)],
+                 env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}, log=log)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(url + "api/runs", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        assert f"bonforge view: {url}" in log.read_text()
+        yield url
+    finally:
+        kill_group(proc)

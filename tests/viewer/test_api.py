@@ -130,10 +130,11 @@ def test_teacher_kept_status_domain_and_text_filters(client, runs, viewer_store)
 
 @pytest.mark.parametrize("params, words", [
     ({"page": -1}, ["'page'", "between 0"]), ({"size": 0}, ["'size'"]), ({"size": 201}, ["'size'", "200"]),
-    ({"page": "x"}, ["'page'", "integer"]), ({"min": "abc"}, ["'min'", "number"]), ({"max": "nan"}, ["'max'", "finite"]),
+    ({"page": "x"}, ["'page'", "integer"]), ({"min": "abc"}, ["'min'", "number"]),
+    ({"max": "nan"}, ["'max'", "finite"]),
     ({"min": 0.8, "max": 0.2}, ["pass-rate range"]), ({"min": -1}, ["pass-rate range"]),
     ({"sort": "pass_rate; DROP TABLE x"}, ["cannot sort by", "choose one of"]), ({"kept": "maybe"}, ["kept must be"]),
-    ({"status": "bogus"}, ["unknown verdict status 'bogus'"]),
+    ({"status": "bogus"}, ["unknown verdict status 'bogus'"]), ({"teacher": "nobody"}, ["unknown teacher 'nobody'"]),
 ])
 def test_bad_problem_list_parameters(client, params, words):
     error(client.get("/api/problems", params=params), 400, *words)
@@ -153,6 +154,21 @@ def test_one_problem_has_its_candidates_and_verdicts(client, runs, viewer_store)
     assert p["stats"][0]["teacher"] == "*" and p["stats"][0]["n"] == 8
     error(client.get("/api/problem", params={"run": runs["code"], "id": "no/such"}), 404, "no problem 'no/such'")
     error(client.get("/api/problem", params={"run": runs["code"]}), 400, "'id' is required")
+
+
+def test_sorted_copies_answer_what_the_stage_views_answer(viewer_store, runs):
+    store = viewer_store[0]
+    with TestClient(create_app(store, copies=False), base_url="http://127.0.0.1") as direct, \
+            TestClient(create_app(store), base_url="http://127.0.0.1") as copied:
+        for run in (runs["code"], runs["fusion"]):
+            ok(copied.get("/api/problems", params={"run": run}))  # builds the index, starts the copies
+            cat = copied.app.state.catalog
+            assert cat.wait_copies(cat.run(run), 120)
+            ids = [r["problem_id"] for r in ok(direct.get("/api/problems", params={"run": run, "size": 200}))["rows"]]
+            for pid in ids:
+                a = ok(direct.get("/api/problem", params={"run": run, "id": pid}))
+                b = ok(copied.get("/api/problem", params={"run": run, "id": pid}))
+                assert a == b and a["candidates"]
 
 
 def _any_prompt_problem(client, runs) -> str:
@@ -295,3 +311,24 @@ def test_token_gate_and_loopback_host_check(viewer_store):
     with TestClient(create_app(store), base_url="http://localhost:8765") as c:
         assert c.get("/").status_code == 200 and "app.js" in c.get("/").text
         assert c.get("/static/app.js").status_code == 200
+
+
+def test_a_running_build_shows_the_stages_it_has_committed(tmp_path):
+    import time
+
+    import pyarrow as pa
+
+    from bonforge.schema import PROBLEMS
+    from bonforge.storage.store import utc_now
+
+    store = StageStore(tmp_path / "store")
+    kw = {"version": "1", "config": {}, "upstream": {}}
+    empty = pa.Table.from_pylist([], schema=PROBLEMS)
+    store.put("problems", "before", empty, **kw)
+    time.sleep(1.1)  # manifests record whole seconds
+    store.record_run({"run_id": "r1", "recipe_name": "x", "status": "running", "started": utc_now(), "stages": {}})
+    with TestClient(create_app(store), base_url="http://127.0.0.1") as c:
+        assert ok(c.get("/api/run"))["stages"] == []
+        store.put("problems", "during", empty, **kw)
+        stages = ok(c.get("/api/run"))["stages"]  # refreshed: the new stage is there, the old one is not
+        assert [(s["stage"], s["key"], s["rows"]) for s in stages] == [("problems", "during", 0)]

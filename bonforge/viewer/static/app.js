@@ -256,8 +256,8 @@ async function viewProblems(p) {
     data.rows.map((r) => h("tr", { "data-problem": r.problem_id },
       h("td", {}, h("a", { href: link("problem", { run: params.run, id: r.problem_id }) }, r.problem_id)),
       h("td", {}, r.domain), h("td", { class: "q" }, r.question), h("td", {}, bar(r.rate)),
-      h("td", { class: "per" }, Object.entries(r.teachers).map(([t, s]) =>
-        h("span", { class: "chip", title: t }, `${t}: ${pct(s.pass_rate)}`))),
+      h("td", { class: "per" }, Object.entries(r.teachers || {}).map(([t, rate]) =>
+        h("span", { class: "chip", title: t }, `${t}: ${pct(rate)}`))),
       h("td", { class: "num" }, r.n), h("td", { class: "num" }, r.n_correct),
       h("td", { class: "k" }, kmap(r.pass_at_k)), h("td", { class: "k" }, kmap(r.majority_at_k)),
       h("td", {}, r.keep ? h("span", { class: "badge ok" }, "kept") : h("span", { class: "badge bad" }, r.drop_reason || "dropped")))));
@@ -318,9 +318,9 @@ async function viewProblem(p) {
     groups.get(k).push(c);
   }
   const sections = [...groups.entries()].sort((a, b) => b[1].length - a[1].length || String(a[0]).localeCompare(String(b[0])))
-    .map(([k, cs]) => h("section", { class: "group", "data-group": k },
+    .map(([k, cs]) => h("section", { class: "group", "data-group": k, style: `flex-basis:min(100%, ${cs.length * 360}px)` },
       h("h3", {}, `${by === "answer" ? "answer" : "teacher"} ${k} `,
-        h("small", {}, `${cs.length} candidates, ${cs.filter((c) => c.correct).length} correct`)),
+        h("small", {}, `${cs.length} candidate${cs.length === 1 ? "" : "s"}, ${cs.filter((c) => c.correct).length} correct`)),
       h("div", { class: "grid" }, cs.map(card))));
   let diff = null;
   if (picked.length === 2) {
@@ -350,7 +350,7 @@ async function viewProblem(p) {
     h("details", { class: "gold" }, h("summary", {}, kind === "code" ? "reference solution / tests" : `gold answer: ${gold}`),
       textBlock(pr.answer || "", kind), pr.tests ? textBlock(pr.tests, "plain") : null),
     stats, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
-    sections.length ? sections : h("p", { class: "note" }, "no candidates for this problem in this run"),
+    sections.length ? h("div", { class: "groups" }, sections) : h("p", { class: "note" }, "no candidates for this problem in this run"),
   ];
 }
 
@@ -485,7 +485,7 @@ async function render() {
     kids = [h("p", { class: "error", id: "error" }, "error: " + e.message)];
   }
   if (ticket !== rendering) return;
-  main.replaceChildren(...kids);
+  main.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false));
   main.dataset.view = view;
   main.dataset.ready = String(ticket);
   const focus = p.get("cand");
