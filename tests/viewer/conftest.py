@@ -24,6 +24,8 @@ _integration = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_integration)
 sandbox_image = _integration.sandbox_image
 data_dir = _integration.data_dir
+seaweedfs = _integration.seaweedfs
+s3_env = _integration.s3_env
 
 HOSTILE = '<script>window.__pwned = "script"</script><img src=x onerror="window.__pwned = \'img\'">'
 FUSION_PROBLEMS = 12
