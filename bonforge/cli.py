@@ -168,6 +168,26 @@ def _short(v) -> str:
 
 
 @app.command()
+def view(
+    run_id: Optional[str] = typer.Option(None, "--run", help="Run id (prefix) to open (default: the latest)."),
+    store: Optional[str] = StoreOpt,
+    port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; any but loopback needs the token "
+                             "printed in the URL."),
+) -> None:
+    """Browse a store in a web page: runs, problems, candidates, GenSelect prompts, FusioN, SQL."""
+    from bonforge.viewer import serve
+
+    st = _store(store)
+    try:
+        if run_id:
+            st.run(run_id)
+    except BonforgeError as e:
+        _fail(e)
+    serve(st, host, port, run_id, typer.echo)
+
+
+@app.command()
 def runs(store: Optional[str] = StoreOpt) -> None:
     """List recorded runs, newest last."""
     sql("SELECT run_id, recipe, status, started, wall_s, dataset FROM runs ORDER BY started, run_id",

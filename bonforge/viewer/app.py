@@ -1,0 +1,283 @@
+"""The viewer's web app: JSON endpoints that page on the server, an export endpoint, and the static page.
+
+Every error a request can cause is a JSON ``{"error": "..."}`` with a 4xx status: unknown run, stage or
+problem (404), a bad parameter or a refused query (400), a missing or wrong token (403).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import secrets
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bonforge.errors import BonforgeError
+from bonforge.storage.store import StageStore
+import bonforge.viewer.sql as sqlbox
+import bonforge.viewer.views as views
+from bonforge.viewer.catalog import Catalog, NotFound
+from bonforge.viewer.views import BadRequest, ProblemFilter
+
+STATIC = Path(__file__).parent / "static"
+PAGE_MAX = 200
+EXPORT_CAP = 100_000
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+COOKIE = "bonforge_view_token"
+
+
+def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ...] = LOOPBACK,
+               copies: bool = True) -> Starlette:
+    """The app over ``store``. With ``token``, every request must carry it (``?token=`` once, then the
+    cookie the server sets); without one, only requests addressed to a loopback host name are answered
+    (a web page elsewhere cannot reach the viewer through DNS rebinding). ``copies``: write the sorted
+    copies that make one problem's page quick (``bonforge.viewer.catalog``)."""
+    cat = Catalog(store, copies=copies)
+
+    def endpoint(fn):
+        async def handle(request: Request):
+            from starlette.concurrency import run_in_threadpool
+
+            request.state.body = await request.body()
+            t0 = time.perf_counter()
+            try:
+                response = await run_in_threadpool(fn, cat, request)
+            except NotFound as e:
+                response = _error(str(e), 404)
+            except BonforgeError as e:
+                response = _error(str(e), 400)
+            response.headers["Server-Timing"] = f"app;dur={1000 * (time.perf_counter() - t0):.2f}"
+            return response
+        return handle
+
+    routes = [
+        Route("/", lambda request: FileResponse(STATIC / "index.html")),
+        Route("/api/runs", endpoint(_runs)),
+        Route("/api/run", endpoint(_run)),
+        Route("/api/problems", endpoint(_problems)),
+        Route("/api/problem", endpoint(_problem)),
+        Route("/api/genselect", endpoint(_genselect)),
+        Route("/api/fusion", endpoint(_fusion)),
+        Route("/api/sql", endpoint(_sql), methods=["POST"]),
+        Route("/api/export", endpoint(_export)),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    middleware = [] if token else [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))]
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        cat.close()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.catalog = cat
+    if token:
+        app.add_middleware(_TokenGate, token=token)
+    return app
+
+
+class _TokenGate:
+    """Refuses requests without the token; a request with ``?token=`` gets it as a cookie."""
+
+    def __init__(self, app, token: str):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        request = Request(scope)
+        given = request.query_params.get("token") or request.cookies.get(COOKIE) or ""
+        if not secrets.compare_digest(given, self.token):
+            return await _error("this viewer needs its token: open the URL it printed at start", 403)(
+                scope, receive, send)
+        if request.query_params.get("token"):
+            async def send_cookie(message):
+                if message["type"] == "http.response.start":
+                    cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                    message.setdefault("headers", []).append((b"set-cookie", cookie.encode()))
+                await send(message)
+            return await self.app(scope, receive, send_cookie)
+        return await self.app(scope, receive, send)
+
+
+def _error(message: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _json(obj) -> Response:
+    return Response(json.dumps(obj, default=_default, ensure_ascii=False, allow_nan=False).encode(),
+                    media_type="application/json")
+
+
+def _default(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    return str(v)
+
+
+# -- parameters ----------------------------------------------------------------------------------------
+
+
+def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"parameter {name!r} must be an integer, not {raw!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"parameter {name!r} must be between {low} and {high}, not {value}")
+    return value
+
+
+def _float(request: Request, name: str, default: float) -> float:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"parameter {name!r} must be a number, not {raw!r}") from None
+    if not math.isfinite(value):
+        raise BadRequest(f"parameter {name!r} must be a finite number, not {raw!r}")
+    return value
+
+
+def _required(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise BadRequest(f"parameter {name!r} is required")
+    return value
+
+
+def _filter(request: Request) -> ProblemFilter:
+    q = request.query_params
+    return ProblemFilter(
+        teacher=q.get("teacher") or "*", min_rate=_float(request, "min", 0.0), max_rate=_float(request, "max", 1.0),
+        kept=q.get("kept", ""), status=q.get("status", ""), domain=q.get("domain", ""), q=q.get("q", ""),
+        sort=q.get("sort") or "problem_id", desc=q.get("desc") in ("1", "true"),
+    ).check()
+
+
+def _the_run(cat: Catalog, request: Request) -> dict:
+    return cat.run(request.query_params.get("run"))
+
+
+# -- endpoints -----------------------------------------------------------------------------------------
+
+
+def _runs(cat: Catalog, request: Request):
+    return _json({"store": str(cat.store.root), "runs": views.run_list(cat)})
+
+
+def _run(cat: Catalog, request: Request):
+    return _json(views.run_summary(cat, _the_run(cat, request)))
+
+
+def _problems(cat: Catalog, request: Request):
+    page = _int(request, "page", 0, 0, 10**9)
+    size = _int(request, "size", 50, 1, PAGE_MAX)
+    return _json(views.problems_page(cat, _the_run(cat, request), _filter(request), page, size))
+
+
+def _problem(cat: Catalog, request: Request):
+    return _json(views.problem(cat, _the_run(cat, request), _required(request, "id")))
+
+
+def _genselect(cat: Catalog, request: Request):
+    return _json(views.genselect(cat, _the_run(cat, request), _required(request, "id")))
+
+
+def _fusion(cat: Catalog, request: Request):
+    return _json(views.fusion(cat, _the_run(cat, request), _required(request, "id")))
+
+
+def _query(cat: Catalog, run: dict, text: str, cap: int) -> tuple[pa.Table, bool]:
+    return sqlbox.select(cat.cursor(run), text, cap=cap)
+
+
+def _sql(cat: Catalog, request: Request):
+    try:
+        body = json.loads(request.state.body or b"null")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("sql"), str):
+        raise BadRequest('the body must be a JSON object {"sql": "SELECT ...", "run": ..., "page": ...}')
+    page, size = body.get("page") or 0, 100
+    if not isinstance(page, int) or page < 0:
+        raise BadRequest(f"page must be an integer >= 0, not {page!r}")
+    run = cat.run(body.get("run"))
+    table, more = _query(cat, run, body["sql"], sqlbox.ROW_CAP)
+    rows = table.slice(page * size, size).to_pylist()
+    return _json({"columns": table.column_names, "types": [str(t) for t in table.schema.types], "rows": rows,
+                  "total": table.num_rows, "capped": more, "page": page, "size": size, "run_id": run["run_id"]})
+
+
+FORMATS = {"csv": "text/csv", "json": "application/json", "parquet": "application/vnd.apache.parquet"}
+
+
+def _export(cat: Catalog, request: Request):
+    fmt = request.query_params.get("format", "csv")
+    if fmt not in FORMATS:
+        raise BadRequest(f"format must be csv, json or parquet, not {fmt!r}")
+    view = _required(request, "view")
+    run = _the_run(cat, request)
+    if view == "problems":
+        table = views.problems_table(cat, run, _filter(request), EXPORT_CAP)
+    elif view == "problem":
+        table = views.candidates_table(cat, run, _required(request, "id"))
+    elif view == "genselect":
+        table = pa.Table.from_pylist(views.genselect(cat, run, _required(request, "id"))["prompts"])
+    elif view == "fusion":
+        table = pa.Table.from_pylist([views.fusion(cat, run, _required(request, "id"))["fusion"]])
+    elif view == "sql":
+        table, _ = _query(cat, run, _required(request, "q"), EXPORT_CAP)
+    else:
+        raise BadRequest(f"cannot export view {view!r}; choose problems, problem, genselect, fusion or sql")
+    name = f"bonforge-{view}-{run['run_id']}.{fmt}"
+    return Response(_encode(table, fmt), media_type=FORMATS[fmt],
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def _encode(table: pa.Table, fmt: str) -> bytes:
+    if fmt == "json":
+        lines = (json.dumps(r, default=_default, ensure_ascii=False) for r in table.to_pylist())
+        return ("\n".join(lines) + "\n").encode()
+    sink = io.BytesIO()
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, sink)
+    else:
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(_flat(table), sink)
+    return sink.getvalue()
+
+
+def _flat(table: pa.Table) -> pa.Table:
+    """Nested columns (lists, maps) as JSON text: CSV has no other way to hold them."""
+    cols = []
+    for col in table.columns:
+        if pa.types.is_nested(col.type):
+            col = pa.array([None if v is None else json.dumps(v, default=_default) for v in col.to_pylist()],
+                           pa.string())
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=table.column_names)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)

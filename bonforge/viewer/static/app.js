@@ -1,0 +1,500 @@
+// bonforge view: one page, every state in the URL hash (#view?param=...). Text from the store (questions,
+// candidates, prompts) only ever reaches the page as text nodes: nothing here parses it as HTML.
+"use strict";
+
+const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f"];
+const FOLD = 900; // characters of a long text shown before "show full text"
+const main = document.getElementById("main");
+
+// -- DOM and URL helpers ----------------------------------------------------------------------------------
+
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "style") el.style.cssText = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat(Infinity)) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+
+function state() {
+  const raw = location.hash.slice(1);
+  const at = raw.indexOf("?");
+  const view = (at < 0 ? raw : raw.slice(0, at)) || "runs";
+  return { view, p: new URLSearchParams(at < 0 ? "" : raw.slice(at + 1)) };
+}
+
+function link(view, params) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") p.set(k, v);
+  const q = p.toString();
+  return "#" + view + (q ? "?" + q : "");
+}
+
+function go(view, params) { location.hash = link(view, params).slice(1); }
+
+function update(changes) {
+  const { view, p } = state();
+  const params = Object.fromEntries(p);
+  go(view, Object.assign(params, changes));
+}
+
+async function api(path, params, body) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+  const init = body === undefined ? {} : { method: "POST", body: JSON.stringify(body),
+                                            headers: { "Content-Type": "application/json" } };
+  const res = await fetch("/api/" + path + (q.toString() ? "?" + q : ""), init);
+  let data;
+  try { data = await res.json(); } catch (e) { data = { error: res.status + " " + res.statusText }; }
+  if (!res.ok) throw new Error(data.error || res.statusText);
+  return data;
+}
+
+function exportLinks(params) {
+  return h("span", { class: "export" }, "export ",
+    ["csv", "json", "parquet"].map((fmt) => {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
+      q.set("format", fmt);
+      return h("a", { href: "/api/export?" + q, download: "", "data-format": fmt }, fmt);
+    }));
+}
+
+const pct = (v) => (v === null || v === undefined ? "–" : (100 * v).toFixed(1) + "%");
+const num = (v, d = 0) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
+const kmap = (m) => Object.entries(m || {}).map(([k, v]) => `@${k} ${pct(v)}`).join("  ");
+
+function badge(v) {
+  if (!v || v.status === null || v.status === undefined) return h("span", { class: "badge none" }, "no verdict");
+  return h("span", { class: "badge " + (v.correct ? "ok" : "bad"), "data-status": v.status }, v.status);
+}
+
+function bar(rate) {
+  return h("span", { class: "bar", title: pct(rate) },
+    h("span", { style: `width:${Math.round(100 * (rate || 0))}%` }), h("b", {}, pct(rate)));
+}
+
+function teacherColor(legend, name) {
+  if (name === "multiple") return "#bbbbbb";
+  if (name === "unmatched") return "#ffffff";
+  return PALETTE[Math.max(0, legend.indexOf(name)) % PALETTE.length];
+}
+
+function nav(run) {
+  const r = run ? { run } : {};
+  const navEl = document.getElementById("nav");
+  navEl.replaceChildren(
+    h("a", { href: link("runs", r) }, "runs"),
+    h("a", { href: link("problems", r) }, "problems"),
+    h("a", { href: link("sql", r) }, "sql"));
+}
+
+// -- text rendering -------------------------------------------------------------------------------------
+
+// LaTeX made readable as plain text (no renderer ships offline in 300 KB): common macros to Unicode.
+const TEX = [
+  [/\\(?:d|t)?frac\{([^{}]*)\}\{([^{}]*)\}/g, "($1)/($2)"], [/\\sqrt\{([^{}]*)\}/g, "√($1)"],
+  [/\\boxed\{([^{}]*)\}/g, "⟦$1⟧"], [/\\text(?:bf|rm|it)?\{([^{}]*)\}/g, "$1"], [/\^\{?2\}?/g, "²"],
+  [/\^\{?3\}?/g, "³"], [/\\cdot/g, "·"], [/\\times/g, "×"], [/\\div/g, "÷"], [/\\pm/g, "±"],
+  [/\\leq?/g, "≤"], [/\\geq?/g, "≥"], [/\\neq/g, "≠"], [/\\approx/g, "≈"], [/\\pi/g, "π"],
+  [/\\infty/g, "∞"], [/\\(?:left|right)/g, ""], [/\\[()[\]]/g, ""], [/\$\$?/g, ""], [/\\[,;!]/g, " "],
+  [/\\%/g, "%"], [/\\\$/g, "$"],
+];
+
+function readable(text) {
+  let out = text;
+  for (let i = 0; i < 3; i++) for (const [re, rep] of TEX) out = out.replace(re, rep);
+  return out;
+}
+
+const PY = /(#[^\n]*)|("""[\s\S]{0,4000}?"""|'''[\s\S]{0,4000}?'''|"(?:\\.|[^"\\\n]){0,2000}"|'(?:\\.|[^'\\\n]){0,2000}')|\b(def|class|return|if|elif|else|for|while|in|not|and|or|import|from|as|with|try|except|finally|raise|lambda|yield|pass|break|continue|None|True|False|is|global|nonlocal|assert|del)\b|\b(\d+(?:\.\d+)?)\b/g;
+
+function highlight(code) {
+  const pre = h("pre", { class: "code" });
+  if (code.length > 50000) { pre.textContent = code; return pre; }
+  let last = 0;
+  for (const m of code.matchAll(PY)) {
+    if (m.index > last) pre.append(document.createTextNode(code.slice(last, m.index)));
+    const cls = m[1] ? "c" : m[2] ? "s" : m[3] ? "k" : "n";
+    pre.append(h("span", { class: cls }, m[0]));
+    last = m.index + m[0].length;
+  }
+  pre.append(document.createTextNode(code.slice(last)));
+  return pre;
+}
+
+// A long text folded to its start, with its full text one click away; code highlighted, maths readable.
+function textBlock(text, kind) {
+  const full = text || "";
+  const wrap = h("div", { class: "text" });
+  const show = (all) => {
+    const shown = all || full.length <= FOLD ? full : full.slice(0, FOLD);
+    const body = kind === "code" ? highlight(shown) : h("pre", { class: "prose" }, kind === "math" ? readable(shown) : shown);
+    const kids = [body];
+    if (full.length > FOLD) {
+      kids.push(h("button", { class: "fold", onclick: () => show(!all) },
+        all ? "fold" : `show full text (${full.length} chars)`));
+    }
+    wrap.replaceChildren(...kids);
+  };
+  show(false);
+  return wrap;
+}
+
+// Word diff (longest common subsequence over words; lines past a size limit).
+function diffTokens(a, b) {
+  let x = a.split(/(\s+)/).filter((t) => t);
+  let y = b.split(/(\s+)/).filter((t) => t);
+  if (x.length * y.length > 4e6) { x = a.split(/(?<=\n)/); y = b.split(/(?<=\n)/); }
+  if (x.length * y.length > 4e6) return [["-", a], ["+", b]];
+  const n = x.length, m = y.length;
+  const dp = new Int32Array((n + 1) * (m + 1));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      dp[i * (m + 1) + j] = x[i] === y[j] ? dp[(i + 1) * (m + 1) + j + 1] + 1
+        : Math.max(dp[(i + 1) * (m + 1) + j], dp[i * (m + 1) + j + 1]);
+    }
+  }
+  const out = [];
+  const push = (op, t) => { if (out.length && out[out.length - 1][0] === op) out[out.length - 1][1] += t; else out.push([op, t]); };
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { push("=", x[i]); i++; j++; }
+    else if (dp[(i + 1) * (m + 1) + j] >= dp[i * (m + 1) + j + 1]) push("-", x[i++]);
+    else push("+", y[j++]);
+  }
+  while (i < n) push("-", x[i++]);
+  while (j < m) push("+", y[j++]);
+  return out;
+}
+
+// -- views ----------------------------------------------------------------------------------------------
+
+async function viewRuns(p) {
+  const data = await api("runs");
+  document.getElementById("store").textContent = data.store;
+  if (!data.runs.length) {
+    return [h("p", { class: "error" }, `no runs recorded in ${data.store}; run \`bonforge run RECIPE\` first`)];
+  }
+  const runId = p.get("run") || data.runs[0].run_id;
+  const list = h("table", { class: "runs" },
+    h("tr", {}, ["run", "recipe", "status", "started", "seconds", "dataset"].map((c) => h("th", {}, c))),
+    data.runs.map((r) => h("tr", { class: r.run_id === runId ? "sel" : "" },
+      h("td", {}, h("a", { href: link("runs", { run: r.run_id }) }, r.run_id)),
+      h("td", {}, r.recipe_name, r.kind ? h("small", {}, ` (${r.kind})`) : ""),
+      h("td", {}, h("span", { class: "status " + r.status }, r.status)),
+      h("td", {}, r.started), h("td", { class: "num" }, num(r.wall_s, 1)),
+      h("td", {}, r.dataset_version ? `v${r.dataset_version}` : "–"))));
+  const s = await api("run", { run: runId });
+  nav(s.run.run_id);
+  const stages = h("table", { class: "stages" },
+    h("tr", {}, ["stage", "key", "rows", "", "wall s", "compute s"].map((c) => h("th", {}, c))),
+    s.stages.map((st) => h("tr", {},
+      h("td", {}, st.stage), h("td", { class: "key" }, (st.key || "").slice(0, 16)),
+      h("td", { class: "num" }, st.rows), h("td", {}, h("span", { class: st.cached ? "cached" : "computed" },
+        st.cached ? "cached" : "computed")),
+      h("td", { class: "num" }, num(st.wall_s, 2)), h("td", { class: "num" }, num(st.compute_s, 2)))));
+  const running = s.run.status === "running" ? h("p", { class: "note" }, "this build is running: reload to see stages as they commit") : null;
+  return [
+    h("h2", {}, "Runs"), list,
+    h("h2", {}, `Run ${s.run.run_id} `, h("small", {}, s.run.recipe_name || "")),
+    s.run.error ? h("p", { class: "error" }, s.run.error) : null, running,
+    h("p", {}, h("a", { href: link("problems", { run: s.run.run_id }) }, "browse its problems →")),
+    h("h3", {}, "Stages"), s.stages.length ? stages : h("p", { class: "note" }, "no committed stages yet"),
+    h("h3", {}, "Datasets"),
+    s.datasets.length ? h("ul", {}, s.datasets.map((d) => h("li", {}, `${d.name || d.kind} v${d.version ?? "?"}`,
+      h("small", {}, "  " + d.path)))) : h("p", { class: "note" }, "none"),
+    h("h3", {}, "Drop reasons"),
+    s.drops.length ? h("table", { class: "drops" }, h("tr", {}, h("th", {}, "reason"), h("th", {}, "problems")),
+      s.drops.map((d) => h("tr", {}, h("td", {}, d.reason), h("td", { class: "num" }, d.problems))))
+      : h("p", { class: "note" }, "no problem_stats in this run"),
+  ];
+}
+
+const FILTERS = ["run", "teacher", "min", "max", "kept", "status", "domain", "q", "sort", "desc", "page"];
+
+async function viewProblems(p) {
+  const params = {};
+  for (const k of FILTERS) if (p.get(k)) params[k] = p.get(k);
+  const data = await api("problems", params);
+  nav(params.run);
+  const field = (name, el) => h("label", {}, name, el);
+  const sel = (name, options, value) => h("select", { name },
+    options.map(([v, label]) => h("option", { value: v, selected: v === (value || "") }, label)));
+  const form = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    const f = new FormData(e.target);
+    const next = { run: params.run, sort: params.sort, desc: params.desc };
+    for (const [k, v] of f.entries()) next[k] = v;
+    go("problems", next);
+  } },
+    field("pass rate ≥", h("input", { name: "min", type: "number", step: "0.05", min: 0, max: 1, value: p.get("min") || "" })),
+    field("≤", h("input", { name: "max", type: "number", step: "0.05", min: 0, max: 1, value: p.get("max") || "" })),
+    field("of teacher", sel("teacher", [["", "all (*)"], ...data.teachers.map((t) => [t, t])], p.get("teacher"))),
+    field("keep", sel("kept", [["", "any"], ["kept", "kept"], ["dropped", "dropped"]], p.get("kept"))),
+    field("verdict", sel("status", [["", "any"], ...data.statuses.map((s) => [s, s])], p.get("status"))),
+    field("domain", sel("domain", [["", "any"], ...data.domains.map((d) => [d, d])], p.get("domain"))),
+    field("search", h("input", { name: "q", type: "search", value: p.get("q") || "", placeholder: "text in the question" })),
+    h("button", { type: "submit" }, "apply"));
+  const sortBy = params.sort || "problem_id";
+  const desc = params.desc === "1";
+  const head = (label, key) => h("th", {}, key ? h("a", { href: link("problems", Object.assign({}, params,
+    { sort: key, desc: key === sortBy && !desc ? "1" : "", page: "" })), class: key === sortBy ? "sorted" : "" },
+    label + (key === sortBy ? (desc ? " ↓" : " ↑") : "")) : label);
+  const table = h("table", { class: "problems" },
+    h("tr", {}, head("problem", "problem_id"), head("domain", "domain"), head("question"), head("pass rate", "pass_rate"),
+      head("per teacher"), head("n", "n"), head("correct", "n_correct"), head("pass@k"), head("majority@k"),
+      head("keep", "keep")),
+    data.rows.map((r) => h("tr", { "data-problem": r.problem_id },
+      h("td", {}, h("a", { href: link("problem", { run: params.run, id: r.problem_id }) }, r.problem_id)),
+      h("td", {}, r.domain), h("td", { class: "q" }, r.question), h("td", {}, bar(r.rate)),
+      h("td", { class: "per" }, Object.entries(r.teachers || {}).map(([t, rate]) =>
+        h("span", { class: "chip", title: t }, `${t}: ${pct(rate)}`))),
+      h("td", { class: "num" }, r.n), h("td", { class: "num" }, r.n_correct),
+      h("td", { class: "k" }, kmap(r.pass_at_k)), h("td", { class: "k" }, kmap(r.majority_at_k)),
+      h("td", {}, r.keep ? h("span", { class: "badge ok" }, "kept") : h("span", { class: "badge bad" }, r.drop_reason || "dropped")))));
+  const pages = Math.max(1, Math.ceil(data.total / data.size));
+  const page = data.page;
+  const pager = h("div", { class: "pager" },
+    h("a", { href: page > 0 ? link("problems", Object.assign({}, params, { page: page - 1 || "" })) : null,
+      class: page > 0 ? "" : "off" }, "← prev"),
+    h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${data.total} problems) `),
+    h("a", { href: page + 1 < pages ? link("problems", Object.assign({}, params, { page: page + 1 })) : null,
+      class: page + 1 < pages ? "" : "off" }, "next →"));
+  const exp = Object.assign({ view: "problems" }, params);
+  delete exp.page;
+  return [h("h2", {}, "Problems"), form, h("div", { class: "bar-row" }, pager, exportLinks(exp)), table];
+}
+
+function groupKey(c, by) {
+  if (by === "answer") return c.extracted === null || c.extracted === undefined ? "(no answer)" : c.extracted;
+  return c.teacher;
+}
+
+async function viewProblem(p) {
+  const run = p.get("run"), id = p.get("id");
+  if (!id) throw new Error("no problem named: open one from the problem list");
+  const data = await api("problem", { run, id });
+  nav(run);
+  const pr = data.problem;
+  const kind = pr.domain === "code" ? "code" : "math";
+  const by = p.get("group") === "answer" ? "answer" : "teacher";
+  const gold = (pr.answer || "").trim().split("\n").filter((l) => l.trim()).pop() || "–";
+  const picked = (p.get("diff") || "").split(",").filter((x) => x);
+  const focus = p.get("cand");
+  const togglePick = (cid) => {
+    const next = picked.includes(cid) ? picked.filter((x) => x !== cid) : picked.concat([cid]).slice(-2);
+    update({ diff: next.join(",") });
+  };
+  const card = (c) => h("div", { class: "cand" + (c.candidate_id === focus ? " focus" : ""), id: "c-" + c.candidate_id,
+    "data-candidate": c.candidate_id },
+    h("div", { class: "head" },
+      h("a", { href: link("problem", { run, id, group: p.get("group"), diff: p.get("diff"), cand: c.candidate_id }),
+        class: "cid" }, `${c.teacher} #${c.sample_index}`), badge(c),
+      h("label", { class: "pick" }, h("input", { type: "checkbox", checked: picked.includes(c.candidate_id),
+        onchange: () => togglePick(c.candidate_id) }), "diff")),
+    h("dl", {},
+      kind === "math" ? [h("dt", {}, "answer"), h("dd", { class: "ans" }, c.extracted ?? "–"), h("dt", {}, "gold"),
+        h("dd", { class: "ans" }, gold)] : [h("dt", {}, "tests"), h("dd", {}, `${num(c.tests_passed)} / ${num(c.tests_total)}`)],
+      h("dt", {}, "finish"), h("dd", {}, c.finish_reason ?? "–"),
+      h("dt", {}, "tokens"), h("dd", {}, `${num(c.prompt_tokens)} + ${num(c.completion_tokens)}`),
+      h("dt", {}, "latency"), h("dd", {}, c.latency_ms === null ? "–" : num(c.latency_ms, 1) + " ms")),
+    c.detail ? h("details", { class: "detail" }, h("summary", {}, "error detail"), h("pre", {}, c.detail)) : null,
+    c.reasoning ? h("details", { class: "reasoning" }, h("summary", {}, `reasoning (${c.reasoning.length} chars)`),
+      textBlock(c.reasoning, "plain")) : null,
+    textBlock(c.text, kind));
+  const groups = new Map();
+  for (const c of data.candidates) {
+    const k = groupKey(c, by);
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(c);
+  }
+  const sections = [...groups.entries()].sort((a, b) => b[1].length - a[1].length || String(a[0]).localeCompare(String(b[0])))
+    .map(([k, cs]) => h("section", { class: "group", "data-group": k, style: `flex-basis:min(100%, ${cs.length * 360}px)` },
+      h("h3", {}, `${by === "answer" ? "answer" : "teacher"} ${k} `,
+        h("small", {}, `${cs.length} candidate${cs.length === 1 ? "" : "s"}, ${cs.filter((c) => c.correct).length} correct`)),
+      h("div", { class: "grid" }, cs.map(card))));
+  let diff = null;
+  if (picked.length === 2) {
+    const [a, b] = picked.map((cid) => data.candidates.find((c) => c.candidate_id === cid));
+    if (a && b) {
+      diff = h("section", { class: "diff", id: "diff" }, h("h3", {}, "word diff ", h("small", {}, `${a.candidate_id} → ${b.candidate_id}`)),
+        h("pre", {}, diffTokens(a.text || "", b.text || "").map(([op, t]) =>
+          op === "=" ? t : h(op === "+" ? "ins" : "del", {}, t))));
+    }
+  }
+  const stats = h("table", { class: "stats" },
+    h("tr", {}, ["teacher", "n", "correct", "pass rate", "pass@k", "majority@k", "keep"].map((c) => h("th", {}, c))),
+    data.stats.map((s) => h("tr", {}, h("td", {}, s.teacher), h("td", { class: "num" }, s.n),
+      h("td", { class: "num" }, s.n_correct), h("td", {}, bar(s.pass_rate)), h("td", { class: "k" }, kmap(s.pass_at_k)),
+      h("td", { class: "k" }, kmap(s.majority_at_k)),
+      h("td", {}, s.teacher === "*" ? (s.keep ? "kept" : s.drop_reason || "dropped") : ""))));
+  const links = [];
+  if (data.has.genselect) links.push(h("a", { href: link("genselect", { run, id }) }, `GenSelect prompts (${data.has.genselect})`));
+  if (data.has.fusion) links.push(h("a", { href: link("fusion", { run, id }) }, "FusioN"));
+  const groupSwitch = h("span", { class: "switch" }, "group by ",
+    ["teacher", "answer"].map((g) => h("a", { href: link("problem", { run, id, group: g === "teacher" ? "" : g, diff: p.get("diff") }),
+      class: g === by ? "sorted" : "", "data-group-by": g }, g)));
+  return [
+    h("h2", {}, `Problem ${pr.problem_id} `, h("small", {}, `${pr.source || ""} · ${pr.domain || ""}`)),
+    h("p", { class: "links" }, links, exportLinks({ view: "problem", run, id })),
+    h("div", { class: "question" }, textBlock(pr.question, kind === "code" ? "code" : "math")),
+    h("details", { class: "gold" }, h("summary", {}, kind === "code" ? "reference solution / tests" : `gold answer: ${gold}`),
+      textBlock(pr.answer || "", kind), pr.tests ? textBlock(pr.tests, "plain") : null),
+    stats, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
+    sections.length ? h("div", { class: "groups" }, sections) : h("p", { class: "note" }, "no candidates for this problem in this run"),
+  ];
+}
+
+function promptText(text, labels) {
+  // The prompt with the blocks of the label's candidates marked (blocks start at "### Candidate <i>").
+  const pre = h("pre", { class: "prompt" });
+  const parts = text.split(/(?=^### Candidate \d+)/m);
+  for (const part of parts) {
+    const m = /^### Candidate (\d+)/.exec(part);
+    pre.append(m && labels.includes(Number(m[1])) ? h("mark", { class: "label" }, part) : document.createTextNode(part));
+  }
+  return pre;
+}
+
+async function viewGenselect(p) {
+  const run = p.get("run"), id = p.get("id");
+  const data = await api("genselect", { run, id });
+  nav(run);
+  if (!data.prompts.length) return [h("h2", {}, `GenSelect · ${id}`), h("p", { class: "note" }, "no prompt was built from this problem")];
+  const at = Math.min(Number(p.get("prompt") || 0), data.prompts.length - 1);
+  const pr = data.prompts[at];
+  const tabs = h("div", { class: "tabs" }, data.prompts.map((q, i) => h("a", { href: link("genselect", { run, id, prompt: i || "" }),
+    class: i === at ? "sorted" : "" }, `prompt ${q.prompt_index}`)));
+  const cands = h("table", { class: "pcands" },
+    h("tr", {}, h("th", {}, "index"), h("th", {}, "candidate"), h("th", {}, "label")),
+    pr.candidate_ids.map((cid, i) => h("tr", { class: pr.correct_indices.includes(i) ? "label" : "" },
+      h("td", { class: "num" }, i),
+      h("td", {}, h("a", { href: link("problem", { run, id, cand: cid }) }, cid)),
+      h("td", {}, pr.correct_indices.includes(i) ? h("span", { class: "badge ok" }, "correct") : ""))));
+  const judged = pr.judgments.length ? h("table", { class: "judged" },
+    h("tr", {}, ["run", "judgment", "parsed", "correct", "response"].map((c) => h("th", {}, c))),
+    pr.judgments.map((j) => h("tr", {}, h("td", { class: "num" }, j.run),
+      h("td", { class: "num" }, j.skipped ? "skipped" : j.judgment ?? "–"), h("td", {}, String(j.parsed)),
+      h("td", {}, h("span", { class: "badge " + (j.correct ? "ok" : "bad") }, String(j.correct))),
+      h("td", {}, textBlock(j.response || "", "plain")))))
+    : h("p", { class: "note" }, data.selector_eval ? "the selector did not judge this prompt" : "no selector_eval in this run");
+  return [
+    h("h2", {}, "GenSelect · ", h("a", { href: link("problem", { run, id }) }, id)), tabs,
+    h("p", {}, `${pr.n_candidates} candidates, label ${JSON.stringify(pr.correct_indices)}, ${pr.n_tokens} tokens (${pr.token_counter}) `,
+      exportLinks({ view: "genselect", run, id })),
+    cands, h("h3", {}, "Selector judgments"), judged, h("h3", {}, "Prompt"), promptText(pr.prompt, pr.correct_indices),
+  ];
+}
+
+async function viewFusion(p) {
+  const run = p.get("run"), id = p.get("id");
+  const data = await api("fusion", { run, id });
+  nav(run);
+  const legend = data.legend;
+  const swatch = (name) => h("span", { class: "swatch", style: `background:${teacherColor(legend, name)}` });
+  const f = data.fusion;
+  const pool = h("table", { class: "pool" },
+    h("tr", {}, ["position", "teacher", "candidate", "verdict", "answer"].map((c) => h("th", {}, c))),
+    data.pool.map((c, i) => h("tr", {}, h("td", { class: "num" }, i), h("td", {}, swatch(c.teacher), c.teacher),
+      h("td", {}, h("a", { href: link("problem", { run, id, cand: c.candidate_id }) }, c.candidate_id)),
+      h("td", {}, badge(c)), h("td", { class: "ans" }, c.extracted ?? "–"))));
+  const fused = h("pre", { class: "fused" }, data.segments.map((s) =>
+    h("span", { class: "seg", "data-owner": s.owner, title: s.owner,
+      style: `background:${teacherColor(legend, s.owner)}33;border-bottom:3px solid ${teacherColor(legend, s.owner)}` }, s.text)));
+  const cmp = h("table", { class: "cmp" },
+    h("tr", {}, ["fused", "oracle (pass@N)", "majority", "random", "GenSelect"].map((c) => h("th", {}, c))),
+    h("tr", {}, h("td", {}, badge({ correct: f.fused_correct, status: f.fused_status })), h("td", {}, pct(f.oracle)),
+      h("td", {}, pct(f.majority)), h("td", {}, pct(f.random)), h("td", {}, pct(f.genselect))));
+  const chars = h("ul", { class: "legend" }, legend.map((name) => h("li", { "data-owner": name }, swatch(name),
+    `${name}: ${f.teacher_chars[name] || 0} chars`)));
+  return [
+    h("h2", {}, "FusioN · ", h("a", { href: link("problem", { run, id }) }, id)),
+    h("p", {}, exportLinks({ view: "fusion", run, id })), cmp, h("h3", {}, "Pool"), pool,
+    h("h3", {}, "Fused answer by contributing teacher"), chars, fused,
+  ];
+}
+
+async function viewSql(p) {
+  const run = p.get("run") || "";
+  nav(run);
+  const query = p.get("q") || "SELECT teacher, count(*) AS n, avg(correct::INT) AS accuracy FROM verdicts GROUP BY teacher ORDER BY teacher";
+  const box = h("textarea", { id: "sql", rows: 5, spellcheck: "false" }, query);
+  const page = Number(p.get("page") || 0);
+  const command = `bonforge sql ${shellQuote(query)}` + (run ? ` --run ${run}` : "");
+  const cmdBox = h("input", { id: "sql-command", readonly: true, value: command });
+  const copy = h("button", { type: "button", onclick: async () => {
+    cmdBox.select();
+    try { await navigator.clipboard.writeText(command); copy.textContent = "copied"; } catch (e) { copy.textContent = "selected: press Ctrl-C"; }
+  } }, "copy as bonforge sql command");
+  const out = [h("h2", {}, "SQL"),
+    h("p", { class: "note" }, "One read-only SELECT over the run's views (problems, candidates, verdicts, problem_stats, genselect, ...; runs, run_stages)."),
+    h("form", { onsubmit: (e) => { e.preventDefault(); update({ q: box.value, page: "" }); } }, box,
+      h("div", {}, h("button", { type: "submit", id: "run-sql" }, "run"), " ", copy, " ", cmdBox))];
+  if (!p.get("q")) return out;
+  let res;
+  try {
+    res = await api("sql", {}, { sql: query, run: run || null, page });
+  } catch (e) {
+    out.push(h("p", { class: "error", id: "sql-error" }, "error: " + e.message));
+    return out;
+  }
+  const pages = Math.max(1, Math.ceil(res.total / res.size));
+  out.push(h("div", { class: "bar-row" },
+    h("div", { class: "pager" },
+      h("a", { href: page > 0 ? link("sql", { run, q: query, page: page - 1 || "" }) : null, class: page > 0 ? "" : "off" }, "← prev"),
+      h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${res.total} rows${res.capped ? ", capped" : ""}) `),
+      h("a", { href: page + 1 < pages ? link("sql", { run, q: query, page: page + 1 }) : null, class: page + 1 < pages ? "" : "off" }, "next →")),
+    exportLinks({ view: "sql", run, q: query })));
+  out.push(h("table", { class: "result", id: "sql-result" }, h("tr", {}, res.columns.map((c) => h("th", {}, c))),
+    res.rows.map((r) => h("tr", {}, res.columns.map((c) => h("td", {}, cell(r[c])))))));
+  return out;
+}
+
+function cell(v) {
+  if (v === null || v === undefined) return "NULL";
+  const s = typeof v === "object" ? JSON.stringify(v) : String(v);
+  return s.length > 300 ? s.slice(0, 297) + "..." : s;
+}
+
+function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
+
+// -- the router -----------------------------------------------------------------------------------------
+
+const VIEWS = { runs: viewRuns, problems: viewProblems, problem: viewProblem, genselect: viewGenselect,
+                fusion: viewFusion, sql: viewSql };
+let rendering = 0;
+
+async function render() {
+  const { view, p } = state();
+  const ticket = ++rendering;
+  const fn = VIEWS[view];
+  let kids;
+  try {
+    if (!fn) throw new Error(`unknown view ${view}`);
+    kids = await fn(p);
+  } catch (e) {
+    kids = [h("p", { class: "error", id: "error" }, "error: " + e.message)];
+  }
+  if (ticket !== rendering) return;
+  main.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false));
+  main.dataset.view = view;
+  main.dataset.ready = String(ticket);
+  const focus = p.get("cand");
+  const target = focus && document.getElementById("c-" + focus);
+  if (target) target.scrollIntoView({ block: "center" });
+}
+
+// A URL opened with ?run=ID (as `bonforge view --run` prints it) starts on that run.
+const startRun = new URLSearchParams(location.search).get("run");
+if (!location.hash && startRun) history.replaceState(null, "", "/" + link("runs", { run: startRun }));
+window.addEventListener("hashchange", render);
+render();

@@ -1,0 +1,300 @@
+"""What each page of the viewer shows, as DuckDB queries over a run's catalog. Values are bound as
+parameters; the only SQL built from request input is an ORDER BY column picked from a fixed table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from bonforge.attribution import MULTIPLE, UNMATCHED, attribute
+from bonforge.errors import BonforgeError
+from bonforge.viewer.catalog import CANDIDATE_COLUMNS, STATUSES, VERDICT_COLUMNS, NotFound, need
+
+SORTS = {"pass_rate": "rate", "n": "n", "n_correct": "n_correct", "problem_id": "problem_id",
+         "domain": "domain", "keep": "keep"}
+SNIPPET = 240  # characters of a question in the problem list
+
+
+class BadRequest(BonforgeError, ValueError):
+    """A request parameter is out of range or unknown; the message names it."""
+
+
+# -- landing -------------------------------------------------------------------------------------------
+
+
+def run_summary(cat, run: dict) -> dict:
+    """A run's stages (key, rows, cached, seconds), its dataset versions and the problems it dropped."""
+    cur = cat.cursor(run)
+    if run.get("status") == "running":
+        stages = committed_since(cat.store, run["started"])
+    elif run.get("stages"):
+        stages = _rows(cur, "SELECT stage, key, rows, cached, wall_s, compute_s FROM run_stages "
+                            "ORDER BY stage, key", [])
+    else:
+        stages = []
+    drops = []
+    if "problem_stats" in cat.views(run):
+        drops = _rows(cur, "SELECT coalesce(drop_reason, 'kept') AS reason, count(*) AS problems FROM problem_stats "
+                           "WHERE teacher = '*' GROUP BY ALL ORDER BY problems DESC, reason", [])
+    return {"run": _run_row(run), "stages": stages, "datasets": datasets(cat.store, run), "drops": drops,
+            "views": sorted(cat.views(run) - {"runs", "run_stages"})}
+
+
+def committed_since(store, started: str) -> list[dict]:
+    """Stages committed since a build started (a running build records its stages when it ends)."""
+    out = []
+    for stage in store.loc.names(store.loc.path("stages")):
+        for key in store.loc.names(store.loc.path("stages", stage)):
+            if store.exists(stage, key):
+                man = store.manifest(stage, key)
+                if man.get("created", "") >= started[:19] + "Z":
+                    out.append({"stage": stage, "key": key, "rows": man.get("rows"), "cached": False,
+                                "wall_s": man.get("timings", {}).get("wall_s"),
+                                "compute_s": man.get("timings", {}).get("compute_s")})
+    return sorted(out, key=lambda s: (s["stage"], s["key"]))
+
+
+def datasets(store, run: dict) -> list[dict]:
+    out = []
+    for field in ("dataset", "rl_dataset", "fusion_dataset"):
+        path = run.get(field)
+        if not path:
+            continue
+        try:
+            man = json.loads(store.loc.read_bytes(store.loc.path(*_tail(path))))
+        except (FileNotFoundError, OSError):
+            man = {}
+        rows = {name: f.get("rows") for name, f in man.get("files", {}).items() if isinstance(f, dict)}
+        out.append({"kind": field, "name": man.get("name"), "version": man.get("version"), "path": str(path),
+                    "rows": rows})
+    return out
+
+
+def _tail(path: str) -> list[str]:
+    """``.../datasets/<name>/v<N>`` -> the store-relative parts of its manifest."""
+    parts = str(path).rstrip("/").split("/")
+    return [*parts[parts.index("datasets"):], "manifest.json"] if "datasets" in parts else [path, "manifest.json"]
+
+
+def _run_row(run: dict) -> dict:
+    keep = ("run_id", "recipe_name", "status", "started", "finished", "wall_s", "dataset", "dataset_version",
+            "kind", "base_run", "error")
+    return {k: run.get(k) for k in keep if k in run}
+
+
+def run_list(cat) -> list[dict]:
+    return [_run_row(r) for r in reversed(cat.runs())]
+
+
+# -- problems ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProblemFilter:
+    teacher: str = "*"  # whose pass rate the range and the sort use
+    min_rate: float = 0.0
+    max_rate: float = 1.0
+    kept: str = ""  # "", "kept" or "dropped"
+    status: str = ""  # problems with at least one verdict of this status
+    domain: str = ""
+    q: str = ""  # text in the question
+    sort: str = "problem_id"
+    desc: bool = False
+
+    def check(self) -> "ProblemFilter":
+        if not 0.0 <= self.min_rate <= self.max_rate <= 1.0:
+            raise BadRequest(f"pass-rate range [{self.min_rate}, {self.max_rate}] must lie in [0, 1], min <= max")
+        if self.kept not in ("", "kept", "dropped"):
+            raise BadRequest(f"kept must be kept or dropped, not {self.kept!r}")
+        if self.status and self.status not in STATUSES:
+            raise BadRequest(f"unknown verdict status {self.status!r}; choose one of {', '.join(STATUSES)}")
+        if self.sort not in SORTS:
+            raise BadRequest(f"cannot sort by {self.sort!r}; choose one of {', '.join(SORTS)}")
+        return self
+
+
+def _where(f: ProblemFilter, teachers: list[str]) -> tuple[str, str, list]:
+    """(rate expression, WHERE clause, parameters) of the filtered problem list over the problem index."""
+    rate = "s.pass_rate" if f.teacher == "*" else f"s.rate_{teachers.index(f.teacher)}"
+    where, params = [f"{rate} BETWEEN ? AND ?"], [f.min_rate, f.max_rate]
+    if f.kept:
+        where.append("s.keep" if f.kept == "kept" else "NOT s.keep")
+    if f.status:
+        where.append("(s.status_mask & ?) <> 0")
+        params.append(1 << STATUSES.index(f.status))
+    if f.domain:
+        where.append("s.domain = ?")
+        params.append(f.domain)
+    if f.q:
+        where.append("contains(s.question_lc, ?)")
+        params.append(f.q.lower())
+    return rate, " AND ".join(where), params
+
+
+def _columns(teachers: list[str], question: str) -> str:
+    per = ", ".join(f"'{t}': s.rate_{i}" for i, t in enumerate(t.replace("'", "''") for t in teachers))
+    return (f"s.problem_id, s.domain, s.source, {question} AS question, s.pass_rate, s.n, s.n_correct, "
+            f"s.pass_at_k, s.majority_at_k, s.keep, s.drop_reason, {'{' + per + '}' if teachers else 'NULL'} "
+            "AS teachers")
+
+
+def _order(f: ProblemFilter) -> str:
+    return f"{SORTS[f.sort]} {'DESC' if f.desc else 'ASC'} NULLS LAST, problem_id"
+
+
+def _teachers(cur, f: ProblemFilter) -> list[str]:
+    """The run's teachers (index order); an unknown ``f.teacher`` is a BadRequest."""
+    f.check()
+    teachers = [t for (t,) in cur.execute("SELECT teacher FROM viewer.teachers ORDER BY i").fetchall()]
+    if f.teacher != "*" and f.teacher not in teachers:
+        raise BadRequest(f"unknown teacher {f.teacher!r}; choose one of {', '.join(teachers)}")
+    return teachers
+
+
+def problems_page(cat, run: dict, f: ProblemFilter, page: int, size: int) -> dict:
+    """One page of the list: the page's ids are picked on the narrow columns, then only its rows are
+    read whole (through the index's primary key)."""
+    need(cat, run, "problems", "problem_stats")
+    cur = cat.index(run)
+    teachers = _teachers(cur, f)
+    rate, where, params = _where(f, teachers)
+    total = cur.execute(f"SELECT count(*) FROM viewer.problems_index s WHERE {where}", params).fetchall()[0][0]
+    picked = cur.execute(f"SELECT s.problem_id, s.domain, s.n, s.n_correct, s.keep, {rate} AS rate FROM "
+                         f"viewer.problems_index s WHERE {where} ORDER BY {_order(f)} LIMIT ? OFFSET ?",
+                         [*params, size, page * size]).fetchall()
+    ids = [p[0] for p in picked]
+    found = {r["problem_id"]: r for r in _rows(
+        cur, f"SELECT {_columns(teachers, f'left(s.question, {SNIPPET})')} FROM viewer.problems_index s "
+             "WHERE s.problem_id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
+    rows = [{**found[pid], "rate": p[-1]} for pid, p in zip(ids, picked)]
+    domains = [d for (d,) in cur.execute("SELECT domain FROM viewer.domains ORDER BY domain").fetchall()]
+    return {"total": total, "page": page, "size": size, "rows": rows, "teachers": sorted(teachers),
+            "domains": domains, "statuses": list(STATUSES)}
+
+
+def problems_table(cat, run: dict, f: ProblemFilter, cap: int) -> pa.Table:
+    need(cat, run, "problems", "problem_stats")
+    cur = cat.index(run)
+    teachers = _teachers(cur, f)
+    rate, where, params = _where(f, teachers)
+    return cur.sql(f"SELECT {_columns(teachers, 's.question')}, {rate} AS rate FROM viewer.problems_index s "
+                   f"WHERE {where} ORDER BY {_order(f)} LIMIT ?", params=[*params, cap]).to_arrow_table()
+
+
+# -- one problem ---------------------------------------------------------------------------------------
+
+
+def candidates_table(cat, run: dict, problem_id: str) -> pa.Table:
+    """A problem's candidates with their verdicts (nulls where the run has none yet)."""
+    need(cat, run, "candidates")
+    cols = ", ".join(CANDIDATE_COLUMNS + VERDICT_COLUMNS)
+    source, key = cat.sorted_source(run, "cands", problem_id), "problem_id"
+    if source is None:
+        key = "c.problem_id"
+        cols = ", ".join(f"c.{c}" for c in CANDIDATE_COLUMNS)
+        if "verdicts" in cat.views(run):
+            cols += ", " + ", ".join(f"v.{c}" for c in VERDICT_COLUMNS)
+            source = "candidates c LEFT JOIN (SELECT * FROM verdicts WHERE problem_id = $id) v USING (candidate_id)"
+        else:
+            cols += ", " + ", ".join(f"NULL AS {c}" for c in VERDICT_COLUMNS)
+            source = "candidates c"
+    sql = f"SELECT {cols} FROM {source} WHERE {key} = $id ORDER BY teacher, sample_index, candidate_id"
+    return cat.cursor(run).sql(sql, params={"id": problem_id}).to_arrow_table()
+
+
+def problem(cat, run: dict, problem_id: str) -> dict:
+    need(cat, run, "problems")
+    have = cat.views(run)
+    cur = cat.index(run)
+    problems = cat.sorted_source(run, "problems", problem_id) or "problems"
+    rows = _rows(cur, f"SELECT problem_id, source, domain, question, answer, tests, metadata FROM {problems} "
+                      "WHERE problem_id = ?", [problem_id])
+    if not rows:
+        raise NotFound(f"run {run['run_id']} has no problem {problem_id!r}")
+    stats, counts = [], {}
+    if "problem_stats" in have:
+        source = cat.sorted_source(run, "stats", problem_id) or "problem_stats"
+        stats = _rows(cur, "SELECT teacher, n, n_correct, pass_rate, mean_reward, pass_at_k, majority_at_k, keep, "
+                           f"drop_reason FROM {source} WHERE problem_id = ? ORDER BY teacher = '*' DESC, teacher",
+                      [problem_id])
+        counts["genselect"] = _value(cur, "SELECT n_prompts FROM viewer.problems_index WHERE problem_id = ?",
+                                     problem_id)
+    if "fusion" in have:
+        counts["fusion"] = _value(cur, "SELECT count(*) FROM fusion WHERE problem_id = ?", problem_id)
+    cands = candidates_table(cat, run, problem_id).to_pylist() if "candidates" in have else []
+    return {"problem": rows[0], "stats": stats, "candidates": cands, "has": counts}
+
+
+def _value(cur, sql: str, *params):
+    found = cur.execute(sql, list(params)).fetchall()
+    return found[0][0] if found else None
+
+
+def _rows(cur, sql: str, params) -> list[dict]:
+    """Rows as dicts (through the DB-API: a relation would plan and run the query twice)."""
+    cur.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+# -- GenSelect -----------------------------------------------------------------------------------------
+
+
+def genselect(cat, run: dict, problem_id: str) -> dict:
+    need(cat, run, "genselect")
+    cur = cat.cursor(run)
+    prompts = _rows(cur, "SELECT prompt_id, prompt_index, candidate_ids, n_candidates, correct_indices, prompt, "
+                         "n_tokens, token_counter FROM genselect WHERE problem_id = ? ORDER BY prompt_index",
+                    [problem_id])
+    judged: dict[str, list] = {}
+    if "selector_eval" in cat.views(run):
+        for r in _rows(cur, "SELECT prompt_id, run, judgment, parsed, correct, skipped, fallback_index, "
+                            "fallback_correct, response FROM selector_eval WHERE problem_id = ? "
+                            "ORDER BY prompt_id, run", [problem_id]):
+            judged.setdefault(r.pop("prompt_id"), []).append(r)
+    for p in prompts:
+        p["judgments"] = judged.get(p["prompt_id"], [])
+    return {"problem_id": problem_id, "prompts": prompts, "selector_eval": "selector_eval" in cat.views(run)}
+
+
+# -- FusioN --------------------------------------------------------------------------------------------
+
+
+def fusion(cat, run: dict, problem_id: str) -> dict:
+    need(cat, run, "fusion", "fusion_pools", "candidates")
+    cur = cat.cursor(run)
+    pools = _rows(cur, "SELECT candidate_ids, teachers, pool_seed FROM fusion_pools WHERE problem_id = ?", [problem_id])
+    rows = _rows(cur, "SELECT * FROM fusion WHERE problem_id = ?", [problem_id])
+    if not pools or not rows:
+        raise NotFound(f"run {run['run_id']} has no fusion pool for problem {problem_id!r}")
+    pool, row = pools[0], rows[0]
+    row["teacher_chars"] = dict(row["teacher_chars"] or [])
+    cands = {c["candidate_id"]: c for c in candidates_table(cat, run, problem_id).to_pylist()}
+    members = [cands.get(cid, {"candidate_id": cid, "teacher": t, "text": ""})
+               for cid, t in zip(pool["candidate_ids"], pool["teachers"])]
+    fused = cands.get(row["fused_candidate_id"] or "", {})
+    labels = attribute(fused.get("text") or "", [(m["teacher"], m.get("text") or "") for m in members],
+                       _min_span(cat.store, run))
+    return {"problem_id": problem_id, "pool": members, "fusion": row, "fused": fused,
+            "segments": segments(fused.get("text") or "", labels), "legend": [*sorted(set(pool["teachers"])),
+                                                                              MULTIPLE, UNMATCHED]}
+
+
+def _min_span(store, run: dict) -> int:
+    (key,) = run["stages"]["fusion"][:1]
+    return int(store.manifest("fusion", key).get("config", {}).get("min_span", 16))
+
+
+def segments(text: str, labels: list[str]) -> list[dict]:
+    """Runs of characters with one owner: [{owner, text}]."""
+    out: list[dict] = []
+    for ch, owner in zip(text, labels):
+        if out and out[-1]["owner"] == owner:
+            out[-1]["text"] += ch
+        else:
+            out.append({"owner": owner, "text": ch})
+    return out
+
+
