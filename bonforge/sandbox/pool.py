@@ -301,9 +301,11 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
         "--tmpfs", f"/tmp:rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777",
         "--memory", f"{mem}m", "--memory-swap", f"{mem}m",
         "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container), "--ipc", "private",
-        # The runner is root with only what it needs to start tests as another uid and kill them; each
-        # test drops to SANDBOX_IDS and loses every capability before the program runs.
+        # The runner is root with only what it needs to start tests as another uid and kill them, and to
+        # keep the OOM killer off itself (SYS_RESOURCE: oom_score_adj -1000 for itself, a floor of 1000 for
+        # tests); each test drops to SANDBOX_IDS and loses every capability before the program runs.
         "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
+        "--cap-add", "SYS_RESOURCE",
         "--security-opt", "no-new-privileges", "--workdir", "/tmp", "--env", "HOME=/tmp",
         # The runner's symbols bound at start, not in each forked test (each lazy binding copies a page).
         "--env", "LD_BIND_NOW=1",
