@@ -39,16 +39,22 @@ HOSTILE = {
 
 
 def test_the_oom_killer_picks_the_program(docker_pool, monkeypatch):
-    """Each hostile program gets memory_limit in the container it ran in: no container is replaced, no
-    control program runs, and the pool then judges as before."""
+    """Each hostile program gets memory_limit from its one run, and no control program runs. The program
+    cannot write its own oom_score_adj (1000): its container stays. A process it execs can lower its own
+    to the floor: where the engine grants the runner CAP_SYS_RESOURCE that floor is 1000 and the runner
+    -1000, so the container stays too; elsewhere the OOM killer may take the runner, and the container's
+    OOM event makes it the program's memory_limit at the cost of one fresh container."""
     started, controls = [], []
     spawn, control = docker_pool._spawn, docker_pool._control_passes
     monkeypatch.setattr(docker_pool, "_spawn", lambda: started.append(1) or spawn())
     monkeypatch.setattr(docker_pool, "_control_passes", lambda slot: controls.append(1) or control(slot))
+    guarded = all(w.oom_guard for w in docker_pool._workers)
     for name, program in HOSTILE.items():
+        before = len(started)
         verdicts = judge(docker_pool, [program, ADD])
         assert [v["status"] for v in verdicts] == ["memory_limit", "passed"], (name, verdicts[0]["detail"])
-        assert (len(started), len(controls)) == (0, 0), name
+        assert len(started) - before <= (1 if "subprocess" in name and not guarded else 0), name
+        assert not controls, name
     assert_pool_healthy(docker_pool)
 
 
