@@ -159,6 +159,9 @@ class _HostRunner:
     def exit_code(self) -> int | None:
         return self.proc.poll()
 
+    def ended(self) -> bool:
+        return self.proc.poll() is not None
+
     def stderr(self) -> str:
         try:
             self._err.seek(0)
@@ -206,7 +209,7 @@ class _ContainerRunner:
 
     def __init__(self, spec: dict, name: str, attach: bool):
         self.name, self.demux = name, attach
-        self._frames, self._err = _Frames(), bytearray()
+        self._frames, self._err, self._eof = _Frames(), bytearray(), False
         api = image_mod.client().api
         params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1} if attach else {"stderr": 1, "stream": 1}
         self.id = None
@@ -249,16 +252,21 @@ class _ContainerRunner:
             return None
         return None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode", -1)
 
+    def ended(self) -> bool:
+        """Whether the attached stderr stream ended (the container exited); what it holds is kept. Only
+        for the socket transport (with ``attach`` the stream is the channel)."""
+        try:
+            while not self._eof and select.select([self.fd], [], [], 0)[0]:
+                chunk = os.read(self.fd, 65536)
+                self._eof = not chunk
+                self._keep_err(self._frames.feed(chunk)[1])
+        except OSError:
+            self._eof = True
+        return self._eof
+
     def stderr(self) -> str:
-        if not self.demux:  # the attached stderr: what has arrived, without waiting
-            try:
-                while select.select([self.fd], [], [], 0)[0]:
-                    chunk = os.read(self.fd, 65536)
-                    if not chunk:
-                        break
-                    self._keep_err(self._frames.feed(chunk)[1])
-            except OSError:
-                pass
+        if not self.demux:
+            self.ended()
         return bytes(self._err).decode(errors="replace").strip()
 
     def oom_killed(self, since: float) -> bool:
@@ -339,10 +347,12 @@ class _Worker:
 
     def _accept(self, listener: socket.socket, timeout: float, peer_ok) -> socket.socket:
         deadline = time.monotonic() + timeout
+        # a container's attached stderr wakes us when it exits; a host process is polled
+        watched = [listener] if isinstance(self.runner, _HostRunner) else [listener, self.runner.fd]
         while True:
-            while not select.select([listener], [], [], 0.1)[0]:
-                if (code := self.runner.exit_code()) is not None:
-                    raise WorkerDied(f"exited (rc {code}) {self.runner.stderr()}".strip())
+            while listener not in select.select(watched, [], [], 0.1)[0]:
+                if self.runner.ended():
+                    raise WorkerDied(f"exited (rc {self._exit_code()}) {self.runner.stderr()}".strip())
                 if time.monotonic() > deadline:
                     raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
             conn = listener.accept()[0]
@@ -353,6 +363,14 @@ class _Worker:
             log.warning("sandbox worker %s: turned away a connection from pid %d uid %d (not its runner)",
                         self.name, pid, uid)  # fmt: skip
             conn.close()
+
+    def _exit_code(self) -> int | None:
+        """The runner's exit code, if it comes within a second (it is exiting)."""
+        for _ in range(50):
+            if (code := self.runner.exit_code()) is not None:
+                return code
+            time.sleep(0.02)
+        return None
 
     @staticmethod
     def _cleanup(listener: socket.socket | None) -> None:
@@ -386,12 +404,7 @@ class _Worker:
                 raise WorkerHung(f"no answer within {timeout:.1f} s")
             chunk = self._recv()
             if not chunk:
-                code = None
-                for _ in range(50):  # it is exiting: its exit code, if it comes within a second
-                    if (code := self.runner.exit_code()) is not None:
-                        break
-                    time.sleep(0.02)
-                raise WorkerDied(f"runner exited (rc {code}) {self.runner.stderr()}".strip())
+                raise WorkerDied(f"runner exited (rc {self._exit_code()}) {self.runner.stderr()}".strip())
             self._buf += chunk
         line = bytes(self._buf[:end])
         del self._buf[: end + 1]
@@ -546,24 +559,32 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
     return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH), *ids]
 
 
-_sys_resource_refused = False  # the engine refused a container CAP_SYS_RESOURCE once: not asked again
+_sys_resource_refused: bool | None = None  # whether the engine refuses containers CAP_SYS_RESOURCE (None: not known)
+_sys_resource_lock = threading.Lock()
 
 
 def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None) -> _ContainerRunner:
     """A sandbox container, with CAP_SYS_RESOURCE unless the engine refuses it (its own process may lack it:
-    then the runner stays killable by the OOM killer, and a death it causes is judged by the OOM event)."""
+    then the runner stays killable by the OOM killer, and a death it causes is judged by the OOM event).
+    The first container of the process finds out, alone; the others wait for its answer."""
     global _sys_resource_refused
     attach = socket_dir is None
-    if not _sys_resource_refused:
-        try:
-            return _ContainerRunner(container_spec(cfg, image, name, socket_dir), name, attach)
-        except SandboxError as e:
-            if "caps" not in str(e):
-                raise
-            _sys_resource_refused = True
-            log.warning("the Docker engine does not grant CAP_SYS_RESOURCE (%s): sandbox runners stay killable "
-                        "by the kernel's OOM killer", e)  # fmt: skip
-    return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=False), name, attach)
+    if _sys_resource_refused is None:
+        with _sys_resource_lock:
+            if _sys_resource_refused is None:
+                try:
+                    runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir), name, attach)
+                except SandboxError as e:
+                    if "caps" not in str(e):
+                        raise
+                    log.warning("the Docker engine does not grant CAP_SYS_RESOURCE (%s): sandbox runners stay "
+                                "killable by the kernel's OOM killer", e)  # fmt: skip
+                    _sys_resource_refused = True
+                else:
+                    _sys_resource_refused = False
+                    return runner
+    sys_resource = not _sys_resource_refused
+    return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource), name, attach)
 
 
 _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
