@@ -1,8 +1,9 @@
 """Build the sandbox image with no image registry, and remove leftover sandbox containers.
 
 The image is a Debian bookworm root filesystem made by ``debootstrap --variant=minbase
---include=python3`` and loaded with ``docker import`` (the *base*, built once, ~1 minute), plus the runner
-copied in with ``docker commit`` (seconds). The tag carries a hash of the runner, so a changed runner
+--include=python3`` from the machine's apt mirror and imported into the engine (the *base*, built once,
+~1 minute), plus the runner copied into a container of it and committed (seconds), all through the Docker
+SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The tag carries a hash of the runner, so a changed runner
 gets a new image and an old image never runs new code. ``Dockerfile`` beside this module builds the
 equivalent image where a registry is reachable.
 """
@@ -146,7 +147,7 @@ def _runner_tar() -> bytes:
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(info)
         info = tarfile.TarInfo(RUNNER_IN_IMAGE.lstrip("/"))
-        info.size, info.mode = len(data), 0o644
+        info.size, info.mode, info.mtime = len(data), 0o644, int(RUNNER_PATH.stat().st_mtime)
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
@@ -167,8 +168,7 @@ def build_image(tag: str | None = None, force: bool = False) -> str:
     repository, _, version = tag.rpartition(":")
     container = None
     try:
-        container = client().containers.create(base, ["true"], network_disabled=True,
-                                               labels={LABEL: "build", OWNER_LABEL: owner()})  # fmt: skip
+        container = client().containers.create(base, ["true"], network_disabled=True)  # labels would stay
         container.put_archive("/", _runner_tar())
         container.commit(repository=repository, tag=version, changes=changes)
     except sdk().errors.DockerException as e:
