@@ -478,7 +478,7 @@ def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str
 def docker_argv(cfg: CodeVerifyConfig, image: str, name: str) -> list[str]:
     """The ``docker run`` command line of the same container as ``container_spec`` with an attached stdin
     (for comparisons with a container per candidate, and to reproduce a sandbox by hand)."""
-    spec = container_spec(cfg, image, name, sys_resource=not _sys_resource_refused)
+    spec = container_spec(cfg, image, name, sys_resource=_sys_resource_refused is False)  # only where known granted
     hc = spec["host_config"]
     argv = ["docker", "run", "-i", "--rm", "--init", "--name", name, "--network", "none", "--read-only"]
     argv += [a for k, v in spec["labels"].items() for a in ("--label", f"{k}={v}")]
