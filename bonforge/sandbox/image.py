@@ -3,9 +3,9 @@
 The image is a Debian bookworm root filesystem made by ``debootstrap --variant=minbase
 --include=python3`` from the machine's apt mirror and imported into the engine (the *base*, built once,
 ~1 minute), plus the runner copied into a container of it and committed (seconds), all through the Docker
-SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The tag carries a hash of the runner, so a changed runner
-gets a new image and an old image never runs new code. ``Dockerfile`` beside this module builds the
-equivalent image where a registry is reachable.
+SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The
+tag carries a hash of the runner, so a changed runner gets a new image and an old image never runs new
+code. ``Dockerfile`` beside this module builds the equivalent image where a registry is reachable.
 """
 
 from __future__ import annotations
@@ -58,8 +58,13 @@ def client():
     """This process's Docker engine client (``DOCKER_HOST`` and the other ``DOCKER_*`` settings honoured)."""
     try:
         return sdk().from_env(timeout=120, max_pool_size=64)
-    except sdk().errors.DockerException as e:
+    except engine_errors() as e:
         raise SandboxError(f"no Docker engine answers (backend 'docker'): {e}") from None
+
+
+def engine_errors() -> tuple[type[Exception], ...]:
+    """What a call to the engine may raise: the SDK's errors, and the HTTP library's (``OSError`` subclasses)."""
+    return sdk().errors.DockerException, OSError
 
 
 def engine_error(what: str, e: Exception) -> SandboxError:
@@ -73,7 +78,7 @@ def image_exists(tag: str) -> bool:
         client().images.get(tag)
     except sdk().errors.ImageNotFound:
         return False
-    except sdk().errors.DockerException as e:
+    except engine_errors() as e:
         raise engine_error(f"looking up image {tag}", e) from None
     return True
 
@@ -132,7 +137,7 @@ def import_tar(path: str, tag: str, message: str) -> None:
     repository, _, version = tag.rpartition(":")
     try:
         client().api.import_image_from_file(path, repository=repository, tag=version, changes=None)
-    except sdk().errors.DockerException as e:
+    except engine_errors() as e:
         raise engine_error(f"importing {tag}", e) from None
     log.info("imported %s (%s)", tag, message)
 
@@ -171,7 +176,7 @@ def build_image(tag: str | None = None, force: bool = False) -> str:
         container = client().containers.create(base, ["true"], network_disabled=True)  # labels would stay
         container.put_archive("/", _runner_tar())
         container.commit(repository=repository, tag=version, changes=changes)
-    except sdk().errors.DockerException as e:
+    except engine_errors() as e:
         raise engine_error(f"building {tag}", e) from None
     finally:
         if container is not None:
@@ -190,6 +195,8 @@ def remove(*ids: str) -> None:
         except sdk().errors.APIError as e:
             if e.status_code != 409:  # 409: its removal is already in progress (it ran with auto-remove)
                 log.warning("could not remove sandbox container %s: %s", cid, e.explanation or e)
+        except engine_errors() as e:
+            log.warning("could not remove sandbox container %s: %s", cid, e)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -207,7 +214,7 @@ def cleanup_containers(all_owners: bool = True) -> int:
     host is gone (safe while other pools run). Returns how many were removed."""
     try:
         found = client().api.containers(all=True, filters={"label": LABEL})
-    except sdk().errors.DockerException as e:
+    except engine_errors() as e:
         raise engine_error("listing sandbox containers", e) from None
     host = socket.gethostname()
     doomed = []

@@ -218,7 +218,7 @@ class _ContainerRunner:
             self._attached = api.attach_socket(self.id, params=params)
             self._sock = getattr(self._attached, "_sock", self._attached)  # a real socket, read without buffering
             api.start(self.id)
-        except image_mod.sdk().errors.DockerException as e:
+        except image_mod.engine_errors() as e:
             if self.id is not None:
                 image_mod.remove(self.id)
             raise image_mod.engine_error(f"starting sandbox worker {name}", e) from None
@@ -248,7 +248,7 @@ class _ContainerRunner:
             state = image_mod.client().api.inspect_container(self.id)["State"]
         except image_mod.sdk().errors.NotFound:
             return -1
-        except image_mod.sdk().errors.DockerException:
+        except image_mod.engine_errors():
             return None
         return None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode", -1)
 
@@ -277,7 +277,7 @@ class _ContainerRunner:
             try:
                 events = list(api.events(since=since - 1, until=time.time(), decode=True,
                                          filters={"container": self.id, "event": "oom"}))  # fmt: skip
-            except image_mod.sdk().errors.DockerException:
+            except image_mod.engine_errors():
                 return False
             if events or time.monotonic() > deadline:
                 return bool(events)
@@ -574,15 +574,14 @@ def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: s
             if _sys_resource_refused is None:
                 try:
                     runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir), name, attach)
-                except SandboxError as e:
-                    if "caps" not in str(e):
-                        raise
+                except SandboxError as e:  # the same container without it: if that starts, the cap was refused
+                    runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir, False), name, attach)
                     log.warning("the Docker engine does not grant CAP_SYS_RESOURCE (%s): sandbox runners stay "
                                 "killable by the kernel's OOM killer", e)  # fmt: skip
                     _sys_resource_refused = True
                 else:
                     _sys_resource_refused = False
-                    return runner
+                return runner
     sys_resource = not _sys_resource_refused
     return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource), name, attach)
 
@@ -831,9 +830,12 @@ class SandboxPool:
                 return
             self._closed = True
             workers, self._workers = list(self._workers), set()
-        if workers:
-            with ThreadPoolExecutor(min(len(workers), 16)) as ex:
+        try:  # in parallel: each removal waits for the engine
+            with ThreadPoolExecutor(max(1, min(len(workers), 16))) as ex:
                 list(ex.map(lambda w: w.kill(), workers))
+        except RuntimeError:  # at interpreter exit no new futures are allowed: one after another
+            for worker in workers:
+                worker.kill()
         _live_pools.discard(self)
 
 
