@@ -575,7 +575,8 @@ def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: s
                 try:
                     runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir), name, attach)
                 except SandboxError as e:  # the same container without it: if that starts, the cap was refused
-                    runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir, False), name, attach)
+                    runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=False), name,
+                                              attach)  # fmt: skip
                     log.warning("the Docker engine does not grant CAP_SYS_RESOURCE (%s): sandbox runners stay "
                                 "killable by the kernel's OOM killer", e)  # fmt: skip
                     _sys_resource_refused = True
@@ -583,7 +584,7 @@ def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: s
                     _sys_resource_refused = False
                 return runner
     sys_resource = not _sys_resource_refused
-    return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource), name, attach)
+    return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=sys_resource), name, attach)
 
 
 _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
@@ -736,20 +737,12 @@ class SandboxPool:
                     idle_since = time.monotonic()
                     continue
                 except WorkerDied as e:  # it died running this job; the others had not started
-                    name, oom = slot[0].name, slot[0].oom_killed(time.time() - (time.monotonic() - begun))
-                    self._discard(slot)
-                    self._requeue(inflight, todo)
-                    if oom:  # the program filled the container's memory and the OOM killer took the runner
-                        self._finish(job, self._out_of_memory(job.request, f"{name}: {e}"))
-                    else:
-                        self._failed(job, todo, f"{name}: {e}", slot, ran=True)
+                    self._lost(job, todo, inflight, slot, f"{slot[0].name}: {e}", begun)
                     idle_since = time.monotonic()
                     continue
                 idle_since = time.monotonic()
-                if "error" in response:
-                    self._discard(slot)  # the runner exits after a fault
-                    self._requeue(inflight, todo)
-                    self._failed(job, todo, f"runner fault: {response['error']}", slot, ran=True)
+                if "error" in response:  # the runner exits after a fault
+                    self._lost(job, todo, inflight, slot, f"runner fault: {response['error']}", begun)
                     continue
                 self._finish(job, response)
                 if not response.get("clean"):
@@ -776,6 +769,19 @@ class SandboxPool:
                   "wall limit): the runner was stopped or hung, and was replaced", "stdout": "", "stderr": "",
                   "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}  # fmt: skip
         return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
+
+    def _lost(self, job: _Job, todo: queue.Queue[_Job], inflight: collections.deque[tuple[_Job, float]],
+              slot: list, error: str, begun: float) -> None:  # fmt: skip
+        """The runner died or faulted under ``job`` (started at monotonic ``begun``): the worker is replaced,
+        the jobs behind it requeued; if the kernel's OOM killer struck in its container meanwhile (the program
+        filled its memory, and the runner or zygote was taken), the program's ``memory_limit``, else a retry."""
+        oom = slot[0].oom_killed(time.time() - (time.monotonic() - begun))
+        self._discard(slot)
+        self._requeue(inflight, todo)
+        if oom:
+            self._finish(job, self._out_of_memory(job.request, error))
+        else:
+            self._failed(job, todo, error, slot, ran=True)
 
     @staticmethod
     def _out_of_memory(request: dict, error: str) -> dict:
