@@ -475,12 +475,13 @@ def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str
     }  # fmt: skip
 
 
-def docker_argv(cfg: CodeVerifyConfig, image: str, name: str) -> list[str]:
-    """The ``docker run`` command line of the same container as ``container_spec`` with an attached stdin
-    (for comparisons with a container per candidate, and to reproduce a sandbox by hand)."""
-    spec = container_spec(cfg, image, name, sys_resource=_sys_resource_refused is False)  # only where known granted
+def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None = None) -> list[str]:
+    """The ``docker run`` command line of the same container as ``container_spec`` (for comparisons with a
+    container per candidate, and to reproduce a sandbox by hand): stdin attached, or the socket folder."""
+    spec = container_spec(cfg, image, name, socket_dir, sys_resource=_sys_resource_refused is False)  # if granted
     hc = spec["host_config"]
-    argv = ["docker", "run", "-i", "--rm", "--init", "--name", name, "--network", "none", "--read-only"]
+    mount = ["--volume", f"{socket_dir}:{SOCKET_DIR_IN_CONTAINER}:ro"] if socket_dir else ["-i"]
+    argv = ["docker", "run", *mount, "--rm", "--init", "--name", name, "--network", "none", "--read-only"]
     argv += [a for k, v in spec["labels"].items() for a in ("--label", f"{k}={v}")]
     argv += [a for k, v in hc["Tmpfs"].items() for a in ("--tmpfs", f"{k}:{v}")]
     argv += ["--memory", str(hc["Memory"]), "--memory-swap", str(hc["MemorySwap"]), "--pids-limit",
