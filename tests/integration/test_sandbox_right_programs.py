@@ -97,3 +97,13 @@ def test_the_output_cap_scales_with_the_expected_output(docker_pool):
     got = statuses(docker_pool, {"right": "import sys\nsys.stdout.write('1\\n' * 600_000)\n",
                                  "flood": "import sys\nsys.stdout.write('1\\n' * 6_000_000)\n"}, spec)  # fmt: skip
     assert {k: s for k, (s, _) in got.items()} == {"right": "passed", "flood": "output_limit"}, got
+
+
+def test_deep_recursion_in_the_main_thread_and_builtins_in_every_kind(docker_pool):
+    """Lifting the stack's soft limit keeps deep recursion through C frames (lru_cache) working in the main
+    thread (far past 8 MiB of stack); ``__builtins__`` is the module for call kinds as for scripts."""
+    deep = "import functools, sys\nsys.setrecursionlimit(10 ** 6)\n@functools.lru_cache(None)\n" \
+           "def depth(n):\n    return 0 if n == 0 else depth(n - 1) + 1\nprint(depth(60000) // 12000)\n"  # fmt: skip
+    assert judge(docker_pool, [deep], FIVE)[0]["status"] == "passed"
+    call = {"kind": "call", "fn_name": "f", "tests": [{"args": [-3], "output": 3}]}
+    assert judge(docker_pool, ["def f(x):\n    return __builtins__.abs(x)\n"], call)[0]["status"] == "passed"
