@@ -567,11 +567,11 @@ _sys_resource_lock = threading.Lock()
 def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None) -> _ContainerRunner:
     """A sandbox container, with CAP_SYS_RESOURCE unless the engine refuses it (its own process may lack it:
     then the runner stays killable by the OOM killer, and a death it causes is judged by the OOM event).
-    The first container of the process finds out, alone; the others wait for its answer."""
+    One container of the process finds out; those started meanwhile go without it (no waiting)."""
     global _sys_resource_refused
     attach = socket_dir is None
-    if _sys_resource_refused is None:
-        with _sys_resource_lock:
+    if _sys_resource_refused is None and _sys_resource_lock.acquire(blocking=False):
+        try:
             if _sys_resource_refused is None:
                 try:
                     runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir), name, attach)
@@ -584,7 +584,9 @@ def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: s
                 else:
                     _sys_resource_refused = False
                 return runner
-    sys_resource = not _sys_resource_refused
+        finally:
+            _sys_resource_lock.release()
+    sys_resource = _sys_resource_refused is False
     return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=sys_resource), name, attach)
 
 
