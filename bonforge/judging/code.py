@@ -58,8 +58,15 @@ def build_request(
         "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
         "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
         "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
-        "output_limit": cfg.output_limit_bytes, "stop_on_failure": cfg.stop_on_first_failure,
+        "output_limit": cfg.output_limit(_expected_bytes(spec)), "stop_on_failure": cfg.stop_on_first_failure,
     }  # fmt: skip
+
+
+def _expected_bytes(spec: TestSpec) -> int:
+    """The size of the spec's largest expected output (its output cap grows with it)."""
+    sizes = [len(o.encode("utf-8", "surrogatepass")) if isinstance(o, str) else len(json.dumps(o))
+             for o in spec.outputs or ()]  # fmt: skip
+    return max(sizes, default=0)
 
 
 def _clip(text: str, n: int) -> str:

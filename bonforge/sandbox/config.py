@@ -13,6 +13,8 @@ from pydantic import Field, model_validator
 
 from bonforge.config_model import Model, exec_only
 
+OUTPUT_PER_EXPECTED = 2  # a problem's output cap is at least this many times its largest expected output
+
 
 class CodeVerifyConfig(Model):
     """How candidates for code problems are extracted, run and judged."""
@@ -41,7 +43,9 @@ class CodeVerifyConfig(Model):
         1024, ge=64, description="Address-space limit per test process, MiB (RLIMIT_AS); the container "
         "gets this plus tmpfs_mb plus 256 MiB for the runner.")  # fmt: skip
     output_limit_bytes: int = Field(
-        1 << 20, gt=0, description="Cap per test on stdout and returned values together (else verdict output_limit).")
+        1 << 20, gt=0, description="Cap per test on stdout and returned values together (else verdict "
+        f"output_limit); a problem whose expected output is larger gets {OUTPUT_PER_EXPECTED} times the size of "
+        "its largest.")  # fmt: skip
     tmpfs_mb: int = Field(64, gt=0, description="Size of the container's writable /tmp, MiB.")
     pids_limit: int = Field(
         128, ge=16, description="Processes and threads per container (its pids cgroup: --pids-limit); backend "
@@ -67,6 +71,12 @@ class CodeVerifyConfig(Model):
         if self.backend == "process" and self.image is not None:
             raise ValueError("image applies only to backend 'docker' (backend is 'process')")
         return self
+
+    def output_limit(self, expected_bytes: int) -> int:
+        """The output cap of a problem whose largest expected output (stdout, or a returned value's JSON)
+        takes ``expected_bytes``: a legal answer of any size passes, a flood of output does not. Only this
+        number enters the sandbox, never the expected output."""
+        return max(self.output_limit_bytes, OUTPUT_PER_EXPECTED * expected_bytes)
 
     @property
     def wall_limit_s(self) -> float:

@@ -1,21 +1,25 @@
 """Build the sandbox image with no image registry, and remove leftover sandbox containers.
 
 The image is a Debian bookworm root filesystem made by ``debootstrap --variant=minbase
---include=python3`` and loaded with ``docker import`` (the *base*, built once, ~1 minute), plus the runner
-copied in with ``docker commit`` (seconds). The tag carries a hash of the runner, so a changed runner
-gets a new image and an old image never runs new code. ``Dockerfile`` beside this module builds the
-equivalent image where a registry is reachable.
+--include=python3`` from the machine's apt mirror and imported into the engine (the *base*, built once,
+~1 minute), plus the runner copied into a container of it and committed (seconds), all through the Docker
+SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The
+tag carries a hash of the runner, so a changed runner gets a new image and an old image never runs new
+code. ``Dockerfile`` beside this module builds the equivalent image where a registry is reachable.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import io
 import logging
 import os
 import re
 import shutil
 import socket
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -28,7 +32,7 @@ RUNNER_IN_IMAGE = "/opt/bonforge/runner.py"
 BASE_IMAGE = "bonforge-sandbox-base:bookworm"
 LABEL = "bonforge.sandbox"
 OWNER_LABEL = "bonforge.sandbox.owner"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
+APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 
 def default_tag() -> str:
@@ -41,36 +45,63 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _docker(*args: str, check: bool = True, input: bytes | None = None, timeout: float = 600) -> str:
+def sdk():
+    """The Docker SDK (``docker``), imported on first use: it and ``requests`` under it take ~0.5 s to import,
+    which ``import bonforge`` and the process backend never pay."""
+    import docker
+
+    return docker
+
+
+@functools.cache
+def client():
+    """This process's Docker engine client (``DOCKER_HOST`` and the other ``DOCKER_*`` settings honoured)."""
     try:
-        proc = subprocess.run(["docker", *args], input=input, capture_output=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SandboxError("the docker client is not installed (backend 'docker')") from None
-    except subprocess.TimeoutExpired:
-        raise SandboxError(f"docker {args[0]} did not answer within {timeout:.0f} s") from None
-    if check and proc.returncode != 0:
-        raise SandboxError(f"docker {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout.decode()
+        return sdk().from_env(timeout=120, max_pool_size=64)
+    except engine_errors() as e:
+        raise SandboxError(f"no Docker engine answers (backend 'docker'): {e}") from None
+
+
+def engine_errors() -> tuple[type[Exception], ...]:
+    """What a call to the engine may raise: the SDK's errors, and the HTTP library's (``OSError`` subclasses)."""
+    return sdk().errors.DockerException, OSError
+
+
+def engine_error(what: str, e: Exception) -> SandboxError:
+    """A Docker engine failure as the sandbox's error, with the engine's own explanation."""
+    detail = getattr(e, "explanation", None) or e
+    return SandboxError(f"{what} failed: {str(detail).strip()[:1000]}")
 
 
 def image_exists(tag: str) -> bool:
-    return bool(_docker("images", "-q", tag).strip())
+    try:
+        client().images.get(tag)
+    except sdk().errors.ImageNotFound:
+        return False
+    except engine_errors() as e:
+        raise engine_error(f"looking up image {tag}", e) from None
+    return True
 
 
 def debian_mirror() -> str:
-    """``BONFORGE_DEBIAN_MIRROR``, else the host's apt source, else deb.debian.org."""
+    """``BONFORGE_DEBIAN_MIRROR``, else the Debian archive this machine's apt sources name."""
     if os.environ.get("BONFORGE_DEBIAN_MIRROR"):
         return os.environ["BONFORGE_DEBIAN_MIRROR"]
-    sources = sorted(Path("/etc/apt").glob("sources.list.d/*.sources")) + [Path("/etc/apt/sources.list")]
-    for path in sources:
+    folder, listing = APT_SOURCES
+    for path in [*sorted(folder.glob("*.sources")), *sorted(folder.glob("*.list")), listing]:
         try:
             text = path.read_text()
         except OSError:
             continue
-        m = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.M) or re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)/?\s", text, re.M)
+        m = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.M) or re.search(
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)/?\s", text, re.M)  # fmt: skip
         if m:
             return m.group(1)
-    return DEFAULT_MIRROR
+    raise SandboxError(
+        "no Debian mirror for the sandbox image: this machine's apt sources (/etc/apt/sources.list, "
+        "/etc/apt/sources.list.d/) name none; set BONFORGE_DEBIAN_MIRROR to a Debian archive URL, or build "
+        "bonforge/sandbox/Dockerfile where a registry is reachable"
+    )
 
 
 def build_base(force: bool = False) -> str:
@@ -93,16 +124,37 @@ def build_base(force: bool = False) -> str:
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).decode(errors="replace")[-2000:]
             raise SandboxError(f"debootstrap from {mirror} failed: {tail}")
-        tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(
-            ["docker", "import", "-m", "bonforge sandbox base (debootstrap bookworm + python3)", "-", BASE_IMAGE],
-            stdin=tar.stdout, capture_output=True,
-        )
-        tar.stdout.close()
-        tar.wait()
-        if imp.returncode != 0 or tar.returncode != 0:
-            raise SandboxError(f"docker import failed: {imp.stderr.decode(errors='replace').strip()}")
+        archive = os.path.join(tmp, "root.tar")
+        proc = subprocess.run(["tar", "-C", root, "-cf", archive, "."], capture_output=True)
+        if proc.returncode != 0:
+            raise SandboxError(f"packing the root filesystem failed: {proc.stderr.decode(errors='replace')[-2000:]}")
+        import_tar(archive, BASE_IMAGE, "bonforge sandbox base (debootstrap bookworm + python3)")
     return BASE_IMAGE
+
+
+def import_tar(path: str, tag: str, message: str) -> None:
+    """``docker import`` of a root filesystem tarball as ``tag``."""
+    repository, _, version = tag.rpartition(":")
+    try:
+        client().api.import_image_from_file(path, repository=repository, tag=version, changes=None)
+    except engine_errors() as e:
+        raise engine_error(f"importing {tag}", e) from None
+    log.info("imported %s (%s)", tag, message)
+
+
+def _runner_tar() -> bytes:
+    """A tar archive holding the runner at its place in the image."""
+    data = RUNNER_PATH.read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for folder in ("opt", "opt/bonforge"):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        info = tarfile.TarInfo(RUNNER_IN_IMAGE.lstrip("/"))
+        info.size, info.mode, info.mtime = len(data), 0o644, int(RUNNER_PATH.stat().st_mtime)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def build_image(tag: str | None = None, force: bool = False) -> str:
@@ -111,24 +163,40 @@ def build_image(tag: str | None = None, force: bool = False) -> str:
     if not force and image_exists(tag):
         return tag
     base = build_base(force=force)
-    name = f"bonforge-build-{os.getpid()}"
-    _docker("rm", "-f", name, check=False)
+    changes = [
+        "ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8",
+        "USER 0:0",  # the runner: it starts each test as uid 65534 with no capabilities
+        "WORKDIR /tmp",
+        f'CMD ["python3", "-u", "{RUNNER_IN_IMAGE}", "--contained", "--uid", "65534:65534"]',
+        f"LABEL {LABEL}.image=1",
+    ]
+    repository, _, version = tag.rpartition(":")
+    container = None
     try:
-        _docker("run", "--name", name, "--network", "none", base, "mkdir", "-p", os.path.dirname(RUNNER_IN_IMAGE))
-        _docker("cp", str(RUNNER_PATH), f"{name}:{RUNNER_IN_IMAGE}")
-        changes = [
-            "ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8",
-            "USER 0:0",  # the runner: it starts each test as uid 65534 with no capabilities
-            "WORKDIR /tmp",
-            f'CMD ["python3", "-u", "{RUNNER_IN_IMAGE}", "--contained", "--uid", "65534:65534"]',
-            f"LABEL {LABEL}.image=1",
-        ]
-        args = [a for c in changes for a in ("--change", c)]
-        _docker("commit", *args, name, tag)
+        container = client().containers.create(base, ["true"], network_disabled=True)  # labels would stay
+        container.put_archive("/", _runner_tar())
+        container.commit(repository=repository, tag=version, changes=changes)
+    except engine_errors() as e:
+        raise engine_error(f"building {tag}", e) from None
     finally:
-        _docker("rm", "-f", name, check=False)
+        if container is not None:
+            remove(container.id)
     log.info("built sandbox image %s", tag)
     return tag
+
+
+def remove(*ids: str) -> None:
+    """Kill and remove containers (by id or name); those already gone are no error."""
+    for cid in ids:
+        try:
+            client().api.remove_container(cid, force=True)
+        except sdk().errors.NotFound:
+            pass
+        except sdk().errors.APIError as e:
+            if e.status_code != 409:  # 409: its removal is already in progress (it ran with auto-remove)
+                log.warning("could not remove sandbox container %s: %s", cid, e.explanation or e)
+        except engine_errors() as e:
+            log.warning("could not remove sandbox container %s: %s", cid, e)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -144,20 +212,17 @@ def _pid_alive(pid: int) -> bool:
 def cleanup_containers(all_owners: bool = True) -> int:
     """Remove sandbox containers; with ``all_owners=False`` only those whose owning process on this
     host is gone (safe while other pools run). Returns how many were removed."""
-    out = _docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format", f'{{{{.ID}}}} {{{{.Label "{OWNER_LABEL}"}}}}')
+    try:
+        found = client().api.containers(all=True, filters={"label": LABEL})
+    except engine_errors() as e:
+        raise engine_error("listing sandbox containers", e) from None
     host = socket.gethostname()
     doomed = []
-    for line in out.splitlines():
-        cid, _, own = line.partition(" ")
-        if not cid:
-            continue
+    for c in found:
         if not all_owners:
-            h, _, pid = own.partition(":")
-            if h == host and pid.isdigit() and _pid_alive(int(pid)):
+            h, _, pid = (c.get("Labels") or {}).get(OWNER_LABEL, "").partition(":")
+            if h != host or pid.isdigit() and _pid_alive(int(pid)):
                 continue
-            if h != host:
-                continue
-        doomed.append(cid)
-    if doomed:
-        _docker("rm", "-f", *doomed, check=False)
+        doomed.append(c["Id"])
+    remove(*doomed)
     return len(doomed)

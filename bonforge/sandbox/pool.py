@@ -58,6 +58,7 @@ SOCKET_DIR_PREFIX = "bonforge-sbx-"  # + the owning process's pid: a folder per 
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
 RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in its container; tests are 65534)
 STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
+OOM_EVENT_WAIT_S = 0.5  # how long a dead container's OOM event may take to reach the engine's event log
 _names = itertools.count()
 
 
@@ -136,19 +137,176 @@ def parse_answer(line: bytes, request: dict) -> dict:
     return answer
 
 
-class _Worker:
-    """One runner. With ``socket_dir`` (Docker) it talks over a Unix socket the runner connects to from
-    inside the container (Docker's attach stream costs ~1 ms of proxy CPU per request); else over the
-    process's stdin/stdout. ``peer_ok(pid, uid)`` decides whether a connecting process is this worker's
-    runner (its credentials come from the kernel, ``SO_PEERCRED``); any other is turned away."""
+class _HostRunner:
+    """The runner as a host process (backend 'process'), spoken to over its stdin/stdout."""
 
-    def __init__(self, argv: list[str], name: str, startup_timeout: float, socket_dir: str | None = None,
+    demux = False
+
+    def __init__(self, argv: list[str], name: str):
+        self._err = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                         start_new_session=True)  # fmt: skip
+        except OSError as e:
+            self._err.close()
+            raise SandboxError(f"cannot start sandbox worker {name}: {e}") from None
+        self.fd = self.proc.stdout.fileno()
+
+    def write(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
+
+    def ended(self) -> bool:
+        return self.proc.poll() is not None
+
+    def stderr(self) -> str:
+        try:
+            self._err.seek(0)
+            return self._err.read()[-1000:].decode(errors="replace").strip()
+        except ValueError:  # closed: the worker was killed
+            return ""
+
+    def stop(self, grace: float) -> None:
+        """Close its stdin (it exits on EOF), wait ``grace`` seconds, then kill."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
+
+
+class _Frames:
+    """Docker's multiplexed attach stream (no TTY): 8-byte headers (stream, size) before each chunk."""
+
+    def __init__(self):
+        self._pending = bytearray()
+
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        """(stdout, stderr) bytes complete in what has arrived so far."""
+        self._pending += data
+        out, err = bytearray(), bytearray()
+        while len(self._pending) >= 8:
+            stream, size = self._pending[0], struct.unpack(">I", self._pending[4:8])[0]
+            if len(self._pending) < 8 + size:
+                break
+            (err if stream == 2 else out).extend(self._pending[8 : 8 + size])
+            del self._pending[: 8 + size]
+        return bytes(out), bytes(err)
+
+
+class _ContainerRunner:
+    """The runner in a container started through the Docker SDK. With ``attach`` the channel is the
+    container's attached stdin/stdout (frames demultiplexed); else the runner connects to the host's socket
+    and only stderr is attached (for the runner's own failure messages)."""
+
+    def __init__(self, spec: dict, name: str, attach: bool):
+        self.name, self.demux = name, attach
+        self._frames, self._err, self._eof = _Frames(), bytearray(), False
+        api = image_mod.client().api
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1} if attach else {"stderr": 1, "stream": 1}
+        self.id = None
+        try:
+            self.id = api.create_container(**spec)["Id"]
+            self._attached = api.attach_socket(self.id, params=params)
+            self._sock = getattr(self._attached, "_sock", self._attached)  # a real socket, read without buffering
+            api.start(self.id)
+        except image_mod.engine_errors() as e:
+            if self.id is not None:
+                image_mod.remove(self.id)
+            raise image_mod.engine_error(f"starting sandbox worker {name}", e) from None
+        self.fd = self._sock.fileno()
+
+    def write(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def read(self) -> bytes:
+        """What the runner wrote on stdout since the last read (stderr kept aside); b"" at the end."""
+        while True:
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                return b""
+            out, err = self._frames.feed(chunk)
+            self._keep_err(err)
+            if out:
+                return out
+
+    def _keep_err(self, err: bytes) -> None:
+        self._err += err
+        del self._err[:-4000]
+
+    def exit_code(self) -> int | None:
+        """The container's exit code once it stopped (-1 once it is gone), else None."""
+        try:
+            state = image_mod.client().api.inspect_container(self.id)["State"]
+        except image_mod.sdk().errors.NotFound:
+            return -1
+        except image_mod.engine_errors():
+            return None
+        return None if state.get("Running") or state.get("Status") == "created" else state.get("ExitCode", -1)
+
+    def ended(self) -> bool:
+        """Whether the attached stderr stream ended (the container exited); what it holds is kept. Only
+        for the socket transport (with ``attach`` the stream is the channel)."""
+        try:
+            while not self._eof and select.select([self.fd], [], [], 0)[0]:
+                chunk = os.read(self.fd, 65536)
+                self._eof = not chunk
+                self._keep_err(self._frames.feed(chunk)[1])
+        except OSError:
+            self._eof = True
+        return self._eof
+
+    def stderr(self) -> str:
+        if not self.demux:
+            self.ended()
+        return bytes(self._err).decode(errors="replace").strip()
+
+    def oom_killed(self, since: float) -> bool:
+        """Whether the kernel's OOM killer struck in this container since ``since`` (a Unix time): its
+        cgroup's event, whichever of its processes was killed (the engine may report it a moment after)."""
+        api, deadline = image_mod.client().api, time.monotonic() + OOM_EVENT_WAIT_S
+        while True:
+            try:
+                events = list(api.events(since=since - 1, until=time.time(), decode=True,
+                                         filters={"container": self.id, "event": "oom"}))  # fmt: skip
+            except image_mod.engine_errors():
+                return False
+            if events or time.monotonic() > deadline:
+                return bool(events)
+            time.sleep(0.05)
+
+    def stop(self, grace: float) -> None:
+        """Remove the container at once (the runner holds nothing worth a graceful end)."""
+        image_mod.remove(self.id)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+class _Worker:
+    """One runner, started by ``launch()`` (a ``_HostRunner`` or a ``_ContainerRunner``). With
+    ``socket_dir`` (Docker) it talks over a Unix socket the runner connects to from inside the container
+    (Docker's attach stream costs ~1 ms of proxy CPU per request); else over the runner's own channel
+    (stdin/stdout, or the container's attach stream). ``peer_ok(pid, uid, runner)`` decides whether a
+    connecting process is this worker's runner (its credentials come from the kernel, ``SO_PEERCRED``); any
+    other is turned away."""
+
+    def __init__(self, launch, name: str, startup_timeout: float, socket_dir: str | None = None,
                  peer_ok=None):  # fmt: skip
         self.name = name
         self.sent = 0
+        self.started_at = time.time()
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf known to hold no newline: every byte is looked at once
-        self._err = tempfile.TemporaryFile()
         self._dir = socket_dir
         self._sock: socket.socket | None = None
         listener = None
@@ -159,18 +317,17 @@ class _Worker:
             os.chmod(path, 0o600)
             _give_to_runner(path)
             listener.listen(4)
-        pipe = subprocess.DEVNULL if socket_dir else subprocess.PIPE
         try:
-            self.proc = subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=self._err, start_new_session=True)
-        except OSError as e:
+            self.runner = launch()
+        except SandboxError:
             self._cleanup(listener)
             if socket_dir:
                 shutil.rmtree(socket_dir, ignore_errors=True)
-            raise SandboxError(f"cannot start sandbox worker {name}: {e}") from None
+            raise
         try:
             if listener is not None:
                 self._sock = self._accept(listener, startup_timeout, peer_ok)
-            self._fd = self._sock.fileno() if self._sock else self.proc.stdout.fileno()
+            self._fd = self._sock.fileno() if self._sock else self.runner.fd
             self._sel = selectors.DefaultSelector()
             self._sel.register(self._fd, selectors.EVENT_READ)
             line = self._read_line(startup_timeout, 65536)
@@ -179,28 +336,41 @@ class _Worker:
             except (ValueError, RecursionError):
                 ready = line[:200]
         except WorkerDied as e:
-            self.kill()
+            self.kill(grace=0.0)
             raise SandboxError(f"sandbox worker {name} did not start: {e}") from None
         finally:
             self._cleanup(listener)
         if not isinstance(ready, dict) or ready.get("event") != "ready":
-            self.kill()
+            self.kill(grace=0.0)
             raise SandboxError(f"sandbox worker {name} sent {ready!r} instead of ready")
+        self.oom_guard = ready.get("oom_guard") is True
 
     def _accept(self, listener: socket.socket, timeout: float, peer_ok) -> socket.socket:
         deadline = time.monotonic() + timeout
+        # a container's attached stderr wakes us when it exits; a host process is polled
+        watched = [listener] if isinstance(self.runner, _HostRunner) else [listener, self.runner.fd]
         while True:
-            while not select.select([listener], [], [], 0.1)[0]:
-                if self.proc.poll() is not None:
-                    raise WorkerDied(f"exited (rc {self.proc.returncode}) {self._stderr()}".strip())
+            while listener not in select.select(watched, [], [], 0.1)[0]:
+                if self.runner.ended():
+                    raise WorkerDied(f"exited (rc {self._exit_code()}) {self.runner.stderr()}".strip())
                 if time.monotonic() > deadline:
                     raise WorkerDied(f"the runner did not connect within {timeout:.0f} s")
             conn = listener.accept()[0]
-            pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-            if peer_ok is None or peer_ok(pid, uid):
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            pid, uid, _ = struct.unpack("3i", creds)
+            if peer_ok is None or peer_ok(pid, uid, self.runner):
                 return conn
-            log.warning("sandbox worker %s: turned away a connection from pid %d uid %d (not its runner)", self.name, pid, uid)
+            log.warning("sandbox worker %s: turned away a connection from pid %d uid %d (not its runner)",
+                        self.name, pid, uid)  # fmt: skip
             conn.close()
+
+    def _exit_code(self) -> int | None:
+        """The runner's exit code, if it comes within a second (it is exiting)."""
+        for _ in range(50):
+            if (code := self.runner.exit_code()) is not None:
+                return code
+            time.sleep(0.02)
+        return None
 
     @staticmethod
     def _cleanup(listener: socket.socket | None) -> None:
@@ -213,12 +383,14 @@ class _Worker:
             except OSError:
                 pass
 
-    def _stderr(self) -> str:
+    def _recv(self) -> bytes:
+        """The next bytes the runner sent on the channel; b"" when it ended."""
         try:
-            self._err.seek(0)
-            return self._err.read()[-1000:].decode(errors="replace").strip()
-        except ValueError:  # closed: the worker was killed
-            return ""
+            if self._sock is None and self.runner.demux:
+                return self.runner.read()
+            return os.read(self._fd, 1 << 20)
+        except OSError:
+            return b""
 
     def _read_line(self, timeout: float, limit: int) -> bytes:
         """The next line from the runner, in time linear in its length; over ``limit`` bytes it is refused."""
@@ -230,16 +402,9 @@ class _Worker:
             left = deadline - time.monotonic()
             if left <= 0 or not self._sel.select(left):
                 raise WorkerHung(f"no answer within {timeout:.1f} s")
-            try:
-                chunk = os.read(self._fd, 1 << 20)
-            except OSError:
-                chunk = b""
+            chunk = self._recv()
             if not chunk:
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                raise WorkerDied(f"runner exited (rc {self.proc.returncode}) {self._stderr()}".strip())
+                raise WorkerDied(f"runner exited (rc {self._exit_code()}) {self.runner.stderr()}".strip())
             self._buf += chunk
         line = bytes(self._buf[:end])
         del self._buf[: end + 1]
@@ -255,8 +420,7 @@ class _Worker:
             if self._sock is not None:
                 self._sock.sendall(data)
             else:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                self.runner.write(data)
         except OSError as e:
             raise WorkerDied(f"cannot write to runner: {e}") from None
 
@@ -264,52 +428,69 @@ class _Worker:
         """The runner's answer to ``request`` (the oldest one in flight), checked (``parse_answer``)."""
         return parse_answer(self._read_line(timeout, max_answer_bytes(request)), request)
 
+    def oom_killed(self, since: float) -> bool:
+        """Whether the kernel's OOM killer struck in this worker's container since ``since`` (Unix time)."""
+        return isinstance(self.runner, _ContainerRunner) and self.runner.oom_killed(since)
+
     def kill(self, grace: float = 2.0) -> None:
-        """End the channel (the runner exits on EOF; a thread reading it wakes), wait ``grace`` seconds,
-        then kill. The socket and selector are closed when the worker is dropped: a thread may still be
-        reading."""
+        """End the channel (the runner exits on EOF; a thread reading it wakes) and stop the runner (a
+        container is removed at once; a host process gets ``grace`` seconds). The socket and selector are
+        closed when the worker is dropped: a thread may still be reading."""
         if self._sock is not None:
             try:
                 self._sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        if self.proc.stdin:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._err.close()
+        self.runner.stop(grace)
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None = None) -> list[str]:
-    """``docker run`` of one sandbox worker; with ``socket_dir`` the runner connects to the host's socket
-    there (mounted read-only at ``/run/bonforge``) instead of using an attached stdin/stdout."""
-    mem = cfg.memory_mb + cfg.tmpfs_mb + _RUNNER_HEADROOM_MB
-    mount = ["--volume", f"{socket_dir}:{SOCKET_DIR_IN_CONTAINER}:ro"] if socket_dir else ["-i"]
+def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None = None,
+                   sys_resource: bool = True) -> dict:  # fmt: skip
+    """The Docker engine's ``create_container`` arguments of one sandbox worker; with ``socket_dir`` the
+    runner connects to the host's socket there (mounted read-only at ``/run/bonforge``) instead of using
+    its attached stdin/stdout."""
+    api = image_mod.client().api
+    mem = f"{cfg.memory_mb + cfg.tmpfs_mb + _RUNNER_HEADROOM_MB}m"
     connect = ["--connect", f"{SOCKET_DIR_IN_CONTAINER}/{SOCKET_NAME}"] if socket_dir else []
-    return [
-        "docker", "run", *mount, "--rm", "--init", "--name", name,
-        "--label", f"{image_mod.LABEL}=1", "--label", f"{image_mod.OWNER_LABEL}={image_mod.owner()}",
-        "--network", "none", "--read-only",
-        "--tmpfs", f"/tmp:rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777",
-        "--memory", f"{mem}m", "--memory-swap", f"{mem}m",
-        "--pids-limit", str(cfg.pids_limit), "--cpus", str(cfg.cpus_per_container), "--ipc", "private",
-        # The runner is root with only what it needs to start tests as another uid and kill them; each
-        # test drops to SANDBOX_IDS and loses every capability before the program runs.
-        "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
-        "--security-opt", "no-new-privileges", "--workdir", "/tmp", "--env", "HOME=/tmp",
+    binds = {socket_dir: {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "ro"}} if socket_dir else None
+    # The runner is root with only what it needs to start tests as another uid and kill them, and to keep
+    # the OOM killer off itself where the engine grants it (SYS_RESOURCE: oom_score_adj -1000 for itself, a
+    # floor of 1000 for tests); each test drops to SANDBOX_IDS and loses every capability before it runs.
+    caps = ["SETUID", "SETGID", "KILL", *(["SYS_RESOURCE"] if sys_resource else [])]
+    host_config = api.create_host_config(
+        binds=binds, auto_remove=True, init=True, network_mode="none", read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"}, mem_limit=mem, memswap_limit=mem,
+        pids_limit=cfg.pids_limit, nano_cpus=round(cfg.cpus_per_container * 1e9), ipc_mode="private",
+        cap_drop=["ALL"], cap_add=caps, security_opt=["no-new-privileges"], log_config={"type": "none"},
+    )  # fmt: skip
+    return {
+        "image": image, "name": name, "host_config": host_config, "user": "0:0", "working_dir": "/tmp",
+        "command": ["python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect],
+        "labels": {image_mod.LABEL: "1", image_mod.OWNER_LABEL: image_mod.owner()},
         # The runner's symbols bound at start, not in each forked test (each lazy binding copies a page).
-        "--env", "LD_BIND_NOW=1",
-        "--log-driver", "none",
-        image, "python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect,
-    ]  # fmt: skip
+        "environment": {"HOME": "/tmp", "LD_BIND_NOW": "1"},
+        "stdin_open": not socket_dir, "use_config_proxy": False,
+    }  # fmt: skip
+
+
+def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None = None) -> list[str]:
+    """The ``docker run`` command line of the same container as ``container_spec`` (for comparisons with a
+    container per candidate, and to reproduce a sandbox by hand): stdin attached, or the socket folder."""
+    spec = container_spec(cfg, image, name, socket_dir, sys_resource=_sys_resource_refused is False)  # if granted
+    hc = spec["host_config"]
+    mount = ["--volume", f"{socket_dir}:{SOCKET_DIR_IN_CONTAINER}:ro"] if socket_dir else ["-i"]
+    argv = ["docker", "run", *mount, "--rm", "--init", "--name", name, "--network", "none", "--read-only"]
+    argv += [a for k, v in spec["labels"].items() for a in ("--label", f"{k}={v}")]
+    argv += [a for k, v in hc["Tmpfs"].items() for a in ("--tmpfs", f"{k}:{v}")]
+    argv += ["--memory", str(hc["Memory"]), "--memory-swap", str(hc["MemorySwap"]), "--pids-limit",
+             str(hc["PidsLimit"]), "--cpus", str(hc["NanoCpus"] / 1e9), "--ipc", "private"]  # fmt: skip
+    argv += ["--user", spec["user"]]
+    argv += ["--cap-drop", "ALL", *[a for c in hc["CapAdd"] for a in ("--cap-add", c)]]
+    argv += [*[a for o in hc["SecurityOpt"] for a in ("--security-opt", o)], "--workdir", spec["working_dir"]]
+    argv += [a for k, v in spec["environment"].items() for a in ("--env", f"{k}={v}")]
+    return [*argv, "--log-driver", "none", image, *spec["command"]]
 
 
 def _remove_dead_socket_dirs() -> None:
@@ -329,15 +510,14 @@ def _give_to_runner(path: str) -> None:
         os.chmod(path, 0o711 if os.path.isdir(path) else 0o666)
 
 
-def _is_runner(name: str, pid: int, uid: int) -> bool:
-    """Whether the process ``pid`` (from the kernel's peer credentials) is container ``name``'s runner:
-    the runner's uid, and a member of that container's cgroup."""
+def _is_runner(pid: int, uid: int, runner) -> bool:
+    """Whether the process ``pid`` (from the kernel's peer credentials) is the container's runner: the
+    runner's uid, and a member of that container's cgroup."""
     if uid != RUNNER_UID or pid <= 0:
         return False
-    cid = image_mod._docker("inspect", "--format", "{{.Id}}", name, check=False).strip()
     try:
         with open(f"/proc/{pid}/cgroup") as f:
-            return bool(cid) and cid in f.read()
+            return runner.id in f.read()
     except OSError:
         return False
 
@@ -378,6 +558,36 @@ def process_argv(cfg: CodeVerifyConfig) -> list[str]:
     if "--mount" in _netns_prefix:
         ids += ["--private-tmp", str(cfg.tmpfs_mb)]
     return [*_netns_prefix, sys.executable, "-u", str(image_mod.RUNNER_PATH), *ids]
+
+
+_sys_resource_refused: bool | None = None  # whether the engine refuses containers CAP_SYS_RESOURCE (None: not known)
+_sys_resource_lock = threading.Lock()
+
+
+def _start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | None) -> _ContainerRunner:
+    """A sandbox container, with CAP_SYS_RESOURCE unless the engine refuses it (its own process may lack it:
+    then the runner stays killable by the OOM killer, and a death it causes is judged by the OOM event).
+    One container of the process finds out; those started meanwhile go without it (no waiting)."""
+    global _sys_resource_refused
+    attach = socket_dir is None
+    if _sys_resource_refused is None and _sys_resource_lock.acquire(blocking=False):
+        try:
+            if _sys_resource_refused is None:
+                try:
+                    runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir), name, attach)
+                except SandboxError as e:  # the same container without it: if that starts, the cap was refused
+                    runner = _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=False), name,
+                                              attach)  # fmt: skip
+                    log.warning("the Docker engine does not grant CAP_SYS_RESOURCE (%s): sandbox runners stay "
+                                "killable by the kernel's OOM killer", e)  # fmt: skip
+                    _sys_resource_refused = True
+                else:
+                    _sys_resource_refused = False
+                return runner
+        finally:
+            _sys_resource_lock.release()
+    sys_resource = _sys_resource_refused is False
+    return _ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=sys_resource), name, attach)
 
 
 _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
@@ -434,20 +644,16 @@ class SandboxPool:
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
         name = f"bonforge-sbx-{os.getpid()}-{next(_names)}"
-        socket_dir = None
-        if self.cfg.backend == "docker":
+        if self.cfg.backend != "docker":
+            argv = process_argv(self.cfg)
+            worker = _Worker(lambda: _HostRunner(argv, name), name, self.cfg.startup_timeout_s)
+        else:
+            socket_dir = None
             if self.cfg.transport == "socket" and not _remote_daemon():
                 socket_dir = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")  # 0700
                 _give_to_runner(socket_dir)
-            argv = docker_argv(self.cfg, self.image, name, socket_dir)
-        else:
-            argv = process_argv(self.cfg)
-        try:
-            worker = _Worker(argv, name, self.cfg.startup_timeout_s, socket_dir, lambda pid, uid: _is_runner(name, pid, uid))
-        except SandboxError:
-            if self.cfg.backend == "docker":  # a container may have started without its runner answering
-                image_mod._docker("rm", "-f", name, check=False)
-            raise
+            worker = _Worker(lambda: _start_container(self.cfg, self.image, name, socket_dir), name,
+                             self.cfg.startup_timeout_s, socket_dir, _is_runner)  # fmt: skip
         with self._lock:
             self._workers.add(worker)
         return worker
@@ -463,12 +669,7 @@ class SandboxPool:
             return
         with self._lock:
             self._workers.discard(worker)
-        docker = self.cfg.backend == "docker"
-        if hung and docker:
-            image_mod._docker("rm", "-f", worker.name, check=False)
         worker.kill(grace=0.0 if hung else 2.0)
-        if docker and not hung:
-            image_mod._docker("rm", "-f", worker.name, check=False)
 
     def request_timeout(self, request: dict) -> float:
         """The host's own wall limit for a request, from when the runner can start it."""
@@ -539,17 +740,12 @@ class SandboxPool:
                     idle_since = time.monotonic()
                     continue
                 except WorkerDied as e:  # it died running this job; the others had not started
-                    name = slot[0].name
-                    self._discard(slot)
-                    self._requeue(inflight, todo)
-                    self._failed(job, todo, f"{name}: {e}", slot, ran=True)
+                    self._lost(job, todo, inflight, slot, f"{slot[0].name}: {e}", begun)
                     idle_since = time.monotonic()
                     continue
                 idle_since = time.monotonic()
-                if "error" in response:
-                    self._discard(slot)  # the runner exits after a fault
-                    self._requeue(inflight, todo)
-                    self._failed(job, todo, f"runner fault: {response['error']}", slot, ran=True)
+                if "error" in response:  # the runner exits after a fault
+                    self._lost(job, todo, inflight, slot, f"runner fault: {response['error']}", begun)
                     continue
                 self._finish(job, response)
                 if not response.get("clean"):
@@ -576,6 +772,25 @@ class SandboxPool:
                   "wall limit): the runner was stopped or hung, and was replaced", "stdout": "", "stderr": "",
                   "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}  # fmt: skip
         return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
+
+    def _lost(self, job: _Job, todo: queue.Queue[_Job], inflight: collections.deque[tuple[_Job, float]],
+              slot: list, error: str, begun: float) -> None:  # fmt: skip
+        """The runner died or faulted under ``job`` (started at monotonic ``begun``): the worker is replaced,
+        the jobs behind it requeued; if the kernel's OOM killer struck in its container meanwhile (the program
+        filled its memory, and the runner or zygote was taken), the program's ``memory_limit``, else a retry."""
+        oom = slot[0].oom_killed(time.time() - (time.monotonic() - begun))
+        self._discard(slot)
+        self._requeue(inflight, todo)
+        if oom:
+            self._finish(job, self._out_of_memory(job.request, error))
+        else:
+            self._failed(job, todo, error, slot, ran=True)
+
+    @staticmethod
+    def _out_of_memory(request: dict, error: str) -> dict:
+        result = {"status": "memory_limit", "error": f"the container ran out of memory and its runner was killed "
+                  f"({error})", "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
+        return {"id": request.get("id"), "results": [dict(result) for _ in request["tests"]], "clean": False}
 
     def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, slot: list, ran: bool) -> None:
         """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
@@ -624,10 +839,12 @@ class SandboxPool:
                 return
             self._closed = True
             workers, self._workers = list(self._workers), set()
-        for worker in workers:
-            worker.kill()
-        if self.cfg.backend == "docker" and workers:
-            image_mod._docker("rm", "-f", *[w.name for w in workers], check=False)
+        try:  # in parallel: each removal waits for the engine
+            with ThreadPoolExecutor(max(1, min(len(workers), 16))) as ex:
+                list(ex.map(lambda w: w.kill(), workers))
+        except RuntimeError:  # at interpreter exit no new futures are allowed: one after another
+            for worker in workers:
+                worker.kill()
         _live_pools.discard(self)
 
 

@@ -39,11 +39,15 @@ syntax error answers every test without a fork) and handed, marshalled in a memo
 supervisor and the zygote run as root, and the candidate cannot signal, ptrace or ``prlimit`` them),
 rlimits, stdin a memory file holding the test's input (``os.fstat(0).st_size`` is its length),
 stdout/stderr drained continuously with a cap. The program runs as a script would: its namespace is the
-module ``sys.modules["__main__"]`` (``solution`` for call and assert kinds), the standard streams have
-their ``mode``; a stdio program ends as the interpreter would: non-daemon threads joined, ``atexit``
-handlers run, its namespace cleared (files it left open are flushed), streams flushed. The zygote is a child subreaper, so every
-descendant of a test ends up its child: it reaps them all and sums their CPU time; inside a container the
-supervisor also polls the cgroup's CPU counter, so CPU spent by any process counts while the test runs.
+module ``sys.modules["__main__"]`` (``solution`` for call and assert kinds) with the builtins module as
+its ``__builtins__``, the standard streams are CPython's (buffered, the same objects as ``sys.__stdout__``
+& co., with their ``mode``); stdout and stderr are pipes the test's uid may reopen (``/dev/stdout``); for
+call and assert kinds stdout is ``/dev/null`` (prints are ignored). A stdio program ends as the interpreter
+would: non-daemon threads joined, ``atexit`` handlers run, the namespace dropped and garbage collected
+(files it left open are flushed, ``__del__`` runs), streams flushed; ``SystemExit`` gives CPython's exit
+status. The zygote is a child subreaper, so every descendant of a test ends up its child: it reaps them
+all and sums their CPU time; inside a container the supervisor also polls the cgroup's CPU counter, so
+CPU spent by any process counts while the test runs.
 After each test every process of the candidate is killed (none survives into the next test); after each
 request the work directory, ``/dev/shm`` and ``/dev/mqueue`` are emptied and the supervisor checks that the
 zygote's limits, affinity and priority (what every test inherits) are as they were; otherwise it answers
@@ -64,8 +68,10 @@ import select
 import selectors
 import signal
 import socket
+import stat
 import sys
 import time
+import weakref
 
 # Modules that solutions commonly import: loaded once here, inherited by every forked child.
 import bisect, collections, copy, decimal, fractions, functools, heapq, io, itertools  # noqa: E401,F401
@@ -80,6 +86,13 @@ RESULT_FD, SETUP_FD = 3, 4  # a child's result pipe, and its set-up pipe (closed
 
 
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
+# The kernel's OOM killer picks the process with the highest RSS + oom_score_adj share. Memory a program
+# holds outside its RSS (socket buffers, charged to the container's cgroup) must never make it pick the
+# supervisor or zygote: they are unkillable (-1000), tests' processes the first choice (1000). Written by a
+# process with CAP_SYS_RESOURCE the value is also the floor its descendants may lower it to.
+OOM_RUNNER, OOM_CANDIDATE = -1000, 1000
+PIPE_HOLD_MAX = 1 << 20  # the most a result pipe is enlarged to (the kernel's default pipe-max-size)
+STACK_BYTES = 8 << 20  # a test's stack soft limit when the hard limit is finite
 # What a candidate could change in the supervisor or zygote to hurt the next one: checked after each request.
 WATCHED_LIMITS = tuple(getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_"))
 SCRATCH_DIRS = ("/dev/shm", "/dev/mqueue")  # shared memory and message queues: emptied after each request
@@ -140,6 +153,19 @@ def _cgroup_cpu():
     if data.startswith(b"usage_usec "):
         return int(data.split()[1]) / 1e6
     return int(data) / 1e9 if data.strip().isdigit() else None
+
+
+def _set_oom_score_adj(value):
+    """Whether ``/proc/self/oom_score_adj`` now holds ``value`` (below the floor it needs CAP_SYS_RESOURCE)."""
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            os.write(fd, b"%d" % value)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        return False
 
 
 def _self_cpu():
@@ -327,11 +353,13 @@ class Opaque:
 
 def encode_value(v, depth=0):
     """The plain, type-tagged JSON form of ``v``: None, bools, strings, floats and integers under 2**63 as
-    JSON; ``["i", hex digits]`` (other integers, and int subclasses), ``["f", repr]`` (float subclasses), ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
+    JSON; ``["i", hex digits]`` (other integers, and int subclasses), ``["f", repr]`` (float subclasses),
+    ``["c", [re, im]]``, ``["b" | "ba", hex]`` (bytes, bytearray),
     ``["l" | "t" | "s" | "fs", [items]]``, ``["d", [[key, value], ...]]``, ``["r", [start, stop, step]]``
     (a range), ``["it", [items]]`` (a generator or iterator, run to its end here: it arrives as an iterator
-    over those items), ``["?", type name]`` for anything else. Subclasses are read through their builtin base (their overrides never run), so an ``int``
-    subclass travels as its integer and an object cannot bring its own ``__eq__``."""
+    over those items), ``["?", type name]`` for anything else. Subclasses are read through their builtin
+    base (their overrides never run), so an ``int`` subclass travels as its integer and an object cannot
+    bring its own ``__eq__``."""
     if depth > VALUE_DEPTH:
         raise ValueError(f"nested deeper than {VALUE_DEPTH}")
     t = type(v)
@@ -440,10 +468,13 @@ def _exception_line(exc):
     return json.dumps([_builtin_name(exc), msg])
 
 
-def _finish_interpreter(ns):
+def _finish_interpreter(name):
     """What the interpreter does at a normal exit: join non-daemon threads, run atexit handlers, flush the
-    standard streams, clear the program's namespace (files it left open are flushed as their objects go),
-    flush again."""
+    standard streams, drop the program's module ``name`` from sys.modules and collect garbage (a namespace
+    in a reference cycle, which any function makes, goes with its objects: files they hold are flushed and
+    ``__del__`` runs with the program's globals still there, as in CPython), clear what survives of the
+    namespace but ``__builtins__`` (files left open are flushed as their objects go), flush again. The
+    caller holds no reference to the module."""
     if "threading" in sys.modules:
         try:
             sys.modules["threading"]._shutdown()
@@ -455,10 +486,51 @@ def _finish_interpreter(ns):
         pass
     _flush_streams()
     try:
-        ns.clear()
+        module = weakref.ref(sys.modules.pop(name))
+        _flush_writers()
+        gc.collect()
+        if module() is not None:  # still referenced from elsewhere: its namespace is cleared
+            ns = module().__dict__
+            kept = ns.get("__builtins__")
+            ns.clear()
+            ns["__builtins__"] = kept
+            del ns
+            gc.collect()
     except BaseException:
         pass
     _flush_streams()
+
+
+def _exit_status(code):
+    """The exit status of ``SystemExit(code)``, as CPython gives it: None is 0, an integer (bools, IntEnum
+    members and other int subclasses included) its value modulo 256, anything else is printed to stderr
+    and gives 1."""
+    if code is None:
+        return 0
+    if issubclass(type(code), int):
+        return int.__and__(code, 0xFF)
+    try:
+        print(code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def _flush_writers():
+    """Flush every file object the program left open, text layers before the buffers under them: a garbage
+    collection finalizes the objects of a reference cycle in no set order, a buffer may be closed before
+    the text layer above it flushed into it (CPython's exit writes such a file out)."""
+    text, buffered = [], []
+    for obj in gc.get_objects():  # the program's objects: the zygote's are frozen, not listed
+        if isinstance(obj, io.TextIOWrapper):
+            text.append(obj)
+        elif isinstance(obj, (io.BufferedWriter, io.BufferedRandom)):
+            buffered.append(obj)
+    for obj in text + buffered:
+        try:
+            obj.flush()
+        except BaseException:
+            pass
 
 
 def _flush_streams():
@@ -488,24 +560,24 @@ def _enter_sandbox(fds, ids, nproc):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         mem = int(payload["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        # No stack limit of its own where the hard limit allows: the main thread's stack may grow up to the
+        # address-space limit (deep recursion), while a new process's threads get the C library's default
+        # stack size (it takes the soft limit when finite: a soft limit of ``mem`` would make every thread of
+        # a subprocess reserve ``mem`` of address space, which RLIMIT_AS refuses).
         stack_hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
-        stack = mem if stack_hard == resource.RLIM_INFINITY else min(mem, stack_hard)
+        stack = stack_hard if stack_hard == resource.RLIM_INFINITY else min(STACK_BYTES, stack_hard)
         resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(payload["file_limit"] or 16 << 20),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if nproc:  # backend process with its own uid per worker (in Docker the pids cgroup counts)
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        try:
-            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-            os.write(fd, b"1000")
-            os.close(fd)
-        except OSError:
-            pass
+        _set_oom_score_adj(OOM_CANDIDATE)  # with CAP_SYS_RESOURCE also its floor: the program cannot go below
         if ids:  # drop to the sandbox uid: every capability is lost with it
             os.setgroups([])
             os.setresgid(ids[1], ids[1], ids[1])
             os.setresuid(ids[0], ids[0], ids[0])
-            _prctl(PR_SET_DUMPABLE, 1)  # its own /proc entries become its own
+            # Left not dumpable (as the uid change makes it): its /proc entries stay root's, so the program
+            # cannot write its oom_score_adj back down (a process it execs can, to the floor, see OOM_RUNNER).
         signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the runner blocks these; the program gets them
         sys.argv = ["solution.py"]
         os.close(SETUP_FD)  # from here on the program runs: it cannot report a set-up failure
@@ -541,24 +613,25 @@ def _child(fds, index, ids, nproc):
     kind = req["kind"]
     source, code = compiled
     # The program's namespace is a module in sys.modules, as a script's is: pickle (multiprocessing) finds
-    # its functions and classes there by name.
-    module = type(sys)("__main__" if kind == "stdio" else "solution")
-    sys.modules[module.__name__] = module
+    # its functions and classes there by name; its __builtins__ is the builtins module, as a script's is
+    # (exec would insert the module's dict, what an imported module sees).
+    ns_name = "__main__" if kind == "stdio" else "solution"
+    module = type(sys)(ns_name)
+    sys.modules[ns_name] = module
     ns = module.__dict__
+    ns["__builtins__"] = builtins
     try:
+        status = 0
         try:
             exec(code, ns)
         except SystemExit as e:
             if kind != "stdio":
                 raise RuntimeError("the program exited before the tests ran") from None
-            status = e.code
-            if status is not None and type(status) is not int:
-                print(status, file=sys.stderr)  # as the interpreter does
-            _finish_interpreter(ns)
-            os._exit(0 if status is None else int.__and__(status, 0xFF) if type(status) is int else 1)
+            status = _exit_status(e.code)
         if kind == "stdio":
-            _finish_interpreter(ns)
-            os._exit(0)
+            del module, ns  # the namespace is now held by sys.modules only (and the program's own objects)
+            _finish_interpreter(ns_name)
+            os._exit(status)
         fn_name = req["fn_name"]
         if kind == "call" and "Solution" in ns and hasattr(ns["Solution"], fn_name):
             fn = getattr(ns["Solution"](), fn_name)
@@ -613,10 +686,21 @@ def _holds(fd, size):
     """Make the pipe ``fd`` hold ``size`` bytes if the kernel allows it: then its writer never waits for a
     reader below that size, and the supervisor need not wake up for every line a child writes (it reads
     the pipe whenever it wakes, at least every poll interval, and once the child is done)."""
+    if size > PIPE_HOLD_MAX:  # (with CAP_SYS_RESOURCE the kernel's own cap would not apply)
+        return False
     try:
         return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size) >= size
     except (OSError, AttributeError):  # over /proc/sys/fs/pipe-max-size, or the user's pipe quota
         return False
+
+
+def _writable_by_all(fd):
+    """Let any uid open the pipe ``fd`` for writing through /proc (``/dev/stdout`` is ``/proc/self/fd/1``):
+    the test runs as another uid than the pipe's owner. Reopening through /proc needs access to a process
+    holding it, which only the test's own processes give (the runner's are root and not dumpable)."""
+    st = os.fstat(fd)
+    if stat.S_ISFIFO(st.st_mode) and st.st_uid == os.geteuid():
+        os.fchmod(fd, 0o622)
 
 
 def _stdin_file(data):
@@ -772,8 +856,13 @@ class _Sandbox:
 
 def run_test(req, index, test, payload_fd, sandbox):
     stdin_r = _stdin_file(test.get("input", "").encode())
-    out_r, out_w = os.pipe()
+    if req["kind"] == "stdio":
+        out_r, out_w = os.pipe()
+    else:  # the returned values are judged: prints are ignored (as the reference harnesses do), never capped
+        out_r, out_w = None, os.open(os.devnull, os.O_WRONLY)
     err_r, err_w = os.pipe()
+    for fd in (out_w, err_w):  # the test's uid may reopen them (/dev/stdout, /proc/self/fd/1), no one else can
+        _writable_by_all(fd)
     res_r, res_w = os.pipe()
     quiet = _holds(res_w, int(req["output_limit"]))  # then read on other wake-ups only, not for each line
     setup_r, setup_w = os.pipe()
@@ -790,7 +879,8 @@ def run_test(req, index, test, payload_fd, sandbox):
     sel = _selector()
     zfd = sandbox.sock.fileno()
     sel.register(zfd, selectors.EVENT_READ)
-    for fd in (out_r, err_r, res_r):
+    drained = [fd for fd in (out_r, err_r, res_r) if fd is not None]
+    for fd in drained:
         os.set_blocking(fd, False)
         if not (quiet and fd == res_r):
             sel.register(fd, selectors.EVENT_READ)
@@ -832,7 +922,7 @@ def run_test(req, index, test, payload_fd, sandbox):
         for fd in list(sel.get_map()):
             sel.unregister(fd)
     sandbox.finish()
-    for fd in (out_r, err_r, res_r):  # what is already buffered
+    for fd in drained:  # what is already buffered
         for _ in range(64):
             try:
                 chunk = os.read(fd, 65536)
@@ -846,7 +936,7 @@ def run_test(req, index, test, payload_fd, sandbox):
                 killed = killed or "output_limit"
                 break
     setup = os.read(setup_r, 1000)
-    for fd in (out_r, err_r, res_r, setup_r):
+    for fd in (*drained, setup_r):
         os.close(fd)
     if setup:
         raise RuntimeError(f"child setup failed: {setup.decode(errors='replace')}")
@@ -962,10 +1052,18 @@ def main():
     # What every child needs, done once here and inherited (cheaper than per child: fewer pages copied).
     os.environ.clear()
     os.environ.update({"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"})
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
-    sys.stdin.mode, sys.stdout.mode, sys.stderr.mode = "r", "w", "w"  # as open() sets it (fast-I/O templates read it)
+    # The standard streams as CPython makes them for a script whose stdout is a pipe (buffered, a
+    # BufferedWriter under the text layer: partial writes are retried, ``.buffer.raw`` exists), and the
+    # same objects as sys.__stdout__ & co., so writes through either keep their order.
+    streams = [io.TextIOWrapper(buffered(io.FileIO(fd, mode, closefd=False)), encoding="utf-8", errors=errors,
+                                line_buffering=fd == 2)
+               for fd, mode, buffered, errors in ((0, "r", io.BufferedReader, "surrogateescape"),
+                                                  (1, "w", io.BufferedWriter, "surrogateescape"),
+                                                  (2, "w", io.BufferedWriter, "backslashreplace"))]  # fmt: skip
+    for stream, mode in zip(streams, "rww"):
+        stream.mode = mode  # as open() sets it (fast-I/O templates read it)
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+    guarded = _set_oom_score_adj(OOM_RUNNER)  # the supervisor, and the zygote forked below
 
     # before any request: the zygote never holds one
     sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private)
@@ -974,7 +1072,8 @@ def main():
         proto_out.write(json.dumps(obj).encode() + b"\n")
         proto_out.flush()
 
-    send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0], "workdir": workdir})
+    send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0], "workdir": workdir,
+          "oom_guard": guarded})
     try:
         for line in proto_in:
             req = json.loads(line)

@@ -193,12 +193,12 @@ def test_a_worker_that_does_not_start_leaves_no_container(sandbox_image, monkeyp
     """A container whose runner never answers (here: it runs `sleep` instead) is removed."""
     from bonforge.sandbox import pool as pool_mod
 
-    real = pool_mod.docker_argv
-    def sleeper(cfg, image, *args):
-        argv = real(cfg, image, *args)
-        return [*argv[: argv.index(image) + 1], "sleep", "60"]
+    real = pool_mod.container_spec
 
-    monkeypatch.setattr(pool_mod, "docker_argv", sleeper)
+    def sleeper(*args, **kwargs):
+        return {**real(*args, **kwargs), "command": ["sleep", "60"]}
+
+    monkeypatch.setattr(pool_mod, "container_spec", sleeper)
     before = set(pool_containers())
     pool = SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=1, startup_timeout_s=3))
     with pytest.raises(SandboxError, match="did not start"):

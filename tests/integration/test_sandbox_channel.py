@@ -50,14 +50,15 @@ def _impostor(path: str, stop: threading.Event, seen: list) -> None:
 def test_a_process_that_connects_first_is_turned_away(sandbox_image, monkeypatch):
     """A local process that reaches the socket before the runner (here: the runner starts 1 s late) is
     refused by its peer credentials; the real runner still gets in and judges."""
-    real, stop, seen = pool_mod.docker_argv, threading.Event(), []
+    real, stop, seen = pool_mod.container_spec, threading.Event(), []
 
-    def late_runner(cfg, image, name, socket_dir=None):
+    def late_runner(cfg, image, name, socket_dir=None, **kwargs):
         path = os.path.join(socket_dir, pool_mod.SOCKET_NAME)
         threading.Thread(target=_impostor, args=(path, stop, seen), daemon=True).start()
-        return ["sh", "-c", 'sleep 1; exec "$@"', "sh", *real(cfg, image, name, socket_dir)]
+        spec = real(cfg, image, name, socket_dir, **kwargs)
+        return {**spec, "command": ["sh", "-c", 'sleep 1; exec "$@"', "sh", *spec["command"]]}
 
-    monkeypatch.setattr(pool_mod, "docker_argv", late_runner)
+    monkeypatch.setattr(pool_mod, "container_spec", late_runner)
     try:
         with SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=1, time_limit_s=1.0, memory_mb=256)) as pool:
             assert [v["status"] for v in judge(pool, [ADD, "print(5)\n"])] == ["passed", "wrong_answer"]
