@@ -111,12 +111,24 @@ def _key(value) -> str:
     return repr(value)
 
 
+# Exceptions that steer the check's own control flow where they surface: a StopIteration raised by a call
+# made through ``map``, ``filter``, ``iter(f, sentinel)``, ``itertools`` or ``next(it, default)`` would end that
+# iteration silently (the check "passes" on fewer values). The check gets them as a RuntimeError (as PEP 479
+# does in generators); anything that is not an ``Exception`` (SystemExit, KeyboardInterrupt, GeneratorExit)
+# becomes a ``ProgramExit``, a runtime error whatever the check does with it.
+_STEERING = (StopIteration, StopAsyncIteration)
+
+
 def _exception(name: str, msg: str) -> BaseException:
+    """The exception a call raised, rebuilt from the runner's line as one the check cannot mistake for its
+    own control flow (``_STEERING``)."""
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         return Exception(f"{name}: {msg}")
     if not issubclass(cls, Exception):
         return ProgramExit(f"the program raised {name}: {msg}")
+    if issubclass(cls, _STEERING):
+        return RuntimeError(f"the program raised {name}: {msg}")
     try:
         return cls(msg)
     except Exception:  # classes whose constructor wants more (UnicodeDecodeError, ...)
@@ -168,6 +180,7 @@ class _Proxy:
         self.gave_up = False  # the check needed an answer the program never gave
         self.raised = None
         self.caught = False  # a call came after an exception the program raised
+        self.exited = False  # the program raised a ProgramExit in a call (whatever the check did with it)
 
     def __call__(self, *args, **kwargs):
         k = len(self.made)
@@ -181,6 +194,7 @@ class _Proxy:
                 raised, value = self.answers[k]
                 if raised:
                     self.raised = value
+                    self.exited = self.exited or isinstance(value, ProgramExit)
                     raise value
                 return value
             if planned and (self.ended is not None or not self.stopped):
@@ -246,6 +260,8 @@ def _replay(check: _Check, item: dict) -> dict:
         if end["status"] == "ok":
             return {"status": "runtime_error", "error": f"the program ended without answering call {len(proxy.made)}"}
         return {"status": end["status"], "error": end.get("error", "")}
+    if proxy.exited:  # even when the check caught it (a bare ``except:``): the program exited in a call
+        return {"status": "runtime_error", "error": "the program raised an exception that ends the interpreter"}
     if exc is None:
         return {"status": "passed"}
     if isinstance(exc, _OutOfTime):

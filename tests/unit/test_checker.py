@@ -75,3 +75,36 @@ def test_runs_that_answered_alike_share_one_replay():
         # planning the key again (another check) forgets the verdicts of the old one
         checker.plan("add", "", "assert add(2, 3) == 6\n", "add")
         assert replay(checker, right[:1])["status"] == "wrong_answer"
+
+
+STEERED = {  # checks that consume the candidate through an iteration a StopIteration would end silently
+    "zip_map": "for got, want in zip(map(f, [1, 2]), [2, 3]):\n    assert got == want\n",
+    "all_map": "assert all(map(f, [1, 2]))\n",
+    "filter": "assert len(list(filter(f, [1, 2]))) == len([])\n",
+    "generator": "assert all(f(x) for x in [1, 2])\n",
+    "starmap": "import itertools\nfor got in itertools.starmap(f, [(1,), (2,)]):\n    assert got == 99\n",
+    "takewhile": "import itertools\nassert list(itertools.takewhile(lambda v: v > 0, map(f, [1]))) == []\n",
+    "next_default": "assert next(map(f, [1, 2]), 'none') == 'none'\n",
+    "comprehension": "assert [g for g in map(f, [1, 2]) if g != 2] == []\n",
+    "sum": "assert sum(map(f, [1, 2])) == 0\n",
+    "iter_sentinel": "assert list(iter(lambda: f(1), 2)) == []\n",
+}
+
+
+@pytest.mark.parametrize("raised", ["StopIteration", "StopAsyncIteration"])
+@pytest.mark.parametrize("name", sorted(STEERED))
+def test_a_program_raising_stopiteration_never_ends_the_checks_iteration(checker, name, raised):
+    key = f"steer-{name}"
+    assert checker.plan(key, "", STEERED[name], "f")["plan"]
+    verdict = replay(checker, [x(raised, "")], key=key)
+    assert verdict["status"] == "runtime_error", verdict
+    assert raised in verdict["error"]
+
+
+@pytest.mark.parametrize("raised", ["SystemExit", "KeyboardInterrupt", "GeneratorExit"])
+def test_an_exit_in_a_call_is_a_runtime_error_even_when_the_check_catches_it(checker, raised):
+    check = "for x in [1, 2]:\n    try:\n        f(x)\n    except BaseException:\n        pass\n"
+    checker.plan("exit-caught", "", check, "f")
+    verdict = replay(checker, [x(raised), x(raised)], go_on=True, key="exit-caught",
+                     plan=checker.plan("exit-caught", "", check, "f")["plan"])
+    assert verdict["status"] == "runtime_error", verdict
