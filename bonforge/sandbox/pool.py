@@ -27,6 +27,7 @@ import glob
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import select
@@ -48,7 +49,7 @@ from bonforge.sandbox.config import CodeVerifyConfig
 
 log = logging.getLogger("bonforge.sandbox")
 
-PIPELINE_DEPTH = 2  # requests queued per worker: the next is already there when one finishes
+PIPELINE_DEPTH = 2  # requests per worker while the queue is long: the next is already there when one finishes
 HOST_MARGIN_S = 2.0  # the host's wall limit per request: the tests' wall limits (+0.25 s each) plus this
 SANDBOX_IDS = "65534:65534"  # the uid:gid tests run under in a container (the runner stays root)
 CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is the sandbox itself sound?
@@ -59,6 +60,12 @@ SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
 RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in its container; tests are 65534)
 STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
 _names = itertools.count()
+
+
+def _seconds(value, default: float) -> float:
+    """``value`` as seconds when it is a positive finite number, else ``default``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else default
 
 
 class WorkerDied(SandboxError):
@@ -94,9 +101,10 @@ class Background:
 
 
 class _Job:
-    __slots__ = ("request", "attempts", "deaths", "errors", "start", "outcome")
+    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome")
 
-    def __init__(self, request: dict):
+    def __init__(self, index: int, request: dict, on_outcome=None):
+        self.index, self.on_outcome = index, on_outcome
         self.request = request
         self.attempts = self.deaths = 0
         self.errors: list[str] = []
@@ -471,20 +479,31 @@ class SandboxPool:
             image_mod._docker("rm", "-f", worker.name, check=False)
 
     def request_timeout(self, request: dict) -> float:
-        """The host's own wall limit for a request, from when the runner can start it."""
-        return len(request["tests"]) * (float(request["wall_limit"]) + 0.25) + HOST_MARGIN_S
+        """The host's own wall limit for a request, from when the runner can start it: its tests' wall limits
+        (+0.25 s each), or its ``budget`` + 1 s when that is less, plus ``HOST_MARGIN_S``. A limit that is not
+        a positive finite number counts as the pool's own (never an exception: one request's values)."""
+        wall = _seconds(request.get("wall_limit"), self.cfg.wall_limit_s)
+        limit = len(request["tests"]) * (wall + 0.25)
+        if request.get("budget") is not None:
+            limit = min(limit, _seconds(request["budget"], limit) + 1.0)
+        return limit + HOST_MARGIN_S
 
-    def run(self, requests: list[dict]) -> list[dict]:
-        """Run every request; outcomes in the same order, each with ``latency_s`` added."""
+    streams_outcomes = True  # ``run`` hands each outcome to ``on_outcome`` as it arrives
+
+    def run(self, requests: list[dict], on_outcome=None) -> list[dict]:
+        """Run every request; outcomes in the same order, each with ``latency_s`` added. With
+        ``on_outcome(index, outcome)``, each outcome is handed to it as it arrives (on a pool thread) and
+        what it returns is kept instead: a batch need not hold every program's output at once."""
         if not self._started:
             self.start()
-        jobs = [_Job(r) for r in requests]
+        jobs = [_Job(i, r, on_outcome) for i, r in enumerate(requests)]
         todo: queue.Queue[_Job] = queue.Queue()
         for job in jobs:
             todo.put(job)
         if not jobs:
             return []
-        drivers = [Background(self._drive, todo) for _ in range(min(self.cfg.pool_size, len(jobs)))]
+        width = min(self.cfg.pool_size, len(jobs))
+        drivers = [Background(self._drive, todo, width) for _ in range(width)]
         try:
             for driver in drivers:
                 driver.result()
@@ -497,15 +516,19 @@ class SandboxPool:
     def run_one(self, request: dict) -> dict:
         return self.run([request])[0]
 
-    def _drive(self, todo: queue.Queue[_Job]) -> None:
-        """Feed one worker from ``todo`` with up to ``PIPELINE_DEPTH`` requests in flight (the runner reads
-        the next while it runs the current: no idle round trip) until nothing is left."""
+    def _drive(self, todo: queue.Queue[_Job], width: int) -> None:
+        """Feed one worker from ``todo`` until nothing is left. While at least ``width`` requests (one per
+        worker of this run) wait, it keeps ``PIPELINE_DEPTH`` in flight (the runner reads the next while it
+        runs the current: no idle round trip); with fewer, one: a request never waits behind another on a
+        busy worker while a worker of this run could take it (two long programs on two slots run side by
+        side)."""
         slot = self._slots.get()
         inflight: collections.deque[tuple[_Job, float]] = collections.deque()
         idle_since = time.monotonic()  # when the worker finished its last answer: the next may start
         try:
             while not self._closed:
-                while len(inflight) < PIPELINE_DEPTH and (slot[0] is None or slot[0].sent < self.cfg.recycle_after):
+                while len(inflight) < (PIPELINE_DEPTH if todo.qsize() >= width else 1) and (
+                        slot[0] is None or slot[0].sent < self.cfg.recycle_after):  # fmt: skip
                     try:
                         job = todo.get_nowait()
                     except queue.Empty:
@@ -567,7 +590,7 @@ class SandboxPool:
     @staticmethod
     def _finish(job: _Job, outcome: dict) -> None:
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
-        job.outcome = outcome
+        job.outcome = outcome if job.on_outcome is None else job.on_outcome(job.index, outcome)
 
     @staticmethod
     def _timed_out(request: dict, seconds: float) -> dict:
