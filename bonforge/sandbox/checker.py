@@ -243,6 +243,8 @@ class _Check:
                 exec(self.planning if proxy.answers is None else self.check, ns)
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
+                if os.getpid() != _SERVER[0]:  # a process the check forked never serves a request
+                    os._exit(0)
         except BaseException as e:  # noqa: BLE001 (whatever the check raised is its verdict)
             return e
         return None
@@ -286,6 +288,7 @@ def _replay(check: _Check, item: dict) -> dict:
     return {"status": "runtime_error", "error": f"the check failed on the program's answers: {message}"}
 
 
+_SERVER = [0]  # the pid of the checker process
 KEEP_CHECKS = 1024  # compiled checks a checker process keeps (the oldest forgotten first; replanned on demand)
 
 
@@ -299,6 +302,7 @@ def serve(memory_mb: int) -> None:
     for fd in (0, 1, 2):
         if fd:
             os.dup2(null, fd)
+    _SERVER[0] = os.getpid()
     out.write('{"event": "ready"}\n')
     out.flush()
     checks: dict[str, _Check] = {}
@@ -319,6 +323,7 @@ def serve(memory_mb: int) -> None:
                 answer = _replay(checks[req["key"]], req)
         except Exception as e:  # a check that cannot even be compiled or rebuilt: the problem's fault
             answer = {"fault": f"{type(e).__name__}: {e}"[:500]}
+        answer["n"] = req["n"]  # which request it answers (the host takes no other)
         out.write(json.dumps(answer) + "\n")
         out.flush()
 
@@ -331,10 +336,12 @@ def _calls_ok(plan) -> bool:
                                       for c in plan)  # fmt: skip
 
 
-def _well_formed(answer, op: str) -> bool:
-    """Whether a checker process's answer has the shape of one (it runs the dataset's code: never trusted)."""
-    if type(answer) is not dict:
+def _well_formed(answer, request: dict) -> bool:
+    """Whether a checker process's answer has the shape of one to ``request`` (it runs the dataset's code:
+    never trusted)."""
+    if type(answer) is not dict or answer.get("n") != request["n"]:
         return False
+    op = request["op"]
     if "fault" in answer or "unknown" in answer:
         return type(answer.get("fault", "")) is str
     if op == "plan":
@@ -372,6 +379,7 @@ class Checker:
         self._memo: dict[tuple, dict] = {}
         self._lock = threading.RLock()
         self._starts = 0
+        self._sent = 0  # requests sent: each carries its number, each answer must carry it back
 
     def __enter__(self) -> Checker:
         return self
@@ -427,15 +435,18 @@ class Checker:
                 if self._proc is None:
                     return None
             answer = None
+            self._sent += 1
+            request = dict(request, n=self._sent)
             try:
                 self._proc.stdin.write(json.dumps(request).encode() + b"\n")
                 self._proc.stdin.flush()
                 answer = self._read(timeout)
             except OSError:
                 pass
-            if not _well_formed(answer, request["op"]):
+            if not _well_formed(answer, request):
                 self.close()
                 return None
+            del answer["n"]
             if "unknown" not in answer:
                 return answer
             known = self._checks[request["key"]]
