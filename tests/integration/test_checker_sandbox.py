@@ -130,7 +130,8 @@ def test_no_checker_container_outlives_its_process(sandbox_image):
     # a checker in a child process that is killed: its container goes (EOF on its input, --rm)
     code = ("from bonforge.sandbox.checker import shared_checker\nfrom bonforge.sandbox.config import "
             f"CodeVerifyConfig\nc = shared_checker(CodeVerifyConfig(image={sandbox_image!r}))\n"
-            "print(c.plan('', 'assert f(1) == 2', 'f')['plan'], flush=True)\nimport time\ntime.sleep(600)\n")  # fmt: skip
+            "print(c.plan('', 'assert f(1) == 2', 'f')['plan'], flush=True)\n"
+            "import time\ntime.sleep(600)\n")  # fmt: skip
     proc = subprocess.Popen(["python", "-c", code], stdout=subprocess.PIPE, env=dict(os.environ))
     assert proc.stdout.readline().strip()
     name = f"bonforge-chk-{proc.pid}-"
