@@ -62,10 +62,13 @@ STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory
 _names = itertools.count()
 
 
+MAX_WAIT_S = 86400.0  # the most the host waits for one test of a request, whatever the request says
+
+
 def _seconds(value, default: float) -> float:
-    """``value`` as seconds when it is a positive finite number, else ``default``."""
+    """``value`` as seconds when it is a positive finite number (at most ``MAX_WAIT_S``), else ``default``."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    return float(value) if ok else default
+    return min(float(value), MAX_WAIT_S) if ok else default
 
 
 class WorkerDied(SandboxError):
@@ -100,11 +103,52 @@ class Background:
         return self._value
 
 
+STEAL_AFTER_S = 0.05  # how long a request must have run before an idle worker takes the one waiting behind it
+
+
+class _Lanes:
+    """The requests in flight on each worker of one ``run``, for an idle worker to steal from."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lanes: list[collections.deque] = []
+
+    def add(self, lane: collections.deque) -> None:
+        with self._lock:
+            self._lanes.append(lane)
+
+    def remove(self, lane: collections.deque) -> None:
+        with self._lock:
+            self._lanes.remove(lane)
+
+    def steal(self, mine: collections.deque, todo: queue.Queue, closed) -> _Job | None:
+        """A request waiting behind one that has run ``STEAL_AFTER_S`` on another worker (marked stolen: the
+        other worker still runs its copy, and the first answer wins); waits while one may come; None when no
+        worker holds one waiting (or ``todo`` got work again: the caller takes that first)."""
+        while not closed() and todo.empty():
+            waiting = False
+            with self._lock:
+                for lane in self._lanes:
+                    if lane is mine or len(lane) < 2:
+                        continue
+                    for job, _ in list(lane)[1:]:
+                        if not (job.done or job.stolen):
+                            waiting = True
+                            if time.monotonic() - lane[0][1] >= STEAL_AFTER_S:
+                                job.stolen = True
+                                return job
+            if not waiting:
+                return None
+            time.sleep(0.01)
+        return None
+
+
 class _Job:
-    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome")
+    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome", "done", "stolen")
 
     def __init__(self, index: int, request: dict, on_outcome=None):
         self.index, self.on_outcome = index, on_outcome
+        self.done = self.stolen = False  # finished (a second answer, of a stolen copy, is dropped); stolen once
         self.request = request
         self.attempts = self.deaths = 0
         self.errors: list[str] = []
@@ -503,7 +547,8 @@ class SandboxPool:
         if not jobs:
             return []
         width = min(self.cfg.pool_size, len(jobs))
-        drivers = [Background(self._drive, todo, width) for _ in range(width)]
+        lanes = _Lanes()
+        drivers = [Background(self._drive, todo, width, lanes) for _ in range(width)]
         try:
             for driver in drivers:
                 driver.result()
@@ -516,14 +561,16 @@ class SandboxPool:
     def run_one(self, request: dict) -> dict:
         return self.run([request])[0]
 
-    def _drive(self, todo: queue.Queue[_Job], width: int) -> None:
+    def _drive(self, todo: queue.Queue[_Job], width: int, lanes: _Lanes) -> None:
         """Feed one worker from ``todo`` until nothing is left. While at least ``width`` requests (one per
         worker of this run) wait, it keeps ``PIPELINE_DEPTH`` in flight (the runner reads the next while it
-        runs the current: no idle round trip); with fewer, one: a request never waits behind another on a
-        busy worker while a worker of this run could take it (two long programs on two slots run side by
-        side)."""
+        runs the current: no idle round trip); with fewer, one. A worker with nothing left to do steals a
+        request still waiting behind a long one on another worker (``_Lanes.steal``): the first answer is
+        the outcome. So no request waits behind another while a worker of the run is idle (two long
+        programs on two slots run side by side)."""
         slot = self._slots.get()
         inflight: collections.deque[tuple[_Job, float]] = collections.deque()
+        lanes.add(inflight)
         idle_since = time.monotonic()  # when the worker finished its last answer: the next may start
         try:
             while not self._closed:
@@ -532,7 +579,11 @@ class SandboxPool:
                     try:
                         job = todo.get_nowait()
                     except queue.Empty:
-                        break
+                        job = None if inflight else lanes.steal(inflight, todo, lambda: self._closed)
+                        if job is None:
+                            break
+                    if job.done:
+                        continue
                     try:
                         self._ensure(slot)
                         job.start = job.start or time.monotonic()
@@ -580,15 +631,25 @@ class SandboxPool:
                     self._requeue(inflight, todo)  # the runner exits after a dirty cleanup
                     self._discard(slot)
         finally:
+            lanes.remove(inflight)
             self._slots.put(slot)
 
     @staticmethod
     def _requeue(inflight: collections.deque[tuple[_Job, float]], todo: queue.Queue[_Job]) -> None:
         while inflight:
-            todo.put(inflight.popleft()[0])
+            job = inflight.popleft()[0]
+            if not job.done:
+                todo.put(job)
 
-    @staticmethod
-    def _finish(job: _Job, outcome: dict) -> None:
+    _finishing = threading.Lock()
+
+    @classmethod
+    def _finish(cls, job: _Job, outcome: dict) -> None:
+        """The job's outcome, once: the answer of a stolen job's other copy is dropped."""
+        with cls._finishing:
+            if job.done:
+                return
+            job.done = True
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
         job.outcome = outcome if job.on_outcome is None else job.on_outcome(job.index, outcome)
 
@@ -603,6 +664,8 @@ class SandboxPool:
     def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, slot: list, ran: bool) -> None:
         """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
         a known-good control program passes on a fresh worker, the program's (``runner_killed``)."""
+        if job.done:  # a stolen job's other copy answered already
+            return
         job.attempts += 1
         job.deaths += ran
         job.errors.append(error)
