@@ -917,6 +917,8 @@ def handle(req, workdir, sandbox):
                 results += [dict(note) for _ in tests[i:]]
                 break
             results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left)), i, test, pfd, sandbox))
+            if left < float(req["wall_limit"]) and results[-1]["status"] == "timeout":
+                results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
             if req.get("stop_on_failure") and results[-1]["status"] != "ok":
                 break
     except _Stuck as e:
