@@ -601,24 +601,27 @@ class SandboxPool:
                         self._discard(slot)
                         continue
                     return
-                job, sent = inflight.popleft()
+                job, sent = inflight[0]  # stays in the lane while it runs: others may steal what waits behind it
                 limit = self.request_timeout(job.request)
                 begun = max(sent, idle_since)
                 try:
                     response = slot[0].read(job.request, begun + limit - time.monotonic())
                 except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict
+                    inflight.popleft()
                     self._discard(slot, hung=True)
                     self._requeue(inflight, todo)
                     self._finish(job, self._timed_out(job.request, time.monotonic() - begun))
                     idle_since = time.monotonic()
                     continue
                 except WorkerDied as e:  # it died running this job; the others had not started
+                    inflight.popleft()
                     name = slot[0].name
                     self._discard(slot)
                     self._requeue(inflight, todo)
                     self._failed(job, todo, f"{name}: {e}", slot, ran=True)
                     idle_since = time.monotonic()
                     continue
+                inflight.popleft()
                 idle_since = time.monotonic()
                 if "error" in response:
                     self._discard(slot)  # the runner exits after a fault
