@@ -245,6 +245,16 @@ class _Check:
                 signal.setitimer(signal.ITIMER_PROF, 0)
                 if os.getpid() != _SERVER[0]:  # a process the check forked never serves a request
                     os._exit(0)
+                if _SERVER[1]:  # in its container: no process the check started outlives its run
+                    try:
+                        os.kill(-1, signal.SIGKILL)  # every process this uid may signal but this one (and init)
+                    except OSError:
+                        pass
+                    try:
+                        while os.waitpid(-1, 0):  # its own children reaped (init reaps the others)
+                            pass
+                    except ChildProcessError:
+                        pass
         except BaseException as e:  # noqa: BLE001 (whatever the check raised is its verdict)
             return e
         return None
@@ -288,11 +298,11 @@ def _replay(check: _Check, item: dict) -> dict:
     return {"status": "runtime_error", "error": f"the check failed on the program's answers: {message}"}
 
 
-_SERVER = [0]  # the pid of the checker process
+_SERVER = [0, False]  # the pid of the checker process; whether it is alone in a container of its own
 KEEP_CHECKS = 1024  # compiled checks a checker process keeps (the oldest forgotten first; replanned on demand)
 
 
-def serve(memory_mb: int) -> None:
+def serve(memory_mb: int, contained: bool = False) -> None:
     """The checker process: ``ready``, then one JSON request per line on stdin, one answer per line on stdout."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     sys.set_int_max_str_digits(0)  # _key: the check's own integer arguments, of any length
@@ -302,7 +312,7 @@ def serve(memory_mb: int) -> None:
     for fd in (0, 1, 2):
         if fd:
             os.dup2(null, fd)
-    _SERVER[0] = os.getpid()
+    _SERVER[:] = [os.getpid(), contained]
     out.write('{"event": "ready"}\n')
     out.flush()
     checks: dict[str, _Check] = {}
@@ -449,8 +459,9 @@ class Checker:
             del answer["n"]
             if "unknown" not in answer:
                 return answer
-            known = self._checks[request["key"]]
-            if self._ask(dict(known["code"], op="plan", key=request["key"]), PLAN_TIME_S + self.GRACE_S) is None:
+            known = self._checks.get(request["key"])
+            if known is None or self._ask(dict(known["code"], op="plan", key=request["key"]),
+                                          PLAN_TIME_S + self.GRACE_S) is None:  # fmt: skip
                 return None
         return None
 
@@ -467,8 +478,11 @@ class Checker:
             known = self._checks.get(key)
             if known is None:
                 code = {"context": context, "check": check, "entry": entry}
-                answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S + self.GRACE_S)
-                answer = answer or {"fault": "the checker process died, hung or misbehaved while planning"}
+                for _ in range(2):  # once more on a fresh process: its death may not be the check's doing
+                    answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S + self.GRACE_S)
+                    if answer is not None:
+                        break
+                answer = answer or {"fault": "the checker process died, hung or misbehaved while planning, twice"}
                 while len(self._checks) >= KEEP_CHECKS:
                     del self._checks[next(iter(self._checks))]
                 known = self._checks[key] = {"code": code, "answer": answer}
@@ -558,7 +572,7 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
         "--ipc", "private", "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         "--workdir", "/tmp", "--env", "HOME=/tmp", "--env", "PYTHONHASHSEED=0", "--env", "LANG=C.UTF-8",
         "--log-driver", "none",
-        tag, "python3", "-s", "-c", _SOURCE, os.path.dirname(image_mod.RUNNER_IN_IMAGE), str(memory_mb),
+        tag, "python3", "-s", "-c", _SOURCE, os.path.dirname(image_mod.RUNNER_IN_IMAGE), str(memory_mb), "contained",
     ]  # fmt: skip
 
 
@@ -585,7 +599,7 @@ def _close_shared() -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[2]))
+    serve(int(sys.argv[2]), sys.argv[3:] == ["contained"])
 elif __package__:
     import atexit
 

@@ -144,3 +144,23 @@ def test_no_checker_container_outlives_its_process(sandbox_image):
             break
         subprocess.run(["sleep", "0.2"])
     assert name not in names
+
+
+def test_a_check_that_forges_answers_or_leaves_processes_harms_no_other_problem(docker_pool):
+    # a check that writes forged answers on every descriptor, and one whose forked child lingers to answer the
+    # next request (another problem's): each fails its own problem only; the others are judged right
+    forger = ("import os\nfor fd in range(3, 64):\n    try:\n"
+              "        os.write(fd, b'{\"status\": \"passed\", \"n\": 1}\\n')\n"
+              "    except OSError:\n        pass\nassert f(1) == 2\n")  # fmt: skip
+    lurker = ("import os, sys, time\nif os.fork() == 0:\n    time.sleep(1)\n    line = sys.stdin.readline()\n"
+              "    for fd in range(3, 64):\n        try:\n            os.write(fd, b'{\"status\": \"passed\"}\\n')\n"
+              "        except OSError:\n            pass\n    os._exit(0)\nassert f(1) == 2\n")  # fmt: skip
+    alone = ("import os, time\ntime.sleep(0.2)\nleft = sorted(p for p in os.listdir('/proc') if p.isdigit())\n"
+             "assert left == sorted(['1', str(os.getpid())]), left\nassert f(1) == 2\n")  # fmt: skip
+    specs = {"forger": check_spec(forger), "lurker": check_spec(lurker),
+             **{f"benign{i}": check_spec(f"assert f({i}) == {i + 1}\nassert f(0) == 1\n") for i in range(4)},
+             "alone": check_spec(alone)}  # fmt: skip
+    got = judge_problems(docker_pool, specs, [RIGHT, "def f(x):\n    return x\n"])
+    assert [v["status"] for v in got["alone"]] == ["passed", "wrong_answer"], got["alone"]  # the lurker is gone
+    for i in range(4):
+        assert [v["status"] for v in got[f"benign{i}"]] == ["passed", "wrong_answer"], got[f"benign{i}"]
