@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from bonforge.judging.code import build_request
 from bonforge.judging.spec import parse_spec
 
@@ -66,3 +68,23 @@ def test_a_bad_time_limit_in_one_request_never_raises(docker_pool):
     assert outcomes[0]["results"][0]["status"] == "ok"
     assert len(outcomes) == 5 and all(("results" in o) or ("sandbox_error" in o) or ("runner_killed" in o)
                                       for o in outcomes)  # fmt: skip
+
+
+def test_the_ray_client_hands_outcomes_over_piece_by_piece():
+    ray = pytest.importorskip("ray")
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.sandbox.ray_pool import node_pool, shutdown_node_pools
+
+    cfg = CodeVerifyConfig(backend="process", pool_size=2, time_limit_s=1.0)
+    reqs = [build_request(ONE, f"print('ok')  # {i}\n", cfg, f"r{i}") for i in range(40)]  # three pieces
+
+    @ray.remote(num_cpus=0)
+    def task():
+        return node_pool(cfg).run(reqs, on_outcome=lambda i, o: (i, o["id"], o["results"][0]["stdout"]))
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert ray.get(task.remote()) == [(i, f"r{i}", "ok\n") for i in range(40)]
+        shutdown_node_pools()
+    finally:
+        ray.shutdown()
