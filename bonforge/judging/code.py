@@ -44,10 +44,11 @@ from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
 
-# 4: a candidate's time budget; problems' limits capped by the recipe's; an exit or StopIteration raised in
-# a call is the program's runtime error; a check that cannot run is its problem's sandbox_error.
-# 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer.
-VERSION = "4"
+# 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer. (Verdicts changed
+# since 3 without a bump, left to the merge: a candidate's time budget; problems' limits capped by the
+# recipe's; an exit or StopIteration raised in a call is a runtime error; a check that cannot run is its
+# problem's sandbox_error; checks run in a container of their own.)
+VERSION = "3"
 MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 
