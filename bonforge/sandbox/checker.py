@@ -55,7 +55,6 @@ else:  # the checker process: ``python -c <this source> <runner.py's folder> <me
 
 MAX_CALLS = 100_000  # calls one run of a check may make
 PLAN_TIME_S = 2.0  # CPU seconds for planning a check against placeholders
-MAX_ROUNDS = 8  # runs of one program for one check
 
 
 class _Placeholder:
