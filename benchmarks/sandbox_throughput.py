@@ -18,12 +18,17 @@ A last table runs trivial candidates the same three ways: the per-candidate cost
 apart from the programs' own work (the CodeT pool holds a few infinite loops and heavy programs that
 cost the same CPU seconds whichever way they run).
 
-A CPU line under it gives the CPU time per candidate of the warm pool (this process, its checker and
-the containers' cgroups) and of the unisolated harness (all its processes): on a machine shared with
-other jobs the wall-clock ratios measure the share of the CPUs each method got, the CPU ratio does not.
+A CPU line under it gives the CPU time per candidate of the warm pool (this process, the containers'
+cgroups, the checker's container included) and of the unisolated harness (all its processes): on a
+machine shared with other jobs the wall-clock ratios measure the share of the CPUs each method got, the
+CPU ratio does not.
+
+The whole CodeT run is compared with its floor: the limited candidates' CPU seconds spread over the slots
+plus the time of the rest. A scheduling table runs long programs on the slots: two 2 s programs on two
+slots side by side (their latencies), and four infinite loops (two rounds of the limit on two slots).
 
     python benchmarks/sandbox_throughput.py [--samples 8] [--docker-run-samples 2] [--workers N] [--overhead 400]
-                                            [--overhead-only]
+                                            [--overhead-only] [--scheduling-only]
 """
 
 from __future__ import annotations
@@ -42,13 +47,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge.sandbox.checker import shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.image import build_image
 from bonforge.sandbox.pool import SandboxPool, docker_argv
 from bonforge.judging.spec import parse_spec
 from bonforge.sources.code import import_codet_pool, load_humaneval
 from bonforge.schema import CANDIDATES
-from bonforge.judging.code import verify_code
+from bonforge.judging.code import build_request, verify_code
 
 TIME_LIMIT = 3.0
 
@@ -127,12 +133,14 @@ def timed(label: str, n: int, fn) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("BONFORGE_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")))
+    default_data = str(Path(__file__).resolve().parents[2] / "shared" / "data")
+    ap.add_argument("--data", default=os.environ.get("BONFORGE_DATA", default_data))
     ap.add_argument("--samples", type=int, default=8)
     ap.add_argument("--docker-run-samples", type=int, default=2)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--overhead", type=int, default=400, help="trivial candidates for the overhead table (0: skip)")
     ap.add_argument("--overhead-only", action="store_true", help="only the table of trivial candidates")
+    ap.add_argument("--scheduling-only", action="store_true", help="only the table of long programs")
     args = ap.parse_args()
     data = Path(args.data) / "humaneval"
     problems = load_humaneval(data / "HumanEval.jsonl.gz")
@@ -141,6 +149,8 @@ def main() -> None:
     cfg = CodeVerifyConfig(pool_size=args.workers, time_limit_s=TIME_LIMIT, image=build_image())
     if args.overhead_only:
         return overhead(problems, cfg, docker_run_argv(cfg), args)
+    if args.scheduling_only:
+        return scheduling(cfg)
 
     print(f"HumanEval CodeT pool, {args.workers} parallel slots, {TIME_LIMIT:.0f} s limit; {os.cpu_count()} cores")
     print(f"{'method':<34} {'cands':>6} {'seconds':>9} {'cands/s':>12} {'pass@1':>8}")
@@ -150,6 +160,8 @@ def main() -> None:
     print(f"(warm pool of {args.workers} containers started in {time.monotonic() - t:.1f} s, not timed below)")
     verdicts = []
     with pool:
+        verify_code(problems, cands.slice(0, 1), cfg, pool=pool)  # the checker's container up (not timed)
+
         def warm():
             verdicts.append(verify_code(problems, cands, cfg, pool=pool))
             return sum(verdicts[-1].column("correct").to_pylist())
@@ -182,8 +194,32 @@ def main() -> None:
         rest_harness = report("unisolated (human-eval style)", rest.num_rows,
                               *unisolated(programs(problems, rest), args.workers))
         print(f"warm pool / unisolated:  {rest_rate / rest_harness:6.1f}x")
+        floor = n_limited * TIME_LIMIT / args.workers + rest.num_rows / rest_rate
+        whole = cands.num_rows / warm_rate
+        print(f"whole CodeT pool: {whole:.1f} s against a floor of {floor:.1f} s (the limited candidates' CPU on "
+              f"{args.workers} slots plus the rest): {floor / whole:.0%} of the floor  (target >= 90%)")
+    scheduling(cfg)
     if args.overhead:
         overhead(problems, cfg, run_argv, args)
+
+
+def scheduling(cfg: CodeVerifyConfig) -> None:
+    """Long programs on the slots: two 2 s programs on two slots side by side (latencies), and four
+    infinite loops (two rounds of the limit on two slots)."""
+    spec = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "", "output": ""}]}), "s")
+    two = dict(cfg.model_dump(), pool_size=2)
+    with SandboxPool(CodeVerifyConfig(**two)) as pool:
+        sleeps = [f"import time\ntime.sleep(2)  # {i}\n" for i in range(2)]
+        out = pool.run([build_request(spec, p, pool.cfg, f"s{i}") for i, p in enumerate(sleeps)])
+        latencies = sorted(round(o["latency_s"], 2) for o in out)
+        print(f"\ntwo 2 s programs on 2 slots: latencies {latencies} (side by side: both ~2 s)")
+        loops = [f"while True:\n    pass  # {i}\n" for i in range(4)]
+        start = time.monotonic()
+        out = pool.run([build_request(spec, p, pool.cfg, f"l{i}") for i, p in enumerate(loops)])
+        took, latencies = time.monotonic() - start, sorted(round(o["latency_s"], 1) for o in out)
+        print(f"four infinite loops on 2 slots: {took:.1f} s, latencies {latencies} (two rounds: twice a loop's "
+              f"own time, the {TIME_LIMIT:.0f} s limit on an idle machine, up to the {pool.cfg.wall_limit_s:.0f} s "
+              "wall limit under load)")
 
 
 def overhead(problems: pa.Table, cfg: CodeVerifyConfig, run_argv: list[str], args) -> None:
@@ -199,10 +235,13 @@ def overhead(problems: pa.Table, cfg: CodeVerifyConfig, run_argv: list[str], arg
     print(f"\nper-candidate overhead: {n} trivial candidates ({n_run} for docker run)")
     with SandboxPool(cfg) as pool:
         verify_code(add, cands.slice(0, 4), cfg, pool=pool)
-        inspect = ["docker", "inspect", "--format", "{{.Id}}", *[w.name for w in list(pool._workers)]]
+        checker = shared_checker(cfg)._name  # the checker's container: its CPU counts too
+        inspect = ["docker", "inspect", "--format", "{{.Id}}", *[w.name for w in list(pool._workers)],
+                   *([checker] if checker else [])]  # fmt: skip
         ids = subprocess.run(inspect, capture_output=True, text=True).stdout.split()
         host, box = own_cpu(), container_cpu(ids)
-        warm, _ = timed("warm pool (bonforge)", n, lambda: sum(verify_code(add, cands, cfg, pool=pool).column("correct").to_pylist()))
+        warm, _ = timed("warm pool (bonforge)", n,
+                        lambda: sum(verify_code(add, cands, cfg, pool=pool).column("correct").to_pylist()))
         host, box = own_cpu() - host, container_cpu(ids) - box
     with ThreadPoolExecutor(args.workers) as ex:
         run, _ = timed("docker run --rm per candidate", n_run,

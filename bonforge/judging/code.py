@@ -6,11 +6,19 @@ Reads ``problems`` (``PROBLEMS``, with a JSON test spec in ``tests``, see ``bonf
 Callable in-process: without a ``pool`` it starts a ``SandboxPool`` for the call and closes it. Ray
 workers on one node pass the node's shared pool (``bonforge.sandbox.ray_pool.node_pool``) instead.
 
-Assert-style checks run on the host in a checker process (``bonforge.sandbox.checker``): the sandbox
-makes the calls the check planned, the checker replays the check on the answers, and a program whose
-answers lead the check to other calls runs again with the longer plan (bounded rounds). Whatever comes
-back from the sandbox is read with bounded size and depth, and a row that cannot be judged gets a
-verdict of its own: no program can fail the stage.
+Assert-style checks are the dataset's code: they run in a checker process of their own, in a container
+apart from the candidates' (``bonforge.sandbox.checker``): the sandbox makes the calls the check planned,
+the checker replays the check on the answers, and a program whose answers lead the check to other calls
+runs again with the longer plan. Each outcome is judged as it arrives and only what its verdict needs is
+kept. Whatever comes back from the sandbox or the checker is read with bounded size and depth, and a row
+that cannot be judged gets a verdict of its own: no program, and no one problem's data, can fail the stage.
+
+**Time bound.** A test's CPU limit is the problem's ``time_limit_s`` when it is a positive number under the
+recipe's ``time_limit_s``, else the recipe's (``time_limit_s()``: a NaN, infinite or huge value never
+raises the bound); its wall limit ``W = limit * wall_factor + 1``. A candidate's budget (``budget_s()``)
+is ``min(tests * W, candidate_wall_s)``, and ``candidate_wall_s`` for an assert-style check (all its runs):
+tests left when it runs out count as ``timeout``. The host waits for one request at most its budget plus
+``pool.HOST_MARGIN_S`` + 1 s once a worker takes it.
 """
 
 from __future__ import annotations
@@ -19,12 +27,13 @@ import collections
 import contextlib
 import json
 import logging
+import math
 from typing import Protocol
 
 import pyarrow as pa
 
 from bonforge.errors import DataError
-from bonforge.sandbox.checker import MAX_ROUNDS, Checker
+from bonforge.sandbox.checker import Checker, shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.extract import extract_program
 from bonforge.sandbox.pool import Background
@@ -35,19 +44,40 @@ from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
 
-VERSION = "3"  # 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer
+# 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer. (Verdicts changed
+# since 3 without a bump, left to the merge: a candidate's time budget; problems' limits capped by the
+# recipe's; an exit or StopIteration raised in a call is a runtime error; a check that cannot run is its
+# problem's sandbox_error; checks run in a container of their own.)
+VERSION = "3"
+MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 
 class Pool(Protocol):
     def run(self, requests: list[dict]) -> list[dict]: ...
 
 
+def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
+    """The per-test CPU limit: the problem's own when it is a finite positive number under the recipe's,
+    else the recipe's (a problem's data never raises the recipe's bound, and a bad value never raises)."""
+    own = spec.time_limit_s
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and 0 < own:
+        return min(float(own), cfg.time_limit_s)
+    return cfg.time_limit_s
+
+
+def budget_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
+    """A candidate's wall-clock budget over all its tests (and all runs of an assert-style check)."""
+    if spec.kind == "assert":
+        return cfg.candidate_wall_s
+    return min(len(spec.inputs) * (time_limit_s(spec, cfg) * cfg.wall_factor + 1.0), cfg.candidate_wall_s)
+
+
 def build_request(
     spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False
 ) -> dict:
-    """The runner request for one candidate (inputs only: expected outputs and checks stay on the host);
-    ``plan``: the calls an assert-style check makes (``Checker.plan``)."""
-    limit = spec.time_limit_s or cfg.time_limit_s
+    """The runner request for one candidate (inputs only: expected outputs and checks stay out of the
+    sandbox); ``plan``: the calls an assert-style check makes (``Checker.plan``)."""
+    limit = time_limit_s(spec, cfg)
     if spec.kind == "stdio":
         tests = [{"input": i} for i in spec.inputs]
     elif spec.kind == "call":
@@ -57,8 +87,9 @@ def build_request(
     return {
         "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
         "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
-        "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
-        "output_limit": cfg.output_limit(_expected_bytes(spec)), "stop_on_failure": cfg.stop_on_first_failure,
+        "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "budget": budget_s(spec, cfg),
+        "memory_mb": cfg.memory_mb, "output_limit": cfg.output_limit(_expected_bytes(spec)),
+        "stop_on_failure": cfg.stop_on_first_failure,
     }  # fmt: skip
 
 
@@ -115,43 +146,68 @@ def returned_value(text: str):
 
 
 def judge_outcome(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple[str, int, int, str]:
-    """(status, tests_passed, tests_total, detail) for one candidate's pool outcome; a candidate whose
-    outcome cannot be judged at all (a bug here, met by no program so far) is that candidate's
-    ``runtime_error``, never a failed stage."""
+    """(status, tests_passed, tests_total, detail) for one candidate's pool outcome (its checks replayed)."""
+    return verdict(spec, judged(spec, outcome, cfg), cfg)
+
+
+def _tail(text: str, n: int) -> str:
+    return text[max(len(text) - n, 0) :]
+
+
+def judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
+    """A pool outcome reduced to what its verdict needs, judged as it arrives (a batch never holds every
+    program's output): per test its status (``passed``, ``wrong_answer`` or the run's own), a note, a stderr
+    tail and its wall time; an assert-style run keeps its call lines until its check is replayed. An outcome
+    that cannot be judged at all (a bug here, met by no program so far) is that candidate's runtime_error."""
     try:
-        return _judge(spec, outcome, cfg)
+        return _judged(spec, outcome, cfg)
     except Exception as e:  # noqa: BLE001
         log.warning("could not judge an outcome (%s: %s): the candidate gets runtime_error", type(e).__name__, e)
-        return "runtime_error", 0, len(spec.inputs), _clip(f"the outcome could not be judged: {type(e).__name__}: {e}", cfg.detail_chars)
+        return {"runner_killed": f"the outcome could not be judged: {type(e).__name__}: {e}"}
 
 
-def _judge(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple[str, int, int, str]:
-    total = len(spec.inputs)
-    if "sandbox_error" in outcome:
-        return "sandbox_error", 0, total, _clip(outcome["sandbox_error"], cfg.detail_chars)
-    if "runner_killed" in outcome:
-        return "runtime_error", 0, total, _clip(outcome["runner_killed"], cfg.detail_chars)
-    passed, first = 0, None
+def _judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
+    if "results" not in outcome:
+        return {k: outcome[k] for k in ("sandbox_error", "runner_killed", "latency_s") if k in outcome}
+    results = []
     for i, res in enumerate(outcome["results"]):
         status, note = res["status"], res.get("error", "")
-        if status == "ok":
-            if spec.kind == "stdio":
-                ok = tokens_match(res["stdout"], spec.outputs[i], cfg.float_tolerance, cfg.case_insensitive)
-                note = "" if ok else f"expected {spec.outputs[i][:200]!r}, got {res['stdout'][:200]!r}"
-            elif spec.kind == "call":
-                try:
-                    got = returned_value(res["value"])
-                    ok = value_matches(got, spec.outputs[i], cfg.float_tolerance)
-                except (KeyError, ValueError, OverflowError) as e:
-                    got, ok, note = None, False, f"the return value cannot be compared: {e}"
-                note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"
-            else:
-                ok = True
+        if status == "ok" and spec.kind == "stdio":
+            ok = tokens_match(res["stdout"], spec.outputs[i], cfg.float_tolerance, cfg.case_insensitive)
+            note = "" if ok else f"expected {spec.outputs[i][:200]!r}, got {res['stdout'][:200]!r}"
             status = "passed" if ok else "wrong_answer"
+        elif status == "ok" and spec.kind == "call":
+            try:
+                got = returned_value(res["value"])
+                ok = value_matches(got, spec.outputs[i], cfg.float_tolerance)
+            except (KeyError, ValueError, OverflowError) as e:
+                got, ok, note = None, False, f"the return value cannot be compared: {e}"
+            note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"
+            status = "passed" if ok else "wrong_answer"
+        kept = {"status": status, "error": note, "stderr": _tail(res.get("stderr", ""), cfg.detail_chars),
+                "wall_s": res.get("wall_s", 0.0)}  # fmt: skip
+        if spec.kind == "assert" and "calls" in res:
+            kept["calls"] = res["calls"]  # replayed by the check, then dropped
+        results.append(kept)
+    return {"results": results, "latency_s": outcome.get("latency_s", 0.0)}
+
+
+def verdict(spec: TestSpec, kept: dict, cfg: CodeVerifyConfig) -> tuple[str, int, int, str]:
+    """(status, tests_passed, tests_total, detail) from a judged outcome (``judged``, checks replayed)."""
+    total = len(spec.inputs)
+    if "sandbox_error" in kept:
+        return "sandbox_error", 0, total, _clip(kept["sandbox_error"], cfg.detail_chars)
+    if "runner_killed" in kept:
+        return "runtime_error", 0, total, _clip(kept["runner_killed"], cfg.detail_chars)
+    passed, first = 0, None
+    for i, res in enumerate(kept["results"]):
+        status = res["status"]
+        if status == "ok" and spec.kind == "assert":  # a replay that never came: never a pass
+            status, res = "runtime_error", dict(res, error="the check was not replayed")
         if status == "passed":
             passed += 1
         elif first is None:
-            first = (i, status, note, res.get("stderr", ""))
+            first = (i, status, res["error"], res["stderr"])
             if cfg.stop_on_first_failure:
                 break
     if first is None:
@@ -166,51 +222,56 @@ def verify_code(
 ) -> pa.Table:
     """One verdict per candidate (same order as ``candidates``). Identical programs for the same problem run
     once and share the verdict: the sandbox's time goes to distinct programs, and duplicate candidates
-    can never get different labels (a contradiction in selection data)."""
-    with Checker(cfg.memory_mb + 512) as checker:  # started only for assert-style problems
-        return _verify(problems, candidates, cfg, pool, checker)
-
-
-def _verify(problems: pa.Table, candidates: pa.Table, cfg: CodeVerifyConfig, pool: Pool | None, checker: Checker) -> pa.Table:
+    can never get different labels (a contradiction in selection data). A problem whose check cannot run
+    (it does not compile, or its checker died, hung or misbehaved planning it) gives each of its candidates
+    ``sandbox_error`` (a verdict that says nothing about the candidate); every other problem is judged."""
+    checker = shared_checker(cfg)  # started only for assert-style problems, then kept for later calls
     by_problem = {p["problem_id"]: p for p in problems.select(["problem_id", "question", "tests"]).to_pylist()}
     specs: dict[str, TestSpec] = {}
-    plans: dict[str, list] = {}
+    plans: dict[str, tuple[str, list] | str] = {}  # problem -> (check key, plan), or why its check cannot run
     rows, requests, pending = [], [], []
-    asserts: dict[int, str] = {}  # request -> problem, for assert-style problems
+    req_specs: list[TestSpec] = []
+    asserts: dict[int, str] = {}  # request -> its check's key, for assert-style problems
     first_of: dict[tuple[str, str], int] = {}  # (problem, program) -> its request: identical programs run once
     for cand in candidates.select(["candidate_id", "problem_id", "teacher", "text"]).to_pylist():
         pid = cand["problem_id"]
         if pid not in by_problem:
-            raise DataError(f"problem {pid!r} is not in the problems table", "candidates", cand["candidate_id"], "problem_id")
+            raise DataError(f"problem {pid!r} is not in the problems table", "candidates", cand["candidate_id"],
+                            "problem_id")  # fmt: skip
         if pid not in specs:
             specs[pid] = spec = parse_spec(by_problem[pid]["tests"], pid)
             if spec.kind == "assert":
                 plans[pid] = _plan(checker, pid, spec)
         spec = specs[pid]
-        program = extract_program(cand["text"], by_problem[pid]["question"], spec.kind, cfg.extraction)
         row = {
             "candidate_id": cand["candidate_id"], "problem_id": pid, "teacher": cand["teacher"],
             "extracted": None, "tests_total": len(spec.inputs), "latency_ms": 0.0,
         }  # fmt: skip
         rows.append(row)
+        if isinstance(plans.get(pid), str):
+            row.update(status="sandbox_error", tests_passed=0, detail=_clip(plans[pid], cfg.detail_chars))
+            continue
+        program = extract_program(cand["text"], by_problem[pid]["question"], spec.kind, cfg.extraction)
         if not program.strip():
             row.update(status="compile_error", tests_passed=0, detail="no program found in the candidate's text")
             continue
         key = (pid, program)
         if key not in first_of:
             first_of[key] = len(requests)
+            plan = None
             if spec.kind == "assert":
-                asserts[len(requests)] = pid
-            requests.append(build_request(spec, program, cfg, cand["candidate_id"], plans.get(pid)))
+                asserts[len(requests)], plan = plans[pid]
+            requests.append(build_request(spec, program, cfg, cand["candidate_id"], plan))
+            req_specs.append(spec)
         pending.append((row, spec, first_of[key]))
     if requests:
         with _pool(cfg, pool) as run:
-            outcomes = _run_and_check(requests, asserts, checker, run) if asserts else run(requests)
+            kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg)
         for row, spec, i in pending:
-            outcome = outcomes[i]
-            status, passed, total, detail = judge_outcome(spec, outcome, cfg)
+            status, passed, total, detail = verdict(spec, kept[i], cfg)
             row.update(status=status, tests_passed=passed, tests_total=total, detail=detail or None)
-            run_s = sum(r["wall_s"] for r in outcome["results"]) if "results" in outcome else outcome["latency_s"]
+            results = kept[i].get("results")
+            run_s = sum(r["wall_s"] for r in results) if results is not None else kept[i].get("latency_s", 0.0)
             row["latency_ms"] = round(run_s * 1000, 3)
     for row in rows:
         row["correct"] = row["status"] == "passed"
@@ -218,79 +279,99 @@ def _verify(problems: pa.Table, candidates: pa.Table, cfg: CodeVerifyConfig, poo
     return pa.Table.from_pylist(rows, schema=VERDICTS)
 
 
-def _plan(checker: Checker, pid: str, spec: TestSpec) -> list:
-    """The calls ``spec``'s check makes, planned on the host (see ``bonforge.sandbox.checker``)."""
-    answer = checker.plan(pid, f"{spec.prelude}\n{spec.context}", spec.check, spec.entry_point)
+def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:
+    """(check key, the calls ``spec``'s check makes), planned by the checker; or why the check cannot run."""
+    answer = checker.plan(f"{spec.prelude}\n{spec.context}", spec.check, spec.entry_point)
     if "fault" in answer:
-        raise DataError(f"the check cannot run: {answer['fault']}", "problems", pid, "tests")
+        log.warning("problem %s: its check cannot run (%s): its candidates get sandbox_error", pid, answer["fault"])
+        return f"the problem's check cannot run: {answer['fault']}"
     if answer.get("error"):
         log.debug("planning the check of %s stopped at %s", pid, answer["error"])
-    return answer["plan"]
+    return answer["key"], answer["plan"]
 
 
-CHUNK = 64  # requests per pool call when checks are replayed on the host meanwhile
+CHUNK = 64  # requests per pool call when checks are replayed meanwhile
 
 
-def _run_and_check(requests: list[dict], asserts: dict[int, str], checker: Checker, run) -> list[dict]:
-    """Run every request in chunks, two in the sandbox at a time, replaying the checks of each chunk as it
-    comes back: the host's share of the work overlaps the sandbox's."""
-    outcomes: list[dict] = []
-    starts = range(0, len(requests), CHUNK)
+def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker, run,
+                   cfg: CodeVerifyConfig) -> list[dict]:  # fmt: skip
+    """Every request run and judged as it arrives (``judged``). With assert-style requests, in chunks, two
+    in the sandbox at a time, replaying the checks of each chunk as it comes back: the checker's share of
+    the work overlaps the sandbox's."""
     def launch(s: int) -> Background:
-        return Background(run, requests[s : s + CHUNK])
+        return Background(run, requests[s : s + CHUNK], lambda i, o: judged(specs[s + i], o, cfg))
 
+    if not asserts:
+        return run(requests, lambda i, o: judged(specs[i], o, cfg))
+    kept: list[dict] = []
+    starts = range(0, len(requests), CHUNK)
     ahead = collections.deque(map(launch, starts[:2]))
     for k, start in enumerate(starts):
-        outcomes += ahead.popleft().result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
+        kept += ahead.popleft().result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
         if k + 2 < len(starts):
             ahead.append(launch(starts[k + 2]))
-        mine = {i: asserts[i] for i in range(start, len(outcomes)) if i in asserts}
-        _check_asserts(requests, outcomes, mine, checker, run)
-    return outcomes
+        mine = {i: asserts[i] for i in range(start, len(kept)) if i in asserts}
+        _check_asserts(requests, specs, kept, mine, checker, run, cfg)
+    return kept
 
 
-def _check_asserts(requests: list[dict], outcomes: list[dict], asserts: dict[int, str], checker: Checker, run) -> None:
+def _check_asserts(requests: list[dict], specs: list[TestSpec], kept: list[dict], asserts: dict[int, str],
+                   checker: Checker, run, cfg: CodeVerifyConfig) -> None:  # fmt: skip
     """Replay each assert-style candidate's check on its run's answers, turning the run's result into the
-    verdict; run again, with the longer plan, those whose check asked for calls the run did not make
-    (at most ``MAX_ROUNDS`` runs of a program)."""
+    verdict; run again, with the longer plan, those whose check asked for calls the run did not make, while
+    the candidate's time budget lasts (every run's wall time counts)."""
     plans: dict[int, list | None] = dict.fromkeys(asserts)
     go_ons = dict.fromkeys(asserts, False)
+    spent = {i: kept[i]["results"][0]["wall_s"] if kept[i].get("results") else 0.0 for i in asserts}
     todo = list(asserts)
     for round_no in range(1, MAX_ROUNDS + 1):
         again = []
         for i in todo:
-            if "results" not in outcomes[i] or "calls" not in outcomes[i]["results"][0]:
-                continue  # a sandbox failure or a compile error: judged as it is
-            res = outcomes[i]["results"][0]
-            end = {"status": res["status"], "error": res.get("error", "")}
-            answer = checker.replay(asserts[i], plans[i], res["calls"], end, float(requests[i]["time_limit"]), go_ons[i])
+            if not kept[i].get("results") or "calls" not in kept[i]["results"][0]:
+                continue  # a sandbox failure, a compile error, a failed run: judged as it is
+            res = kept[i]["results"][0]
+            end = {"status": res["status"], "error": res["error"]}
+            answer = checker.replay(asserts[i], plans[i], res.pop("calls"), end, float(requests[i]["time_limit"]),
+                                    go_ons[i])  # fmt: skip
+            left = requests[i]["budget"] - spent[i]
             if "more" not in answer:
-                res["status"] = "ok" if answer["status"] == "passed" else answer["status"]
-                res["error"] = answer.get("error", "")
-            elif round_no == MAX_ROUNDS:
-                res["status"] = "runtime_error"
-                res["error"] = (f"the check's calls still depended on the program's answers after {MAX_ROUNDS} runs "
-                                "(or it passes values the sandbox cannot carry: see the sandbox README)")  # fmt: skip
+                res["status"], res["error"] = answer["status"], answer.get("error", "")
+            elif left <= 0 or round_no == MAX_ROUNDS:
+                res["status"] = "timeout"
+                res["error"] = (f"the check's calls depended on the program's answers: its time budget "
+                                f"({requests[i]['budget']:.1f} s) ran out after {round_no} runs")  # fmt: skip
             else:
                 plans[i], go_ons[i] = answer["more"], bool(answer.get("go_on"))
                 again.append(i)
         if not again:
             return
-        reruns = run([dict(requests[i], tests=[{"calls": plans[i], "go_on": go_ons[i]}]) for i in again])
-        for i, outcome in zip(again, reruns, strict=True):
-            if "results" in outcome and "results" in outcomes[i]:
-                outcome["results"][0]["wall_s"] += outcomes[i]["results"][0]["wall_s"]  # the candidate's time, all runs
-            outcomes[i] = outcome
+        reruns = run([dict(requests[i], tests=[{"calls": plans[i], "go_on": go_ons[i]}],
+                           budget=requests[i]["budget"] - spent[i]) for i in again],
+                     lambda k, o, again=again: judged(specs[again[k]], o, cfg))  # fmt: skip
+        for i, rerun in zip(again, reruns, strict=True):
+            if rerun.get("results"):
+                spent[i] += rerun["results"][0]["wall_s"]
+                rerun["results"][0]["wall_s"] = spent[i]  # the candidate's time, all runs
+            kept[i] = rerun
         todo = again
 
 
 @contextlib.contextmanager
 def _pool(cfg: CodeVerifyConfig, pool: Pool | None):
-    """``run(requests)`` on the given pool, or on one started for this call."""
-    if pool is not None:
+    """``run(requests, on_outcome)`` on the given pool, or on one started for this call. ``on_outcome(i,
+    outcome)`` turns each outcome into what is kept of it, on a pool that streams them (``SandboxPool``) as
+    it arrives; on another pool once its ``run`` returns."""
+    if pool is None:
+        from bonforge.sandbox.pool import SandboxPool
+
+        with SandboxPool(cfg) as own:
+            yield own.run
+        return
+    if getattr(pool, "streams_outcomes", False):
         yield pool.run
         return
-    from bonforge.sandbox.pool import SandboxPool
 
-    with SandboxPool(cfg) as own:
-        yield own.run
+    def run(requests: list[dict], on_outcome) -> list[dict]:
+        return [on_outcome(i, o) for i, o in enumerate(pool.run(requests))]
+
+    yield run

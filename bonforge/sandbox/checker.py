@@ -1,34 +1,41 @@
-"""Assert-style checks (HumanEval's ``check(candidate)``) run here, on the host, never in the sandbox.
+"""Assert-style checks (HumanEval's ``check(candidate)``): planned and judged in a checker process of their own.
 
-The check is trusted code from the problem; the program is not. So the check runs in a checker process
-of its own (``python checker.py MEMORY_MB``, standard library only, started by ``Checker``) against a
-proxy of the program: every call the check makes is answered with a value the sandboxed program
-returned, carried as plain type-tagged data (``runner.encode_value``) and rebuilt here as builtin
-values, or with the builtin exception class it raised. The program never sees the check's code or its
-expected values, and nothing it returns can bring its own ``__eq__``.
+The check is the problem's code (a table from a hub: not trusted), and so is a HumanEval prompt run with it
+as the check's context; the program is not trusted either. The two never meet: the program runs in its
+sandbox, the check in a checker process (``python -c <this source>``, standard library only, started by
+``Checker``), which with backend ``docker`` is a container of its own (``checker_argv``: no network,
+read-only root, pids and memory limits, an unprivileged uid). The check runs against a proxy of the
+program: every call it makes is answered with a value the sandboxed program returned, carried as plain
+type-tagged data (``runner.encode_value``) and rebuilt as builtin values, or with the builtin exception
+class it raised (``_exception``: never one that steers the check's own loops). The program never sees the
+check's code or its expected values, and nothing it returns can bring its own ``__eq__``; the host reads
+the checker's answers as it reads the runner's: bounded, checked for shape.
 
 Calls are planned, not relayed one by one (a round trip per call would cost more than the program):
 
-1. **plan** (once per problem): run the check, its ``assert`` statements reduced to their expressions,
-   against a placeholder that accepts every operation, and record the calls it makes (arguments are rebuilt from the check's own values; ``random`` is seeded
-   the same way for every run, and the process has a fixed hash seed, so runs repeat exactly);
+1. **plan** (once per check): run the check, its ``assert`` statements reduced to their expressions,
+   against a placeholder that accepts every operation, and record the calls it makes (arguments are
+   rebuilt from the check's own values; ``random`` is seeded the same way for every run, and the process
+   has a fixed hash seed, so runs repeat exactly);
 2. the sandbox runs the program once and makes those calls in order (``runner.py``, kind ``assert``);
 3. **replay**: run the check again; call *k* is answered with the program's answer *k* when its
    arguments equal the planned ones. When the check asks for a call the run did not make (its calls
    depend on earlier answers, or it caught an exception the program raised), the replay goes on
-   planning from there and returns a longer plan; the host runs the program afresh with it (at most
-   ``MAX_ROUNDS`` runs). Every verdict therefore comes from the check run on the program's own answers
-   to exactly the calls that check made, in order, on one fresh run of the program.
+   planning from there and returns a longer plan; the host runs the program afresh with it (within the
+   candidate's time budget, see ``judging.code``). Every verdict therefore comes from the check run on the
+   program's own answers to exactly the calls that check made, in order, on one fresh run of the program.
 
 Replay verdicts: ``passed``; ``wrong_answer`` (an ``AssertionError`` raised by the check); ``runtime_error``
-(the program raised and the check let it through, or the check failed on the program's value); the run's
-own status when the check needs an answer the program never gave (``timeout``, ``memory_limit``, ...).
+(the program raised and the check let it through, the program raised an exit in a call, or the check
+failed on the program's value); the run's own status when the check needs an answer the program never
+gave (``timeout``, ``memory_limit``, ...).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import json
 import os
 import random
@@ -37,15 +44,17 @@ import select
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 if __package__:
     from bonforge.sandbox import runner as codec
-else:  # run as a script beside runner.py
+else:  # the checker process: ``python -c <this source> <runner.py's folder> <memory MiB>``
+    sys.path.insert(0, sys.argv[1])
     import runner as codec
 
 MAX_CALLS = 100_000  # calls one run of a check may make
 PLAN_TIME_S = 2.0  # CPU seconds for planning a check against placeholders
-MAX_ROUNDS = 8  # runs of one program for one check
 
 
 class _Placeholder:
@@ -111,12 +120,24 @@ def _key(value) -> str:
     return repr(value)
 
 
+# Exceptions that steer the check's own control flow where they surface: a StopIteration raised by a call
+# made through ``map``, ``filter``, ``iter(f, sentinel)``, ``itertools`` or ``next(it, default)`` would end that
+# iteration silently (the check "passes" on fewer values). The check gets them as a RuntimeError (as PEP 479
+# does in generators); anything that is not an ``Exception`` (SystemExit, KeyboardInterrupt, GeneratorExit)
+# becomes a ``ProgramExit``, a runtime error whatever the check does with it.
+_STEERING = (StopIteration, StopAsyncIteration)
+
+
 def _exception(name: str, msg: str) -> BaseException:
+    """The exception a call raised, rebuilt from the runner's line as one the check cannot mistake for its
+    own control flow (``_STEERING``)."""
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         return Exception(f"{name}: {msg}")
     if not issubclass(cls, Exception):
         return ProgramExit(f"the program raised {name}: {msg}")
+    if issubclass(cls, _STEERING):
+        return RuntimeError(f"the program raised {name}: {msg}")
     try:
         return cls(msg)
     except Exception:  # classes whose constructor wants more (UnicodeDecodeError, ...)
@@ -168,6 +189,7 @@ class _Proxy:
         self.gave_up = False  # the check needed an answer the program never gave
         self.raised = None
         self.caught = False  # a call came after an exception the program raised
+        self.exited = False  # the program raised a ProgramExit in a call (whatever the check did with it)
 
     def __call__(self, *args, **kwargs):
         k = len(self.made)
@@ -181,6 +203,7 @@ class _Proxy:
                 raised, value = self.answers[k]
                 if raised:
                     self.raised = value
+                    self.exited = self.exited or isinstance(value, ProgramExit)
                     raise value
                 return value
             if planned and (self.ended is not None or not self.stopped):
@@ -219,6 +242,18 @@ class _Check:
                 exec(self.planning if proxy.answers is None else self.check, ns)
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
+                if os.getpid() != _SERVER[0]:  # a process the check forked never serves a request
+                    os._exit(0)
+                if _SERVER[1]:  # in its container: no process the check started outlives its run
+                    try:
+                        os.kill(-1, signal.SIGKILL)  # every process this uid may signal but this one (and init)
+                    except OSError:
+                        pass
+                    try:
+                        while os.waitpid(-1, 0):  # its own children reaped (init reaps the others)
+                            pass
+                    except ChildProcessError:
+                        pass
         except BaseException as e:  # noqa: BLE001 (whatever the check raised is its verdict)
             return e
         return None
@@ -246,6 +281,8 @@ def _replay(check: _Check, item: dict) -> dict:
         if end["status"] == "ok":
             return {"status": "runtime_error", "error": f"the program ended without answering call {len(proxy.made)}"}
         return {"status": end["status"], "error": end.get("error", "")}
+    if proxy.exited:  # even when the check caught it (a bare ``except:``): the program exited in a call
+        return {"status": "runtime_error", "error": "the program raised an exception that ends the interpreter"}
     if exc is None:
         return {"status": "passed"}
     if isinstance(exc, _OutOfTime):
@@ -260,8 +297,12 @@ def _replay(check: _Check, item: dict) -> dict:
     return {"status": "runtime_error", "error": f"the check failed on the program's answers: {message}"}
 
 
-def serve(memory_mb: int) -> None:
-    """The checker process: one JSON request per line on stdin, one answer per line on stdout."""
+_SERVER = [0, False]  # the pid of the checker process; whether it is alone in a container of its own
+KEEP_CHECKS = 1024  # compiled checks a checker process keeps (the oldest forgotten first; replanned on demand)
+
+
+def serve(memory_mb: int, contained: bool = False) -> None:
+    """The checker process: ``ready``, then one JSON request per line on stdin, one answer per line on stdout."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     sys.set_int_max_str_digits(0)  # _key: the check's own integer arguments, of any length
     signal.signal(signal.SIGPROF, _on_alarm)
@@ -270,40 +311,84 @@ def serve(memory_mb: int) -> None:
     for fd in (0, 1, 2):
         if fd:
             os.dup2(null, fd)
+    _SERVER[:] = [os.getpid(), contained]
+    out.write('{"event": "ready"}\n')
+    out.flush()
     checks: dict[str, _Check] = {}
     for line in sys.stdin:
         req = json.loads(line)
         try:
             if req["op"] == "plan":
+                while len(checks) >= KEEP_CHECKS:
+                    del checks[next(iter(checks))]
                 check = checks[req["key"]] = _Check(req["context"], req["check"], req["entry"])
                 proxy = _Proxy(None, None, None, None)
                 exc = check.run(proxy, PLAN_TIME_S)
                 check.first_plan, check.first_values = proxy.made, _decode_plan(proxy.made)
                 answer = {"plan": proxy.made, "error": "" if exc is None else f"{type(exc).__name__}: {exc}"[:300]}
+            elif req["key"] not in checks:
+                answer = {"unknown": True}
             else:
                 answer = _replay(checks[req["key"]], req)
         except Exception as e:  # a check that cannot even be compiled or rebuilt: the problem's fault
             answer = {"fault": f"{type(e).__name__}: {e}"[:500]}
+        answer["n"] = req["n"]  # which request it answers (the host takes no other)
         out.write(json.dumps(answer) + "\n")
         out.flush()
 
 
-class Checker:
-    """The host's handle on one checker process (``python checker.py``), restarted if it dies or hangs.
+VERDICTS = frozenset({"passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"})
 
-    ``plan`` registers a problem's check and returns its first plan; ``replay`` judges one run of a
-    program. The process gets ``memory_mb`` of address space and a fixed hash seed; an answer that does
-    not come within the item's time limit plus ``GRACE_S`` is that program's ``timeout``."""
+
+def _calls_ok(plan) -> bool:
+    return type(plan) is list and all(type(c) is list and len(c) == 2 and type(c[0]) is list and type(c[1]) is dict
+                                      for c in plan)  # fmt: skip
+
+
+def _well_formed(answer, request: dict) -> bool:
+    """Whether a checker process's answer has the shape of one to ``request`` (it runs the dataset's code:
+    never trusted)."""
+    if type(answer) is not dict or answer.get("n") != request["n"]:
+        return False
+    op = request["op"]
+    if "fault" in answer or "unknown" in answer:
+        return type(answer.get("fault", "")) is str
+    if op == "plan":
+        return _calls_ok(answer.get("plan")) and type(answer.get("error")) is str
+    if "more" in answer:
+        return _calls_ok(answer["more"]) and type(answer.get("go_on")) is bool
+    return answer.get("status") in VERDICTS and type(answer.get("error", "")) is str
+
+
+class Checker:
+    """The host's handle on one checker process, restarted if it dies, hangs or misbehaves.
+
+    The check is the dataset's code, not trusted: with ``cfg`` of backend ``docker`` the process runs in a
+    container of its own (``checker_argv``: no network, read-only root, its own pids and memory limits,
+    an unprivileged uid, no capability), separate from every candidate's; without (or with backend
+    ``process``) it runs on the host, as the candidates do with that backend. Its answers are read with
+    bounded size and depth and checked for shape; a problem's check is known by a hash of its code.
+
+    ``plan`` registers a check and returns its first plan (remembered: a check is planned once per process);
+    ``replay`` judges one run of a program. An answer that does not come within the item's time limit plus
+    ``GRACE_S`` is that program's ``timeout``. Safe to call from several threads (one request at a time)."""
 
     GRACE_S = 5.0
     MEMO_ENTRIES = 4096  # verdicts remembered (oldest forgotten first)
     MEMO_BYTES = 1 << 16  # runs whose answers are longer than this are not remembered
+    MAX_ANSWER = 16 << 20  # bytes of one answer line (a plan longer than this is the check's fault)
 
-    def __init__(self, memory_mb: int):
+    def __init__(self, memory_mb: int, cfg=None):
         self.memory_mb = memory_mb
-        self._checks: dict[str, dict] = {}
+        self.cfg = cfg
+        self._checks: dict[str, dict] = {}  # key -> the check's code and its first plan
         self._proc: subprocess.Popen | None = None
+        self._name: str | None = None  # the container's, with backend docker
+        self._buf = b""
         self._memo: dict[tuple, dict] = {}
+        self._lock = threading.RLock()
+        self._starts = 0
+        self._sent = 0  # requests sent: each carries its number, each answer must carry it back
 
     def __enter__(self) -> Checker:
         return self
@@ -312,36 +397,95 @@ class Checker:
         self.close()
 
     def _start(self) -> None:
+        self._starts += 1
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-E", "-s", os.path.abspath(__file__), str(self.memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True,
-        )  # fmt: skip
-        for key, check in self._checks.items():  # plans are deterministic: the new process makes the same
-            self._ask(dict(check, op="plan", key=key), 60.0)
+        if self.cfg is not None and self.cfg.backend == "docker":
+            self._name = f"bonforge-chk-{os.getpid()}-{id(self):x}-{self._starts}"
+            argv = checker_argv(self.cfg, self.memory_mb, self._name)
+        else:
+            argv = [sys.executable, "-s", "-c", _SOURCE, os.path.dirname(codec.__file__), str(self.memory_mb)]
+        self._buf = b""
+        try:
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, env=env, start_new_session=True)  # fmt: skip
+        except OSError:
+            self._proc = None
+            return
+        timeout = self.cfg.startup_timeout_s if self.cfg is not None else 60.0
+        if self._read(timeout) != {"event": "ready"}:
+            self.close()
+
+    def _read(self, timeout: float):
+        """The next answer line, parsed; None when none came in time, it was too long or unreadable."""
+        deadline = time.monotonic() + timeout
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if len(self._buf) > self.MAX_ANSWER or left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        if len(line) > self.MAX_ANSWER:
+            return None
+        try:
+            return json.loads(line)
+        except (ValueError, RecursionError, MemoryError):
+            return None
 
     def _ask(self, request: dict, timeout: float) -> dict | None:
-        """One request and its answer; None (and the process ended) when it died or did not answer in time."""
-        if self._proc is None:
-            self._start()
-        try:
-            self._proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self._proc.stdin.flush()
-            if select.select([self._proc.stdout], [], [], timeout)[0]:
-                line = self._proc.stdout.readline()
-                if line:
-                    return json.loads(line)
-        except (OSError, ValueError):
-            pass
-        self.close()
+        """One request and its well-formed answer; None (and the process ended) when it died, did not answer
+        in time or answered out of shape. A process that lost the request's check gets it planned again."""
+        for _ in range(2):
+            if self._proc is None:
+                self._start()
+                if self._proc is None:
+                    return None
+            answer = None
+            self._sent += 1
+            request = dict(request, n=self._sent)
+            try:
+                self._proc.stdin.write(json.dumps(request).encode() + b"\n")
+                self._proc.stdin.flush()
+                answer = self._read(timeout)
+            except OSError:
+                pass
+            if not _well_formed(answer, request):
+                self.close()
+                return None
+            del answer["n"]
+            if "unknown" not in answer:
+                return answer
+            known = self._checks.get(request["key"])
+            if known is None or self._ask(dict(known["code"], op="plan", key=request["key"]),
+                                          PLAN_TIME_S + self.GRACE_S) is None:  # fmt: skip
+                return None
         return None
 
-    def plan(self, key: str, context: str, check: str, entry: str) -> dict:
-        """``{"plan": [...], "error": str}``, or ``{"fault": str}`` when the check cannot be run at all."""
-        self._checks[key] = {"context": context, "check": check, "entry": entry}
-        self._memo = {k: v for k, v in self._memo.items() if k[0] != key}  # verdicts of an earlier check of that key
-        answer = self._ask(dict(self._checks[key], op="plan", key=key), 60.0)
-        return answer or {"fault": "the checker process died while planning"}
+    @staticmethod
+    def key(context: str, check: str, entry: str) -> str:
+        """A check's key: a hash of its code (two problems with the same code share their plans and verdicts)."""
+        return hashlib.sha256(json.dumps([context, check, entry]).encode()).hexdigest()[:32]
+
+    def plan(self, context: str, check: str, entry: str) -> dict:
+        """``{"key": str, "plan": [...], "error": str}``, or ``{"key", "fault": str}`` when the check cannot run
+        at all (it does not compile, or the process died, hung or misbehaved planning it)."""
+        key = self.key(context, check, entry)
+        with self._lock:
+            known = self._checks.get(key)
+            if known is None:
+                code = {"context": context, "check": check, "entry": entry}
+                for _ in range(2):  # once more on a fresh process: its death may not be the check's doing
+                    answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S + self.GRACE_S)
+                    if answer is not None:
+                        break
+                answer = answer or {"fault": "the checker process died, hung or misbehaved while planning, twice"}
+                while len(self._checks) >= KEEP_CHECKS:
+                    del self._checks[next(iter(self._checks))]
+                known = self._checks[key] = {"code": code, "answer": answer}
+            return dict(known["answer"], key=key)
 
     def replay(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float, go_on: bool) -> dict:
         """The verdict of one run (``{"status", "error"}``) or ``{"more": plan, "go_on": bool}``: ``plan``
@@ -349,17 +493,18 @@ class Checker:
         A replay is a function of exactly these (the check is deterministic: fixed hash seed, ``random``
         seeded), so runs that answered alike share one replay (``_remembered``)."""
         memo_key = self._memo_key(key, plan, calls, end, time_limit, go_on)
-        if memo_key in self._memo:
-            return dict(self._memo[memo_key])
-        item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
-                "go_on": go_on}  # fmt: skip
-        answer = self._ask(item, time_limit + self.GRACE_S)
-        if answer is None:  # the process died or hung (it is restarted): not remembered
-            return {"status": "timeout", "error": "the check did not finish on the program's answers"}
-        if "fault" in answer:
-            error = f"the check failed on the program's answers: {answer['fault']}"
-            answer = {"status": "runtime_error", "error": error}
-        return self._remembered(memo_key, answer)
+        with self._lock:
+            if memo_key in self._memo:
+                return dict(self._memo[memo_key])
+            item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
+                    "go_on": go_on}  # fmt: skip
+            answer = self._ask(item, time_limit + self.GRACE_S)
+            if answer is None:  # the process died, hung or misbehaved (it is restarted): not remembered
+                return {"status": "timeout", "error": "the check did not finish on the program's answers"}
+            if "fault" in answer:
+                error = f"the check failed on the program's answers: {answer['fault']}"
+                answer = {"status": "runtime_error", "error": error}
+            return self._remembered(memo_key, answer)
 
     def _memo_key(self, key: str, plan: list | None, calls: list[str], end: dict, time_limit: float, go_on: bool):
         """What a replay depends on, as a hashable key; None for runs too long to remember."""
@@ -376,16 +521,85 @@ class Checker:
         return answer
 
     def close(self) -> None:
-        if self._proc is not None:
+        """End the process (and its container): EOF on its input, then a kill."""
+        with self._lock:
             proc, self._proc = self._proc, None
+            name, self._name = self._name, None
+        if proc is None:
+            return
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+        if name is not None:  # a check that ignores EOF (or hangs) keeps its container running: remove it
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        proc.stdout.close()
+
+
+_SOURCE = ""  # this module's source, read once on the host (the checker process runs it with ``python -c``)
+
+if __package__:
+    with open(__file__, encoding="utf-8") as _f:
+        _SOURCE = _f.read()
+
+
+def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
+    """``docker run`` of a checker process in a container of its own: what a check may reach is that
+    container (no network, read-only root, a small /tmp, pids and memory limits, uid 65534 with no
+    capability), never the host or a candidate's sandbox. The image is the sandbox's (its Python and
+    ``runner.py``, the value codec), built if missing."""
+    from bonforge.sandbox import image as image_mod
+
+    tag = cfg.image or image_mod.default_tag()
+    if not image_mod.image_exists(tag):
+        if not cfg.build_image:
+            from bonforge.errors import SandboxError
+
+            raise SandboxError(f"sandbox image {tag} is missing; run `bonforge sandbox build-image`")
+        image_mod.build_image(tag)
+    mem = memory_mb + 64
+    return [
+        "docker", "run", "-i", "--rm", "--init", "--name", name,
+        "--label", f"{image_mod.LABEL}=1", "--label", f"{image_mod.OWNER_LABEL}={image_mod.owner()}",
+        "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=16m",
+        "--memory", f"{mem}m", "--memory-swap", f"{mem}m", "--pids-limit", str(CHECKER_PIDS), "--cpus", "1",
+        "--ipc", "private", "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+        "--workdir", "/tmp", "--env", "HOME=/tmp", "--env", "PYTHONHASHSEED=0", "--env", "LANG=C.UTF-8",
+        "--log-driver", "none",
+        tag, "python3", "-s", "-c", _SOURCE, os.path.dirname(image_mod.RUNNER_IN_IMAGE), str(memory_mb), "contained",
+    ]  # fmt: skip
+
+
+CHECKER_PIDS = 16  # processes and threads of a checker container (a check's fork bomb stops there)
+
+_shared: dict[tuple, Checker] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_checker(cfg) -> Checker:
+    """This process's checker for ``cfg``'s sandbox settings (started on first use, reused by every later
+    call: a reward function does not start a container per call), closed at interpreter exit."""
+    key = (cfg.backend, cfg.image, cfg.memory_mb)
+    with _shared_lock:
+        checker = _shared.get(key)
+        if checker is None:
+            checker = _shared[key] = Checker(cfg.memory_mb + 512, cfg)
+    return checker
+
+
+def _close_shared() -> None:
+    for checker in list(_shared.values()):
+        checker.close()
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[2]), sys.argv[3:] == ["contained"])
+elif __package__:
+    import atexit
+
+    atexit.register(_close_shared)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from bonforge.config_model import Model, exec_only
+from bonforge.config_model import Model, added, exec_only
 
 OUTPUT_PER_EXPECTED = 2  # a problem's output cap is at least this many times its largest expected output
 
@@ -42,6 +42,12 @@ class CodeVerifyConfig(Model):
     memory_mb: int = Field(
         1024, ge=64, description="Address-space limit per test process, MiB (RLIMIT_AS); the container "
         "gets this plus tmpfs_mb plus 256 MiB for the runner.")  # fmt: skip
+    candidate_wall_s: float = added(
+        30.0, gt=0, le=3600, description="Wall-clock budget of one candidate, seconds: its tests run while it "
+        "lasts, and those left when it runs out count as timeout. A candidate takes at most min(tests * "
+        "(time_limit_s * wall_factor + 1), candidate_wall_s) in the sandbox; an assert-style check (one test "
+        "whose program runs again when the check's calls depend on its answers) gets candidate_wall_s for all "
+        "its runs.")  # fmt: skip
     output_limit_bytes: int = Field(
         1 << 20, gt=0, description="Cap per test on stdout and returned values together (else verdict "
         f"output_limit); a problem whose expected output is larger gets {OUTPUT_PER_EXPECTED} times the size of "

@@ -27,6 +27,7 @@ import glob
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import select
@@ -48,7 +49,7 @@ from bonforge.sandbox.config import CodeVerifyConfig
 
 log = logging.getLogger("bonforge.sandbox")
 
-PIPELINE_DEPTH = 2  # requests queued per worker: the next is already there when one finishes
+PIPELINE_DEPTH = 2  # requests per worker while the queue is long: the next is already there when one finishes
 HOST_MARGIN_S = 2.0  # the host's wall limit per request: the tests' wall limits (+0.25 s each) plus this
 SANDBOX_IDS = "65534:65534"  # the uid:gid tests run under in a container (the runner stays root)
 CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is the sandbox itself sound?
@@ -60,6 +61,15 @@ RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in i
 STATUSES = frozenset({"ok", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit"})
 OOM_EVENT_WAIT_S = 0.5  # how long a dead container's OOM event may take to reach the engine's event log
 _names = itertools.count()
+
+
+MAX_WAIT_S = 86400.0  # the most the host waits for one test of a request, whatever the request says
+
+
+def _seconds(value, default: float) -> float:
+    """``value`` as seconds when it is a positive finite number (at most ``MAX_WAIT_S``), else ``default``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return min(float(value), MAX_WAIT_S) if ok else default
 
 
 class WorkerDied(SandboxError):
@@ -94,10 +104,52 @@ class Background:
         return self._value
 
 
-class _Job:
-    __slots__ = ("request", "attempts", "deaths", "errors", "start", "outcome")
+STEAL_AFTER_S = 0.05  # how long a request must have run before an idle worker takes the one waiting behind it
 
-    def __init__(self, request: dict):
+
+class _Lanes:
+    """The requests in flight on each worker of one ``run``, for an idle worker to steal from."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._lanes: list[collections.deque] = []
+
+    def add(self, lane: collections.deque) -> None:
+        with self._lock:
+            self._lanes.append(lane)
+
+    def remove(self, lane: collections.deque) -> None:
+        with self._lock:
+            self._lanes.remove(lane)
+
+    def steal(self, mine: collections.deque, todo: queue.Queue, closed) -> _Job | None:
+        """A request waiting behind one that has run ``STEAL_AFTER_S`` on another worker (marked stolen: the
+        other worker still runs its copy, and the first answer wins); waits while one may come; None when no
+        worker holds one waiting (or ``todo`` got work again: the caller takes that first)."""
+        while not closed() and todo.empty():
+            waiting = False
+            with self._lock:
+                for lane in self._lanes:
+                    if lane is mine or len(lane) < 2:
+                        continue
+                    for job, _ in list(lane)[1:]:
+                        if not (job.done or job.stolen):
+                            waiting = True
+                            if time.monotonic() - lane[0][1] >= STEAL_AFTER_S:
+                                job.stolen = True
+                                return job
+            if not waiting:
+                return None
+            time.sleep(0.01)
+        return None
+
+
+class _Job:
+    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome", "done", "stolen")
+
+    def __init__(self, index: int, request: dict, on_outcome=None):
+        self.index, self.on_outcome = index, on_outcome
+        self.done = self.stolen = False  # finished (a second answer, of a stolen copy, is dropped); stolen once
         self.request = request
         self.attempts = self.deaths = 0
         self.errors: list[str] = []
@@ -672,20 +724,32 @@ class SandboxPool:
         worker.kill(grace=0.0 if hung else 2.0)
 
     def request_timeout(self, request: dict) -> float:
-        """The host's own wall limit for a request, from when the runner can start it."""
-        return len(request["tests"]) * (float(request["wall_limit"]) + 0.25) + HOST_MARGIN_S
+        """The host's own wall limit for a request, from when the runner can start it: its tests' wall limits
+        (+0.25 s each), or its ``budget`` + 1 s when that is less, plus ``HOST_MARGIN_S``. A limit that is not
+        a positive finite number counts as the pool's own (never an exception: one request's values)."""
+        wall = _seconds(request.get("wall_limit"), self.cfg.wall_limit_s)
+        limit = len(request["tests"]) * (wall + 0.25)
+        if request.get("budget") is not None:
+            limit = min(limit, _seconds(request["budget"], limit) + 1.0)
+        return limit + HOST_MARGIN_S
 
-    def run(self, requests: list[dict]) -> list[dict]:
-        """Run every request; outcomes in the same order, each with ``latency_s`` added."""
+    streams_outcomes = True  # ``run`` hands each outcome to ``on_outcome`` as it arrives
+
+    def run(self, requests: list[dict], on_outcome=None) -> list[dict]:
+        """Run every request; outcomes in the same order, each with ``latency_s`` added. With
+        ``on_outcome(index, outcome)``, each outcome is handed to it as it arrives (on a pool thread) and
+        what it returns is kept instead: a batch need not hold every program's output at once."""
         if not self._started:
             self.start()
-        jobs = [_Job(r) for r in requests]
+        jobs = [_Job(i, r, on_outcome) for i, r in enumerate(requests)]
         todo: queue.Queue[_Job] = queue.Queue()
         for job in jobs:
             todo.put(job)
         if not jobs:
             return []
-        drivers = [Background(self._drive, todo) for _ in range(min(self.cfg.pool_size, len(jobs)))]
+        width = min(self.cfg.pool_size, len(jobs))
+        lanes = _Lanes()
+        drivers = [Background(self._drive, todo, width, lanes) for _ in range(width)]
         try:
             for driver in drivers:
                 driver.result()
@@ -698,19 +762,29 @@ class SandboxPool:
     def run_one(self, request: dict) -> dict:
         return self.run([request])[0]
 
-    def _drive(self, todo: queue.Queue[_Job]) -> None:
-        """Feed one worker from ``todo`` with up to ``PIPELINE_DEPTH`` requests in flight (the runner reads
-        the next while it runs the current: no idle round trip) until nothing is left."""
+    def _drive(self, todo: queue.Queue[_Job], width: int, lanes: _Lanes) -> None:
+        """Feed one worker from ``todo`` until nothing is left. While at least ``width`` requests (one per
+        worker of this run) wait, it keeps ``PIPELINE_DEPTH`` in flight (the runner reads the next while it
+        runs the current: no idle round trip); with fewer, one. A worker with nothing left to do steals a
+        request still waiting behind a long one on another worker (``_Lanes.steal``): the first answer is
+        the outcome. So no request waits behind another while a worker of the run is idle (two long
+        programs on two slots run side by side)."""
         slot = self._slots.get()
         inflight: collections.deque[tuple[_Job, float]] = collections.deque()
+        lanes.add(inflight)
         idle_since = time.monotonic()  # when the worker finished its last answer: the next may start
         try:
             while not self._closed:
-                while len(inflight) < PIPELINE_DEPTH and (slot[0] is None or slot[0].sent < self.cfg.recycle_after):
+                while len(inflight) < (PIPELINE_DEPTH if todo.qsize() >= width else 1) and (
+                        slot[0] is None or slot[0].sent < self.cfg.recycle_after):  # fmt: skip
                     try:
                         job = todo.get_nowait()
                     except queue.Empty:
-                        break
+                        job = None if inflight else lanes.steal(inflight, todo, lambda: self._closed)
+                        if job is None:
+                            break
+                    if job.done:
+                        continue
                     try:
                         self._ensure(slot)
                         job.start = job.start or time.monotonic()
@@ -728,21 +802,24 @@ class SandboxPool:
                         self._discard(slot)
                         continue
                     return
-                job, sent = inflight.popleft()
+                job, sent = inflight[0]  # stays in the lane while it runs: others may steal what waits behind it
                 limit = self.request_timeout(job.request)
                 begun = max(sent, idle_since)
                 try:
                     response = slot[0].read(job.request, begun + limit - time.monotonic())
                 except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict
+                    inflight.popleft()
                     self._discard(slot, hung=True)
                     self._requeue(inflight, todo)
                     self._finish(job, self._timed_out(job.request, time.monotonic() - begun))
                     idle_since = time.monotonic()
                     continue
                 except WorkerDied as e:  # it died running this job; the others had not started
+                    inflight.popleft()
                     self._lost(job, todo, inflight, slot, f"{slot[0].name}: {e}", begun)
                     idle_since = time.monotonic()
                     continue
+                inflight.popleft()
                 idle_since = time.monotonic()
                 if "error" in response:  # the runner exits after a fault
                     self._lost(job, todo, inflight, slot, f"runner fault: {response['error']}", begun)
@@ -753,17 +830,27 @@ class SandboxPool:
                     self._requeue(inflight, todo)  # the runner exits after a dirty cleanup
                     self._discard(slot)
         finally:
+            lanes.remove(inflight)
             self._slots.put(slot)
 
     @staticmethod
     def _requeue(inflight: collections.deque[tuple[_Job, float]], todo: queue.Queue[_Job]) -> None:
         while inflight:
-            todo.put(inflight.popleft()[0])
+            job = inflight.popleft()[0]
+            if not job.done:
+                todo.put(job)
 
-    @staticmethod
-    def _finish(job: _Job, outcome: dict) -> None:
+    _finishing = threading.Lock()
+
+    @classmethod
+    def _finish(cls, job: _Job, outcome: dict) -> None:
+        """The job's outcome, once: the answer of a stolen job's other copy is dropped."""
+        with cls._finishing:
+            if job.done:
+                return
+            job.done = True
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
-        job.outcome = outcome
+        job.outcome = outcome if job.on_outcome is None else job.on_outcome(job.index, outcome)
 
     @staticmethod
     def _timed_out(request: dict, seconds: float) -> dict:
@@ -795,6 +882,8 @@ class SandboxPool:
     def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, slot: list, ran: bool) -> None:
         """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
         a known-good control program passes on a fresh worker, the program's (``runner_killed``)."""
+        if job.done:  # a stolen job's other copy answered already
+            return
         job.attempts += 1
         job.deaths += ran
         job.errors.append(error)

@@ -36,13 +36,28 @@ class _PoolActor:
 class RayPoolClient:
     """Speaks to the node's pool actor; picklable (holds only the actor handle)."""
 
+    PIECE = 16  # requests per actor call: with ``on_outcome``, the caller holds one piece's outcomes at a time
+    streams_outcomes = True
+
     def __init__(self, actor):
         self.actor = actor
 
-    def run(self, requests: list[dict]) -> list[dict]:
+    def run(self, requests: list[dict], on_outcome=None) -> list[dict]:
+        """As ``SandboxPool.run``; with ``on_outcome`` the requests go in pieces, all at once (the actor runs
+        them concurrently), and each piece's outcomes are handed to it as the piece comes back."""
         import ray
 
-        return ray.get(self.actor.run.remote(requests))
+        if on_outcome is None:
+            return ray.get(self.actor.run.remote(requests))
+        out: list = [None] * len(requests)
+        starts = {self.actor.run.remote(requests[s : s + self.PIECE]): s for s in range(0, len(requests), self.PIECE)}
+        pending = list(starts)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            start = starts[done[0]]
+            for k, outcome in enumerate(ray.get(done[0])):
+                out[start + k] = on_outcome(start + k, outcome)
+        return out
 
 
 def node_pool(cfg: CodeVerifyConfig) -> RayPoolClient:

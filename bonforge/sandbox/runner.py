@@ -12,7 +12,11 @@ request::
     {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str, "fn_name": str,
      "tests": [{"input": str} | {"args": [json...]} | {"calls": [[[value...], {name: value}], ...],
                "go_on": bool}],
-     "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes, "stop_on_failure": bool}
+     "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes, "stop_on_failure": bool,
+     "budget": s}
+
+``budget`` (optional): the wall-clock seconds all the request's tests may take together; each test's wall
+limit is cut to what is left, and once nothing is left the remaining tests are not run (``timeout``).
 
 An ``assert`` test is a list of calls of ``fn_name`` (arguments in the tagged form of ``encode_value``),
 planned on the host by the trusted checker (``checker.py``): the check's code and expected values never
@@ -993,8 +997,18 @@ def handle(req, workdir, sandbox):
         view = memoryview(marshal.dumps(payload))
         while view:
             view = view[os.write(pfd, view) :]
+        begun, budget = time.monotonic(), req.get("budget")
         for i, test in enumerate(tests):
-            results.append(run_test(req, i, test, pfd, sandbox))
+            left = float(req["wall_limit"]) if budget is None else float(budget) - (time.monotonic() - begun)
+            if left <= 0:  # the candidate's time budget ran out: the tests left count as timeout
+                note = {"status": "timeout", "error": f"not run: the candidate's time budget ({float(budget):.1f} s) "
+                        "ran out", "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0,
+                        **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
+                results += [dict(note) for _ in tests[i:]]
+                break
+            results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left)), i, test, pfd, sandbox))
+            if left < float(req["wall_limit"]) and results[-1]["status"] == "timeout":
+                results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
             if req.get("stop_on_failure") and results[-1]["status"] != "ok":
                 break
     except _Stuck as e:

@@ -26,13 +26,22 @@ def checker():
         yield c
 
 
+KEYS = {}  # a name used in these tests -> the checker's key of the check last planned under it
+
+
+def plan(checker, name, context, check, entry):
+    answer = checker.plan(context, check, entry)
+    KEYS[name] = answer["key"]
+    return answer
+
+
 def replay(checker, calls, status="ok", plan=None, go_on=False, key="add"):
-    return checker.replay(key, plan, calls, {"status": status, "error": f"it {status}"}, 2.0, go_on)
+    return checker.replay(KEYS[key], plan, calls, {"status": status, "error": f"it {status}"}, 2.0, go_on)
 
 
 def test_plan_and_replay(checker):
-    plan = checker.plan("add", "", CHECK, "add")["plan"]
-    assert [[decode_value(a) for a in args] for args, _ in plan] == [[2, 3], [0, 0], [1, 1], [2, 2]]
+    calls = plan(checker, "add", "", CHECK, "add")["plan"]
+    assert [[decode_value(a) for a in args] for args, _ in calls] == [[2, 3], [0, 0], [1, 1], [2, 2]]
     right = [v(5), v(0), v(2), v(4)]
     assert replay(checker, right) == {"status": "passed"}
     assert replay(checker, [v(5), v(1), v(2), v(4)])["status"] == "wrong_answer"
@@ -49,7 +58,7 @@ def test_plan_and_replay(checker):
 def test_a_check_that_catches_runs_again_going_on(checker):
     check = "def check(c):\n    try:\n        c(-1)\n    except ValueError:\n        pass\n    else:\n" \
             "        assert False\n    assert c(4) == 2\n\ncheck(root)\n"  # fmt: skip
-    checker.plan("root", "", check, "root")
+    plan(checker, "root", "", check, "root")
     more = replay(checker, [x("ValueError")], key="root")  # the child stopped at the exception
     assert more["go_on"] is True and len(more["more"]) == 2
     final = replay(checker, [x("ValueError"), v(2)], plan=more["more"], go_on=True, key="root")
@@ -57,14 +66,14 @@ def test_a_check_that_catches_runs_again_going_on(checker):
 
 
 def test_context_helpers_and_a_faulty_check(checker):
-    plan = checker.plan("dec", "def enc(s):\n    return s[::-1]\n", "assert dec(enc('ab')) == 'ab'\n", "dec")
-    assert [decode_value(a) for a in plan["plan"][0][0]] == ["ba"]
-    assert "fault" in checker.plan("bad", "", "def check(:\n", "f")
+    answer = checker.plan("def enc(s):\n    return s[::-1]\n", "assert dec(enc('ab')) == 'ab'\n", "dec")
+    assert [decode_value(a) for a in answer["plan"][0][0]] == ["ba"]
+    assert "fault" in checker.plan("", "def check(:\n", "f")
 
 
 def test_runs_that_answered_alike_share_one_replay():
     with Checker(512) as checker:
-        checker.plan("add", "", CHECK, "add")
+        plan(checker, "add", "", CHECK, "add")
         right = [v(5), v(0), v(2), v(4)]
         assert replay(checker, right) == {"status": "passed"}
         assert replay(checker, right[:1])["status"] == "runtime_error"  # ended without answering call 2
@@ -72,6 +81,37 @@ def test_runs_that_answered_alike_share_one_replay():
         assert replay(checker, right) == {"status": "passed"} and checker._proc is None
         assert replay(checker, right, status="timeout") == {"status": "passed"}  # another run's end: replayed
         assert checker._proc is not None
-        # planning the key again (another check) forgets the verdicts of the old one
-        checker.plan("add", "", "assert add(2, 3) == 6\n", "add")
+        # another check under the same name (problem) has a key of its own: no verdict of the old one applies
+        plan(checker, "add", "", "assert add(2, 3) == 6\n", "add")
         assert replay(checker, right[:1])["status"] == "wrong_answer"
+
+
+STEERED = {  # checks that consume the candidate through an iteration a StopIteration would end silently
+    "zip_map": "for got, want in zip(map(f, [1, 2]), [2, 3]):\n    assert got == want\n",
+    "all_map": "assert all(map(f, [1, 2]))\n",
+    "filter": "assert len(list(filter(f, [1, 2]))) == len([])\n",
+    "generator": "assert all(f(x) for x in [1, 2])\n",
+    "starmap": "import itertools\nfor got in itertools.starmap(f, [(1,), (2,)]):\n    assert got == 99\n",
+    "takewhile": "import itertools\nassert list(itertools.takewhile(lambda v: v > 0, map(f, [1]))) == []\n",
+    "next_default": "assert next(map(f, [1, 2]), 'none') == 'none'\n",
+    "comprehension": "assert [g for g in map(f, [1, 2]) if g != 2] == []\n",
+    "sum": "assert sum(map(f, [1, 2])) == 0\n",
+    "iter_sentinel": "assert list(iter(lambda: f(1), 2)) == []\n",
+}
+
+
+@pytest.mark.parametrize("raised", ["StopIteration", "StopAsyncIteration"])
+@pytest.mark.parametrize("name", sorted(STEERED))
+def test_a_program_raising_stopiteration_never_ends_the_checks_iteration(checker, name, raised):
+    assert plan(checker, name, "", STEERED[name], "f")["plan"]
+    verdict = replay(checker, [x(raised, "")], key=name)
+    assert verdict["status"] == "runtime_error", verdict
+    assert raised in verdict["error"]
+
+
+@pytest.mark.parametrize("raised", ["SystemExit", "KeyboardInterrupt", "GeneratorExit"])
+def test_an_exit_in_a_call_is_a_runtime_error_even_when_the_check_catches_it(checker, raised):
+    check = "for x in [1, 2]:\n    try:\n        f(x)\n    except BaseException:\n        pass\n"
+    calls = plan(checker, "exit-caught", "", check, "f")["plan"]
+    verdict = replay(checker, [x(raised), x(raised)], go_on=True, key="exit-caught", plan=calls)
+    assert verdict["status"] == "runtime_error", verdict
