@@ -17,6 +17,7 @@ import re
 
 _OPENER = re.compile(r"[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*")  # a fence line: fence, language tag, rest
 _PY_TAGS = {"", "python", "py", "python3", "py3"}
+_OPEN_TAGS = {"", "python", "python3", "py"}  # of a block left open
 
 
 def fenced_block(text: str) -> str | None:
@@ -46,9 +47,18 @@ def fenced_block(text: str) -> str | None:
 
 
 def _unterminated_block(text: str) -> str | None:
-    """A block opened but never closed (a completion cut at its token limit): the rest of the text."""
-    m = re.search(r"^[ \t]*```[ \t]*(python3?|py)?[ \t]*\n", text, re.M | re.I)
-    return text[m.end():] if m and "```" not in text[m.end():] else None
+    """A block opened but never closed (a completion cut at its token limit): the rest of the text after
+    the first line holding only a fence tagged python/py/python3 or untagged. A scan of the lines (a
+    pattern with two runs of optional blanks around the tag took quadratic time on a fence followed by
+    a long run of spaces)."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        bare = text[start:end].strip(" \t")
+        if bare.startswith("```") and bare[3:].lstrip(" \t").lower() in _OPEN_TAGS:
+            rest = text[end + 1 :]
+            return rest if "```" not in rest else None
+        start = end + 1
+    return None
 
 
 def extract_program(text: str | None, question: str | None, kind: str, mode: str = "auto") -> str:

@@ -15,7 +15,7 @@ import json
 import sys
 
 from bonforge.rewards import completion_text, ground_truth_of
-from bonforge.stages.select_eval import parse_judgment
+from bonforge.judging.judgment import parse_judgment
 
 
 def split_think(text: str) -> tuple[str, str]:
