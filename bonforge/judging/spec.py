@@ -102,7 +102,7 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
     if limit is not None:
         if not positive_finite(limit):
             raise bad(f"'time_limit_s' must be a finite positive number, got {limit!r:.50}")
-        limit = min(float(limit), MAX_TIME_LIMIT_S)
+        limit = float(min(limit, MAX_TIME_LIMIT_S))
     for key in ("prelude", "starter"):
         if not isinstance(doc.get(key) or "", str):
             raise bad(f"'{key}' must be a string")
@@ -141,10 +141,7 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
 
 
 def positive_finite(x: Any) -> bool:
-    """A number (not a bool) that is finite and above zero."""
+    """A number (not a bool) that is finite and above zero (any integer is finite, however long)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return False
-    try:
-        return math.isfinite(x) and x > 0
-    except OverflowError:  # an integer past the float range
-        return False
+    return x > 0 and (isinstance(x, int) or math.isfinite(x))

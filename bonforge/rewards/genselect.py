@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bonforge.rewards import completion_text, ground_truth_of
+from bonforge.rewards import completion_text, ground_truth_of, valid_text
 from bonforge.judging.judgment import parse_judgment
 
 
@@ -42,7 +42,7 @@ def correct_indices(ground_truth: str) -> set[int]:
 
 def judge(text: str | None, correct: set[int], n_candidates: int | None, invalid_score: float = 0.0) -> dict:
     """``score``, ``parsed`` (the index, -1 when malformed) and ``format_ok`` for one answer."""
-    index = parse_judgment(split_think(text or "")[1], n_candidates if n_candidates is not None else sys.maxsize)
+    index = parse_judgment(split_think(valid_text(text))[1], n_candidates if n_candidates is not None else sys.maxsize)
     if index is None:
         return {"score": float(invalid_score), "parsed": -1, "format_ok": False}
     return {"score": 1.0 if index in correct else 0.0, "parsed": index, "format_ok": True}

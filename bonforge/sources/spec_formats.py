@@ -269,6 +269,7 @@ _TIME = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?", re
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|kilobytes?|m|mb|mib|megabytes?|g|gb|gib|gigabytes?)?",
                      re.I)  # fmt: skip
 _MB_PER = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024}
+MAX_MEMORY_MB = float(2**20)  # 1 TiB: a larger limit from the data is capped to it (it is only recorded)
 
 
 _UNKNOWN = ("", "none", "null", "n/a")  # how some tables (TACO) say "no limit given"
@@ -282,14 +283,14 @@ def _limit_text(value: str, pattern: re.Pattern, what: str, example: str, where:
     return m
 
 
-def _number(value: Any, what: str, where: Where, name: str) -> float | None:
-    """A limit given as a number: None for null or zero (no limit from the data); NaN, an infinity, a
-    negative number or a non-number is the record's error."""
+def _number(value: Any, what: str, where: Where, name: str, cap: float) -> float | None:
+    """A limit given as a number, at most ``cap``: None for null or zero (no limit from the data); NaN, an
+    infinity, a negative number or a non-number is the record's error."""
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0):
         return None
     if not positive_finite(value):
         raise where.error(f"not a {what}: {value!r:.100} (a finite positive number)", name)
-    return float(value)
+    return float(min(value, cap))
 
 
 def time_limit_s(value: Any, where: Where, name: str) -> float | None:
@@ -299,14 +300,13 @@ def time_limit_s(value: Any, where: Where, name: str) -> float | None:
     if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
         return None
     if isinstance(value, dict):
-        secs = _number(value.get("seconds") or 0, "time limit's seconds", where, name) or 0.0
-        nanos = _number(value.get("nanos") or 0, "time limit's nanos", where, name) or 0.0
+        secs = _number(value.get("seconds") or 0, "time limit's seconds", where, name, MAX_TIME_LIMIT_S) or 0.0
+        nanos = _number(value.get("nanos") or 0, "time limit's nanos", where, name, 1e9) or 0.0
         value = secs + nanos / 1e9
     elif isinstance(value, str):
         m = _limit_text(value, _TIME, "time limit", "a number of seconds, '2 seconds', '500 ms'", where, name)
         value = float(m.group(1)) / (1000 if (m.group(2) or "s").lower().startswith("m") else 1)
-    seconds = _number(value, "time limit", where, name)
-    return None if seconds is None else min(seconds, MAX_TIME_LIMIT_S)
+    return _number(value, "time limit", where, name, MAX_TIME_LIMIT_S)
 
 
 def memory_limit_mb(value: Any, where: Where, name: str) -> float | None:
@@ -316,6 +316,7 @@ def memory_limit_mb(value: Any, where: Where, name: str) -> float | None:
         return None
     if isinstance(value, str):
         m = _limit_text(value, _MEMORY, "memory limit", "e.g. '256 megabytes', '1 GB'", where, name)
-        return float(m.group(1)) * _MB_PER[(m.group(2) or "m")[0].lower()] or None
-    mb = _number(value, "memory limit", where, name)
-    return None if mb is None else mb / 2**20 if name.endswith("_bytes") else mb
+        return min(float(m.group(1)) * _MB_PER[(m.group(2) or "m")[0].lower()], MAX_MEMORY_MB) or None
+    per_mb = 2**20 if name.endswith("_bytes") else 1
+    mb = _number(value, "memory limit", where, name, MAX_MEMORY_MB * per_mb)
+    return None if mb is None else mb / per_mb
