@@ -15,14 +15,19 @@ _MISSING = object()
 MAX_JSON_DEPTH = 100  # no table's tests or metadata nest deeper; deeper data raised RecursionError somewhere
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \ud800-\udfff: half of a pair, or a lone one
+
+
 def load_json(text: str | bytes) -> Any:
     """``json.loads`` for data from a table: anything it cannot read, nesting deeper than
-    ``MAX_JSON_DEPTH`` and integers past Python's digit limit raise ``ValueError`` (never
-    ``RecursionError``), so every caller reports one error line."""
+    ``MAX_JSON_DEPTH``, integers past Python's digit limit and escaped lone surrogates (a string no
+    Arrow column can hold) raise ``ValueError`` (never ``RecursionError``), so every caller reports one
+    error line."""
     try:
         doc = json.loads(text)
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    check_strings = bool(_SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")))
     stack = [(doc, 1)]
     while stack:
         node, depth = stack.pop()
@@ -30,6 +35,13 @@ def load_json(text: str | bytes) -> Any:
             if depth > MAX_JSON_DEPTH:
                 raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
             stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+            if check_strings and isinstance(node, dict):
+                stack.extend((key, depth) for key in node)
+        elif check_strings and isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"a lone surrogate ({node[e.start]!r}) in a string: not valid Unicode") from None
     return doc
 
 

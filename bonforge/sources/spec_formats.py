@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bonforge.errors import DataError
+from bonforge.records import json_error, load_json
 from bonforge.judging.spec import MAX_TIME_LIMIT_S, TestSpec, parse_spec, positive_finite
 
 FORMATS = ("bonforge", "apps", "codecontests", "livecodebench", "assert")
@@ -113,9 +114,9 @@ def decode(value: Any, where: Where, name: str) -> Any:
     text = value.strip()
     if text[:1] in ("{", "[", '"'):
         try:
-            return json.loads(text)
+            return load_json(text)
         except ValueError as e:
-            raise where.error(f"not valid JSON ({e})", name) from None
+            raise where.error(json_error(e), name) from None
     if _is_pickle(text):
         raise where.error(_PICKLE, name)
     return value
@@ -191,8 +192,8 @@ def _bonforge(doc, where, name, fn_name, entry_point) -> _Tests:
         raise where.error(f"expected a spec object, got {type(doc).__name__}", name)
     try:
         spec = parse_spec(json.dumps(doc), where.record)
-    except DataError as e:
-        raise where.error(e.message, name) from None
+    except (TypeError, ValueError) as e:  # DataError is a ValueError; bytes or dates from Parquet are not JSON
+        raise where.error(e.message if isinstance(e, DataError) else f"not JSON data ({e})", name) from None
     return _Tests(spec.kind, spec.inputs, spec.outputs, spec.fn_name, spec.check, spec.prelude, spec.wrapped_outputs)
 
 
@@ -232,10 +233,10 @@ def _livecodebench(doc, where, name, fn_name, entry_point) -> _Tests:
             out.outputs.append(expected)
             continue
         try:
-            out.inputs.append([json.loads(line) for line in stdin.split("\n") if line.strip()])
-            out.outputs.append(json.loads(expected))
+            out.inputs.append([load_json(line) for line in stdin.split("\n") if line.strip()])
+            out.outputs.append(load_json(expected))
         except ValueError as e:
-            raise where.error(f"test {i}: functional input and output must be JSON ({e})", name) from None
+            raise where.error(f"test {i}: functional input and output must be JSON ({json_error(e)})", name) from None
     if types == {"functional"}:
         if not (isinstance(fn_name, str) and fn_name.isidentifier()):
             raise where.error("functional tests need the function's name: set fields.fn_name", name)
