@@ -63,7 +63,7 @@ def read_records(path: Path) -> Iterator[tuple[int, dict]]:
         raise
     except (OSError, EOFError, ValueError, zlib.error) as e:  # pyarrow's ArrowInvalid is a ValueError
         label = "row" if path.suffix in (".parquet", ".arrow") else "line"
-        raise DataError(f"cannot read the file ({type(e).__name__}: {str(e)[:300]})", str(path),
+        raise DataError(f"cannot read the file ({type(e).__name__}: {' '.join(str(e).split())[:300]})", str(path),
                         None if last is None else f"after {label} {last}") from None
 
 
