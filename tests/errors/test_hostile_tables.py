@@ -65,7 +65,8 @@ def parquet_bytes(table: pa.Table) -> bytes:
 def cases(tmp: Path) -> dict[str, tuple[dict, dict, str]]:
     jsonl = {"format": "jsonl"}
     code = {"format": "jsonl", "domain": "code"}
-    apps_ok = {"question.txt": b"Print 1.", "input_output.json": json.dumps({"inputs": [""], "outputs": ["1"]}).encode()}
+    io_ok = json.dumps({"inputs": [""], "outputs": ["1"]}).encode()
+    apps_ok = {"question.txt": b"Print 1.", "input_output.json": io_ok}
 
     def apps(**files) -> dict:
         return {f"data/0001/{k}": v for k, v in {**apps_ok, **files}.items()}
