@@ -18,7 +18,10 @@ A dataset's ``manifest.json`` names the function to use under ``trainers`` (see 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def valid_text(text: Any) -> str:
@@ -30,7 +33,7 @@ def valid_text(text: Any) -> str:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return _SURROGATE.sub("\ufffd", text)
 
 
 def completion_text(completion: Any) -> str:
