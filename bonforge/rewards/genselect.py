@@ -33,7 +33,7 @@ def split_think(text: str) -> tuple[str, str]:
 def correct_indices(ground_truth: str) -> set[int]:
     try:
         indices = json.loads(ground_truth)
-    except json.JSONDecodeError:
+    except (TypeError, ValueError):  # not a string, or not JSON
         indices = None
     if not isinstance(indices, list) or not all(isinstance(i, int) for i in indices):
         raise ValueError(f"reward_model.ground_truth: expected a JSON list of indices, got {ground_truth!r:.200}")

@@ -293,3 +293,51 @@ def test_a_huge_limit_is_capped_not_refused(tmp_path):
     table = load_problems(cfg, p)
     assert [parse_spec(t, "x").time_limit_s for t in table.column("tests").to_pylist()] == [MAX_TIME_LIMIT_S] * 2
     assert json.loads(table.column("metadata")[0].as_py())["memory_limit_mb"] == 2.0**20
+
+
+# -- candidate pools: the same rules (stage candidates[t]) ------------------------------------------------------
+APPS_OK = {"data/0001/question.txt": b"Print 1.",
+           "data/0001/input_output.json": json.dumps({"inputs": [""], "outputs": ["1"]}).encode()}  # fmt: skip
+HUMANEVAL = lines({"task_id": "H/0", "prompt": "def f():\n", "canonical_solution": "    return 1\n",
+                   "test": "def check(c):\n    assert c() == 1\n", "entry_point": "f"})  # fmt: skip
+POOLS = {
+    "pool line nested too deep": ({"pool.jsonl": lines('{"question": "Print 1.", "s": ' + DEEP + "}")}, {},
+                                  "pool.jsonl, record line 1: not valid JSON (nested deeper"),
+    "pool sample a lone surrogate": ({"pool.jsonl": lines('{"question": "Print 1.", "s": [{"solution": "\\ud800"}]}')},
+                                     {}, "pool.jsonl, record line 1: not valid JSON (a lone surrogate"),
+    "apps gen_solutions not JSON": ({**APPS_OK, "data/0001/gen_solutions.json": b"[{"}, {"format": "apps"},
+                                    "gen_solutions.json, record apps/0001, field 'gen_solutions': not valid JSON"),
+    "apps gen_solutions an object": ({**APPS_OK, "data/0001/gen_solutions.json": b"{}"}, {"format": "apps"},
+                                     "field 'gen_solutions': expected a list of {code, result} objects, got dict"),
+    "apps gen_solutions code not text": ({**APPS_OK, "data/0001/gen_solutions.json": b'[{"code": 1, "result": true}]'},
+                                         {"format": "apps"}, "record apps/0001[0], field 'code': expected a str"),
+    "codet samples not text": ({"he.jsonl": HUMANEVAL, "pool.jsonl": lines({"prompt": "def f():\n", "samples": [1]})},
+                               {"format": "codet"}, "record 1, field 'samples': expected a list of programs"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", POOLS)
+def test_a_hostile_pool_is_one_error_line(tmp_path, name):
+    files, teacher, message = POOLS[name]
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    if "apps" in name:
+        problems = {"name": "apps", "domain": "code", "format": "apps", "source": {"path": "data"}}
+        pool = {"name": "t", "engine": "pool", "source": {"path": "data"}, **teacher}
+    elif "codet" in name:
+        problems = {"name": "he", "domain": "code", "format": "humaneval", "source": {"path": "he.jsonl"}}
+        pool = {"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}, **teacher}
+    else:
+        (tmp_path / "data").write_bytes(lines(Q))
+        problems = {"name": "toy", "source": {"path": "data"}}
+        pool = {"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}, "samples": "s", "text": "solution"}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({"name": "hostile", "problems": problems, "teachers": [pool],
+                                    "export": {"name": "hostile"}}))  # fmt: skip
+    res = CliRunner().invoke(app, ["run", str(path), "--store", str(tmp_path / "store")])
+    out = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(out) == 1, (res.exit_code, res.output[-2000:], res.exception)
+    assert out[0].startswith("error: stage candidates[t]: ") and message in out[0], out[0][:500]
+    assert not list((tmp_path / "store").glob("stages/candidates/*/manifest.json"))
+    assert not list((tmp_path / "store").glob("datasets/*/*"))
