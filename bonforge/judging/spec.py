@@ -18,10 +18,11 @@ One JSON object, by ``kind``:
     {"kind": "assert", "entry_point": "add", "check": "def check(candidate): ...\\ncheck(add)\\n",
      "context": "def helper(x): ..."}                               # optional
 
-    It counts as one test. The check runs on the host, never in the sandbox (``checker``), with
-    ``entry_point`` bound to a proxy of the program; ``context`` is trusted code run before it there
-    (HumanEval: the prompt, whose helpers such as ``encode_cyclic`` the check calls). Optional
-    ``prelude`` as above (run before the program, and before the context).
+    It counts as one test. The check runs apart from the candidate's process (``bonforge.sandbox.checker``),
+    with ``entry_point`` bound to a proxy of the program; ``context`` runs before it there (HumanEval: the
+    prompt, whose helpers such as ``encode_cyclic`` the check calls). Both are the dataset's code, not
+    trusted code: a problem table is untrusted data (docs/problems.md). Optional ``prelude`` as above (run
+    before the program, and before the context).
 
 Every kind may carry ``time_limit_s`` (overrides the stage's per-test limit): a finite positive number;
 one over ``MAX_TIME_LIMIT_S`` is capped to it (the most a recipe's ``time_limit_s`` may be), NaN, an

@@ -248,7 +248,9 @@ _CHECK_DEF = re.compile(r"^def\s+check\s*\(", re.M)
 
 
 def _assert(doc, where, name, fn_name, entry_point) -> _Tests:
-    code = "\n".join(doc) if isinstance(doc, list) else doc
+    if isinstance(doc, list) and all(isinstance(line, str) for line in doc):
+        doc = "\n".join(doc)
+    code = doc
     if not isinstance(code, str) or not code.strip():
         raise where.error("assert-style tests must be non-empty code (a string or a list of strings)", name)
     if _CHECK_DEF.search(code):

@@ -1,8 +1,10 @@
 """Stage `problems`: load a problem set into the PROBLEMS table.
 
 A JSONL or Parquet file, a directory of shards or a local Hugging Face dataset, mapped by ``fields``; code
-problems take their tests from ``fields.tests`` (see ``load_code.record_tests``). With a ``decontaminate``
-section the problems that the ``contamination`` stage dropped are left out (their ids stay as loaded).
+problems take their tests from ``fields.tests`` (see ``sources.code.record_tests``). Every value is
+untrusted: a malformed one stops the load with a ``DataError`` naming the file, the record and the field.
+With a ``decontaminate`` section the problems that the ``contamination`` stage dropped are left out (their
+ids stay as loaded).
 """
 
 from __future__ import annotations
