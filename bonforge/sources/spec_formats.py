@@ -220,7 +220,7 @@ def _codecontests(doc, where, name, fn_name, entry_point) -> _Tests:
 def _livecodebench(doc, where, name, fn_name, entry_point) -> _Tests:
     if not isinstance(doc, list) or not all(isinstance(t, dict) for t in doc):
         raise where.error("expected a list of {input, output, testtype} objects", name)
-    types = {t.get("testtype", "stdin") for t in doc}
+    types = {t.get("testtype", "stdin") if isinstance(t.get("testtype", "stdin"), str) else "?" for t in doc}
     if not types <= {"stdin", "functional"} or len(types) > 1:
         raise where.error(f"testtype must be all 'stdin' or all 'functional', got {sorted(map(str, types))}", name)
     out = _Tests("stdio")

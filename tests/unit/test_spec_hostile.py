@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from bonforge.errors import DataError
 from bonforge.judging.spec import MAX_TIME_LIMIT_S, parse_spec
@@ -27,13 +27,13 @@ HOSTILE = settings(max_examples=300, deadline=None, suppress_health_check=[Healt
 
 
 def read_or_refuse(fn, *args):
-    """``fn(*args)``, or the ``DataError`` it raised (any other exception fails the test), within 2 s."""
+    """``fn(*args)``, or the ``DataError`` it raised (any other exception fails the test), in bounded time."""
     t0 = time.perf_counter()
     try:
         out = fn(*args)
     except DataError as e:
         out = e
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 5.0  # milliseconds idle; quadratic scans took 25 s and more
     return out
 
 
@@ -49,6 +49,8 @@ def test_a_spec_text_is_read_or_refused(text):
 @HOSTILE
 @given(st.one_of(TEXTS, JSON), st.sampled_from(["auto", "apps", "codecontests", "livecodebench", "assert",
                                                 "bonforge"]))  # fmt: skip
+@example([None], "assert")  # raised TypeError
+@example([{"testtype": []}], "auto")  # raised TypeError (unhashable)
 def test_a_tests_field_is_read_or_refused(value, fmt):
     spec = read_or_refuse(to_spec, {"tests": value}, fmt, W)
     if not isinstance(spec, DataError):
