@@ -14,8 +14,10 @@ Shapes (``fields.tests_format``; ``auto`` tells them apart by their keys):
                    plain ``assert`` lines (one string or a list of them).
 
 Any of them may come as a JSON string. Several fields (e.g. public and private tests) are joined in order.
-Data is never unpickled: a pickled or zlib-compressed pickled value (LiveCodeBench's private tests ship as
-base64 of that) is refused with an error saying so.
+Every value is untrusted: JSON strings are read by ``records.load_json`` (bounded depth, no
+``RecursionError``), limits by patterns over at most 64 characters, and anything malformed is a
+``DataError`` naming the field. Data is never unpickled: a pickled or zlib-compressed pickled value
+(LiveCodeBench's private tests ship as base64 of that) is refused with an error saying so.
 """
 
 from __future__ import annotations
