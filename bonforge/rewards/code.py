@@ -5,7 +5,7 @@ request, the judge), on this process's warm sandbox pool (``sandbox.pool.shared_
 at the first call and are reused by every later one, never restarted per call. The returned dict carries
 the verdict class (``status``: passed, wrong_answer, runtime_error, compile_error, timeout, memory_limit,
 output_limit, sandbox_error) beside ``tests_passed``/``tests_total``; a row whose problem cannot be judged
-(a malformed spec, a NaN time limit, a check that cannot run) scores 0 with status ``invalid_problem`` and
+(a malformed spec, a NaN time limit) scores 0 with status ``invalid_problem`` and
 an ``error``, and the batch's other rows are judged as usual.
 
 Rows are the RL export's (``rl/train.parquet``, ability ``code``): ``reward_model.ground_truth`` is the
@@ -37,8 +37,8 @@ def _config(extra_info: dict | None, kwargs: dict) -> CodeVerifyConfig:
 
 
 def _invalid(rows: list[int], results: list[dict], err: DataError) -> None:
-    """Rows whose problem cannot be judged (its spec is malformed, or its check cannot run): score 0 with
-    status ``invalid_problem`` and the reason; the batch's other rows are judged as usual."""
+    """Rows whose problem cannot be judged (its spec is malformed): score 0 with status ``invalid_problem``
+    and the reason; the batch's other rows are judged as usual."""
     log.warning("a reward row's problem cannot be judged: %s", err)
     for i in rows:
         results[i] = {"score": 0.0, "status": "invalid_problem", "tests_passed": 0, "tests_total": 0,
@@ -57,7 +57,7 @@ def score_batch(texts: list[str], ground_truths: list[str], infos: list[dict | N
     for idx in groups.values():
         cfg = _config(infos[idx[0]], kwargs)
         problems: dict[tuple[str, str], dict] = {}  # (question, tests) -> the problem row
-        rows_of: dict[str, list[int]] = {}  # the problem's id in this batch -> its rows
+        ids: set[str] = set()  # the problems' ids in this batch
         cands = []
         for i in idx:
             info = infos[i] or {}
@@ -71,37 +71,20 @@ def score_batch(texts: list[str], ground_truths: list[str], infos: list[dict | N
                     _invalid([i], results, e)
                     continue
                 unique, n = pid, 1
-                while unique in rows_of:  # the same id with other content: a problem of its own
+                while unique in ids:  # the same id with other content: a problem of its own
                     unique, n = f"{pid}#{n}", n + 1
+                ids.add(unique)
                 problem = problems[(question, tests)] = {"problem_id": unique, "question": question, "tests": tests}
-                rows_of[unique] = []
-            rows_of[problem["problem_id"]].append(i)
             cands.append({"candidate_id": f"response{i}", "problem_id": problem["problem_id"], "teacher": "policy",
                           "text": valid_text(texts[i])})  # fmt: skip
-        _judge(list(problems.values()), cands, rows_of, results, cfg)
-    return results
-
-
-def _judge(problems: list[dict], cands: list[dict], rows_of: dict[str, list[int]], results: list[dict],
-           cfg: CodeVerifyConfig) -> None:
-    """Judge ``cands``; a problem the verdicts stage refuses (a check that cannot run) is taken out, with
-    its rows marked, and the rest judged again (at most once per problem)."""
-    while cands:
-        try:
-            verdicts = verify_code(pa.Table.from_pylist(problems), pa.Table.from_pylist(cands), cfg,
+        if cands:
+            verdicts = verify_code(pa.Table.from_pylist(list(problems.values())), pa.Table.from_pylist(cands), cfg,
                                    pool=shared_pool(cfg))  # fmt: skip
-        except DataError as e:
-            if e.record not in rows_of:
-                raise
-            _invalid(rows_of.pop(e.record), results, e)
-            problems = [p for p in problems if p["problem_id"] != e.record]
-            cands = [c for c in cands if c["problem_id"] != e.record]
-            continue
-        for cand, v in zip(cands, verdicts.to_pylist(), strict=True):
-            results[int(cand["candidate_id"].removeprefix("response"))] = {
-                "score": v["reward"], "status": v["status"], "tests_passed": v["tests_passed"],
-                "tests_total": v["tests_total"]}  # fmt: skip
-        return
+            for cand, v in zip(cands, verdicts.to_pylist(), strict=True):
+                results[int(cand["candidate_id"].removeprefix("response"))] = {
+                    "score": v["reward"], "status": v["status"], "tests_passed": v["tests_passed"],
+                    "tests_total": v["tests_total"]}  # fmt: skip
+    return results
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
