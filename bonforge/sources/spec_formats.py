@@ -86,6 +86,8 @@ def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | No
     if tests.kind == "assert":
         if len(parts) > 1:
             raise where.error("assert-style tests come from one field", names)
+        if not (isinstance(entry_point, str) and entry_point.isidentifier()):
+            raise where.error("assert-style tests need the function they test: set fields.entry_point", names)
         return TestSpec("assert", [None], [None], entry_point=entry_point, check=tests.check, prelude=tests.prelude,
                         starter=starter, time_limit_s=time_limit_s)  # fmt: skip
     fns = {t.fn_name for _, t in parts}

@@ -28,6 +28,8 @@ from bonforge.cli import app
 DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raised RecursionError past ~1,000 levels
 HUGE_INT = "1" * 5_000  # past int()'s 4,300-digit limit
 Q = {"question": "Print 1.", "answer": "1"}
+STDIO = {"input": [""], "output": ["1"]}
+WITH_TESTS = '{"question": "q", "tests": {"input": [""], "output": ["1"]}, '  # a JSON line's start (NaN is not JSON)
 
 
 class Marker:
@@ -102,6 +104,9 @@ def cases(tmp: Path) -> dict[str, tuple[dict, dict, str]]:
         "tests pickled (LiveCodeBench style)": (
             {"data": lines({**Q, "tests": base64.b64encode(pickled(tmp, True)).decode()})},
             {**code, "fields": code_fields()}, "field 'tests': a pickled (or compressed pickled) value"),
+        "assert lines without an entry point": ({"data": lines({**Q, "tests": ["assert f(1) == 1"]})},
+                                                {**code, "fields": code_fields()},
+                                                "field 'tests': assert-style tests need the function they test"),
         "tests an integer": ({"data": lines({**Q, "tests": 42})}, {**code, "fields": code_fields()},
                              "field 'tests': cannot tell the tests' shape (int)"),
         "tests call of a dotted name": (
@@ -119,21 +124,21 @@ def cases(tmp: Path) -> dict[str, tuple[dict, dict, str]]:
         "our spec with a NaN limit": (
             {"data": lines({**Q, "tests": '{"kind": "stdio", "tests": [{"output": "1"}], "time_limit_s": NaN}'})},
             {**code, "fields": code_fields()}, "field 'tests': 'time_limit_s' must be a finite positive number"),
-        "time limit NaN": ({"data": lines('{"question": "q", "tests": "assert 1", "time_limit": NaN}')},
+        "time limit NaN": ({"data": lines(WITH_TESTS + '"time_limit": NaN}')},
                            {**code, "fields": code_fields()}, "field 'time_limit': not a time limit: nan"),
-        "time limit infinite": ({"data": lines('{"question": "q", "tests": "assert 1", "time_limit": -Infinity}')},
+        "time limit infinite": ({"data": lines(WITH_TESTS + '"time_limit": -Infinity}')},
                                 {**code, "fields": code_fields()}, "field 'time_limit': not a time limit: -inf"),
-        "time limit of 100 KB": ({"data": lines({**Q, "tests": "assert 1", "time_limit": "1" + " " * 100_000 + "x"})},
+        "time limit of 100 KB": ({"data": lines({**Q, "tests": STDIO, "time_limit": "1" + " " * 100_000 + "x"})},
                                  {**code, "fields": code_fields()}, "field 'time_limit': not a time limit: '1 "),
-        "time limit seconds as text": ({"data": lines({**Q, "tests": "assert 1", "time_limit": {"seconds": "2"}})},
+        "time limit seconds as text": ({"data": lines({**Q, "tests": STDIO, "time_limit": {"seconds": "2"}})},
                                        {**code, "fields": code_fields()}, "field 'time_limit': not a time limit's"),
-        "time limit negative": ({"data": lines({**Q, "tests": "assert 1", "time_limit": -3})},
+        "time limit negative": ({"data": lines({**Q, "tests": STDIO, "time_limit": -3})},
                                 {**code, "fields": code_fields()}, "field 'time_limit': not a time limit: -3"),
-        "memory limit infinite": ({"data": lines('{"question": "q", "tests": "assert 1", "memory_limit": Infinity}')},
+        "memory limit infinite": ({"data": lines(WITH_TESTS + '"memory_limit": Infinity}')},
                                   {**code, "fields": code_fields()}, "field 'memory_limit': not a memory limit: inf"),
-        "memory limit of 100 KB": ({"data": lines({**Q, "tests": "assert 1", "memory_limit": "2" * 100_000})},
+        "memory limit of 100 KB": ({"data": lines({**Q, "tests": STDIO, "memory_limit": "2" * 100_000})},
                                    {**code, "fields": code_fields()}, "field 'memory_limit': not a memory limit"),
-        "solutions a deep JSON string": ({"data": lines({**Q, "tests": "assert 1", "sols": DEEP})},
+        "solutions a deep JSON string": ({"data": lines({**Q, "tests": STDIO, "sols": DEEP})},
                                          {**code, "fields": code_fields(solutions="sols")},
                                          "field 'sols': expected a list of programs or its JSON string"),
         # -- APPS folders -------------------------------------------------------------------------------------
