@@ -5,16 +5,69 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
 from bonforge.errors import DataError
 
 _MISSING = object()
+MAX_JSON_DEPTH = 100  # no table's tests or metadata nest deeper; deeper data raised RecursionError somewhere
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # \ud800-\udfff: half of a pair, or a lone one
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads`` for data from a table: anything it cannot read, nesting deeper than
+    ``MAX_JSON_DEPTH``, integers past Python's digit limit and escaped lone surrogates (a string no
+    Arrow column can hold) raise ``ValueError`` (never ``RecursionError``), so every caller reports one
+    error line."""
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    check_strings = bool(_SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")))
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+            if check_strings and isinstance(node, dict):
+                stack.extend((key, depth) for key in node)
+        elif check_strings and isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"a lone surrogate ({node[e.start]!r}) in a string: not valid Unicode") from None
+    return doc
+
+
+def json_error(e: ValueError) -> str:
+    """What is wrong with a JSON text, for an error line."""
+    if isinstance(e, json.JSONDecodeError):
+        return f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+    return f"not valid JSON ({e})"
 
 
 def read_records(path: Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number_or_row, record)``; a malformed line raises ``DataError`` naming it."""
+    """Yield ``(line_number_or_row, record)``; a malformed line, or a file that cannot be read (corrupt
+    Parquet, Arrow or gzip), raises ``DataError`` naming the file and the record where it stopped."""
+    last = None
+    try:
+        for last, rec in _records(path):
+            yield last, rec
+    except DataError:
+        raise
+    except (OSError, EOFError, ValueError, zlib.error) as e:  # pyarrow's ArrowInvalid is a ValueError
+        label = "row" if path.suffix in (".parquet", ".arrow") else "line"
+        raise DataError(f"cannot read the file ({type(e).__name__}: {' '.join(str(e).split())[:300]})", str(path),
+                        None if last is None else f"after {label} {last}") from None
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict]]:
     if path.suffix in (".parquet", ".arrow"):
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -33,11 +86,11 @@ def read_records(path: Path) -> Iterator[tuple[int, dict]]:
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw.decode("utf-8"))
+                rec = load_json(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
                 raise DataError(f"invalid UTF-8 at byte {e.start}", str(path), f"line {lineno}") from None
-            except json.JSONDecodeError as e:
-                raise DataError(f"not valid JSON ({e.msg} at column {e.colno})", str(path), f"line {lineno}") from None
+            except ValueError as e:
+                raise DataError(json_error(e), str(path), f"line {lineno}") from None
             if not isinstance(rec, dict):
                 raise DataError(f"expected a JSON object, got {type(rec).__name__}", str(path), f"line {lineno}")
             yield lineno, rec
@@ -50,9 +103,9 @@ def get_field(rec: dict, dotted: str, *, source: str = "", record: Any = None, d
     for part in dotted.split("."):
         if isinstance(node, str) and node.lstrip().startswith("{"):
             try:
-                node = json.loads(node)
-            except ValueError:
-                raise DataError("not valid JSON", source, record, dotted) from None
+                node = load_json(node)
+            except ValueError as e:
+                raise DataError(json_error(e), source, record, dotted) from None
         if isinstance(node, dict) and part in node:
             node = node[part]
         else:
@@ -89,17 +142,41 @@ def dataset_files(path: Path, files: str | None = None, split: str | None = None
             raise DataError(f"no file matches {files!r}", str(path))
         return found
     if (path / "dataset_dict.json").is_file():
-        splits = json.loads((path / "dataset_dict.json").read_text()).get("splits", [])
+        splits = _json_file(path / "dataset_dict.json", "splits", lambda v: isinstance(v, list)
+                            and all(isinstance(x, str) and _plain_name(x) for x in v), "a list of split names")
         return dataset_files(path / _pick_split(splits, split, path))
     if (path / "state.json").is_file():
-        state = json.loads((path / "state.json").read_text())
-        return [path / f["filename"] for f in state.get("_data_files", [])]
+        files = _json_file(path / "state.json", "_data_files", lambda v: isinstance(v, list) and all(
+            isinstance(f, dict) and isinstance(f.get("filename"), str) and _plain_name(f["filename"]) for f in v),
+            "a list of {filename} objects naming files in this directory")  # fmt: skip
+        found = [path / f["filename"] for f in files]
+        for f in found:
+            if not f.is_file():
+                raise DataError(f"names {f.name!r}, which is not a file here", str(path / "state.json"), None,
+                                "_data_files")
+        return found
     shards = sorted(path.rglob("*.parquet"))
     if not shards:
         raise DataError("no Parquet shards, state.json or dataset_dict.json in this directory", str(path))
     split_of = {p: (m.group(1) if (m := _SHARD.match(p.stem)) else p.parent.name) for p in shards}
     chosen = _pick_split(sorted(set(split_of.values())), split, path)
     return [p for p in shards if split_of[p] == chosen]
+
+
+def _plain_name(name: str) -> bool:
+    """A file or folder name inside the dataset's directory (no path leading out of it)."""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+
+
+def _json_file(path: Path, key: str, ok, shape: str) -> Any:
+    """``key`` of the JSON object in ``path``, checked by ``ok``; anything else is an error naming them."""
+    try:
+        doc = load_json(path.read_bytes())
+    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+        raise DataError(json_error(e) if isinstance(e, ValueError) else f"cannot read ({e})", str(path)) from None
+    if not isinstance(doc, dict) or not ok(doc.get(key)):
+        raise DataError(f"expected {shape}", str(path), None, key)
+    return doc[key]
 
 
 def _pick_split(splits: list[str], split: str | None, path: Path) -> str:

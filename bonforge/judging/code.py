@@ -179,7 +179,7 @@ def _judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
         elif status == "ok" and spec.kind == "call":
             try:
                 got = returned_value(res["value"])
-                ok = value_matches(got, spec.outputs[i], cfg.float_tolerance)
+                ok = value_matches(got, spec.outputs[i], cfg.float_tolerance, spec.wrapped_outputs)
             except (KeyError, ValueError, OverflowError) as e:
                 got, ok, note = None, False, f"the return value cannot be compared: {e}"
             note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"

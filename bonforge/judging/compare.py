@@ -20,8 +20,10 @@ recursively: bools only equal bools; an integer expected is matched exactly (by 
 float of exactly that value, as Python's ``==`` decides without conversion); a float expected is matched
 within the tolerance above; strings, ``null``, lists (same length, in order) and objects (same keys)
 compare as such. APPS call-based files sometimes wrap the return value in a one-element list (``"outputs":
-[[false]]`` for a function returning ``False``) and sometimes not (``[9]``), so, as the APPS harness does,
-a value also passes when the expected value is a non-empty list whose first element matches it.
+[[false]]`` for a function returning ``False``) and sometimes not (``[9]``), so for specs of that format
+(``wrapped_outputs``, set by the APPS converter), as the APPS harness does, a value also passes when the
+expected value is a one-element list whose element matches it. Every other format compares strictly:
+``1`` does not pass where ``[1]`` is expected.
 """
 
 from __future__ import annotations
@@ -86,8 +88,8 @@ def json_equal(got, expected, tol: float = 1e-6) -> bool:
     return type(got) is type(expected) and got == expected
 
 
-def value_matches(got, expected, tol: float = 1e-6) -> bool:
-    """Call-based comparison, including the APPS one-element-list wrapping (see module docstring)."""
+def value_matches(got, expected, tol: float = 1e-6, wrapped: bool = False) -> bool:
+    """Call-based comparison; ``wrapped``: the APPS one-element-list leniency (see module docstring)."""
     if json_equal(got, expected, tol):
         return True
-    return isinstance(expected, list) and len(expected) == 1 and json_equal(got, expected[0], tol)
+    return wrapped and isinstance(expected, list) and len(expected) == 1 and json_equal(got, expected[0], tol)

@@ -13,42 +13,57 @@ Modes (``CodeVerifyConfig.extraction``):
 
 from __future__ import annotations
 
+import bisect
 import re
+from typing import Iterator
 
+_FENCE_LINE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*", re.M)  # a line starting with a fence (linear: no
+# two runs that can trade characters)
 _OPENER = re.compile(r"[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*")  # a fence line: fence, language tag, rest
 _PY_TAGS = {"", "python", "py", "python3", "py3"}
+_OPEN_TAGS = {"", "python", "python3", "py"}  # of a block left open
+
+
+def _fence_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, line)`` of each line that starts with a fence, ``end`` at its newline (or the text's
+    end): only these can open or close a block, so the scans below never walk the other lines."""
+    return ((m.start(), m.end(), m.group()) for m in _FENCE_LINE.finditer(text))
 
 
 def fenced_block(text: str) -> str | None:
     """The last python (or untagged) fenced block's content, or None. A block runs from an opening fence
     line to the next line holding only the same fence; an opening with no such line is not a block.
-    One pass over the lines (a text of many unclosed fences costs linear time, not quadratic)."""
-    lines = text.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-    closing = {"```": [None] * (len(lines) + 1), "~~~": [None] * (len(lines) + 1)}  # next closing line from k
-    for k in range(len(lines) - 1, -1, -1):
-        bare = lines[k].strip(" \t")
-        for fence, nxt in closing.items():
-            nxt[k] = k if bare == fence else nxt[k + 1]
+    One pass over the fence lines (a text of many unclosed fences costs linear time, not quadratic)."""
+    lines = list(_fence_lines(text))
+    closers: dict[str, list[int]] = {"```": [], "~~~": []}  # the lines holding only that fence, in order
+    for k, (_, _, line) in enumerate(lines):
+        closers.get(line.strip(" \t"), []).append(k)
     found, i = None, 0
-    while i < len(lines) - 1:  # an opening line ends in a newline
-        m = _OPENER.fullmatch(lines[i])
-        end = closing[m.group(1)][i + 1] if m else None
-        if end is None:
+    while i < len(lines) and lines[i][1] < len(text):  # an opening line ends in a newline
+        m = _OPENER.fullmatch(lines[i][2])
+        after = closers[m.group(1)]
+        j = bisect.bisect_right(after, i)
+        if j == len(after):
             i += 1
             continue
+        end = after[j]
         if m.group(2).lower() in _PY_TAGS:
-            found = text[starts[i + 1] : starts[end]]
+            found = text[lines[i][1] + 1 : lines[end][0]]
         i = end + 1
     return found
 
 
 def _unterminated_block(text: str) -> str | None:
-    """A block opened but never closed (a completion cut at its token limit): the rest of the text."""
-    m = re.search(r"^[ \t]*```[ \t]*(python3?|py)?[ \t]*\n", text, re.M | re.I)
-    return text[m.end():] if m and "```" not in text[m.end():] else None
+    """A block opened but never closed (a completion cut at its token limit): the rest of the text after
+    the first line holding only a fence tagged python/py/python3 or untagged (a scan of the fence lines:
+    the pattern it replaces, with optional blanks on both sides of the tag, took quadratic time on a
+    fence followed by a long run of spaces)."""
+    for _, end, line in _fence_lines(text):
+        bare = line.strip(" \t")
+        if end < len(text) and bare.startswith("```") and bare[3:].lstrip(" \t").lower() in _OPEN_TAGS:
+            rest = text[end + 1 :]
+            return rest if "```" not in rest else None
+    return None
 
 
 def extract_program(text: str | None, question: str | None, kind: str, mode: str = "auto") -> str:

@@ -18,24 +18,34 @@ One JSON object, by ``kind``:
     {"kind": "assert", "entry_point": "add", "check": "def check(candidate): ...\\ncheck(add)\\n",
      "context": "def helper(x): ..."}                               # optional
 
-    It counts as one test. The check runs on the host, never in the sandbox (``checker``), with
-    ``entry_point`` bound to a proxy of the program; ``context`` is trusted code run before it there
-    (HumanEval: the prompt, whose helpers such as ``encode_cyclic`` the check calls). Optional
-    ``prelude`` as above (run before the program, and before the context).
+    It counts as one test. The check runs apart from the candidate's process (``bonforge.sandbox.checker``),
+    with ``entry_point`` bound to a proxy of the program; ``context`` runs before it there (HumanEval: the
+    prompt, whose helpers such as ``encode_cyclic`` the check calls). Both are the dataset's code, not
+    trusted code: a problem table is untrusted data (docs/problems.md). Optional ``prelude`` as above (run
+    before the program, and before the context).
 
-Every kind may carry ``time_limit_s`` (overrides the stage's per-test limit). Expected outputs never
-enter the sandbox: the host compares them (see ``judge``).
+Every kind may carry ``time_limit_s`` (overrides the stage's per-test limit): a finite positive number;
+one over ``MAX_TIME_LIMIT_S`` is capped to it (the most a recipe's ``time_limit_s`` may be), NaN, an
+infinity, zero or a negative number is the problem's error. Expected outputs never enter the sandbox:
+the host compares them (see ``bonforge.judging.compare``).
+
+``call`` specs may carry ``"wrapped_outputs": true``: an expected value that is a one-element list also
+accepts its element (``[9]`` passes a function returning ``9``), as the APPS harness accepts either;
+the APPS converter sets it, other formats compare strictly.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from bonforge.errors import DataError
+from bonforge.records import json_error, load_json
 
 KINDS = ("stdio", "call", "assert")
+MAX_TIME_LIMIT_S = 600.0  # the bound of CodeVerifyConfig.time_limit_s: no problem asks for more
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,7 @@ class TestSpec:
     prelude: str = ""
     starter: str = ""
     time_limit_s: float | None = None
+    wrapped_outputs: bool = False  # call: a one-element list expected also accepts its element (APPS)
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -59,6 +70,8 @@ class TestSpec:
         elif self.kind == "call":
             doc["fn_name"] = self.fn_name
             doc["tests"] = [{"args": i, "output": o} for i, o in zip(self.inputs, self.outputs, strict=True)]
+            if self.wrapped_outputs:
+                doc["wrapped_outputs"] = True
         else:
             doc["entry_point"], doc["check"] = self.entry_point, self.check
             if self.context:
@@ -80,15 +93,22 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
     if not text:
         raise bad("code problem has no test spec")
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError as e:
-        raise bad(f"not JSON ({e})") from None
+        raise bad(json_error(e)) from None
     if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
         raise bad(f"'kind' must be one of {', '.join(KINDS)}")
     kind = doc["kind"]
     limit = doc.get("time_limit_s")
-    if limit is not None and (not isinstance(limit, (int, float)) or limit <= 0):
-        raise bad("'time_limit_s' must be a positive number")
+    if limit is not None:
+        if not positive_finite(limit):
+            raise bad(f"'time_limit_s' must be a finite positive number, got {limit!r:.50}")
+        limit = float(min(limit, MAX_TIME_LIMIT_S))
+    for key in ("prelude", "starter"):
+        if not isinstance(doc.get(key) or "", str):
+            raise bad(f"'{key}' must be a string")
+    if not isinstance(doc.get("wrapped_outputs", False), bool):
+        raise bad("'wrapped_outputs' must be true or false")
     common = dict(prelude=doc.get("prelude") or "", starter=doc.get("starter") or "", time_limit_s=limit)
     if kind == "assert":
         if not isinstance(doc.get("check"), str) or not doc["check"].strip():
@@ -117,4 +137,12 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
         outputs.append(t["output"])
     if kind == "call" and not (isinstance(doc.get("fn_name"), str) and doc["fn_name"].isidentifier()):
         raise bad("call spec needs 'fn_name', a Python identifier")
-    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"), **common)
+    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"),
+                    wrapped_outputs=kind == "call" and doc.get("wrapped_outputs", False), **common)  # fmt: skip
+
+
+def positive_finite(x: Any) -> bool:
+    """A number (not a bool) that is finite and above zero (any integer is finite, however long)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return x > 0 and (isinstance(x, int) or math.isfinite(x))

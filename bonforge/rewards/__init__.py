@@ -8,23 +8,42 @@ both calling conventions:
 * TRL: ``<name>_reward(prompts, completions, **columns) -> list[float]``, taking the dataset's columns
   (``reward_model``, ``extra_info``) as TRL passes them, one call per batch.
 
-Every function is safe to call from threads and worker processes: nothing relies on SIGALRM.
+Every function is safe to call from threads and worker processes: nothing relies on SIGALRM. None
+raises on a response, whatever it holds (lone surrogates, NUL bytes, megabytes of whitespace), and each
+returns within a bound known in advance (docs/training.md, "How long a reward call takes"): responses
+are untrusted data, read by linear-time scans only.
 A dataset's ``manifest.json`` names the function to use under ``trainers`` (see docs/training.md).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: Any) -> str:
+    """A response as text that encodes to UTF-8: lone surrogates (which a str may hold, but no file, pipe
+    or Arrow column can) become U+FFFD, as a UTF-8 decoder turns bytes it cannot read; None is empty."""
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
 
 
 def completion_text(completion: Any) -> str:
     """A TRL completion as text: a string, or conversational messages (the assistant turns joined)."""
-    if isinstance(completion, str):
-        return completion
+    if completion is None or isinstance(completion, str):
+        return valid_text(completion)
     if isinstance(completion, dict):
-        return str(completion.get("content") or "")
-    return "".join(str(m.get("content") or "") for m in completion if m.get("role", "assistant") == "assistant")
+        return valid_text(completion.get("content") or "")
+    return valid_text("".join(str(m.get("content") or "") for m in completion
+                              if isinstance(m, dict) and m.get("role", "assistant") == "assistant"))
 
 
 def ground_truth_of(reward_model: Any) -> str:

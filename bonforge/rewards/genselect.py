@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
-from bonforge.rewards import completion_text, ground_truth_of
-from bonforge.stages.select_eval import parse_judgment
+from bonforge.rewards import completion_text, ground_truth_of, valid_text
+from bonforge.judging.judgment import parse_judgment
 
 
 def split_think(text: str) -> tuple[str, str]:
@@ -33,7 +33,7 @@ def split_think(text: str) -> tuple[str, str]:
 def correct_indices(ground_truth: str) -> set[int]:
     try:
         indices = json.loads(ground_truth)
-    except json.JSONDecodeError:
+    except (TypeError, ValueError):  # not a string, or not JSON
         indices = None
     if not isinstance(indices, list) or not all(isinstance(i, int) for i in indices):
         raise ValueError(f"reward_model.ground_truth: expected a JSON list of indices, got {ground_truth!r:.200}")
@@ -42,7 +42,7 @@ def correct_indices(ground_truth: str) -> set[int]:
 
 def judge(text: str | None, correct: set[int], n_candidates: int | None, invalid_score: float = 0.0) -> dict:
     """``score``, ``parsed`` (the index, -1 when malformed) and ``format_ok`` for one answer."""
-    index = parse_judgment(split_think(text or "")[1], n_candidates if n_candidates is not None else sys.maxsize)
+    index = parse_judgment(split_think(valid_text(text))[1], n_candidates if n_candidates is not None else sys.maxsize)
     if index is None:
         return {"score": float(invalid_score), "parsed": -1, "format_ok": False}
     return {"score": 1.0 if index in correct else 0.0, "parsed": index, "format_ok": True}

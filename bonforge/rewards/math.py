@@ -16,13 +16,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from bonforge.config import MathVerifyConfig
-from bonforge.rewards import completion_text, ground_truth_of, settings_of
+from bonforge.rewards import completion_text, ground_truth_of, settings_of, valid_text
 from bonforge.judging.math import check_answer
 
 
 def score(text: str | None, gold: str, extra_info: dict | None, timeout_s: float | None = None) -> dict:
     """``score``, ``status`` (correct, wrong_answer, no_answer, timeout, error) and ``extracted``."""
-    result = check_answer(text, gold, MathVerifyConfig(**settings_of(extra_info)), timeout_s)
+    result = check_answer(valid_text(text), gold, MathVerifyConfig(**settings_of(extra_info)), timeout_s)
     return {"score": 1.0 if result.correct else 0.0, "status": result.status, "extracted": result.extracted or ""}
 
 

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import difflib
-import gzip
 import json
 import re
 from pathlib import Path
@@ -29,7 +28,7 @@ import pyarrow as pa
 
 from bonforge.config import FieldMap
 from bonforge.errors import DataError
-from bonforge.records import get_field
+from bonforge.records import get_field, json_error, load_json, read_records
 from bonforge.judging.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s, to_spec
@@ -57,6 +56,10 @@ def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]
     limit = time_limit_s(field_value(rec, fm.time_limit, where, None), where, fm.time_limit) if fm.time_limit else None
     spec = to_spec({n: field_value(rec, n, where) for n in names}, fm.tests_format, where, fn_name=text(fm.fn_name),
                    entry_point=text(fm.entry_point), starter=text(fm.starter) or "", time_limit_s=limit)  # fmt: skip
+    try:
+        spec.to_json()
+    except (TypeError, ValueError) as e:  # bytes or dates among the inputs (from Parquet)
+        raise where.error(f"the tests hold a value JSON cannot ({e})", ", ".join(names)) from None
     meta = {}
     if fm.memory_limit and (mb := memory_limit_mb(field_value(rec, fm.memory_limit, where, None), where,
                                                   fm.memory_limit)):  # fmt: skip
@@ -65,40 +68,32 @@ def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]
         sols = field_value(rec, fm.solutions, where)
         if isinstance(sols, str):
             try:
-                sols = json.loads(sols)
-            except ValueError:
-                raise where.error("expected a list of programs or its JSON string", fm.solutions) from None
+                sols = load_json(sols)
+            except ValueError as e:
+                raise where.error(f"expected a list of programs or its JSON string ({json_error(e)})",
+                                  fm.solutions) from None
         if not isinstance(sols, list) or not all(isinstance(s, str) for s in sols):
             raise where.error("expected a list of programs (strings)", fm.solutions)
         meta["reference_solutions"] = sols
     return spec, meta
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    rows = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError as e:
-                    raise DataError(f"not JSON ({e})", str(path), n) from None
-    return rows
-
-
-def _need(rec: dict, key: str, path: Path, record) -> object:
+def _need(rec: dict, key: str, path: Path, record, kind: type = str) -> object:
     if key not in rec:
         raise DataError("missing", str(path), record, key)
+    if not isinstance(rec[key], kind):
+        raise DataError(f"expected a {kind.__name__}, got {type(rec[key]).__name__}", str(path), record, key)
     return rec[key]
 
 
 def load_humaneval(path: str | Path) -> pa.Table:
     path = Path(path)
     rows = []
-    for n, rec in enumerate(_read_jsonl(path), 1):
-        task_id = _need(rec, "task_id", path, n)
+    for n, rec in read_records(path):
+        task_id = _need(rec, "task_id", path, f"line {n}")
         entry = _need(rec, "entry_point", path, task_id)
+        if not entry.isidentifier():
+            raise DataError(f"expected a Python identifier, got {entry!r:.100}", str(path), task_id, "entry_point")
         check = f"{_need(rec, 'test', path, task_id)}\n\ncheck({entry})\n"
         prompt = _need(rec, "prompt", path, task_id)
         rows.append({
@@ -110,23 +105,45 @@ def load_humaneval(path: str | Path) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PROBLEMS)
 
 
+def _text_file(path: Path, pid: str) -> str:
+    """A file of an APPS folder as UTF-8 text; unreadable or not UTF-8 is the problem's error."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise DataError(f"cannot read ({e.strerror or e})", str(path), pid, path.stem) from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"invalid UTF-8 at byte {e.start}", str(path), pid, path.stem) from None
+
+
+def _json_file(path: Path, pid: str, kind: type, shape: str):
+    """A JSON file of an APPS folder, of type ``kind``; anything else names the file and the problem."""
+    try:
+        doc = load_json(_text_file(path, pid))
+    except ValueError as e:
+        raise DataError(json_error(e), str(path), pid, path.stem) from None
+    if not isinstance(doc, kind):
+        raise DataError(f"expected {shape}, got {type(doc).__name__}", str(path), pid, path.stem)
+    return doc
+
+
 def load_apps(directory: str | Path) -> pa.Table:
     directory = Path(directory)
     rows = []
     for d in sorted(p for p in directory.iterdir() if (p / "input_output.json").is_file()):
         pid = f"apps/{d.name}"
         io_path = d / "input_output.json"
-        try:
-            io = json.loads(io_path.read_text())
-        except ValueError as e:
-            raise DataError(f"not JSON ({e})", str(io_path), pid) from None
-        starter = (d / "starter_code.py").read_text() if (d / "starter_code.py").is_file() else ""
+        io = _json_file(io_path, pid, dict, "an object with inputs and outputs")
+        starter = _text_file(d / "starter_code.py", pid) if (d / "starter_code.py").is_file() else ""
         spec = to_spec({"input_output": io}, "apps", Where(str(io_path), pid), starter=starter,
                        time_limit_s=APPS_TIME_LIMIT_S)  # fmt: skip
-        solutions = json.loads((d / "solutions.json").read_text()) if (d / "solutions.json").is_file() else []
-        meta = json.loads((d / "metadata.json").read_text()) if (d / "metadata.json").is_file() else {}
+        solutions = []
+        if (d / "solutions.json").is_file():
+            solutions = _json_file(d / "solutions.json", pid, list, "a list of programs")
+            if not all(isinstance(sol, str) for sol in solutions):
+                raise DataError("expected a list of programs (strings)", str(d / "solutions.json"), pid, "solutions")
+        meta = _json_file(d / "metadata.json", pid, dict, "an object") if (d / "metadata.json").is_file() else {}
         meta["reference_solutions"] = solutions
-        question = (d / "question.txt").read_text()
+        question = _text_file(d / "question.txt", pid)
         rows.append({
             "problem_id": pid, "source": "apps", "domain": "code",
             "question": question + (f"\n\n{starter}" if starter else ""),
@@ -156,7 +173,7 @@ def import_codet_pool(path: str | Path, problems: pa.Table, n: int = 8, teacher:
         if entry:
             by_entry.setdefault(entry, []).append(p)
     rows, seen = [], {}
-    for n_rec, rec in enumerate(_read_jsonl(path), 1):
+    for n_rec, rec in read_records(path):
         prompt = _need(rec, "prompt", path, n_rec)
         defs = _DEF.findall(prompt)
         matches = by_entry.get(defs[-1], []) if defs else []
@@ -167,7 +184,9 @@ def import_codet_pool(path: str | Path, problems: pa.Table, n: int = 8, teacher:
         if pid in seen:
             raise DataError(f"matches problem {pid} as record {seen[pid]} did", str(path), n_rec, "prompt")
         seen[pid] = n_rec
-        samples = _need(rec, "samples", path, n_rec)
+        samples = _need(rec, "samples", path, n_rec, list)
+        if not all(isinstance(sample, str) for sample in samples[:n]):
+            raise DataError("expected a list of programs (strings)", str(path), n_rec, "samples")
         rows += [_candidate(pid, teacher, i, s) for i, s in enumerate(samples[:n])]
     return pa.Table.from_pylist(rows, schema=CANDIDATES)
 
@@ -182,8 +201,12 @@ def import_apps_pool(directory: str | Path, problems: pa.Table, teacher: str = "
         path = directory / pid.removeprefix("apps/") / "gen_solutions.json"
         if not path.is_file():
             continue
-        for i, rec in enumerate(json.loads(path.read_text())):
-            rows.append(_candidate(pid, teacher, i, _need(rec, "code", path, i), _need(rec, "result", path, i) is True))
+        for i, rec in enumerate(_json_file(path, pid, list, "a list of {code, result} objects")):
+            if not isinstance(rec, dict):
+                raise DataError(f"expected a {{code, result}} object, got {type(rec).__name__}", str(path), pid,
+                                f"[{i}]")  # fmt: skip
+            rows.append(_candidate(pid, teacher, i, _need(rec, "code", path, f"{pid}[{i}]"),
+                                   _need(rec, "result", path, f"{pid}[{i}]", object) is True))  # fmt: skip
     return pa.Table.from_pylist(rows, schema=CANDIDATES)
 
 

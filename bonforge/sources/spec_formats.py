@@ -14,8 +14,10 @@ Shapes (``fields.tests_format``; ``auto`` tells them apart by their keys):
                    plain ``assert`` lines (one string or a list of them).
 
 Any of them may come as a JSON string. Several fields (e.g. public and private tests) are joined in order.
-Data is never unpickled: a pickled or zlib-compressed pickled value (LiveCodeBench's private tests ship as
-base64 of that) is refused with an error saying so.
+Every value is untrusted: JSON strings are read by ``records.load_json`` (bounded depth, no
+``RecursionError``), limits by patterns over at most 64 characters, and anything malformed is a
+``DataError`` naming the field. Data is never unpickled: a pickled or zlib-compressed pickled value
+(LiveCodeBench's private tests ship as base64 of that) is refused with an error saying so.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bonforge.errors import DataError
-from bonforge.judging.spec import TestSpec, parse_spec
+from bonforge.records import json_error, load_json
+from bonforge.judging.spec import MAX_TIME_LIMIT_S, TestSpec, parse_spec, positive_finite
 
 FORMATS = ("bonforge", "apps", "codecontests", "livecodebench", "assert")
 
@@ -37,7 +40,8 @@ FORMATS = ("bonforge", "apps", "codecontests", "livecodebench", "assert")
 APPS_PRELUDE = (
     "import sys\nimport time\nimport itertools\nfrom itertools import accumulate, product, permutations, combinations\n"
     "import collections\nfrom collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
-    "from functools import lru_cache\nimport math\nfrom math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
+    "from functools import lru_cache\nimport math\n"
+    "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
     "import fractions\nfrom typing import List, Tuple\nimport random\nimport heapq\nfrom heapq import *\n"
 )
 # LiveCodeBench's starter code annotates with any typing name (Optional, Dict, ...).
@@ -63,6 +67,7 @@ class _Tests:
     fn_name: str | None = None
     check: str = ""
     prelude: str = ""
+    wrapped_outputs: bool = False
 
 
 def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | None = None,
@@ -81,6 +86,8 @@ def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | No
     if tests.kind == "assert":
         if len(parts) > 1:
             raise where.error("assert-style tests come from one field", names)
+        if not (isinstance(entry_point, str) and entry_point.isidentifier()):
+            raise where.error("assert-style tests need the function they test: set fields.entry_point", names)
         return TestSpec("assert", [None], [None], entry_point=entry_point, check=tests.check, prelude=tests.prelude,
                         starter=starter, time_limit_s=time_limit_s)  # fmt: skip
     fns = {t.fn_name for _, t in parts}
@@ -89,8 +96,12 @@ def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | No
     inputs = [i for _, t in parts for i in t.inputs]
     if not inputs:
         raise where.error("empty test list", names)
+    wrapped = {t.wrapped_outputs for _, t in parts}
+    if len(wrapped) > 1:
+        raise where.error("the fields compare returned values differently (APPS-style and strict)", names)
     return TestSpec(tests.kind, inputs, [o for _, t in parts for o in t.outputs], fn_name=tests.fn_name,
-                    prelude=tests.prelude, starter=starter, time_limit_s=time_limit_s)  # fmt: skip
+                    prelude=tests.prelude, starter=starter, time_limit_s=time_limit_s,
+                    wrapped_outputs=wrapped.pop())  # fmt: skip
 
 
 def decode(value: Any, where: Where, name: str) -> Any:
@@ -107,9 +118,9 @@ def decode(value: Any, where: Where, name: str) -> Any:
     text = value.strip()
     if text[:1] in ("{", "[", '"'):
         try:
-            return json.loads(text)
+            return load_json(text)
         except ValueError as e:
-            raise where.error(f"not valid JSON ({e})", name) from None
+            raise where.error(json_error(e), name) from None
     if _is_pickle(text):
         raise where.error(_PICKLE, name)
     return value
@@ -185,9 +196,9 @@ def _bonforge(doc, where, name, fn_name, entry_point) -> _Tests:
         raise where.error(f"expected a spec object, got {type(doc).__name__}", name)
     try:
         spec = parse_spec(json.dumps(doc), where.record)
-    except DataError as e:
-        raise where.error(e.message, name) from None
-    return _Tests(spec.kind, spec.inputs, spec.outputs, spec.fn_name, spec.check, spec.prelude)
+    except (TypeError, ValueError) as e:  # DataError is a ValueError; bytes or dates from Parquet are not JSON
+        raise where.error(e.message if isinstance(e, DataError) else f"not JSON data ({e})", name) from None
+    return _Tests(spec.kind, spec.inputs, spec.outputs, spec.fn_name, spec.check, spec.prelude, spec.wrapped_outputs)
 
 
 def _apps(doc, where, name, fn_name, entry_point) -> _Tests:
@@ -199,7 +210,7 @@ def _apps(doc, where, name, fn_name, entry_point) -> _Tests:
         for i, args in enumerate(inputs):
             if not isinstance(args, list):
                 raise where.error(f"test {i}: call arguments must be a list, got {type(args).__name__}", name)
-        return _Tests("call", list(inputs), list(outputs), fn, prelude=APPS_PRELUDE)
+        return _Tests("call", list(inputs), list(outputs), fn, prelude=APPS_PRELUDE, wrapped_outputs=True)
     return _Tests("stdio", [_text(v, "stdin", i, where, name, True) for i, v in enumerate(inputs)],
                   [_text(v, "expected stdout", i, where, name, True) for i, v in enumerate(outputs)])  # fmt: skip
 
@@ -213,7 +224,7 @@ def _codecontests(doc, where, name, fn_name, entry_point) -> _Tests:
 def _livecodebench(doc, where, name, fn_name, entry_point) -> _Tests:
     if not isinstance(doc, list) or not all(isinstance(t, dict) for t in doc):
         raise where.error("expected a list of {input, output, testtype} objects", name)
-    types = {t.get("testtype", "stdin") for t in doc}
+    types = {t.get("testtype", "stdin") if isinstance(t.get("testtype", "stdin"), str) else "?" for t in doc}
     if not types <= {"stdin", "functional"} or len(types) > 1:
         raise where.error(f"testtype must be all 'stdin' or all 'functional', got {sorted(map(str, types))}", name)
     out = _Tests("stdio")
@@ -226,10 +237,10 @@ def _livecodebench(doc, where, name, fn_name, entry_point) -> _Tests:
             out.outputs.append(expected)
             continue
         try:
-            out.inputs.append([json.loads(line) for line in stdin.split("\n") if line.strip()])
-            out.outputs.append(json.loads(expected))
+            out.inputs.append([load_json(line) for line in stdin.split("\n") if line.strip()])
+            out.outputs.append(load_json(expected))
         except ValueError as e:
-            raise where.error(f"test {i}: functional input and output must be JSON ({e})", name) from None
+            raise where.error(f"test {i}: functional input and output must be JSON ({json_error(e)})", name) from None
     if types == {"functional"}:
         if not (isinstance(fn_name, str) and fn_name.isidentifier()):
             raise where.error("functional tests need the function's name: set fields.fn_name", name)
@@ -241,7 +252,9 @@ _CHECK_DEF = re.compile(r"^def\s+check\s*\(", re.M)
 
 
 def _assert(doc, where, name, fn_name, entry_point) -> _Tests:
-    code = "\n".join(doc) if isinstance(doc, list) else doc
+    if isinstance(doc, list) and all(isinstance(line, str) for line in doc):
+        doc = "\n".join(doc)
+    code = doc
     if not isinstance(code, str) or not code.strip():
         raise where.error("assert-style tests must be non-empty code (a string or a list of strings)", name)
     if _CHECK_DEF.search(code):
@@ -256,36 +269,51 @@ _CONVERT = {"bonforge": _bonforge, "apps": _apps, "codecontests": _codecontests,
 
 
 # -- limits ------------------------------------------------------------------------------------------------
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?\s*$", re.I)
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|kilobytes?|m|mb|mib|megabytes?|g|gb|gib|gigabytes?)?"
-                     r"\s*$", re.I)  # fmt: skip
+# Matched against the stripped text, at most _LIMIT_CHARS long: no pattern ever scans a long value (one
+# with a run of blanks on each side of the unit once took quadratic time: 100 KB, 25 s).
+_LIMIT_CHARS = 64
+_TIME = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?", re.I)
+_MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*(b|bytes?|k|kb|kib|kilobytes?|m|mb|mib|megabytes?|g|gb|gib|gigabytes?)?",
+                     re.I)  # fmt: skip
 _MB_PER = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024}
+MAX_MEMORY_MB = float(2**20)  # 1 TiB: a larger limit from the data is capped to it (it is only recorded)
 
 
 _UNKNOWN = ("", "none", "null", "n/a")  # how some tables (TACO) say "no limit given"
 
 
+def _limit_text(value: str, pattern: re.Pattern, what: str, example: str, where: Where, name: str) -> re.Match:
+    text = value.strip()
+    m = pattern.fullmatch(text) if len(text) <= _LIMIT_CHARS else None
+    if not m:
+        raise where.error(f"not a {what}: {value!r:.100} ({example})", name)
+    return m
+
+
+def _number(value: Any, what: str, where: Where, name: str, cap: float) -> float | None:
+    """A limit given as a number, at most ``cap``: None for null or zero (no limit from the data); NaN, an
+    infinity, a negative number or a non-number is the record's error."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0):
+        return None
+    if not positive_finite(value):
+        raise where.error(f"not a {what}: {value!r:.100} (a finite positive number)", name)
+    return float(min(value, cap))
+
+
 def time_limit_s(value: Any, where: Where, name: str) -> float | None:
     """Seconds from a number, ``"2 seconds"`` / ``"500 ms"``, or CodeContests' ``{seconds, nanos}``;
-    null, zero or ``"None"`` (unknown in some rows) means no limit from the data."""
+    null, zero or ``"None"`` (unknown in some rows) means no limit from the data. A limit over
+    ``MAX_TIME_LIMIT_S`` is capped to it (no problem's data may ask for more than a recipe may)."""
     if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
         return None
     if isinstance(value, dict):
-        secs = value.get("seconds") or 0
-        nanos = value.get("nanos") or 0
-        if not isinstance(secs, (int, float)) or not isinstance(nanos, (int, float)):
-            raise where.error(f"expected {{seconds, nanos}} numbers, got {value!r:.100}", name)
+        secs = _number(value.get("seconds") or 0, "time limit's seconds", where, name, MAX_TIME_LIMIT_S) or 0.0
+        nanos = _number(value.get("nanos") or 0, "time limit's nanos", where, name, 1e9) or 0.0
         value = secs + nanos / 1e9
     elif isinstance(value, str):
-        m = _TIME.match(value)
-        if not m:
-            raise where.error(f"not a time limit: {value!r:.100} (a number of seconds, '2 seconds', '500 ms')", name)
+        m = _limit_text(value, _TIME, "time limit", "a number of seconds, '2 seconds', '500 ms'", where, name)
         value = float(m.group(1)) / (1000 if (m.group(2) or "s").lower().startswith("m") else 1)
-    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0):
-        return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise where.error(f"not a time limit: {value!r:.100}", name)
-    return float(value)
+    return _number(value, "time limit", where, name, MAX_TIME_LIMIT_S)
 
 
 def memory_limit_mb(value: Any, where: Where, name: str) -> float | None:
@@ -294,12 +322,8 @@ def memory_limit_mb(value: Any, where: Where, name: str) -> float | None:
     if isinstance(value, str) and value.strip().lower() in _UNKNOWN:
         return None
     if isinstance(value, str):
-        m = _MEMORY.match(value)
-        if not m:
-            raise where.error(f"not a memory limit: {value!r:.100} (e.g. '256 megabytes', '1 GB')", name)
-        return float(m.group(1)) * _MB_PER[(m.group(2) or "m")[0].lower()] or None
-    if value is None or value == 0:
-        return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise where.error(f"not a memory limit: {value!r:.100}", name)
-    return float(value) / 2**20 if name.endswith("_bytes") else float(value)
+        m = _limit_text(value, _MEMORY, "memory limit", "e.g. '256 megabytes', '1 GB'", where, name)
+        return min(float(m.group(1)) * _MB_PER[(m.group(2) or "m")[0].lower()], MAX_MEMORY_MB) or None
+    per_mb = 2**20 if name.endswith("_bytes") else 1
+    mb = _number(value, "memory limit", where, name, MAX_MEMORY_MB * per_mb)
+    return None if mb is None else mb / per_mb

@@ -1,8 +1,10 @@
 """Stage `problems`: load a problem set into the PROBLEMS table.
 
 A JSONL or Parquet file, a directory of shards or a local Hugging Face dataset, mapped by ``fields``; code
-problems take their tests from ``fields.tests`` (see ``load_code.record_tests``). With a ``decontaminate``
-section the problems that the ``contamination`` stage dropped are left out (their ids stay as loaded).
+problems take their tests from ``fields.tests`` (see ``sources.code.record_tests``). Every value is
+untrusted: a malformed one stops the load with a ``DataError`` naming the file, the record and the field.
+With a ``decontaminate`` section the problems that the ``contamination`` stage dropped are left out (their
+ids stay as loaded).
 """
 
 from __future__ import annotations
@@ -80,9 +82,12 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
             tests, question = spec.to_json(), question + (f"\n\n{spec.starter}" if spec.starter else "")
             meta.update(extra)
             answer = extra["reference_solutions"][0] if extra.get("reference_solutions") else answer
+        try:
+            metadata = json.dumps(meta, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError) as e:  # bytes, dates, keys of mixed types (from Parquet)
+            raise DataError(f"a value JSON cannot hold ({e})", src, where, ", ".join(fm.metadata)) from None
         for name, value in (("problem_id", pid), ("source", cfg.name), ("domain", cfg.domain),
-                            ("question", question), ("answer", answer), ("tests", tests),
-                            ("metadata", json.dumps(meta, ensure_ascii=False, sort_keys=True))):
+                            ("question", question), ("answer", answer), ("tests", tests), ("metadata", metadata)):
             rows[name].append(value)
     if not rows["problem_id"]:
         raise DataError("no problems found (empty file?)", str(path))

@@ -30,6 +30,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from bonforge.config import GenSelectConfig, Recipe
 from bonforge.errors import ConfigError, DataError
+from bonforge.judging.judgment import parse_judgment
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.schema import SELECTOR_EVAL
@@ -39,7 +40,6 @@ from bonforge.stages.sample import model_identity, problem_seed
 from bonforge.stages.score import majority_at_k
 
 VERSION = "1"
-_JUDGMENT = re.compile(r"Judgment:\s*\**\s*(-?\d+)")
 _SPEC = re.compile(r"^(?P<engine>openai|transformers|vllm):(?P<model>[^@]+)(?:@(?P<url>\S+))?$")
 _Selector = TypeAdapter(Annotated[OpenAITeacher | TransformersTeacher | VLLMTeacher, Field(discriminator="engine")])
 
@@ -81,15 +81,6 @@ def selector_key(teacher: SampledTeacher) -> dict:
     for unused in ("n", "prompt_template", "name"):
         cfg.pop(unused, None)
     return cfg
-
-
-def parse_judgment(text: str | None, n: int) -> int | None:
-    """The index after the last ``Judgment:``; None when missing or not in 0..n-1."""
-    found = _JUDGMENT.findall(text or "")
-    if not found:
-        return None
-    index = int(found[-1])
-    return index if 0 <= index < n else None
 
 
 # -- prompts ----------------------------------------------------------------------------------------------

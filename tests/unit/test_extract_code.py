@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from bonforge.judging.extract import extract_program, fenced_block
 
@@ -52,3 +56,53 @@ def test_many_unclosed_fences_take_linear_time():
     assert fenced_block(text) is None
     assert extract_program(text, None, "stdio") == text
     assert fenced_block(text + "~~~py\nx = 1\n~~~\n") == "x = 1\n"
+
+
+def _old_fenced_block(text: str) -> str | None:
+    """The line walk this module had before it scanned only fence lines: the reference for equal results."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    closing = {"```": [None] * (len(lines) + 1), "~~~": [None] * (len(lines) + 1)}
+    for k in range(len(lines) - 1, -1, -1):
+        for fence, nxt in closing.items():
+            nxt[k] = k if lines[k].strip(" \t") == fence else nxt[k + 1]
+    found, i = None, 0
+    while i < len(lines) - 1:
+        m = re.fullmatch(r"[ \t]*(```|~~~)[ \t]*([\w+#.-]*)[^\n]*", lines[i])
+        end = closing[m.group(1)][i + 1] if m else None
+        if end is None:
+            i += 1
+            continue
+        if m.group(2).lower() in {"", "python", "py", "python3", "py3"}:
+            found = text[starts[i + 1] : starts[end]]
+        i = end + 1
+    return found
+
+
+def _old_unterminated(text: str) -> str | None:
+    m = re.search(r"^[ \t]*```[ \t]*(python3?|py)?[ \t]*\n", text, re.M | re.I)
+    return text[m.end():] if m and "```" not in text[m.end():] else None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["```", "~~~", "```python", "```Py", "```text", " ", "\t", "\n", "\r", "x = 1",
+                                 "print(2)", "`", "py", "python3"]), max_size=25).map("".join))
+def test_the_fence_scan_reads_what_the_line_walk_read(text):
+    assert fenced_block(text) == _old_fenced_block(text)
+    if _old_fenced_block(text) is None:
+        assert extract_program(text, "Q", "stdio", "fenced") == (_old_unterminated(text) or "")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("text", [
+    "```" + " " * 200_000,  # the open-block pattern was quadratic here: 36.7 s in one compute_score
+    "```python" + " " * 200_000 + "\n" + "\t" * 200_000,
+    ("```" + " " * 1000 + "\n") * 200,
+    "\n" * 1_000_000,
+])  # fmt: skip
+def test_long_blank_runs_after_fences_take_linear_time(text):
+    t0 = time.perf_counter()
+    extract_program(text, "Q", "stdio")
+    assert time.perf_counter() - t0 < 5.0  # idle: under 0.3 s each

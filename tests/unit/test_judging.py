@@ -74,10 +74,9 @@ def test_dropping_any_line_never_passes(values, drop):
     ("got", "expected", "ok"),
     [
         (9, 9, True),
-        (9, [9], True),  # APPS wraps return values in a one-element list in some files
-        (False, [False], True),
+        (9, [9], False),  # strict unless the format wraps values (APPS: below)
         ([1, 2], [1, 2], True),
-        ([1, 2], [[1, 2]], True),
+        ([1, 2], [[1, 2]], False),
         (1, [1, 2], False),
         (True, 1, False),  # bools only equal bools
         (1, 1.0000000001, True),
@@ -94,6 +93,18 @@ def test_value_matches(got, expected, ok):
     assert value_matches(got, expected) is ok
 
 
+@pytest.mark.parametrize(("got", "expected", "ok"), [
+    (9, [9], True),  # APPS wraps return values in a one-element list in some files
+    (False, [False], True),
+    ([1, 2], [[1, 2]], True),
+    ([1, 2], [1, 2], True),
+    (1, [1, 2], False),  # only a one-element list unwraps
+    (1, [[1]], False),  # once
+])  # fmt: skip
+def test_value_matches_wrapped(got, expected, ok):
+    assert value_matches(got, expected, wrapped=True) is ok
+
+
 def test_spec_round_trip_and_errors():
     spec = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "1", "output": "2"}]}), "p1")
     assert parse_spec(spec.to_json(), "p1") == spec
@@ -103,7 +114,7 @@ def test_spec_round_trip_and_errors():
         parse_spec(json.dumps({"kind": "call", "tests": [{"args": [], "output": 1}]}), "p9")
     with pytest.raises(DataError, match="test 0 needs an 'output'"):
         parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": ""}]}), "p9")
-    with pytest.raises(DataError, match="not JSON"):
+    with pytest.raises(DataError, match="not valid JSON"):
         parse_spec("{", "p9")
     err = DataError("x", "problems", "p9", "tests")
     assert str(pickle.loads(pickle.dumps(err))) == str(err)

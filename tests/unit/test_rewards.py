@@ -99,3 +99,56 @@ def test_math_trl_batch():
     rm = [{"ground_truth": "3"}, {"ground_truth": "4"}, {"ground_truth": "5"}]
     completions = [[{"role": "assistant", "content": r"\boxed{3}"}], "A: 5", r"\boxed{5}"]
     assert math_reward.math_reward([None] * 3, completions, rm, extra_info=[SETTINGS] * 3) == [1.0, 0.0, 1.0]
+
+
+class EchoPool:
+    """A pool that 'runs' each program by printing its first line (no sandbox needed)."""
+
+    def run(self, requests):
+        return [{"results": [{"status": "ok", "stdout": r["program"].split("\n")[0], "wall_s": 0.0}
+                             for _ in r["tests"]], "latency_s": 0.0} for r in requests]  # fmt: skip
+
+
+def stdio(*outputs: str, **extra) -> str:
+    return json.dumps({"kind": "stdio", "tests": [{"input": "", "output": o} for o in outputs], **extra})
+
+
+def test_code_rows_with_one_problem_id_are_judged_by_their_own_tests(monkeypatch):
+    """Two TRL rows of one problem_id but different tests: the second was judged against the first's."""
+    from bonforge.rewards import code
+
+    monkeypatch.setattr(code, "shared_pool", lambda cfg: EchoPool())
+    rm = [{"ground_truth": stdio("A")}, {"ground_truth": stdio("B")}, {"ground_truth": stdio("A")}]
+    info = [{"problem_id": "p", "question": "q"}] * 3
+    assert code.code_reward([None] * 3, ["B", "B", "A"], rm, extra_info=info) == [0.0, 1.0, 1.0]
+    # the same tests under another question are another problem too (HumanEval's prompt is the program's head)
+    seen = []
+    judge = code.verify_code
+    monkeypatch.setattr(code, "verify_code", lambda p, c, *a, **k: seen.append(p.to_pylist()) or judge(p, c, *a, **k))
+    info = [{"problem_id": "p", "question": q} for q in "ABA"]
+    assert code.code_reward([None] * 3, ["A"] * 3, [{"ground_truth": stdio("A")}] * 3, extra_info=info) == [1.0] * 3
+    assert [(p["problem_id"], p["question"]) for p in seen[0]] == [("p", "A"), ("p#1", "B")]
+
+
+@pytest.mark.parametrize("truth", [
+    "not json", stdio("A", time_limit_s=float("nan")), stdio("A", time_limit_s=float("inf")),
+    stdio("A", time_limit_s=-1), "[" * 5000 + "]" * 5000, json.dumps({"kind": "stdio", "tests": []}),
+])  # fmt: skip
+def test_a_code_row_that_cannot_be_judged_is_that_rows_zero(monkeypatch, truth):
+    """A bad spec (a NaN limit, deep nesting, no tests) scores 0 as invalid_problem; the batch goes on."""
+    from bonforge.rewards import code
+
+    monkeypatch.setattr(code, "shared_pool", lambda cfg: EchoPool())
+    out = code.score_batch(["A", "A"], [truth, stdio("A")], [{"problem_id": "p"}, {"problem_id": "p"}])
+    assert out[0]["status"] == "invalid_problem" and out[0]["score"] == 0.0 and "field 'tests'" in out[0]["error"]
+    assert out[1]["score"] == 1.0
+
+
+def test_a_huge_spec_time_limit_is_capped_to_the_recipe_bound():
+    from bonforge.judging.spec import MAX_TIME_LIMIT_S, parse_spec
+    from bonforge.sandbox.config import CodeVerifyConfig
+
+    assert parse_spec(stdio("A", time_limit_s=1e300), "p").time_limit_s == MAX_TIME_LIMIT_S
+    assert parse_spec(stdio("A", time_limit_s=10**400), "p").time_limit_s == MAX_TIME_LIMIT_S
+    assert parse_spec(stdio("A", time_limit_s=2), "p").time_limit_s == 2.0
+    assert CodeVerifyConfig.model_fields["time_limit_s"].metadata[-1].le == MAX_TIME_LIMIT_S
