@@ -222,9 +222,10 @@ def verify_code(
 ) -> pa.Table:
     """One verdict per candidate (same order as ``candidates``). Identical programs for the same problem run
     once and share the verdict: the sandbox's time goes to distinct programs, and duplicate candidates
-    can never get different labels (a contradiction in selection data). A problem whose check cannot run
-    (it does not compile, or its checker died, hung or misbehaved planning it) gives each of its candidates
-    ``sandbox_error`` (a verdict that says nothing about the candidate); every other problem is judged."""
+    can never get different labels (a contradiction in selection data). A problem whose tests cannot be
+    used (its spec is malformed, e.g. a NaN time limit) or whose check cannot run (it does not compile, or
+    its checker died, hung or misbehaved planning it) gives each of its candidates ``sandbox_error`` (a
+    verdict that says nothing about the candidate); every other problem is judged."""
     checker = shared_checker(cfg)  # started only for assert-style problems, then kept for later calls
     by_problem = {p["problem_id"]: p for p in problems.select(["problem_id", "question", "tests"]).to_pylist()}
     specs: dict[str, TestSpec] = {}
@@ -239,13 +240,17 @@ def verify_code(
             raise DataError(f"problem {pid!r} is not in the problems table", "candidates", cand["candidate_id"],
                             "problem_id")  # fmt: skip
         if pid not in specs:
-            specs[pid] = spec = parse_spec(by_problem[pid]["tests"], pid)
-            if spec.kind == "assert":
-                plans[pid] = _plan(checker, pid, spec)
+            try:
+                specs[pid] = spec = parse_spec(by_problem[pid]["tests"], pid)
+            except DataError as e:  # one problem's bad data (a NaN limit, ...): its verdicts, not the batch's
+                specs[pid], plans[pid] = None, f"the problem's tests cannot be used: {e}"
+            else:
+                if spec.kind == "assert":
+                    plans[pid] = _plan(checker, pid, spec)
         spec = specs[pid]
         row = {
             "candidate_id": cand["candidate_id"], "problem_id": pid, "teacher": cand["teacher"],
-            "extracted": None, "tests_total": len(spec.inputs), "latency_ms": 0.0,
+            "extracted": None, "tests_total": len(spec.inputs) if spec else 0, "latency_ms": 0.0,
         }  # fmt: skip
         rows.append(row)
         if isinstance(plans.get(pid), str):
