@@ -23,6 +23,7 @@ import random
 import string
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -329,33 +330,42 @@ def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectCon
     return problem, chosen, prompts, np.concatenate(n_tokens), too_long
 
 
-def _kept(i: Inputs) -> pa.Table:
-    """The keys of the kept problems' candidates: the shard plan."""
-    return i.sql("SELECT c.problem_id, c.candidate_id FROM candidates c JOIN problem_stats s "
-                 "ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep")
+_READ = {  # candidates first: a chunk ends where a batch of texts does
+    "candidates": ["problem_id", "candidate_id", "text"],
+    "verdicts": ["problem_id", "candidate_id", "correct", "status"],
+    "problems": ["problem_id", "question", "domain"],
+    "problem_stats": ["problem_id", "teacher", "keep"],
+}
 
 
-def _pool(i: Inputs) -> dict:
-    """The kept problems' candidates with their texts, verdicts and questions, read in one pass (each
-    shard takes its problem range; a query per shard would scan every text again)."""
-    pool = i.sql(
-        """
-        SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
-        FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id
-        JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
-        ORDER BY c.problem_id, c.candidate_id
-        """
-    )
-    return {"pool": pool}
+def _pool(i: Inputs) -> Iterator[pa.Table]:
+    """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems:
+    one pass over every input, each text read once, never the whole pool in memory."""
+    with i.aligned(_READ) as chunks:
+        for chunk in chunks:
+            yield _joined(chunk)
 
 
-def _shard(keys: pa.Table, pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
-    """GenSelect rows of the kept problems in one shard (a problem_id range of ``keys``)."""
-    lo, hi = pc.min(keys.column("problem_id")), pc.max(keys.column("problem_id"))
-    pid = pool.column("problem_id")
-    rows = pc.indices_nonzero(pc.and_(pc.greater_equal(pid, lo), pc.less_equal(pid, hi))).to_numpy()
-    part = pool.slice(int(rows[0]), int(rows[-1]) - int(rows[0]) + 1) if len(rows) else pool.slice(0, 0)
-    return assemble(part, cfg, seed)
+def _joined(c: dict[str, pa.Table]) -> pa.Table:
+    """A chunk's pool rows: the candidates of its kept problems that have a verdict, with the verdict and the
+    problem's question and domain."""
+    stats, cand, verdicts, problems = c["problem_stats"], c["candidates"], c["verdicts"], c["problems"]
+    kept = stats.filter(pc.and_(pc.equal(stats.column("teacher"), "*"), stats.column("keep"))).column("problem_id")
+    cand = cand.filter(pc.is_in(cand.column("problem_id"), kept.combine_chunks()))
+    v = pc.index_in(cand.column("candidate_id"), verdicts.column("candidate_id").combine_chunks())
+    p = pc.index_in(cand.column("problem_id"), problems.column("problem_id").combine_chunks())
+    both = pc.and_(pc.is_valid(v), pc.is_valid(p))
+    if not pc.all(both).as_py():
+        cand, v, p = cand.filter(both), pc.filter(v, both), pc.filter(p, both)
+    return pa.table({
+        "problem_id": cand.column("problem_id"),
+        "question": problems.column("question").take(p),
+        "domain": problems.column("domain").take(p),
+        "candidate_id": cand.column("candidate_id"),
+        "text": cand.column("text"),
+        "correct": verdicts.column("correct").take(v),
+        "status": verdicts.column("status").take(v),
+    })
 
 
 def _dropped_too_long(w: Written) -> dict:
@@ -366,7 +376,8 @@ def _dropped_too_long(w: Written) -> dict:
             "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
 
 
-STAGE = Stage("genselect", VERSION, compute=_shard, table=_kept, context=_pool, shard_rows=50_000,
+# shards of 50,000 candidates, fewer where their texts and questions pass 64 MB
+STAGE = Stage("genselect", VERSION, compute=assemble, stream=_pool, shard_rows=50_000, shard_bytes=64 << 20,
               summary=_dropped_too_long)
 
 
