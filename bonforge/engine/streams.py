@@ -34,7 +34,7 @@ from bonforge.storage.store import StageStore
 log = logging.getLogger("bonforge")
 
 BATCH_BYTES = 16 << 20  # decoded bytes of one batch read from a file (row count from the file's metadata)
-_MAX_BATCH_ROWS = 1 << 17
+_MIN_BATCH_ROWS, _MAX_BATCH_ROWS = 256, 1 << 17
 _SORT_MEMORY = "1GB"  # DuckDB's limit when it sorts an input that is not in problem_id order
 
 
@@ -44,7 +44,7 @@ def _batch_rows(meta: pq.FileMetaData, columns: list[str]) -> int:
     size = sum(rg.column(j).total_uncompressed_size for i in range(meta.num_row_groups) for rg in [meta.row_group(i)]
                for j in range(rg.num_columns) if rg.column(j).path_in_schema in names)
     per_row = size / max(meta.num_rows, 1)
-    return int(min(_MAX_BATCH_ROWS, max(256, BATCH_BYTES // max(per_row, 1))))
+    return int(min(_MAX_BATCH_ROWS, max(_MIN_BATCH_ROWS, BATCH_BYTES // max(per_row, 1))))
 
 
 def _in_order(store: StageStore, files: list, on: str) -> bool:
