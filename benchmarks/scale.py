@@ -16,6 +16,7 @@ generated store is also run by that code, first, and the times are printed side 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
     python benchmarks/scale.py --sizes 2000 20000
     python benchmarks/scale.py --baseline ../bonforge-main
+    python benchmarks/scale.py --sizes 100000 --texts realistic --report
 """
 
 from __future__ import annotations
@@ -224,6 +225,19 @@ def stages(store_root: str) -> dict:
             "content": dataset["content_sha256"]}
 
 
+def report(store_root: str) -> dict:
+    """Time ``bonforge report`` of the run that ``stages`` recorded (a fresh process: its own peak RSS)."""
+    import resource
+
+    from bonforge.report import write_report
+    from bonforge.storage.store import StageStore
+
+    t0 = time.perf_counter()
+    write_report(StageStore(store_root), "scale")
+    return {"report_s": round(time.perf_counter() - t0, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
 def _child(*args: str, code: Path = REPO) -> str:
     """Run this script in a fresh process with the bonforge of the checkout ``code``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
@@ -250,6 +264,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout of bonforge to run first on the same data")
     ap.add_argument("--texts", choices=["short", "realistic"], default="short",
                     help="candidate texts of 400 characters, or a chain-of-thought-like spread of lengths")
+    ap.add_argument("--report", action="store_true", help="also time `bonforge report` of each size's run")
     args = ap.parse_args()
     results = {}
     for n in args.sizes:
@@ -265,6 +280,7 @@ def main() -> None:
                 shutil.rmtree(copy)
             load = os.getloadavg()[0]
             r = json.loads(_child("stages", root))
+            rep = json.loads(_child("report", root)) if args.report else None
         results[n] = r
         print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates ({args.texts} texts, "
               f"{text_bytes / 1e9:.2f} GB): generated in {gen:.0f}s; "
@@ -281,6 +297,9 @@ def main() -> None:
         print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
               f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "
               + ", ".join(f"{t} {p:.3f}" for t, p, _ in r["by_teacher"]))
+        if rep:
+            print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), "
+                  f"peak RSS {rep['peak_rss_mb']} MB")
     small, large = min(results), max(results)
     if small != large:
         ratio = results[large]["wall_s"] / results[small]["wall_s"]
@@ -294,5 +313,7 @@ if __name__ == "__main__":
         print(generate(sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "short"))
     elif len(sys.argv) > 1 and sys.argv[1] == "stages":
         print(json.dumps(stages(sys.argv[2])))
+    elif len(sys.argv) > 1 and sys.argv[1] == "report":
+        print(json.dumps(report(sys.argv[2])))
     else:
         main()

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge import templates
+from bonforge.stages import pool
 from bonforge.config import GenSelectConfig, Recipe
 from bonforge.errors import ConfigError
 from bonforge.schema import GENSELECT
@@ -330,42 +331,13 @@ def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectCon
     return problem, chosen, prompts, np.concatenate(n_tokens), too_long
 
 
-_READ = {  # candidates first: a chunk ends where a batch of texts does
-    "candidates": ["problem_id", "candidate_id", "text"],
-    "verdicts": ["problem_id", "candidate_id", "correct", "status"],
-    "problems": ["problem_id", "question", "domain"],
-    "problem_stats": ["problem_id", "teacher", "keep"],
-}
+_POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems", "candidate_id": "candidates",
+         "text": "candidates", "correct": "verdicts", "status": "verdicts"}
 
 
 def _pool(i: Inputs) -> Iterator[pa.Table]:
-    """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems:
-    one pass over every input, each text read once, never the whole pool in memory."""
-    with i.aligned(_READ) as chunks:
-        for chunk in chunks:
-            yield _joined(chunk)
-
-
-def _joined(c: dict[str, pa.Table]) -> pa.Table:
-    """A chunk's pool rows: the candidates of its kept problems that have a verdict, with the verdict and the
-    problem's question and domain."""
-    stats, cand, verdicts, problems = c["problem_stats"], c["candidates"], c["verdicts"], c["problems"]
-    kept = stats.filter(pc.and_(pc.equal(stats.column("teacher"), "*"), stats.column("keep"))).column("problem_id")
-    cand = cand.filter(pc.is_in(cand.column("problem_id"), kept.combine_chunks()))
-    v = pc.index_in(cand.column("candidate_id"), verdicts.column("candidate_id").combine_chunks())
-    p = pc.index_in(cand.column("problem_id"), problems.column("problem_id").combine_chunks())
-    both = pc.and_(pc.is_valid(v), pc.is_valid(p))
-    if not pc.all(both).as_py():
-        cand, v, p = cand.filter(both), pc.filter(v, both), pc.filter(p, both)
-    return pa.table({
-        "problem_id": cand.column("problem_id"),
-        "question": problems.column("question").take(p),
-        "domain": problems.column("domain").take(p),
-        "candidate_id": cand.column("candidate_id"),
-        "text": cand.column("text"),
-        "correct": verdicts.column("correct").take(v),
-        "status": verdicts.column("status").take(v),
-    })
+    """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems."""
+    return pool.chunks(i, _POOL)
 
 
 def _dropped_too_long(w: Written) -> dict:

@@ -71,3 +71,37 @@ def test_inputs_are_read_side_by_side_in_chunks_of_whole_problems(store, monkeyp
     for name, tables in (("a", [a]), ("b", [b, unsorted])):
         got = pa.concat_tables([c[name] for c in chunks]).column("problem_id").to_pylist()
         assert sorted(got) == sorted(p for t in tables for p in t.column("problem_id").to_pylist())
+
+
+def test_a_pool_is_the_join_of_its_inputs_kept_problems_only(store):
+    from bonforge.engine.shards import StoreInputs
+    from bonforge.stages import pool
+
+    pids = [f"p{i:02d}" for i in range(30)]
+    cands = pa.table({"problem_id": [p for p in pids for _ in range(3)],
+                      "candidate_id": [f"{p}/{t}" for p in pids for t in ("a", "b", "c")],
+                      "teacher": ["a", "b", "c"] * 30, "text": [f"text {i}" for i in range(90)]})
+    verdicts = cands.select(["problem_id", "candidate_id"]).append_column("correct", pa.array([True, False] * 45))
+    verdicts = verdicts.filter(pa.array([i % 7 != 0 for i in range(90)]))  # some candidates have no verdict
+    problems = pa.table({"problem_id": pids[::-1], "question": [f"q {p}" for p in pids[::-1]]})  # not in order
+    stats = pa.table({"problem_id": pids, "teacher": ["*"] * 30, "keep": [i % 3 != 0 for i in range(30)]})
+    tables = {"candidates": cands, "verdicts": verdicts, "problems": problems, "problem_stats": stats}
+    refs = {name: [_put(store, name, name[0], t)] for name, t in tables.items()}
+    got = pa.concat_tables(pool.chunks(StoreInputs(store, refs), {
+        "candidate_id": "candidates", "question": "problems", "response": "candidates.text", "correct": "verdicts",
+    }, teachers=["a", "c"])).sort_by("candidate_id").to_pylist()
+    kept = {p for p, k in zip(pids, stats.column("keep").to_pylist()) if k}
+    have = dict(zip(verdicts.column("candidate_id").to_pylist(), verdicts.column("correct").to_pylist()))
+    want = [{"candidate_id": c, "question": f"q {p}", "response": x, "correct": have[c]}
+            for p, c, t, x in zip(*(cands.column(n).to_pylist() for n in cands.column_names))
+            if p in kept and t in ("a", "c") and c in have]
+    assert got == sorted(want, key=lambda r: r["candidate_id"]) and len(want) > 20
+
+
+def test_rebatched_gives_parts_of_exactly_n_rows():
+    from bonforge.stages import pool
+
+    parts = [pa.table({"x": pa.array(range(n), pa.int64())}) for n in (3, 0, 11, 5, 1)]
+    assert [t.num_rows for t in pool.rebatched(iter(parts), 4)] == [4, 4, 4, 4, 4]
+    assert pa.concat_tables(pool.rebatched(iter(parts), 7)).column("x").to_pylist() == \
+        pa.concat_tables(parts).column("x").to_pylist()
