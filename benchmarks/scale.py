@@ -206,6 +206,7 @@ def stages(store_root: str) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     dataset = dag(rec, run, Path("."))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the catalog queries below
     store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
     t1 = time.perf_counter()
@@ -220,6 +221,7 @@ def stages(store_root: str) -> dict:
     return {"wall_s": round(wall, 2), "timings": {k: v for k, v in run.timings.items() if v >= 0.05},
             "cpu_s": round(cpu, 2), "cpu": {k: run.cpu[k] for k in run.timings if run.timings[k] >= 0.05},
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "build_rss_mb": round(build_rss / 1024),
             "catalog_connect_s": round(t2 - t1, 3), "query_s": round(t3 - t2, 3), "by_teacher": by_teacher,
             "prompts": dataset["files"]["verl/train.parquet"]["rows"], "prompt_bytes": prompt_bytes,
             "content": dataset["content_sha256"]}
@@ -254,7 +256,8 @@ def prompt_rate(r: dict) -> float:
 def _line(label: str, r: dict) -> str:
     stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s)" for k, v in r["timings"].items())
     return (f"         {label}: stages {r['wall_s']:.1f}s, cpu {r['cpu_s']:.1f}s ({stages}); "
-            f"peak RSS {r['peak_rss_mb']} MB (target <= 2048); {r['prompts']} prompts, "
+            f"peak RSS {r['peak_rss_mb']} MB (target <= 2048; {r.get('build_rss_mb', '?')} MB before the catalog "
+            f"queries); {r['prompts']} prompts, "
             f"{r['prompt_bytes'] / 1e6:.0f} MB of prompt text, {prompt_rate(r):.1f} MB/s")
 
 

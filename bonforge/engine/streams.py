@@ -207,6 +207,8 @@ def run_streamed(store: StageStore, node: Node, inputs) -> dict:
 
     stage, key = node.stage, node.key
     done = store.begin(stage.name, key, [-1, stage.shard_rows or 0, stage.shard_bytes or 0])
+    if done:
+        log.info("%s: resuming, %d shards already written", node.label, len(done))
     t0 = time.perf_counter()
     compute_s, hosts, n = 0.0, set(), 0
     with _opened(node) as compute, stage_progress(node.label, total=None) as advance:
