@@ -175,6 +175,18 @@ def generate(store_root: str, n: int, texts: str = "short") -> int:
     return text_bytes
 
 
+def _reset_peak() -> None:
+    """Reset the kernel's peak-RSS mark of this process to its current RSS (Linux)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _peak_mb() -> int:
+    """This process's peak RSS since the last ``_reset_peak`` (MB)."""
+    with open("/proc/self/status") as f:
+        return round(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024)
+
+
 def direct_run(store, rec):
     """A run of each node in this process (no Prefect, no Ray): the stage code alone."""
     from bonforge.engine import Run, run_node
@@ -184,10 +196,15 @@ def direct_run(store, rec):
 
         cpu: dict[str, float] = {}
 
+        rss: dict[str, int] = {}
+
         def __call__(self, node):
             t0, c0 = time.perf_counter(), time.process_time()
+            _reset_peak()
             manifest = run_node(self.store, node)
             self.cpu[node.label] = round(time.process_time() - c0, 2)
+            self.rss[node.label] = _peak_mb()
+            _reset_peak()  # what runs between nodes (the export, after the last) is measured on its own
             return self._note(node, manifest, manifest["cached"], time.perf_counter() - t0)
 
     return Direct(store, rec)
@@ -205,6 +222,7 @@ def stages(store_root: str) -> dict:
     run = direct_run(store, rec)
     t0, c0 = time.perf_counter(), time.process_time()
     dataset = dag(rec, run, Path("."))
+    run.rss["export"] = _peak_mb()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the catalog queries below
     store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
@@ -220,8 +238,10 @@ def stages(store_root: str) -> dict:
     run.cpu["export"] = round(cpu - sum(run.cpu.values()), 2)
     return {"wall_s": round(wall, 2), "timings": {k: v for k, v in run.timings.items() if v >= 0.05},
             "cpu_s": round(cpu, 2), "cpu": {k: run.cpu[k] for k in run.timings if run.timings[k] >= 0.05},
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            "build_rss_mb": round(build_rss / 1024),
+            # the stages' marks count too: resetting the mark (per stage) resets ru_maxrss as well
+            "peak_rss_mb": max([round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), *run.rss.values()]),
+            "build_rss_mb": max([round(build_rss / 1024), *run.rss.values()]),
+            "stage_rss_mb": {k: run.rss[k] for k in run.timings if run.timings[k] >= 0.05 and k in run.rss},
             "catalog_connect_s": round(t2 - t1, 3), "query_s": round(t3 - t2, 3), "by_teacher": by_teacher,
             "prompts": dataset["files"]["verl/train.parquet"]["rows"], "prompt_bytes": prompt_bytes,
             "content": dataset["content_sha256"]}
@@ -254,7 +274,8 @@ def prompt_rate(r: dict) -> float:
 
 
 def _line(label: str, r: dict) -> str:
-    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s)" for k, v in r["timings"].items())
+    peak = r.get("stage_rss_mb", {})
+    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s, peak {peak.get(k, '?')} MB)" for k, v in r["timings"].items())
     return (f"         {label}: stages {r['wall_s']:.1f}s, cpu {r['cpu_s']:.1f}s ({stages}); "
             f"peak RSS {r['peak_rss_mb']} MB (target <= 2048; {r.get('build_rss_mb', '?')} MB before the catalog "
             f"queries); {r['prompts']} prompts, "

@@ -29,7 +29,8 @@ def chunks(i: Inputs, columns: dict[str, str], teachers: list[str] | None = None
         read["problem_stats"] = ["problem_id", "teacher", "keep"]
     with i.aligned(read) as stream:
         for chunk in stream:
-            yield _joined(chunk, where, teachers)
+            joined, chunk = _joined(chunk, where, teachers), None  # the chunk's inputs go before the next is read
+            yield joined
 
 
 def _joined(c: dict[str, pa.Table], where: dict[str, tuple[str, str]], teachers: list[str] | None) -> pa.Table:
