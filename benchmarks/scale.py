@@ -1,20 +1,24 @@
 """Scale: scoring, GenSelect assembly and export on a synthetic pool of N problems x 16 candidates
 (4 teachers x 4 samples) with precomputed verdicts, through the real stage code.
 
-The problems, candidates and verdicts tables are written straight into a temporary store under the keys
-the build computes (verdicts in shards of the verify stage's size, committed as a real build commits them); then a
-fresh process runs the build DAG against that store, so only problem_stats, genselect and the export are
-computed. Printed per size: each stage's wall and CPU time (the process's user + system seconds, DuckDB's
-and Arrow's threads included: on a shared machine the wall time mostly measures the wait for a core),
-the process's peak RSS (target <= 2 GB, flat in the size), and a DuckDB pass-rate-by-teacher query through the catalog
-(target < 2 s); then the time ratio of the largest to the smallest size against their size ratio
-(linear: equal). The stages run this checkout's code (``bonforge`` from the repository root).
+The problems, candidates and verdicts tables are written straight into a temporary store under the keys the
+build computes, 25,000 problems at a time (verdicts in files of ~100,000 rows, as the verify stage compacts
+them); candidate texts are 400 characters, or with ``--texts realistic`` chain-of-thought-like (median
+~2 KB, 1 % of them 12-48 KB). Then a fresh process runs the build DAG against that store, so only
+problem_stats, genselect and the export are computed. Printed per size: each stage's wall and CPU time (the
+process's user + system seconds, DuckDB's and Arrow's threads included: on a shared machine the wall time
+mostly measures the wait for a core) and its own peak RSS; the process's peak RSS (target <= 2 GB, flat in
+the size); the prompt bytes written per second of genselect and export; a DuckDB pass-rate-by-teacher query
+through the catalog (target < 2 s); with ``--report``, ``bonforge report`` of the run in a process of its
+own (target <= 30 s); then the time and peak-RSS ratios of the largest to the smallest size. The stages run
+this checkout's code (``bonforge`` from the repository root).
 
 With ``--baseline DIR`` (another checkout of bonforge, e.g. ``git worktree add DIR main``), the same
-generated store is also run by that code, first, and the times are printed side by side with their ratios.
+generated store is also run by that code, first, and the times are printed side by side with their ratios
+and whether both published the same dataset bytes.
 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
-    python benchmarks/scale.py --sizes 2000 20000
+    python benchmarks/scale.py --sizes 100000 1000000
     python benchmarks/scale.py --baseline ../bonforge-main
     python benchmarks/scale.py --sizes 100000 --texts realistic --report
 """
