@@ -1,21 +1,26 @@
 """Scale: scoring, GenSelect assembly and export on a synthetic pool of N problems x 16 candidates
 (4 teachers x 4 samples) with precomputed verdicts, through the real stage code.
 
-The problems, candidates and verdicts tables are written straight into a temporary store under the keys
-the build computes (verdicts in shards of the verify stage's size, committed as a real build commits them); then a
-fresh process runs the build DAG against that store, so only problem_stats, genselect and the export are
-computed. Printed per size: each stage's wall and CPU time (the process's user + system seconds, DuckDB's
-and Arrow's threads included: on a shared machine the wall time mostly measures the wait for a core),
-the process's peak RSS (target < 4 GB), and a DuckDB pass-rate-by-teacher query through the catalog
-(target < 2 s); then the time ratio of the largest to the smallest size against their size ratio
-(linear: equal). The stages run this checkout's code (``bonforge`` from the repository root).
+The problems, candidates and verdicts tables are written straight into a temporary store under the keys the
+build computes, 25,000 problems at a time (verdicts in files of ~100,000 rows, as the verify stage compacts
+them); candidate texts are 400 characters, or with ``--texts realistic`` chain-of-thought-like (median
+~2 KB, 1 % of them 12-48 KB). Then a fresh process runs the build DAG against that store, so only
+problem_stats, genselect and the export are computed. Printed per size: each stage's wall and CPU time (the
+process's user + system seconds, DuckDB's and Arrow's threads included: on a shared machine the wall time
+mostly measures the wait for a core) and its own peak RSS; the process's peak RSS (target <= 2 GB, flat in
+the size); the prompt bytes written per second of genselect and export; a DuckDB pass-rate-by-teacher query
+through the catalog (target < 2 s); with ``--report``, ``bonforge report`` of the run in a process of its
+own (target <= 30 s); then the time and peak-RSS ratios of the largest to the smallest size. The stages run
+this checkout's code (``bonforge`` from the repository root).
 
 With ``--baseline DIR`` (another checkout of bonforge, e.g. ``git worktree add DIR main``), the same
-generated store is also run by that code, first, and the times are printed side by side with their ratios.
+generated store is also run by that code, first, and the times are printed side by side with their ratios
+and whether both published the same dataset bytes.
 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
-    python benchmarks/scale.py --sizes 2000 20000
+    python benchmarks/scale.py --sizes 100000 1000000
     python benchmarks/scale.py --baseline ../bonforge-main
+    python benchmarks/scale.py --sizes 100000 --texts realistic --report
 """
 
 from __future__ import annotations
@@ -46,52 +51,144 @@ def recipe():
     })
 
 
-def generate(store_root: str, n: int) -> None:
-    """Commit problems, candidates and verdicts of ``n`` synthetic problems under the build's keys."""
+CHUNK = 25_000  # problems generated and written at a time (generation runs in bounded memory too)
+
+
+def _lengths(rng, rows: int, texts: str):
+    """Candidate text lengths: 400 characters, or a chain-of-thought-like spread (median ~2 KB, lognormal,
+    and 1 % of candidates in a long tail of 12-48 KB: up to 12K tokens)."""
+    import numpy as np
+
+    if texts == "short":
+        return np.full(rows, TEXT_CHARS)
+    body = np.minimum(rng.lognormal(np.log(2000), 0.45, rows), 12_000)
+    tail = rng.random(rows) < 0.01
+    return np.where(tail, rng.integers(12_000, 48_000, rows), body).astype(np.int64)
+
+
+class _VerdictFiles:
+    """A teacher's verdicts, committed in files of ~100K rows of whole problems (as the verify stage compacts
+    its shards)."""
+
+    def __init__(self, store, key: str):
+        self.store, self.key, self.parts, self.files, self.text_bytes = store, key, [], 0, 0
+
+    def add(self, table) -> None:
+        import pyarrow as pa
+
+        self.parts.append(table)
+        if sum(p.num_rows for p in self.parts) >= 100_000:
+            self.store.write_shard("verdicts", self.key, self.files, pa.concat_tables(self.parts))
+            self.files, self.parts = self.files + 1, []
+
+    def commit(self, teacher: str) -> None:
+        import pyarrow as pa
+
+        if self.parts:
+            self.parts, last = [], self.parts
+            self.store.write_shard("verdicts", self.key, self.files, pa.concat_tables(last))
+            self.files += 1
+        self.store.commit("verdicts", self.key, self.files, version="1", config={}, upstream={},
+                          extra={"teacher": teacher})
+
+
+def _candidates(rng, t: int, teacher: str, chunks, pid_of, difficulty, texts: str, corpus, verdicts: _VerdictFiles):
+    """A teacher's candidates, a chunk of problems at a time; their verdicts go to ``verdicts``."""
     import numpy as np
     import pyarrow as pa
 
-    from bonforge.engine.shards import plan_shards
-    from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
+    from bonforge.schema import CANDIDATES, VERDICTS, conform
+
+    filler, prose = corpus
+    for lo, hi in chunks:
+        rows = (hi - lo) * SAMPLES
+        pid = np.repeat(pid_of(lo, hi), SAMPLES)
+        idx = np.tile(np.arange(SAMPLES, dtype=np.int32), hi - lo)
+        cids = [f"{p}/{teacher}/{i}" for p, i in zip(pid, idx)]
+        if texts == "short":
+            text = [f"Candidate {c}. " + filler[(j * 7 + t) % 256][:TEXT_CHARS] for j, c in enumerate(cids, lo)]
+        else:
+            size, start = _lengths(rng, rows, texts), rng.integers(0, len(prose) - 48_000, rows)
+            text = [f"Candidate {c}. " + prose[s:s + m] for c, s, m in zip(cids, start.tolist(), size.tolist())]
+        verdicts.text_bytes += sum(map(len, text))
+        correct = rng.random(rows) < np.repeat(difficulty[lo:hi], SAMPLES)
+        wrong = rng.integers(0, 5, rows).astype(str)
+        yield conform(pa.table({"candidate_id": cids, "problem_id": pid, "teacher": [teacher] * rows,
+                                "sample_index": idx, "text": text}), CANDIDATES)
+        verdicts.add(conform(pa.table({
+            "candidate_id": cids, "problem_id": pid, "teacher": [teacher] * rows,
+            "extracted": np.where(correct, "7", wrong).astype(object), "correct": correct,
+            "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
+        }), VERDICTS))
+
+
+def generate(store_root: str, n: int, texts: str = "short") -> int:
+    """Commit problems, candidates and verdicts of ``n`` synthetic problems under the build's keys, CHUNK
+    problems at a time; returns the bytes of candidate text."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bonforge.schema import PROBLEMS, conform
     from bonforge.stage import Ref
     from bonforge.storage.store import StageStore
     from bonforge.stages import load, load_pool, verify
 
     rng = np.random.default_rng(0)
     store, rec = StageStore(store_root), recipe()
-    pids = np.array([f"syn/{i:06d}" for i in range(n)], dtype=object)
-    filler = [" ".join(rng.choice(["add", "the", "apples", "so", "we", "get", "total", "=", "7", "12"], 80))
-              for _ in range(256)]
-    problems = conform(pa.table({"problem_id": pids, "source": ["syn"] * n, "domain": ["math"] * n,
-                                 "question": [f"Question {p}: " + filler[i % 256][:200] for i, p in enumerate(pids)],
-                                 "answer": ["A: 7"] * n}), PROBLEMS)
+    words = np.array(["add", "the", "apples", "so", "we", "get", "total", "=", "7", "12"])
+    filler = [" ".join(rng.choice(words, 80)) for _ in range(256)]
+    prose = " ".join(rng.choice(words, 20_000))  # ~70 KB to cut realistic texts from
+
+    def written(stage: str, key: str, tables, **commit):
+        """Write the tables of ``tables`` as one committed file (appended batch by batch)."""
+        path = store.shard_path(stage, key, 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(".generating")
+        writer = None
+        for t in tables:
+            writer = writer or pq.ParquetWriter(tmp, t.schema, compression="zstd")
+            writer.write_table(t)
+        writer.close()
+        tmp.rename(path)
+        return store.commit(stage, key, 1, version="1", config={}, upstream={}, **commit)
+
+    chunks = [(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
+    pid_of = lambda lo, hi: np.array([f"syn/{i:07d}" for i in range(lo, hi)], dtype=object)  # noqa: E731
+
+    def problems():
+        for lo, hi in chunks:
+            pids = pid_of(lo, hi)
+            yield conform(pa.table({"problem_id": pids, "source": ["syn"] * len(pids), "domain": ["math"] * len(pids),
+                                    "question": [f"Question {p}: " + filler[i % 256][:200]
+                                                 for i, p in zip(range(lo, hi), pids)],
+                                    "answer": ["A: 7"] * len(pids)}), PROBLEMS)
+
     key = load.node(rec, Path(".")).key
-    pref = Ref("problems", key, store.put("problems", key, problems, version="1", config={}, upstream={}))
+    pref = Ref("problems", key, written("problems", key, problems()))
     difficulty = rng.random(n)  # each problem's chance that a sample is correct
+    text_bytes = 0
     for t, teacher in enumerate(rec.teachers):
-        rows = n * SAMPLES
-        pid = np.repeat(pids, SAMPLES)
-        idx = np.tile(np.arange(SAMPLES, dtype=np.int32), n)
-        cids = [f"{p}/{teacher.name}/{i}" for p, i in zip(pid, idx)]
-        text = [f"Candidate {c}. " + filler[(j * 7 + t) % 256][:TEXT_CHARS] for j, c in enumerate(cids)]
-        cands = conform(pa.table({"candidate_id": cids, "problem_id": pid, "teacher": [teacher.name] * rows,
-                                  "sample_index": idx, "text": text}), CANDIDATES)
         key = load_pool.node(Path("."), pref, teacher).key
-        cref = Ref("candidates", key, store.put("candidates", key, cands, version="pool-1", config={}, upstream={},
-                                                extra={"teacher": teacher.name}))
-        correct = rng.random(rows) < np.repeat(difficulty, SAMPLES)
-        wrong = rng.integers(0, 5, rows).astype(str)
-        verdicts = conform(pa.table({
-            "candidate_id": cids, "problem_id": pid, "teacher": [teacher.name] * rows,
-            "extracted": np.where(correct, "7", wrong).astype(object), "correct": correct,
-            "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
-        }), VERDICTS)
-        node = verify.node(rec, pref, cref, {"math"})
-        shards = plan_shards(verdicts, node.stage.shard_rows)
-        for i, shard in enumerate(shards):
-            store.write_shard("verdicts", node.key, i, shard)
-        store.commit("verdicts", node.key, len(shards), version="1", config={}, upstream={},
-                     extra={"teacher": teacher.name}, compact_rows=node.stage.compact_rows)
+        verdicts = _VerdictFiles(store, verify.node(rec, pref, Ref("candidates", key, {}), {"math"}).key)
+        cands = _candidates(rng, t, teacher.name, chunks, pid_of, difficulty, texts, (filler, prose), verdicts)
+        cref = Ref("candidates", key, written("candidates", key, cands, extra={"teacher": teacher.name}))
+        assert verify.node(rec, pref, cref, {"math"}).key == verdicts.key
+        verdicts.commit(teacher.name)
+        text_bytes += verdicts.text_bytes
+    return text_bytes
+
+
+def _reset_peak() -> None:
+    """Reset the kernel's peak-RSS mark of this process to its current RSS (Linux)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _peak_mb() -> int:
+    """This process's peak RSS since the last ``_reset_peak`` (MB)."""
+    with open("/proc/self/status") as f:
+        return round(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024)
 
 
 def direct_run(store, rec):
@@ -103,10 +200,15 @@ def direct_run(store, rec):
 
         cpu: dict[str, float] = {}
 
+        rss: dict[str, int] = {}
+
         def __call__(self, node):
             t0, c0 = time.perf_counter(), time.process_time()
+            _reset_peak()
             manifest = run_node(self.store, node)
             self.cpu[node.label] = round(time.process_time() - c0, 2)
+            self.rss[node.label] = _peak_mb()
+            _reset_peak()  # what runs between nodes (the export, after the last) is measured on its own
             return self._note(node, manifest, manifest["cached"], time.perf_counter() - t0)
 
     return Direct(store, rec)
@@ -124,7 +226,9 @@ def stages(store_root: str) -> dict:
     run = direct_run(store, rec)
     t0, c0 = time.perf_counter(), time.process_time()
     dataset = dag(rec, run, Path("."))
+    run.rss["export"] = _peak_mb()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the catalog queries below
     store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
     t1 = time.perf_counter()
@@ -133,13 +237,31 @@ def stages(store_root: str) -> dict:
     by_teacher = con.sql("SELECT teacher, avg(correct::INT) AS pass_rate, count(*) AS n FROM verdicts "
                          "GROUP BY teacher ORDER BY teacher").fetchall()
     t3 = time.perf_counter()
+    prompt_bytes = con.sql("SELECT sum(strlen(prompt)) FROM genselect").fetchall()[0][0] or 0
     run.timings["export"] = round(wall - sum(run.timings.values()), 2)
     run.cpu["export"] = round(cpu - sum(run.cpu.values()), 2)
     return {"wall_s": round(wall, 2), "timings": {k: v for k, v in run.timings.items() if v >= 0.05},
             "cpu_s": round(cpu, 2), "cpu": {k: run.cpu[k] for k in run.timings if run.timings[k] >= 0.05},
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            # the stages' marks count too: resetting the mark (per stage) resets ru_maxrss as well
+            "peak_rss_mb": max([round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), *run.rss.values()]),
+            "build_rss_mb": max([round(build_rss / 1024), *run.rss.values()]),
+            "stage_rss_mb": {k: run.rss[k] for k in run.timings if run.timings[k] >= 0.05 and k in run.rss},
             "catalog_connect_s": round(t2 - t1, 3), "query_s": round(t3 - t2, 3), "by_teacher": by_teacher,
-            "prompts": dataset["files"]["verl/train.parquet"]["rows"], "content": dataset["content_sha256"]}
+            "prompts": dataset["files"]["verl/train.parquet"]["rows"], "prompt_bytes": prompt_bytes,
+            "content": dataset["content_sha256"]}
+
+
+def report(store_root: str) -> dict:
+    """Time ``bonforge report`` of the run that ``stages`` recorded (a fresh process: its own peak RSS)."""
+    import resource
+
+    from bonforge.report import write_report
+    from bonforge.storage.store import StageStore
+
+    t0 = time.perf_counter()
+    write_report(StageStore(store_root), "scale")
+    return {"report_s": round(time.perf_counter() - t0, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
 def _child(*args: str, code: Path = REPO) -> str:
@@ -149,22 +271,34 @@ def _child(*args: str, code: Path = REPO) -> str:
     return out.stdout.strip()
 
 
+def prompt_rate(r: dict) -> float:
+    """Prompt bytes written per second of genselect and export (MB/s)."""
+    secs = sum(v for k, v in r["timings"].items() if k in ("genselect", "export"))
+    return r["prompt_bytes"] / 1e6 / max(secs, 1e-9)
+
+
 def _line(label: str, r: dict) -> str:
-    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s)" for k, v in r["timings"].items())
+    peak = r.get("stage_rss_mb", {})
+    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s, peak {peak.get(k, '?')} MB)" for k, v in r["timings"].items())
     return (f"         {label}: stages {r['wall_s']:.1f}s, cpu {r['cpu_s']:.1f}s ({stages}); "
-            f"peak RSS {r['peak_rss_mb']} MB (target < 4096); {r['prompts']} prompts")
+            f"peak RSS {r['peak_rss_mb']} MB (target <= 2048; {r.get('build_rss_mb', '?')} MB before the catalog "
+            f"queries); {r['prompts']} prompts, "
+            f"{r['prompt_bytes'] / 1e6:.0f} MB of prompt text, {prompt_rate(r):.1f} MB/s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--baseline", type=Path, help="another checkout of bonforge to run first on the same data")
+    ap.add_argument("--texts", choices=["short", "realistic"], default="short",
+                    help="candidate texts of 400 characters, or a chain-of-thought-like spread of lengths")
+    ap.add_argument("--report", action="store_true", help="also time `bonforge report` of each size's run")
     args = ap.parse_args()
     results = {}
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix="bonforge-scale-") as root:
             t0 = time.perf_counter()
-            _child("generate", root, str(n))
+            text_bytes = int(_child("generate", root, str(n), args.texts))
             gen = time.perf_counter() - t0
             base = None
             if args.baseline:
@@ -174,8 +308,10 @@ def main() -> None:
                 shutil.rmtree(copy)
             load = os.getloadavg()[0]
             r = json.loads(_child("stages", root))
+            rep = json.loads(_child("report", root)) if args.report else None
         results[n] = r
-        print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates: generated in {gen:.0f}s; "
+        print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates ({args.texts} texts, "
+              f"{text_bytes / 1e9:.2f} GB): generated in {gen:.0f}s; "
               f"load average {load:.1f} on {os.cpu_count()} cores")
         if base:
             print(_line("baseline", base))
@@ -189,16 +325,23 @@ def main() -> None:
         print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
               f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "
               + ", ".join(f"{t} {p:.3f}" for t, p, _ in r["by_teacher"]))
+        if rep:
+            print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), "
+                  f"peak RSS {rep['peak_rss_mb']} MB")
     small, large = min(results), max(results)
     if small != large:
         ratio = results[large]["wall_s"] / results[small]["wall_s"]
-        print(f"time ratio {large}/{small}: {ratio:.2f} for a size ratio of {large / small:.0f} (linear: equal)")
+        rss = results[large]["peak_rss_mb"] / results[small]["peak_rss_mb"]
+        print(f"time ratio {large}/{small}: {ratio:.2f} for a size ratio of {large / small:.0f} (linear: equal); "
+              f"peak RSS ratio {rss:.2f} (flat: 1, target <= 1.5)")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "generate":
-        generate(sys.argv[2], int(sys.argv[3]))
+        print(generate(sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "short"))
     elif len(sys.argv) > 1 and sys.argv[1] == "stages":
         print(json.dumps(stages(sys.argv[2])))
+    elif len(sys.argv) > 1 and sys.argv[1] == "report":
+        print(json.dumps(report(sys.argv[2])))
     else:
         main()

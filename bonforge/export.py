@@ -133,13 +133,13 @@ RL_CANDIDATES_SCHEMA = pa.schema(
 )
 
 
-def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: dict) -> pa.Table:
-    """RL rows in problem_id order from ``kept`` (problem_id, domain, question, answer, tests, pass_rate).
-    ``templates`` and ``verify`` map a domain to its prompt template and its checking config (a model with
-    ``key_config()``)."""
+def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: dict, start: int = 0) -> pa.Table:
+    """RL rows in problem_id order from ``kept`` (problem_id, domain, question, answer, tests, pass_rate);
+    ``extra_info.index`` counts from ``start``. ``templates`` and ``verify`` map a domain to its prompt
+    template and its checking config (a model with ``key_config()``)."""
     settings = {d: json.dumps(cfg.key_config(), sort_keys=True) for d, cfg in verify.items()}
     rows = []
-    for i, r in enumerate(kept.sort_by("problem_id").to_pylist()):
+    for i, r in enumerate(kept.sort_by("problem_id").to_pylist(), start):
         domain = r["domain"]
         truth = r["tests"] if domain == "code" else r["answer"]
         if not truth:
@@ -159,21 +159,28 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
 KEPT_PROBLEMS = """
     SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate
     FROM problems p JOIN problem_stats s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
+    ORDER BY p.problem_id
 """
-KEPT_CANDIDATES = """
-    SELECT c.problem_id, c.candidate_id, c.teacher, c.text AS response, v.reward, v.correct, v.status
-    FROM candidates c JOIN verdicts v USING (candidate_id)
-    JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
-    ORDER BY c.problem_id, c.candidate_id
-"""
+KEPT_CANDIDATES = {"problem_id": "candidates", "candidate_id": "candidates", "teacher": "candidates",
+                   "response": "candidates.text", "reward": "verdicts", "correct": "verdicts", "status": "verdicts"}
+_BATCH = 100_000  # rows per part written
 
 
 def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> Iterator[dict[str, pa.Table]]:
     """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
-    ``problem_stats``: the problems at once, the candidates in batches."""
-    yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}
-    for batch in i.con.sql(KEPT_CANDIDATES).to_arrow_reader(100_000):
-        yield {"candidates": pa.Table.from_batches([batch]).cast(RL_CANDIDATES_SCHEMA)}
+    ``problem_stats``, in parts of _BATCH rows in problem_id order: the kept problems, then their candidates
+    (streamed in chunks of whole problems: never all the texts at once)."""
+    from bonforge.stages import pool
+
+    start = 0
+    for batch in i.con.sql(KEPT_PROBLEMS).to_arrow_reader(_BATCH):
+        yield {"rl": to_rl(pa.Table.from_batches([batch]), data_source, templates, verify, start)}
+        start += batch.num_rows
+    if not start:
+        yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}  # the schema of an empty file
+    order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
+    for part in pool.rebatched((t.sort_by(order) for t in pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
+        yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
 
 
 def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:

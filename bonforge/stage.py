@@ -57,6 +57,12 @@ class Inputs(Protocol):
         """The input's files one table at a time, in order (to stream large inputs)."""
         ...
 
+    def aligned(self, columns: dict[str, list[str]]) -> ContextManager[Iterator[dict[str, pa.Table]]]:
+        """The named inputs (name -> columns, ``problem_id`` among them) read side by side in ``problem_id``
+        order, in chunks of whole problems of bounded bytes (the first name drives): name -> its rows of
+        the chunk (``bonforge.engine.streams``)."""
+        ...
+
 
 class Written(Protocol):
     """Every shard of a stage written, its manifest not yet: what a ``summary`` reads."""
@@ -89,6 +95,9 @@ class Stage:
       ``"local"`` in process.
     * ``compact_rows``: readers get files of about this many rows instead of one per shard.
     * ``summary(written)``: manifest fields computed from the written shards.
+    * ``stream(inputs)``: instead of ``table``, the input as tables of whole problems in problem_id order
+      (read with ``inputs.aligned``), which the engine cuts into shards as they come: the whole input is
+      never in memory. ``shard_bytes``: a shard also closes once its strings hold this many bytes.
     * ``early``: computed in the build's own process before any service starts (cheap source stages that
       read the recipe's data files, so that bad input is reported at once).
     * ``schema``: the output table's schema (``bonforge.schema``): what ``bonforge show``, ``sql --help``, the
@@ -102,8 +111,10 @@ class Stage:
     compute: Callable[..., pa.Table] | None = None
     open: Callable[[dict], ContextManager[Callable[..., pa.Table]]] | None = None
     table: Callable[[Inputs], pa.Table] | None = None
+    stream: Callable[[Inputs], Iterator[pa.Table]] | None = None
     context: Callable[[Inputs], dict] | None = None
     shard_rows: int | None = None
+    shard_bytes: int | None = None
     compact_rows: int | None = None
     executor: Literal["local", "ray"] = "local"
     summary: Callable[[Written], dict] | None = None

@@ -77,6 +77,13 @@ class StoreInputs:
     def tables(self, name: str) -> Iterator[pa.Table]:
         return (self.store.read_file(p) for p in self.files(name))
 
+    @contextlib.contextmanager
+    def aligned(self, columns: dict[str, list[str]]) -> Iterator[Iterator[dict[str, pa.Table]]]:
+        from bonforge.engine.streams import aligned, opened
+
+        with opened(self.store, self.refs, columns) as readers:
+            yield aligned(readers)
+
 
 class Shards:
     """The written shards of a node being committed (``bonforge.stage.Written``)."""
@@ -149,6 +156,10 @@ def run_node(store: StageStore, node: Node) -> dict:
         man["cached"] = True
         return man
     inputs = StoreInputs(store, node.inputs, node.params)
+    if stage.stream is not None:
+        from bonforge.engine.streams import run_streamed
+
+        return run_streamed(store, node, inputs)
     table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
     context = stage.context(inputs) if stage.context else {}
     shards = plan_shards(table, stage.shard_rows)

@@ -45,12 +45,18 @@ def _rows(con: duckdb.DuckDBPyConnection, query: str, stage: str) -> list[tuple]
     return con.sql(query).fetchall() if stage in have else []
 
 
+_BINS = 20  # pass-rate histogram bins over [0, 1]
+
+
 def pass_rate(con, run) -> Plot:
-    q = "SELECT pass_rate FROM problem_stats WHERE teacher = '*'"
+    q = (f"SELECT least(floor(pass_rate * {_BINS}), {_BINS - 1})::INT AS bin, count(*) AS problems "
+         "FROM problem_stats WHERE teacher = '*' GROUP BY bin ORDER BY bin")
     rows = _rows(con, q, "problem_stats")
 
     def draw(ax, rows):
-        ax.hist([r[0] for r in rows], bins=np.linspace(0, 1, 21), color="#4c72b0", edgecolor="white")
+        ax.bar([(b + 0.5) / _BINS for b, _ in rows], [n for _, n in rows], width=1 / _BINS, color="#4c72b0",
+               edgecolor="white")
+        ax.set_xlim(0, 1)
         ax.set_xlabel("pass rate over all teachers")
         ax.set_ylabel("problems")
 
@@ -123,15 +129,20 @@ def prompts_per_problem(con, run) -> Plot:
 
 
 def prompt_length(con, run) -> Plot:
-    q = "SELECT n_tokens, n_candidates FROM genselect"
+    q = ("WITH r AS (SELECT min(n_tokens) AS lo, greatest(max(n_tokens) - min(n_tokens), 1) AS span FROM genselect) "
+         "SELECT least(floor((n_tokens - lo) * 40.0 / span), 39)::INT AS bin, any_value(lo) AS lo, "
+         "any_value(span) AS span, count(*) AS prompts, min(n_candidates) AS fewest, max(n_candidates) AS most "
+         "FROM genselect, r GROUP BY bin ORDER BY bin")  # 40 bins from the shortest to the longest, in DuckDB
     rows = _rows(con, q, "genselect")
 
     def draw(ax, rows):
-        ax.hist([r[0] for r in rows], bins=40, color="#c44e52", edgecolor="white")
+        width = rows[0][2] / 40
+        ax.bar([lo + (b + 0.5) * width for b, lo, *_ in rows], [r[3] for r in rows], width=width, color="#c44e52",
+               edgecolor="white")
         ax.set_xlabel("prompt length (tokens, see genselect.token_counter)")
         ax.set_ylabel("prompts")
-        sizes = [r[1] for r in rows]
-        ax.set_title(f"{len(rows)} prompts, {min(sizes)}–{max(sizes)} candidates each", fontsize="small")
+        ax.set_title(f"{sum(r[3] for r in rows)} prompts, {min(r[4] for r in rows)}–{max(r[5] for r in rows)} "
+                     "candidates each", fontsize="small")
 
     return Plot("prompt_length", "Prompt length", q, rows, draw)
 

@@ -23,12 +23,14 @@ import random
 import string
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge import templates
+from bonforge.stages import pool
 from bonforge.config import GenSelectConfig, Recipe
 from bonforge.errors import ConfigError
 from bonforge.schema import GENSELECT
@@ -329,33 +331,13 @@ def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectCon
     return problem, chosen, prompts, np.concatenate(n_tokens), too_long
 
 
-def _kept(i: Inputs) -> pa.Table:
-    """The keys of the kept problems' candidates: the shard plan."""
-    return i.sql("SELECT c.problem_id, c.candidate_id FROM candidates c JOIN problem_stats s "
-                 "ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep")
+_POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems", "candidate_id": "candidates",
+         "text": "candidates", "correct": "verdicts", "status": "verdicts"}
 
 
-def _pool(i: Inputs) -> dict:
-    """The kept problems' candidates with their texts, verdicts and questions, read in one pass (each
-    shard takes its problem range; a query per shard would scan every text again)."""
-    pool = i.sql(
-        """
-        SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.text, v.correct, v.status
-        FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id
-        JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep
-        ORDER BY c.problem_id, c.candidate_id
-        """
-    )
-    return {"pool": pool}
-
-
-def _shard(keys: pa.Table, pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
-    """GenSelect rows of the kept problems in one shard (a problem_id range of ``keys``)."""
-    lo, hi = pc.min(keys.column("problem_id")), pc.max(keys.column("problem_id"))
-    pid = pool.column("problem_id")
-    rows = pc.indices_nonzero(pc.and_(pc.greater_equal(pid, lo), pc.less_equal(pid, hi))).to_numpy()
-    part = pool.slice(int(rows[0]), int(rows[-1]) - int(rows[0]) + 1) if len(rows) else pool.slice(0, 0)
-    return assemble(part, cfg, seed)
+def _pool(i: Inputs) -> Iterator[pa.Table]:
+    """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems."""
+    return pool.chunks(i, _POOL)
 
 
 def _dropped_too_long(w: Written) -> dict:
@@ -366,7 +348,8 @@ def _dropped_too_long(w: Written) -> dict:
             "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
 
 
-STAGE = Stage("genselect", VERSION, schema=GENSELECT, compute=_shard, table=_kept, context=_pool, shard_rows=50_000,
+# shards of 50,000 candidates, fewer where their texts and questions pass 64 MB
+STAGE = Stage("genselect", VERSION, schema=GENSELECT, compute=assemble, stream=_pool, shard_rows=50_000, shard_bytes=64 << 20,
               summary=_dropped_too_long)
 
 

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import random
 import re
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,7 @@ from bonforge import templates
 from bonforge.config import FusionConfig, FusionExport, Recipe
 from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
 from bonforge.stage import Inputs, Node, Ref, Stage
-from bonforge.stages import assemble, select_eval
+from bonforge.stages import assemble, pool, select_eval
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.stages.score import majority_at_k
 
@@ -196,18 +197,17 @@ def sft_tables(fused: pa.Table, only_correct: bool) -> dict[str, pa.Table]:
 
 
 # -- the stages -------------------------------------------------------------------------------------------
-def _pool_candidates(i: Inputs) -> pa.Table:
-    """The candidates of the fusion teachers (of the kept problems only, with ``problems: kept``)."""
-    kept = ("JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*' AND s.keep"
-            if "problem_stats" in i else "")
-    return i.sql(f"""
-        SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.teacher, c.text, v.status
-        FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id {kept}
-        WHERE c.teacher IN (SELECT unnest(?))
-    """, params=[sorted(i.params["cfg"].teachers)])
+_POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems", "candidate_id": "candidates",
+         "teacher": "candidates", "text": "candidates", "status": "verdicts"}
 
 
-POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, schema=FUSION_POOLS, compute=build_pools, table=_pool_candidates,
+def _pool_candidates(i: Inputs) -> Iterator[pa.Table]:
+    """The candidates of the fusion teachers (of the kept problems only, with ``problems: kept``), in chunks
+    of whole problems."""
+    return pool.chunks(i, _POOL, teachers=sorted(i.params["cfg"].teachers))
+
+
+POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, schema=FUSION_POOLS, compute=build_pools, stream=_pool_candidates,
                     shard_rows=50_000)
 
 
@@ -270,6 +270,6 @@ def fusion_node(recipe: Recipe, pools: Ref, candidates: list[Ref], verdicts: lis
 
 def sft_parts(i: Inputs, cfg: FusionExport) -> dict[str, pa.Table]:
     """The SFT dataset of the fused answers (``i``: problems, the fused candidates and their verdicts)."""
-    table = i.sql("SELECT c.problem_id, p.question, c.candidate_id, c.text, v.correct "
-                  "FROM candidates c JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id")
+    table = i.sql("SELECT c.problem_id, p.question, c.candidate_id, c.text, v.correct FROM candidates c "
+                  "JOIN verdicts v USING (candidate_id) JOIN problems p ON p.problem_id = c.problem_id")
     return sft_tables(table, cfg.only_correct)

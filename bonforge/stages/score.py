@@ -14,7 +14,8 @@ Definitions (k in 1, 2, 4, ... <= n unless the recipe lists ks):
   them, which covers every pool of up to 16 candidates; else the mean over 512 subsets drawn with a seed
   derived from the problem id (deterministic). Null for problems without extracted answers (code).
 
-The stage works on whole shards at once: groups of equal size are scored as matrices, and majority@k is
+The stage streams its input (``Stage.stream``): shards of whole problems as they are read. It works on
+whole shards at once: groups of equal size are scored as matrices, and majority@k is
 computed once per distinct answer-group signature (group sizes, which are correct, how many gave none).
 """
 
@@ -24,6 +25,7 @@ import hashlib
 import itertools
 from functools import lru_cache
 from math import comb, prod
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -283,8 +285,17 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
     return out.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
 
 
-STAGE = Stage("problem_stats", VERSION, schema=PROBLEM_STATS, compute=score, shard_rows=200_000,
-              table=lambda i: i.sql("SELECT problem_id, teacher, candidate_id, correct, reward, extracted FROM verdicts"))
+_COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]
+
+
+def _verdicts(i: Inputs) -> Iterator[pa.Table]:
+    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once)."""
+    with i.aligned({"verdicts": _COLUMNS}) as chunks:
+        for chunk in chunks:
+            yield chunk["verdicts"]
+
+
+STAGE = Stage("problem_stats", VERSION, schema=PROBLEM_STATS, compute=score, shard_rows=200_000, stream=_verdicts)
 
 
 def node(recipe: Recipe, verdicts: list[Ref]) -> Node:

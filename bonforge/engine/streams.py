@@ -1,0 +1,233 @@
+"""Streamed stage inputs: a stage whose input does not fit in memory (``Stage.stream``) reads its upstream
+tables in ``problem_id`` order, a batch of bounded bytes at a time, and the engine cuts what the stage
+yields into shards of whole problems as it comes. A process's memory then follows the shard size, not the
+size of the build.
+
+* ``Ordered``: one committed output read in problem_id order. Files written in that order (what the
+  engine's shards are) are read as they are; an output that is not in order (a source loaded in file order)
+  is first sorted into a temporary file by DuckDB, which spills to disk within a memory limit.
+* ``aligned``: several inputs read side by side in chunks of whole problems: each chunk holds every row of
+  every input whose problem_id is at most the last one of the driver's next batch.
+* ``cut``: chunks into shards by the rule of ``plan_shards`` (a shard closes at the first problem that
+  starts once it holds ``shard_rows`` rows), and by bytes as well: also once it holds ``shard_bytes`` bytes
+  of strings, so that a shard of long texts fits where a shard of short ones does.
+* ``run_streamed``: the engine's loop for such a stage (in process; resumable: the plan is its limits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bonforge.stage import Node, Ref
+from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+BATCH_BYTES = 16 << 20  # decoded bytes of one batch read from a file (row count from the file's metadata)
+_MIN_BATCH_ROWS, _MAX_BATCH_ROWS = 256, 1 << 17
+_SORT_MEMORY = "1GB"  # DuckDB's limit when it sorts an input that is not in problem_id order
+
+
+def _batch_rows(meta: pq.FileMetaData, columns: list[str]) -> int:
+    """Rows per batch so that a batch of ``columns`` decodes to about BATCH_BYTES."""
+    names = set(columns)
+    size = sum(rg.column(j).total_uncompressed_size for i in range(meta.num_row_groups) for rg in [meta.row_group(i)]
+               for j in range(rg.num_columns) if rg.column(j).path_in_schema in names)
+    per_row = size / max(meta.num_rows, 1)
+    return int(min(_MAX_BATCH_ROWS, max(_MIN_BATCH_ROWS, BATCH_BYTES // max(per_row, 1))))
+
+
+def _in_order(store: StageStore, files: list, on: str) -> bool:
+    """Whether the column ``on`` never decreases through ``files`` (read one column, batch by batch)."""
+    last = None
+    for f in files:
+        with store.loc.fs.open_input_file(store.loc.key(f)) as handle:
+            for batch in pq.ParquetFile(handle).iter_batches(batch_size=_MAX_BATCH_ROWS, columns=[on]):
+                col = batch.column(0)
+                if not len(col):
+                    continue
+                if last is not None and col[0].as_py() < last:
+                    return False
+                if len(col) > 1 and not pc.all(pc.greater_equal(col.slice(1), col.slice(0, len(col) - 1))).as_py():
+                    return False
+                last = col[-1].as_py()
+    return True
+
+
+class Ordered:
+    """One committed output, read in ``problem_id`` order a bounded batch at a time.
+
+    ``last()`` is the problem_id that ends the next batch (None once read to the end); ``upto(hi)`` returns
+    every row not yet returned whose problem_id is at most ``hi`` (all the rest for None), reading batches
+    as needed."""
+
+    def __init__(self, store: StageStore, ref: Ref, columns: list[str], scratch: Path):
+        files = store.paths(ref.stage, ref.key)
+        self.columns = columns
+        if not _in_order(store, files, "problem_id"):
+            log.info("%s %s is not in problem_id order: sorting it on disk first", ref.stage, ref.key)
+            files = [_sorted_copy(store, files, columns, scratch / f"{ref.stage}-{ref.key}.parquet")]
+            store = StageStore(scratch)
+        with store.loc.fs.open_input_file(store.loc.key(files[0])) as handle:
+            self.schema = pq.read_schema(handle).remove_metadata()
+        self.schema = pa.schema([self.schema.field(c) for c in columns])
+        self._batches = self._read(store, files)
+        self._buf: pa.Table | None = None
+        self.exhausted = False
+
+    def _read(self, store: StageStore, files: list) -> Iterator[pa.Table]:
+        for f in files:
+            with store.loc.fs.open_input_file(store.loc.key(f)) as handle:
+                # buffer_size: read column chunks page by page, never a whole row group of texts at once
+                reader = pq.ParquetFile(handle, buffer_size=1 << 20)
+                for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, self.columns),
+                                                 columns=self.columns):
+                    if batch.num_rows:
+                        yield pa.Table.from_batches([batch]).replace_schema_metadata()
+
+    def _fill(self) -> bool:
+        if self._buf is None and not self.exhausted:
+            self._buf = next(self._batches, None)
+            self.exhausted = self._buf is None
+        return self._buf is not None
+
+    def last(self) -> str | None:
+        return self._buf.column("problem_id")[-1].as_py() if self._fill() else None
+
+    def upto(self, hi: str | None) -> list[pa.Table]:
+        parts = []
+        while self._fill():
+            buf = self._buf
+            n = buf.num_rows if hi is None else pc.sum(pc.less_equal(buf.column("problem_id"), hi)).as_py() or 0
+            if n < buf.num_rows:  # in order: the rows at most ``hi`` come first
+                parts.append(buf.slice(0, n))
+                self._buf = buf.slice(n)
+                break
+            parts.append(buf)
+            self._buf = None
+        return parts
+
+
+def _sorted_copy(store: StageStore, files: list, columns: list[str], path: Path) -> str:
+    """``columns`` of ``files`` sorted by problem_id into the Parquet file ``path``, by DuckDB within
+    _SORT_MEMORY (it spills beside ``path``)."""
+    con = store.duckdb()
+    con.execute(f"SET memory_limit = '{_SORT_MEMORY}'")
+    con.execute("SET temp_directory = ?", [str(path.parent / "duckdb-tmp")])
+    con.execute("SET preserve_insertion_order = false")
+    cols = ", ".join(f'"{c}"' for c in columns)
+    order = ", ".join(f'"{c}"' for c in ("problem_id", "candidate_id") if c in columns)
+    rel = con.read_parquet([str(f) for f in files], union_by_name=True)
+    con.register("unsorted", rel)
+    con.execute(f"COPY (SELECT {cols} FROM unsorted ORDER BY {order}) TO '{path}' "
+                "(FORMAT parquet, ROW_GROUP_SIZE 65536, COMPRESSION zstd)")
+    con.close()
+    return str(path)
+
+
+def aligned(inputs: dict[str, list[Ordered]]) -> Iterator[dict[str, pa.Table]]:
+    """Chunks of whole problems of several inputs, in problem_id order: name -> the rows of that name's
+    outputs. The first output of the first name drives: a chunk ends at the last problem_id of its next
+    batch (the last chunk takes what is left of every input)."""
+    driver = next(iter(inputs.values()))[0]
+    while True:
+        hi = driver.last()
+        chunk = {}
+        for name, readers in inputs.items():
+            parts = [p for r in readers for p in r.upto(hi)] or [readers[0].schema.empty_table()]
+            chunk[name] = pa.concat_tables(parts, promote_options="default")
+        yield chunk
+        if hi is None:
+            return
+
+
+@contextlib.contextmanager
+def opened(store: StageStore, refs: dict[str, list[Ref]], columns: dict[str, list[str]]):
+    """``Ordered`` readers of ``columns`` (name -> columns) of each named input; a scratch folder for the
+    sorted copies lives as long as the block."""
+    with tempfile.TemporaryDirectory(prefix="bonforge-sorted-") as scratch:
+        yield {name: [Ordered(store, r, cols, Path(scratch)) for r in refs[name]] for name, cols in columns.items()}
+
+
+def _row_bytes(t: pa.Table) -> np.ndarray:
+    """The bytes of each row's string and binary values."""
+    out = np.zeros(t.num_rows, dtype=np.int64)
+    for col in t.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type):
+            out += pc.fill_null(pc.binary_length(col), 0).to_numpy().astype(np.int64)
+    return out
+
+
+def cut(chunks: Iterable[pa.Table], shard_rows: int | None, shard_bytes: int | None) -> Iterator[pa.Table]:
+    """Shards of whole problems from ``chunks`` (tables of whole problems, each after the last in problem
+    order): a shard closes at the first problem that starts once it holds ``shard_rows`` rows or
+    ``shard_bytes`` bytes of strings. Without either limit, one shard. An empty input is one empty shard."""
+    carry: pa.Table | None = None
+    yielded = False
+    for chunk in chunks:
+        if not chunk.num_rows and carry is not None:
+            continue
+        chunk = chunk.sort_by([("problem_id", "ascending")]
+                              + ([("candidate_id", "ascending")] if "candidate_id" in chunk.column_names else []))
+        t = chunk if carry is None else pa.concat_tables([carry, chunk])
+        carry = t
+        if not shard_rows and not shard_bytes:
+            continue
+        pid = t.column("problem_id")
+        starts = np.flatnonzero(pc.not_equal(pid.slice(1), pid.slice(0, len(pid) - 1)).to_numpy(
+            zero_copy_only=False)) + 1 if len(pid) > 1 else np.zeros(0, dtype=np.int64)
+        size = np.r_[0, np.cumsum(_row_bytes(t))] if shard_bytes else None
+        begin = 0
+        for s in starts.tolist():
+            if (shard_rows and s - begin >= shard_rows) or (shard_bytes and size[s] - size[begin] >= shard_bytes):
+                yield t.slice(begin, s - begin)
+                yielded = True
+                begin = s
+        carry = t.slice(begin)
+    if carry is not None and (carry.num_rows or not yielded):
+        yield carry
+
+
+def run_streamed(store: StageStore, node: Node, inputs) -> dict:
+    """Compute a streamed stage in this process: shards as ``cut`` makes them from ``stage.stream``, each
+    computed and written before the next is read; a rerun skips the shards already written (the shard plan
+    is the stage's limits: the same limits over the same input give the same shards)."""
+    from bonforge.engine.shards import _compute_and_write, _opened
+    from bonforge.progress import stage_progress
+
+    stage, key = node.stage, node.key
+    done = store.begin(stage.name, key, [-1, stage.shard_rows or 0, stage.shard_bytes or 0])
+    if done:
+        log.info("%s: resuming, %d shards already written", node.label, len(done))
+    t0 = time.perf_counter()
+    compute_s, hosts, n = 0.0, set(), 0
+    with _opened(node) as compute, stage_progress(node.label, total=None) as advance:
+        for i, shard in enumerate(cut(stage.stream(inputs), stage.shard_rows, stage.shard_bytes)):
+            n = i + 1
+            if i in done:
+                continue
+            secs, host, _ = _compute_and_write(str(store.root), stage.name, key, i, shard, compute)
+            compute_s += secs
+            hosts.add(host)
+            advance(shard.num_rows)
+        wall = time.perf_counter() - t0
+        from bonforge.engine.shards import Shards
+
+        summary = stage.summary(Shards(store, node, n, compute)) if stage.summary else {}
+    man = store.commit(stage.name, key, n, version=stage.version, config=node.config, upstream=node.upstream_keys,
+                       timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
+                       extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_resumed": len(done & set(range(n))),
+                              "streamed": True, **node.note, **summary},
+                       compact_rows=stage.compact_rows)
+    man["cached"] = False
+    return man

@@ -1,0 +1,111 @@
+"""The streaming contract: at a fixed shard size, a stage's peak memory does not grow with the number of
+problems. Each stage runs in a child process on a small store of N and of 10·N problems (long candidate
+texts), and the growth of the child's peak RSS while the stage runs is compared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
+from bonforge.storage.store import StageStore
+
+REPO = Path(__file__).resolve().parents[2]
+TEACHERS, SAMPLES = 2, 4
+
+# The child: run one stage of the store at argv[1] with small shards and batches; print how much its peak
+# RSS grew while the stage ran (MB): the kernel's high-water mark, reset just before (ru_maxrss would also
+# count the parent's size at the fork).
+CHILD = r"""
+import dataclasses, json, re, sys
+from bonforge.config import Recipe
+from bonforge.engine import run_node, streams
+from bonforge.engine.shards import StoreInputs
+from bonforge.stage import Ref
+from bonforge.stages import assemble, score
+from bonforge.storage.datasets import publish
+from bonforge.storage.store import StageStore
+from bonforge import export
+
+root, stage, teachers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+streams.BATCH_BYTES = 1 << 20
+store = StageStore(root)
+ref = lambda name, key: Ref(name, key, store.manifest(name, key))
+src = {"path": "x.jsonl"}
+teacher = lambda i: {"name": f"t{i}", "engine": "pool", "source": src}
+recipe = Recipe.model_validate({"name": "s", "problems": {"name": "s", "source": src}, "export": {"name": "s"},
+                                "teachers": [teacher(i) for i in range(teachers)]})
+problems = ref("problems", "p")
+cands = [ref("candidates", f"c{i}") for i in range(teachers)]
+verdicts = [ref("verdicts", f"v{i}") for i in range(teachers)]
+limits = {"shard_rows": 400, "shard_bytes": 1 << 20}
+small = lambda node: dataclasses.replace(node, stage=dataclasses.replace(node.stage, **limits))
+stats = score.node(recipe, verdicts)
+scored = ref("problem_stats", stats.key) if stage != "problem_stats" else None
+genselect = assemble.node(recipe, problems, cands, verdicts, scored)
+status = lambda field: int(re.search(field + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # resets VmHWM to the current RSS
+before = status("VmRSS")
+if stage == "problem_stats":
+    run_node(store, small(stats))
+elif stage == "genselect":
+    run_node(store, small(genselect))
+else:
+    shards = StoreInputs(store, {"genselect": [ref("genselect", genselect.key)]}).tables("genselect")
+    publish(store.loc, "s", export.stream(shards, ["verl", "plain"], "bonforge/s"), {})
+print(json.dumps(status("VmHWM") - before))
+"""
+
+
+def _store(root: Path, n: int) -> StageStore:
+    """A committed store of ``n`` problems x TEACHERS x SAMPLES candidates of 1-4 KB, about half correct."""
+    rng = np.random.default_rng(n)
+    store = StageStore(root)
+    pids = [f"p{i:06d}" for i in range(n)]
+    store.put("problems", "p", conform(pa.table({"problem_id": pids, "source": ["s"] * n, "domain": ["math"] * n,
+                                                 "question": [f"What is {p}?" for p in pids], "answer": ["7"] * n}),
+                                       PROBLEMS), version="1", config={}, upstream={})
+    prose = "so we add the apples and get a total of seven " * 100
+    for t in range(TEACHERS):
+        pid = np.repeat(pids, SAMPLES).tolist()
+        cid = [f"{p}/t{t}/{i % SAMPLES}" for i, p in enumerate(pid)]
+        lengths = rng.integers(1000, 4000, len(pid))
+        text = [f"{c}: " + prose[:m] for c, m in zip(cid, lengths.tolist())]
+        correct = rng.random(len(pid)) < 0.4
+        store.put("candidates", f"c{t}", conform(pa.table({"candidate_id": cid, "problem_id": pid,
+                                                           "teacher": [f"t{t}"] * len(pid), "text": text,
+                                                           "sample_index": [i % SAMPLES for i in range(len(pid))]}),
+                                                 CANDIDATES), version="1", config={}, upstream={})
+        store.put("verdicts", f"v{t}", conform(pa.table({
+            "candidate_id": cid, "problem_id": pid, "teacher": [f"t{t}"] * len(pid),
+            "extracted": np.where(correct, "7", "3").astype(object), "correct": correct,
+            "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
+        }), VERDICTS), version="1", config={}, upstream={})
+    return store
+
+
+def _growth(root: Path, stage: str) -> float:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(root), stage, str(TEACHERS)], env=env, check=True,
+                         stdout=subprocess.PIPE, text=True, timeout=600)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    return {n: _store(tmp_path_factory.mktemp(f"n{n}"), n).root for n in (600, 6000)}
+
+
+@pytest.mark.parametrize("stage", ["problem_stats", "genselect", "export"])  # in this order: each reads the last
+def test_a_stage_s_peak_memory_does_not_grow_with_the_problem_count(stores, stage):
+    small, large = (_growth(stores[n], stage) for n in (600, 6000))
+    # 10x the problems (the large store holds ~120 MB of candidate text): the same shards, the same memory
+    assert large <= 1.5 * small + 24, f"{stage}: peak RSS grew {small:.0f} MB at 600 problems, {large:.0f} MB at 6000"
