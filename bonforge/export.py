@@ -170,7 +170,7 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> It
     """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
     ``problem_stats``, in parts of _BATCH rows in problem_id order: the kept problems, then their candidates
     (streamed in chunks of whole problems: never all the texts at once)."""
-    from bonforge.stages import pool
+    from bonforge import judged_pool
 
     start = 0
     for batch in i.con.sql(KEPT_PROBLEMS).to_arrow_reader(_BATCH):
@@ -179,7 +179,7 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> It
     if not start:
         yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}  # the schema of an empty file
     order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
-    for part in pool.rebatched((t.sort_by(order) for t in pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
+    for part in judged_pool.rebatched((t.sort_by(order) for t in judged_pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
         yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
 
 

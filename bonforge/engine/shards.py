@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge.cluster import ensure_ray, ray_up
+import bonforge.engine.streams as streams
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
 
@@ -79,10 +80,8 @@ class StoreInputs:
 
     @contextlib.contextmanager
     def aligned(self, columns: dict[str, list[str]]) -> Iterator[Iterator[dict[str, pa.Table]]]:
-        from bonforge.engine.streams import aligned, opened
-
-        with opened(self.store, self.refs, columns) as readers:
-            yield aligned(readers)
+        with streams.opened(self.store, self.refs, columns) as readers:
+            yield streams.aligned(readers)
 
 
 class Shards:
@@ -157,7 +156,6 @@ def run_node(store: StageStore, node: Node) -> dict:
         return man
     inputs = StoreInputs(store, node.inputs, node.params)
     if stage.stream is not None:
-        from bonforge.engine.streams import run_streamed
 
         return run_streamed(store, node, inputs)
     table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
@@ -197,5 +195,37 @@ def run_node(store: StageStore, node: Node) -> dict:
         },
         compact_rows=stage.compact_rows,
     )
+    man["cached"] = False
+    return man
+
+
+def run_streamed(store: StageStore, node: Node, inputs) -> dict:
+    """Compute a streamed stage in this process: shards as ``cut`` makes them from ``stage.stream``, each
+    computed and written before the next is read; a rerun skips the shards already written (the shard plan
+    is the stage's limits: the same limits over the same input give the same shards)."""
+    from bonforge.progress import stage_progress
+
+    stage, key = node.stage, node.key
+    done = store.begin(stage.name, key, [-1, stage.shard_rows or 0, stage.shard_bytes or 0])
+    if done:
+        log.info("%s: resuming, %d shards already written", node.label, len(done))
+    t0 = time.perf_counter()
+    compute_s, hosts, n = 0.0, set(), 0
+    with _opened(node) as compute, stage_progress(node.label, total=None) as advance:
+        for i, shard in enumerate(streams.cut(stage.stream(inputs), stage.shard_rows, stage.shard_bytes)):
+            n = i + 1
+            if i in done:
+                continue
+            secs, host, _ = _compute_and_write(str(store.root), stage.name, key, i, shard, compute)
+            compute_s += secs
+            hosts.add(host)
+            advance(shard.num_rows)
+        wall = time.perf_counter() - t0
+        summary = stage.summary(Shards(store, node, n, compute)) if stage.summary else {}
+    man = store.commit(stage.name, key, n, version=stage.version, config=node.config, upstream=node.upstream_keys,
+                       timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
+                       extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_resumed": len(done & set(range(n))),
+                              "streamed": True, **node.note, **summary},
+                       compact_rows=stage.compact_rows)
     man["cached"] = False
     return man

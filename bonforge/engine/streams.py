@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
-import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -28,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bonforge.stage import Node, Ref
+from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -196,38 +195,3 @@ def cut(chunks: Iterable[pa.Table], shard_rows: int | None, shard_bytes: int | N
         carry = t.slice(begin)
     if carry is not None and (carry.num_rows or not yielded):
         yield carry
-
-
-def run_streamed(store: StageStore, node: Node, inputs) -> dict:
-    """Compute a streamed stage in this process: shards as ``cut`` makes them from ``stage.stream``, each
-    computed and written before the next is read; a rerun skips the shards already written (the shard plan
-    is the stage's limits: the same limits over the same input give the same shards)."""
-    from bonforge.engine.shards import _compute_and_write, _opened
-    from bonforge.progress import stage_progress
-
-    stage, key = node.stage, node.key
-    done = store.begin(stage.name, key, [-1, stage.shard_rows or 0, stage.shard_bytes or 0])
-    if done:
-        log.info("%s: resuming, %d shards already written", node.label, len(done))
-    t0 = time.perf_counter()
-    compute_s, hosts, n = 0.0, set(), 0
-    with _opened(node) as compute, stage_progress(node.label, total=None) as advance:
-        for i, shard in enumerate(cut(stage.stream(inputs), stage.shard_rows, stage.shard_bytes)):
-            n = i + 1
-            if i in done:
-                continue
-            secs, host, _ = _compute_and_write(str(store.root), stage.name, key, i, shard, compute)
-            compute_s += secs
-            hosts.add(host)
-            advance(shard.num_rows)
-        wall = time.perf_counter() - t0
-        from bonforge.engine.shards import Shards
-
-        summary = stage.summary(Shards(store, node, n, compute)) if stage.summary else {}
-    man = store.commit(stage.name, key, n, version=stage.version, config=node.config, upstream=node.upstream_keys,
-                       timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
-                       extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_resumed": len(done & set(range(n))),
-                              "streamed": True, **node.note, **summary},
-                       compact_rows=stage.compact_rows)
-    man["cached"] = False
-    return man

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge import templates
-from bonforge.stages import pool
+from bonforge import judged_pool
 from bonforge.config import GenSelectConfig, Recipe
 from bonforge.errors import ConfigError
 from bonforge.schema import GENSELECT
@@ -337,7 +337,7 @@ _POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems
 
 def _pool(i: Inputs) -> Iterator[pa.Table]:
     """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems."""
-    return pool.chunks(i, _POOL)
+    return judged_pool.chunks(i, _POOL)
 
 
 def _dropped_too_long(w: Written) -> dict:

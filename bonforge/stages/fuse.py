@@ -25,7 +25,8 @@ from bonforge import templates
 from bonforge.config import FusionConfig, FusionExport, Recipe
 from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
 from bonforge.stage import Inputs, Node, Ref, Stage
-from bonforge.stages import assemble, pool, select_eval
+from bonforge import judged_pool
+from bonforge.stages import assemble, select_eval
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.stages.score import majority_at_k
 
@@ -204,7 +205,7 @@ _POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems
 def _pool_candidates(i: Inputs) -> Iterator[pa.Table]:
     """The candidates of the fusion teachers (of the kept problems only, with ``problems: kept``), in chunks
     of whole problems."""
-    return pool.chunks(i, _POOL, teachers=sorted(i.params["cfg"].teachers))
+    return judged_pool.chunks(i, _POOL, teachers=sorted(i.params["cfg"].teachers))
 
 
 POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, schema=FUSION_POOLS, compute=build_pools, stream=_pool_candidates,

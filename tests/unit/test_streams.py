@@ -75,7 +75,7 @@ def test_inputs_are_read_side_by_side_in_chunks_of_whole_problems(store, monkeyp
 
 def test_a_pool_is_the_join_of_its_inputs_kept_problems_only(store):
     from bonforge.engine.shards import StoreInputs
-    from bonforge.stages import pool
+    from bonforge import judged_pool
 
     pids = [f"p{i:02d}" for i in range(30)]
     cands = pa.table({"problem_id": [p for p in pids for _ in range(3)],
@@ -87,7 +87,7 @@ def test_a_pool_is_the_join_of_its_inputs_kept_problems_only(store):
     stats = pa.table({"problem_id": pids, "teacher": ["*"] * 30, "keep": [i % 3 != 0 for i in range(30)]})
     tables = {"candidates": cands, "verdicts": verdicts, "problems": problems, "problem_stats": stats}
     refs = {name: [_put(store, name, name[0], t)] for name, t in tables.items()}
-    got = pa.concat_tables(pool.chunks(StoreInputs(store, refs), {
+    got = pa.concat_tables(judged_pool.chunks(StoreInputs(store, refs), {
         "candidate_id": "candidates", "question": "problems", "response": "candidates.text", "correct": "verdicts",
     }, teachers=["a", "c"])).sort_by("candidate_id").to_pylist()
     kept = {p for p, k in zip(pids, stats.column("keep").to_pylist()) if k}
@@ -99,9 +99,9 @@ def test_a_pool_is_the_join_of_its_inputs_kept_problems_only(store):
 
 
 def test_rebatched_gives_parts_of_exactly_n_rows():
-    from bonforge.stages import pool
+    from bonforge import judged_pool
 
     parts = [pa.table({"x": pa.array(range(n), pa.int64())}) for n in (3, 0, 11, 5, 1)]
-    assert [t.num_rows for t in pool.rebatched(iter(parts), 4)] == [4, 4, 4, 4, 4]
-    assert pa.concat_tables(pool.rebatched(iter(parts), 7)).column("x").to_pylist() == \
+    assert [t.num_rows for t in judged_pool.rebatched(iter(parts), 4)] == [4, 4, 4, 4, 4]
+    assert pa.concat_tables(judged_pool.rebatched(iter(parts), 7)).column("x").to_pylist() == \
         pa.concat_tables(parts).column("x").to_pylist()

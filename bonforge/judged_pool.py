@@ -1,7 +1,7 @@
-"""A candidate pool read in chunks of whole problems: each candidate with its verdict and its problem's
-columns, of the kept problems only where the inputs hold ``problem_stats`` (genselect, fusion pools, the RL
-export). One pass over every input (``Inputs.aligned``): each text is read once and the pool is never whole
-in memory."""
+"""The judged candidate pool, read in chunks of whole problems: each candidate with its verdict and its
+problem's columns, of the kept problems only where the inputs hold ``problem_stats`` (genselect, fusion
+pools, the RL export: the one place that join and the "kept" rule are written). One pass over every input
+(``Inputs.aligned``): each text is read once and the pool is never whole in memory."""
 
 from __future__ import annotations
 
