@@ -177,14 +177,16 @@ def parse_answer(line: bytes, request: dict) -> dict:
             raise WorkerDied("garbled fault report")
         return {"id": answer["id"], "error": answer["error"][:2000]}
     results = answer.get("results")
-    if not (isinstance(results, list) and len(results) <= len(request["tests"]) and isinstance(answer.get("clean"), bool)):
+    if not (isinstance(results, list) and len(results) <= len(request["tests"])
+            and isinstance(answer.get("clean"), bool)):
         raise WorkerDied(f"malformed answer {line[:200]!r}")
     for res in results:
         if not (isinstance(res, dict) and res.get("status") in STATUSES
                 and all(isinstance(res.get(k, ""), str) for k in ("stdout", "stderr", "error", "value"))
-                and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool) for k in ("cpu_s", "wall_s"))
+                and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool)
+                        for k in ("cpu_s", "wall_s"))
                 and (request["kind"] != "assert" or res["status"] == "compile_error"
-                     or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"]))):  # fmt: skip
+                     or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"]))):
             raise WorkerDied(f"malformed result in answer {line[:200]!r}")
     return answer
 

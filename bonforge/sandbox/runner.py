@@ -23,7 +23,8 @@ planned by the checker (``checker.py``, in a container of its own: the check is 
 trusted): the check's code and expected values never enter the candidate's sandbox. The child makes the
 calls in order and stops at the first one that raises unless ``go_on``. A response:
 ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test run:
-``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" | "output_limit", "stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float}`` plus, for
+``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" | "output_limit",
+"stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float}`` plus, for
 ``call``, ``"value"`` (the tagged JSON text of the returned value) and, for ``assert``, ``"calls"``: one
 line per call made, ``"v <tagged JSON>"`` or ``"x <JSON [exception class, message]>"``. Every field the
 child supplies is capped here (stdout and the call lines together under ``output_limit``) and passed on

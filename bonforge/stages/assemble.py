@@ -349,8 +349,8 @@ def _dropped_too_long(w: Written) -> dict:
 
 
 # shards of 50,000 candidates, fewer where their texts and questions pass 64 MB
-STAGE = Stage("genselect", VERSION, schema=GENSELECT, compute=assemble, stream=_pool, shard_rows=50_000, shard_bytes=64 << 20,
-              summary=_dropped_too_long)
+STAGE = Stage("genselect", VERSION, schema=GENSELECT, compute=assemble, stream=_pool, shard_rows=50_000,
+              shard_bytes=64 << 20, summary=_dropped_too_long)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Node:

@@ -118,7 +118,8 @@ def test_child_supplied_fields_are_capped_in_the_runner(docker_pool):
 
     half = docker_pool.cfg.output_limit_bytes // 2 - 1000
     programs = [
-        f"import os\nos.write(3, b'{{\"s\": \"exc\", \"e\": \"' + b'x' * {half} + b'\"}}\\n' + b'e ' + b'x' * {half} + b'\\n')\n"
+        f"import os\nos.write(3, b'{{\"s\": \"exc\", \"e\": \"' + b'x' * {half} + b'\"}}\\n' "
+        f"+ b'e ' + b'x' * {half} + b'\\n')\n"
         "os._exit(1)\n",
         "import sys\nsys.stderr.write('e' * 20_000_000)\nraise SystemExit(3)\n",
         "import os\nos.write(3, b'x' * 30_000_000)\n",

@@ -66,7 +66,7 @@ def test_every_prompt_obeys_the_composition_rule(spec, lo, hi, frac, seed):
         for i, cid in enumerate(r["candidate_ids"]):  # the prompt shows the candidates in label order
             assert f"### Candidate {i}\ncand {cid.split('/')[0]} {cid.split('/')[-1]} " in r["prompt"]
         per_problem.setdefault(r["problem_id"], []).append(frozenset(r["candidate_ids"]))
-    for pid, sets in per_problem.items():
+    for sets in per_problem.values():
         assert len(sets) <= cfg.prompts_per_problem and len(set(sets)) == len(sets)  # no duplicates
     for pid, flags in spec.items():  # a problem gets prompts whenever one is possible
         if feasible_sizes(sum(flags), len(flags) - sum(flags), cfg):

@@ -9,7 +9,8 @@ import pytest
 from bonforge.sandbox.checker import Checker
 from bonforge.sandbox.runner import decode_value, encode_value
 
-CHECK = "def check(c):\n    assert c(2, 3) == 5\n    for i in range(3):\n        assert c(i, i) == 2 * i\n\ncheck(add)\n"
+CHECK = ("def check(c):\n    assert c(2, 3) == 5\n    for i in range(3):\n        assert c(i, i) == 2 * i\n\n"
+         "check(add)\n")
 
 
 def v(value) -> str:
