@@ -24,7 +24,9 @@ from bonforge.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import PROBLEMS
 from bonforge.stage import Node, Ref, Stage
 
-VERSION = "2"  # 2: assert-style test specs carry the prompt as the check's context; tests from any table
+VERSION = "3"  # 3: APPS call-based specs say their outputs are wrapped (wrapped_outputs); limits from the data
+# checked (NaN, infinite, negative: the record's error) and capped at 600 s. 2: assert-style test specs
+# carry the prompt as the check's context; tests from any table
 
 
 def records(cfg: ProblemsConfig, path: Path) -> Iterator[tuple[str, str, dict]]:

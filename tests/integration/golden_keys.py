@@ -9,215 +9,215 @@ from __future__ import annotations
 GOLDEN: dict[str, dict[str, list[str]]] = {
     "gsm8k-genselect": {
         "problems": [
-            "49e87bebb25f52fd1e98"
+            "9f0c79233233ffd15f29"
         ],
         "candidates": [
-            "0ab33d7563063c7085fd",
-            "332adf313d8e82b495dd",
-            "4e04574542a530b4a44d",
-            "8aee256314bcb6336386"
+            "8fc964a3d9483cf608a6",
+            "e331369213bf3476598c",
+            "76f840af943dcabf88b2",
+            "1018e667253dda0bf05b"
         ],
         "verdicts": [
-            "a503dc1757da10c2cfc8",
-            "66084e10b6c14a88f6e5",
-            "54d490de1fc3ecdda41e",
-            "c6ec5a3feb61ff763b33"
+            "d0f7d29e88ae24922e63",
+            "7363248a9d627d6a9031",
+            "47b247ec16eb0c076e57",
+            "56b20c6c92084b41ca01"
         ],
         "problem_stats": [
-            "cc88070b022907fd2789"
+            "cbc4160d3763638cdd60"
         ],
         "genselect": [
-            "1e088d5cd3df7e917c32"
+            "9603dfadce403860e1e7"
         ]
     },
     "gsm8k-genselect-looser": {
         "problems": [
-            "49e87bebb25f52fd1e98"
+            "9f0c79233233ffd15f29"
         ],
         "candidates": [
-            "0ab33d7563063c7085fd",
-            "332adf313d8e82b495dd",
-            "4e04574542a530b4a44d",
-            "8aee256314bcb6336386"
+            "8fc964a3d9483cf608a6",
+            "e331369213bf3476598c",
+            "76f840af943dcabf88b2",
+            "1018e667253dda0bf05b"
         ],
         "verdicts": [
-            "a503dc1757da10c2cfc8",
-            "66084e10b6c14a88f6e5",
-            "54d490de1fc3ecdda41e",
-            "c6ec5a3feb61ff763b33"
+            "d0f7d29e88ae24922e63",
+            "7363248a9d627d6a9031",
+            "47b247ec16eb0c076e57",
+            "56b20c6c92084b41ca01"
         ],
         "problem_stats": [
-            "69628cca87c323a284e1"
+            "c952e481226a461a59e7"
         ],
         "genselect": [
-            "a5a91c26b1133e850add"
+            "124659568a8349707c23"
         ]
     },
     "apps-genselect": {
         "problems": [
-            "b2e64bf86b56d644c520"
+            "b5b1c546a4cd55c23d8f"
         ],
         "candidates": [
-            "80cbfc2569e163020596",
-            "a2ab1e008f8d5a560b84"
+            "90ed21e92038f490508c",
+            "ea40b289d63edbe4f7a3"
         ],
         "verdicts": [
-            "3a551d6f7fe93be4e666",
-            "a4f7364aad43050d4a4e"
+            "0201ad09f321dcce4147",
+            "96b001456ccc217158be"
         ],
         "problem_stats": [
-            "be0dc3d2684c3ba92494"
+            "4fc94fa55ec5deb4106c"
         ],
         "genselect": [
-            "aeff069356e85e05c488"
+            "5f8fc9c67352cba5a808"
         ]
     },
     "humaneval-genselect": {
         "problems": [
-            "b933dc28fc6584c4428b"
+            "38ebd970ff3bfea8c4a6"
         ],
         "candidates": [
-            "8748e300c7beb3be7b0b",
-            "4b813f5b61ea3f5d2659"
+            "7668031a10892e3df04c",
+            "614d661c47c13a17779b"
         ],
         "verdicts": [
-            "f5348c12b080d780410c",
-            "cd9bbd35b320fb6b6d05"
+            "0e1973d1eddcb49cb847",
+            "2961a2d10ef42697ac95"
         ],
         "problem_stats": [
-            "484ee0a29ab7efa51760"
+            "7d6b792fd89739487a79"
         ],
         "genselect": [
-            "d7930d9968cdac344f3a"
+            "0df65810906e81995b36"
         ]
     },
     "gsm8k-fusion": {
         "problems": [
-            "3ac9703ca25840d3f01b"
+            "0f9262a9d543b511f070"
         ],
         "candidates": [
-            "77ed76e3ba007ae6eb3c",
-            "b5d9ffb74dc0cbc24c11",
-            "8b3d49be83c94b74a953",
-            "b3d87f57b99ee1c8ee05",
-            "1d9125c4c9e96ed3afb2"
+            "1bf8037741f33b65f73a",
+            "8a9513acbcbf3c3b2b78",
+            "646fea8028124c036e75",
+            "cc24e889a2778f4a4228",
+            "000c586e67a18ab78e30"
         ],
         "verdicts": [
-            "7f2dc7b3dd8109c31998",
-            "5d7f08a914c6879fa351",
-            "67c8595826856a34f50d",
-            "6075a18e12a0b2c33b9e",
-            "e3d7d8b75dbc811e01a3"
+            "3fd8ece4a6bfd746e0b9",
+            "809676746069116adead",
+            "c782c2c0b5d1d1f023f8",
+            "b49c8db26cdbf921fdeb",
+            "b031fec7d69e5472f9ef"
         ],
         "problem_stats": [
-            "2e3b974dbd2f2d5a4910"
+            "5f27224b38c92fe974ba"
         ],
         "genselect": [
-            "093ef48232a4243f18fa"
+            "1d56ab2ff80152c165e1"
         ],
         "fusion_pools": [
-            "ae6352abaf477ec65426"
+            "ac443973c9b1b0cd2120"
         ],
         "fusion_select": [
-            "85b8bb7c0d17f38e537f"
+            "eed97710ab755a7e74ec"
         ],
         "fusion": [
-            "97c9d5ed90d0dd33cc08"
+            "8fd3eb5809efd2de4813"
         ]
     },
     "gsm8k-300-maxk": {
         "candidates": [
-            "7896aa6a87654f5b4850",
-            "1aed88d9b12ac148e46b",
-            "8f1900f2a0a05d837564",
-            "d3ffd9bba43de12f0693"
+            "33cd4b8e294cb7579d0a",
+            "f91c5b1c92fcd5cad681",
+            "05e50149b032e58cd949",
+            "0e594e3956cd29b8017c"
         ],
         "genselect": [
-            "4477e553033731e7bd8a"
+            "c55aa4e46718572518d7"
         ],
         "maxk_weights": [
-            "7e7fdc28f96d6cd6be42"
+            "671a18ab957411e0b107"
         ],
         "problem_stats": [
-            "76077fe5a7dccd2840de"
+            "4221ff1a3a7ae2aafddb"
         ],
         "problems": [
-            "ee22275cf9add79e218e"
+            "04c4ca407dfd600d8be4"
         ],
         "verdicts": [
-            "95fa91f02e5d73d6c5f6",
-            "cf957110f48c7fbf6770",
-            "e14a1f84a1e8dea7b3e8",
-            "b8959723c8f0d3ebf304"
+            "a8f483bef3b6ca08f3a4",
+            "9116f6e861fc40b9f0b5",
+            "ff7a9172adbebddc9797",
+            "3705d97183b30d8626d7"
         ]
     },
     "sampled": {
         "candidates": [
-            "4396f8c15d55be56328f"
+            "653c614ae9f0ecfd7f0c"
         ],
         "genselect": [
-            "6662674d273078d82faa"
+            "e8b59f96cae73ce566fc"
         ],
         "problem_stats": [
-            "35d2a197a0d157a271e5"
+            "594954f0b2361cafaa72"
         ],
         "problems": [
-            "109e835f8075a45556fb"
+            "68f34b98a5e0d3b22470"
         ],
         "verdicts": [
-            "ab468dcc07d6e7c561f7"
+            "5e151231a590cd4742ef"
         ]
     },
     "gsm8k-300-selector-eval": {
         "candidates": [
-            "7896aa6a87654f5b4850",
-            "1aed88d9b12ac148e46b",
-            "8f1900f2a0a05d837564",
-            "d3ffd9bba43de12f0693"
+            "33cd4b8e294cb7579d0a",
+            "f91c5b1c92fcd5cad681",
+            "05e50149b032e58cd949",
+            "0e594e3956cd29b8017c"
         ],
         "genselect": [
-            "4477e553033731e7bd8a"
+            "c55aa4e46718572518d7"
         ],
         "problem_stats": [
-            "76077fe5a7dccd2840de"
+            "4221ff1a3a7ae2aafddb"
         ],
         "problems": [
-            "ee22275cf9add79e218e"
+            "04c4ca407dfd600d8be4"
         ],
         "selector_eval": [
-            "472ae05f16b4a05e523d"
+            "565f0393fc65626958c3"
         ],
         "verdicts": [
-            "95fa91f02e5d73d6c5f6",
-            "cf957110f48c7fbf6770",
-            "e14a1f84a1e8dea7b3e8",
-            "b8959723c8f0d3ebf304"
+            "a8f483bef3b6ca08f3a4",
+            "9116f6e861fc40b9f0b5",
+            "ff7a9172adbebddc9797",
+            "3705d97183b30d8626d7"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
         "candidates": [
-            "7896aa6a87654f5b4850",
-            "1aed88d9b12ac148e46b",
-            "8f1900f2a0a05d837564",
-            "d3ffd9bba43de12f0693"
+            "33cd4b8e294cb7579d0a",
+            "f91c5b1c92fcd5cad681",
+            "05e50149b032e58cd949",
+            "0e594e3956cd29b8017c"
         ],
         "genselect": [
-            "4477e553033731e7bd8a"
+            "c55aa4e46718572518d7"
         ],
         "problem_stats": [
-            "76077fe5a7dccd2840de"
+            "4221ff1a3a7ae2aafddb"
         ],
         "problems": [
-            "ee22275cf9add79e218e"
+            "04c4ca407dfd600d8be4"
         ],
         "selector_eval": [
-            "580228155ed9bc933c71"
+            "a478ed017fcbdb827d8c"
         ],
         "verdicts": [
-            "95fa91f02e5d73d6c5f6",
-            "cf957110f48c7fbf6770",
-            "e14a1f84a1e8dea7b3e8",
-            "b8959723c8f0d3ebf304"
+            "a8f483bef3b6ca08f3a4",
+            "9116f6e861fc40b9f0b5",
+            "ff7a9172adbebddc9797",
+            "3705d97183b30d8626d7"
         ]
     }
 }
