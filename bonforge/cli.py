@@ -57,9 +57,13 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
     store: Optional[str] = StoreOpt,
     debug: bool = typer.Option(False, "--debug", help="Show Prefect's logs and the traceback of an error."),
+    fresh: bool = typer.Option(False, "--fresh", help="Recompute every stage and every row: take nothing from "
+                               "the store (as `reuse: false` in the recipe), e.g. after a served model changed "
+                               "behind the same name."),
 ) -> None:
-    """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused. Bad input
-    stops the build with one `error:` line (exit code 2); the run record keeps the details."""
+    """Build the recipe's dataset: every stage whose key is new is computed, taking the samples and verdicts
+    an earlier build computed already from the store; the rest is reused. Bad input stops the build with one
+    `error:` line (exit code 2); the run record keeps the details."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
     _quiet_prefect()
@@ -67,14 +71,15 @@ def run(
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.services.builder import hand_over
 
-    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug)  # `up`'s builder
+    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug,
+                     fresh=fresh)  # `up`'s builder
     if code is not None:
         raise typer.Exit(code)
     from bonforge.config import load_recipe
     from bonforge.flows.build import build
 
     try:
-        rec = load_recipe(recipe, set_)
+        rec = load_recipe(recipe, set_ + (["reuse=false"] if fresh else []))
     except BonforgeError as e:
         _fail(e, debug)
 

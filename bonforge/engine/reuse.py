@@ -1,0 +1,145 @@
+"""Row-level reuse: a stage that declares ``rows`` (``bonforge.stage.Rows``) computes only the rows whose
+content identity (``bonforge.identity``) no committed output of that stage holds yet, in any run or recipe
+of this store, and takes the others from there. What is committed is an ordinary stage output under the
+stage's own key, in the order a from-scratch computation writes it: readers see no difference.
+
+The look-up is an index written with each commit: ``stages/<stage>/<key>/rows.parquet`` (``row_id``, the
+identity; ``row_key``, the row's key in that output), named by the manifest, so an entry is usable only
+once its output is committed (the manifest is written last). An index or data file that is gone or
+unreadable only means its rows are computed again.
+
+Each shard's written file records in its Parquet metadata how many of its rows were reused
+(``bonforge.rows_reused``): the manifest's ``rows_reused`` / ``rows_computed`` count them, also over the
+shards an interrupted run wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bonforge.stage import Node, Rows
+from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+INDEX = "rows.parquet"
+REUSED = b"bonforge.rows_reused"
+_UNREADABLE = (OSError, pa.ArrowException, ValueError, KeyError)
+
+
+@dataclass
+class Part:
+    """One shard's output rows: ``ids`` (all of them, in output order), ``reused`` (the rows taken from the
+    store, complete) and ``todo`` (the ids rows still to compute; None: all of them, nothing reused)."""
+
+    ids: pa.Table
+    reused: pa.Table | None = None
+    todo: pa.Table | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Every row is reused: nothing to compute."""
+        return self.todo is not None and self.todo.num_rows == 0
+
+
+def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, todo: list[int],
+         look_up: bool) -> list[Part]:
+    """The output rows of every shard, and for the shards ``todo`` the rows found in the store (none
+    unless ``look_up``)."""
+    rows = node.stage.rows
+    assert rows is not None
+    parts = [Part(rows.ids(s, context, node.params)) for s in shards]
+    if not look_up or not todo:
+        return parts
+    wanted = pc.unique(pa.concat_arrays([c for i in todo for c in parts[i].ids.column("row_id").chunks]
+                                        or [pa.array([], pa.binary(16))]))
+    found = find(store, node.stage.name, rows, wanted)
+    for i in todo:
+        part = parts[i]
+        pos = pc.index_in(part.ids.column("row_id"), value_set=found.column("row_id"))
+        hit = pc.is_valid(pos)
+        fresh = part.ids.filter(hit)
+        content = found.take(pos.filter(hit))
+        cols = {**{c: fresh.column(c) for c in fresh.column_names}, **{c: content.column(c) for c in rows.content}}
+        part.reused = pa.table({f.name: cols[f.name].cast(f.type) for f in rows.schema}, schema=rows.schema)
+        part.todo = part.ids.filter(pc.invert(hit))
+    return parts
+
+
+def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> pa.Table:
+    """``row_id`` + the content columns of every wanted identity some committed output of ``stage`` holds
+    (newest output first)."""
+    sources = []
+    for key, man in _committed(store, stage):
+        try:
+            index = store.read_file(store.loc.path("stages", stage, key, man["row_index"]))
+            index = index.filter(pc.is_in(index.column("row_id"), value_set=wanted))
+        except _UNREADABLE as e:
+            log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage, key, e)
+            continue
+        if index.num_rows:
+            sources.append((key, index))
+    empty = pa.table({"row_id": pa.array([], pa.binary(16)),
+                      **{c: pa.array([], rows.schema.field(c).type) for c in rows.content}})
+    found: list[pa.Table] = []
+    seen = pa.array([], pa.binary(16))
+    for key, index in sources:
+        index = index.filter(pc.invert(pc.is_in(index.column("row_id"), value_set=seen)))
+        if not index.num_rows:
+            continue
+        try:
+            data = store.read(stage, key, [rows.key, *rows.content])
+            pos = pc.index_in(index.column("row_key"), value_set=data.column(rows.key))
+        except _UNREADABLE as e:
+            log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
+            continue
+        hit = pc.is_valid(pos)
+        index, got = index.filter(hit), data.take(pos.filter(hit))
+        found.append(pa.table({"row_id": index.column("row_id"), **{c: got.column(c) for c in rows.content}}))
+        seen = pa.concat_arrays([seen, index.column("row_id").combine_chunks()])
+    return pa.concat_tables([empty, *found], promote_options="permissive") if found else empty
+
+
+def _committed(store: StageStore, stage: str) -> list[tuple[str, dict]]:
+    """The committed outputs of ``stage`` that carry a row index, newest first."""
+    out = []
+    for key in store.loc.names(store.loc.path("stages", stage)):
+        try:
+            man = store.manifest(stage, key) if store.exists(stage, key) else None
+        except Exception as e:  # a manifest being replaced, or unreadable: not a source
+            log.warning("%s %s: manifest unreadable (%s)", stage, key, e)
+            continue
+        if man and man.get("row_index"):
+            out.append((key, man))
+    return sorted(out, key=lambda km: (km[1].get("created", ""), km[0]), reverse=True)
+
+
+def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
+    """The shard as written: computed and reused rows in the order of ``part.ids``, its reused count in
+    the file's metadata."""
+    tables = [t.replace_schema_metadata() for t in (computed, part.reused) if t is not None]
+    out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    order = pc.index_in(out.column(rows.key), value_set=part.ids.column(rows.key))
+    out = out.take(pc.sort_indices(order))
+    reused = part.reused.num_rows if part.reused is not None else 0
+    return out.replace_schema_metadata({**(out.schema.metadata or {}), REUSED: str(reused).encode()})
+
+
+def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
+    return sum(int(m.get(REUSED, b"0")) for m in metadata)
+
+
+def write_index(store: StageStore, node: Node, parts: list[Part], written: pa.Table) -> str:
+    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key
+    column) beside its shards; returns its file name, for the manifest."""
+    rows = node.stage.rows
+    assert rows is not None
+    ids = pa.concat_tables([p.ids.select([rows.key, "row_id"]) for p in parts])
+    ids = ids.filter(pc.is_in(ids.column(rows.key), value_set=written.column(rows.key)))
+    index = pa.table({"row_id": ids.column("row_id"), "row_key": ids.column(rows.key)})
+    store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
+    return INDEX
