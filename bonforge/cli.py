@@ -163,10 +163,18 @@ def _short(v) -> str:
 
 
 @app.command()
-def runs(store: Optional[str] = StoreOpt) -> None:
-    """List recorded runs, newest last."""
-    sql("SELECT run_id, recipe, status, started, wall_s, dataset FROM runs ORDER BY started, run_id",
-        None, "table", None, store)
+def runs(
+    run_id: Optional[str] = typer.Option(None, "--run", help="Show this run's stages instead (id or prefix)."),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
+    with --run, that run's stages."""
+    if run_id:
+        sql("SELECT stage, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
+            "FROM run_stages ORDER BY stage, key", run_id, "table", None, store)
+        return
+    sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
+        "FROM runs ORDER BY started, run_id", None, "table", None, store)
 
 
 @app.command()
