@@ -143,7 +143,8 @@ def test_code_verdicts_count_programs_run(tmp_path, sandbox_image, monkeypatch):
     monkeypatch.setattr(sandbox_pool.SandboxPool, "run", counting)
 
     def spec(i: int, output: int | None = None) -> str:
-        return json.dumps({"kind": "stdio", "tests": [{"input": "", "output": str(output if output is not None else i)}]})
+        expected = str(i if output is None else output)
+        return json.dumps({"kind": "stdio", "tests": [{"input": "", "output": expected}]})
 
     texts = [lambda pid, j: f"```python\nprint({int(pid[1:])})\n```", lambda pid, j: "```python\nprint(-1)\n```"]
     recipe = Recipe.model_validate({**RECIPE, "verify": {"code": {"image": sandbox_image, "pool_size": 1}}})
