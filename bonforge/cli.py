@@ -178,6 +178,25 @@ def runs(
 
 
 @app.command()
+def gc(
+    keep_runs: int = typer.Option(..., "--keep-runs", min=0, help="Keep the stage outputs of the N newest runs."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """Remove the stage outputs that neither the N newest runs (nor a run in progress) nor any dataset version
+    use, and the older run records. Dataset versions are never removed; rows a later build could have
+    reused from a removed output are computed again."""
+    from bonforge.storage.gc import collect
+
+    out = collect(_store(store), keep_runs, dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for item in out["outputs"]:
+        typer.echo(f"{verb} {item['stage']}/{item['key']} ({item['rows']} rows)")
+    typer.echo(f"{verb} {len(out['outputs'])} stage outputs, {len(out['leftovers'])} leftovers of an interrupted "
+               f"removal and {len(out['runs'])} run records; kept {out['kept_outputs']} outputs")
+
+
+@app.command()
 def show(
     stage: str = typer.Argument(..., help="problems | candidates | verdicts | problem_stats | genselect"),
     limit: int = typer.Option(10, help="Rows to show."),

@@ -182,11 +182,11 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
     ``reuse: false``): a committed output is computed again, and no row is taken from the store."""
     stage, key = node.stage, node.key
-    if store.exists(stage.name, key):
-        if reuse_rows:
-            man = store.manifest(stage.name, key)
-            man["cached"] = True
-            return man
+    if reuse_rows and store.exists(stage.name, key):
+        man = store.manifest(stage.name, key)
+        man["cached"] = True
+        return man
+    if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
         store.uncommit(stage.name, key)
     inputs = StoreInputs(store, node.inputs, node.params)
     table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})

@@ -199,8 +199,10 @@ class StageStore:
 
     def uncommit(self, stage: str, key: str) -> None:
         """Remove a stage output: its manifest first (from then on it does not exist for readers, nor
-        for row reuse), then its files."""
-        self.loc.remove(self._file(stage, key, "manifest.json"))
+        for row reuse), then its shard plan (a folder without either is a removal's leftover: ``gc``
+        finishes it), then its files."""
+        for name in ("manifest.json", "plan.json"):
+            self.loc.remove(self._file(stage, key, name))
         for name in self.loc.names(self.stage_dir(stage, key)):
             self.loc.remove(self._file(stage, key, name))
 

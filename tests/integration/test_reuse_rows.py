@@ -159,3 +159,14 @@ def test_code_verdicts_count_programs_run(tmp_path, sandbox_image, monkeypatch):
     assert statuses["p002/t/1"] == "passed" and statuses["p002/t/0"] == "wrong_answer"
     verdicts(store, "c", changed, candidates_of(changed, texts), recipe, "code")  # the same again: nothing runs
     assert sum(programs) == 8
+
+
+def test_rows_of_an_output_gc_removed_are_computed_again(tmp_path):
+    from bonforge.storage.gc import collect
+
+    store = StageStore(tmp_path)
+    with ScriptedServer() as server:
+        sampled(store, "pa", problems(4), teacher(server.url))
+        assert len(collect(store, keep_runs=0)["outputs"]) == 2  # no run keeps them: problems and candidates
+        man = sampled(store, "pb", problems(5), teacher(server.url))
+        assert server.count == 32 + 40 and man["rows_reused"] == 0
