@@ -6,59 +6,64 @@ stage is about to compute (``bonforge.engine.reuse`` takes a row from the store 
 * a verdict: the verification settings (stage version included), the problem's domain, its gold answer or
   test spec, and the candidate's text.
 
-An identity is 16 bytes of BLAKE2b over length-prefixed parts, so no two different part lists collide by
-concatenation. A leaf module.
+An identity is the first 16 bytes of a SHA-256 over length-prefixed parts (no two different part lists
+give the same input), computed by DuckDB over whole Arrow columns (1.6 M verdict identities in about a
+second, where a Python loop takes several). The parts of a problem (settings, prompt or gold) are hashed
+once per problem, then with each row's own parts.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
 
 from bonforge.keys import canonical_json
 
 SIZE = 16
+TYPE = pa.binary(SIZE)
 
 
-def _hasher(*parts: str | bytes | None) -> "hashlib._Hash":
-    h = hashlib.blake2b(digest_size=SIZE)
-    for part in parts:
-        _feed(h, part)
-    return h
+def settings(kind: str, fields: dict) -> str:
+    """The digest (hex) of a stage's row-shaping settings (``kind``: "sample" or "verdict")."""
+    return hashlib.sha256(f"{kind}\0{canonical_json(fields)}".encode()).hexdigest()
 
 
-def _feed(h, part: str | bytes | None) -> None:
-    if part is None:
-        h.update(b"\xff" * 8)  # None is not ""
-        return
-    data = part.encode() if isinstance(part, str) else part
-    h.update(len(data).to_bytes(8, "little"))
-    h.update(data)
+def _part(column: str) -> str:
+    value = f"CAST({column} AS VARCHAR)"
+    return f"(CASE WHEN {column} IS NULL THEN '~' ELSE strlen({value})::VARCHAR || ':' || {value} END)"
 
 
-def settings(kind: str, fields: dict) -> bytes:
-    """The digest of a stage's row-shaping settings (``kind``: "sample" or "verdict")."""
-    return _hasher(kind, canonical_json(fields)).digest()
+def _hash(*parts: str) -> str:
+    return f"unhex(left(sha256({' || '.join(parts)}), {2 * SIZE}))"
 
 
-def sample_ids(settings_digest: bytes, prompt: str, seeds: Iterable[tuple[int, int]]) -> list[bytes]:
-    """The identity of each sample ``(index, seed)`` of one rendered prompt."""
-    base = _hasher(settings_digest, prompt)
-    out = []
-    for index, seed in seeds:
-        h = base.copy()
-        _feed(h, f"{index}/{seed}")
-        out.append(h.digest())
-    return out
+def _per_row(problems: pa.Table, problem_parts: list[str], rows: pa.Table, row_parts: list[str],
+             settings_hex: str) -> pa.Array:
+    """One identity per row of ``rows``: settings + its problem's parts (``problems``, by ``problem_id``)
+    + its own parts."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("p", problems)
+    con.register("r", rows.select(["problem_id", *row_parts]).append_column("rn", pa.array(np.arange(rows.num_rows))))
+    query = f"""WITH h AS (SELECT problem_id, hex({_hash("$settings", *map(_part, problem_parts))}) AS ph FROM p)
+                SELECT {_hash(_part("coalesce(h.ph, 'no problem ' || r.problem_id)"),
+                               *(_part(f"r.{c}") for c in row_parts))} AS id
+                FROM r LEFT JOIN h USING (problem_id) ORDER BY r.rn"""
+    out = con.sql(query, params={"settings": settings_hex}).to_arrow_table()
+    return out.column("id").combine_chunks().cast(TYPE)
 
 
-def verdict_ids(settings_digest: bytes, domain: str, gold: str | None, texts: Iterable[str | None]) -> list[bytes]:
-    """The identity of the verdict on each candidate text of one problem (``gold``: the gold answer, or for
-    code everything the judge reads of the problem: its test spec and question)."""
-    base = _hasher(settings_digest, domain, gold)
-    out = []
-    for text in texts:
-        h = base.copy()
-        _feed(h, text)
-        out.append(h.digest())
-    return out
+def sample_ids(settings_hex: str, prompts: pa.Table, samples: pa.Table) -> pa.Array:
+    """The identity of each sample (``problem_id``, ``sample_index``, ``seed``) of the rendered prompts
+    (``problem_id``, ``prompt``)."""
+    return _per_row(prompts, ["prompt"], samples, ["sample_index", "seed"], settings_hex)
+
+
+def verdict_ids(settings_hex: str, problems: pa.Table, candidates: pa.Table) -> pa.Array:
+    """The identity of the verdict on each candidate (``problem_id``, ``text``) of ``problems``
+    (``problem_id``, ``domain``, ``gold``: the gold answer, or for code everything the judge reads of the
+    problem: its test spec and question)."""
+    return _per_row(problems, ["domain", "gold"], candidates, ["text"], settings_hex)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,24 +50,34 @@ class Part:
 def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, todo: list[int],
          look_up: bool) -> list[Part]:
     """The output rows of every shard, and for the shards ``todo`` the rows found in the store (none
-    unless ``look_up``)."""
+    unless ``look_up``). The identities are computed over all shards at once, then split: the rows of a
+    shard are a contiguous block (shards are runs of whole problems, in the order of their rows)."""
     rows = node.stage.rows
     assert rows is not None
-    parts = [Part(rows.ids(s, context, node.params)) for s in shards]
+    table = shards[0] if len(shards) == 1 else pa.concat_tables(shards)
+    ids = rows.ids(table, context, node.params)
+    shard_of = np.repeat(np.arange(len(shards)), [s.num_rows for s in shards])
+    pids = table.column("problem_id")
+    first = pc.index_in(ids.column("problem_id"), value_set=pids)  # a problem's first row: its shard
+    per_row = shard_of[first.to_numpy(zero_copy_only=False)] if ids.num_rows else np.array([], dtype=int)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(per_row, minlength=len(shards)))])
+    parts = [Part(ids.slice(bounds[i], bounds[i + 1] - bounds[i])) for i in range(len(shards))]
     if not look_up or not todo:
         return parts
-    wanted = pc.unique(pa.concat_arrays([c for i in todo for c in parts[i].ids.column("row_id").chunks]
-                                        or [pa.array([], pa.binary(16))]))
+    wanted = pc.unique(pa.concat_arrays([parts[i].ids.column("row_id").combine_chunks() for i in todo]))
     found = find(store, node.stage.name, rows, wanted)
+    pos = pc.index_in(ids.column("row_id"), value_set=found.column("row_id"))  # once, over every shard
+    hit = pc.is_valid(pos).to_numpy(zero_copy_only=False)
+    fresh = ids.filter(pa.array(hit))
+    content = found.take(pos.filter(pa.array(hit)))
+    cols = {**{c: fresh.column(c) for c in fresh.column_names}, **{c: content.column(c) for c in rows.content}}
+    reused = pa.table({f.name: cols[f.name].cast(f.type) for f in rows.schema}, schema=rows.schema)
+    missing = ids.filter(pa.array(~hit))
+    hits = np.concatenate([[0], np.cumsum(np.bincount(per_row[hit], minlength=len(shards)))])
+    misses = np.concatenate([[0], np.cumsum(np.bincount(per_row[~hit], minlength=len(shards)))])
     for i in todo:
-        part = parts[i]
-        pos = pc.index_in(part.ids.column("row_id"), value_set=found.column("row_id"))
-        hit = pc.is_valid(pos)
-        fresh = part.ids.filter(hit)
-        content = found.take(pos.filter(hit))
-        cols = {**{c: fresh.column(c) for c in fresh.column_names}, **{c: content.column(c) for c in rows.content}}
-        part.reused = pa.table({f.name: cols[f.name].cast(f.type) for f in rows.schema}, schema=rows.schema)
-        part.todo = part.ids.filter(pc.invert(hit))
+        parts[i].reused = reused.slice(hits[i], hits[i + 1] - hits[i])
+        parts[i].todo = missing.slice(misses[i], misses[i + 1] - misses[i])
     return parts
 
 

@@ -153,5 +153,15 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.update(finished=utc_now(), wall_s=round(time.perf_counter() - t0, 3), timings=run.timings,
                       rows=run.rows)
         if record["status"] != "running":
-            store.record_run(record)
+            _record(store, record)
     return record
+
+
+def _record(store: StageStore, record: dict) -> None:
+    """Write the run record; a failed build's own error goes first (a full disk fails this write too)."""
+    try:
+        store.record_run(record)
+    except BonforgeError as e:
+        if record["status"] == "succeeded":
+            raise
+        log.warning("the run record of %s could not be written: %s", record["run_id"], e)

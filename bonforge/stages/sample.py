@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -108,20 +109,19 @@ def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> 
 def _ids(shard: pa.Table, _context: dict, params: dict) -> pa.Table:
     """The candidates a problems shard gets (``bonforge.stage.Rows``): every sample index of every problem."""
     t: SampledTeacher = params["teacher"]
-    digest = identity.settings("sample", sample_settings(t))
-    cols: dict[str, list] = {"candidate_id": [], "row_id": [], "problem_id": [], "sample_index": [], "seed": []}
-    for pid, prompt in prompts(shard, t, {}):
-        base = problem_seed(t.seed, pid)
-        seeds = [(i, base + i) for i in range(t.n)]
-        cols["row_id"] += identity.sample_ids(digest, prompt, seeds)
-        cols["candidate_id"] += [f"{pid}/{t.name}/{i}" for i in range(t.n)]
-        cols["problem_id"] += [pid] * t.n
-        cols["sample_index"] += range(t.n)
-        cols["seed"] += [s for _, s in seeds]
-    return pa.table({**cols, "teacher": [t.name] * len(cols["seed"])},
-                    schema=pa.schema([("candidate_id", pa.string()), ("row_id", pa.binary(identity.SIZE)),
-                                      ("problem_id", pa.string()), ("sample_index", pa.int32()),
-                                      ("seed", pa.int64()), ("teacher", pa.string())]))
+    rendered = prompts(shard, t, {})
+    pids = [pid for pid, _ in rendered]
+    n = len(pids)
+    index = np.tile(np.arange(t.n, dtype=np.int32), n)
+    seeds = np.repeat(np.array([problem_seed(t.seed, pid) for pid in pids], dtype=np.int64), t.n) + index
+    samples = pa.table({"problem_id": pa.array(np.repeat(np.array(pids, dtype=object), t.n), pa.string()),
+                        "sample_index": index, "seed": seeds})
+    ids = identity.sample_ids(identity.settings("sample", sample_settings(t)),
+                              pa.table({"problem_id": pids, "prompt": [p for _, p in rendered]}), samples)
+    cids = pc.binary_join_element_wise(samples.column("problem_id"), pa.scalar(t.name),
+                                       samples.column("sample_index").cast(pa.string()), "/")
+    return pa.table({"candidate_id": cids, "row_id": ids, **{c: samples.column(c) for c in samples.column_names},
+                     "teacher": pa.array([t.name] * samples.num_rows, pa.string())})
 
 
 class Sampler:

@@ -44,25 +44,18 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
 def _rows(kind: str, version: str) -> Rows:
     def ids(candidates: pa.Table, context: dict, params: dict) -> pa.Table:
         digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params["cfg"].key_config()})
-        problems = context["problems"].select(["problem_id", "domain", "question", "answer", "tests"]).to_pylist()
-        by_pid = {p["problem_id"]: p for p in problems}
-        cands = candidates.select(["candidate_id", "problem_id", "teacher", "text"]).to_pylist()
-        groups: dict[str, list[int]] = {}
-        for i, c in enumerate(cands):
-            groups.setdefault(c["problem_id"], []).append(i)
-        row_ids: list[bytes] = [b""] * len(cands)
-        for pid, members in groups.items():
-            p = by_pid.get(pid)
-            if p is None or (kind == "math" and p["answer"] is None):
-                domain, gold = "", json.dumps({"no_gold_for": pid})  # its verdict names the problem
-            elif kind == "math":
-                domain, gold = p["domain"] or "math", p["answer"]
-            else:
-                domain, gold = p["domain"] or "code", json.dumps([p["tests"], p["question"]])
-            for i, rid in zip(members, identity.verdict_ids(digest, domain, gold, [cands[i]["text"] for i in members])):
-                row_ids[i] = rid
+        problems = context["problems"]
+        if kind == "math":
+            gold = problems.column("answer")
+        else:
+            gold = pa.array([json.dumps([t, q]) for t, q in zip(problems.column("tests").to_pylist(),
+                                                                 problems.column("question").to_pylist())])
+        no_gold = pc.is_null(gold)  # its verdict names the problem: never another problem's
+        gold = pc.if_else(no_gold, pc.binary_join_element_wise("no gold: ", problems.column("problem_id"), ""), gold)
+        parts = pa.table({"problem_id": problems.column("problem_id"), "domain": problems.column("domain"),
+                          "gold": gold})
         return pa.table({"candidate_id": candidates.column("candidate_id"),
-                         "row_id": pa.array(row_ids, pa.binary(identity.SIZE)),
+                         "row_id": identity.verdict_ids(digest, parts, candidates),
                          "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher")})
 
     return Rows("candidate_id", ids, ("extracted", "correct", "reward", "status", "tests_passed", "tests_total",
