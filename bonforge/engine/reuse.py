@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge import identity
 from bonforge.stage import Node, Rows
 from bonforge.storage.store import StageStore
 
@@ -84,6 +85,12 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
 def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> pa.Table:
     """``row_id`` + the content columns of every wanted identity some committed output of ``stage`` holds
     (newest output first)."""
+    return fetch(store, stage, rows, locate(store, stage, wanted))
+
+
+def locate(store: StageStore, stage: str, wanted: pa.Array) -> list[tuple[str, pa.Table]]:
+    """The committed outputs of ``stage`` holding some of the ``wanted`` identities, newest first, each with
+    the entries of its row index that match (``row_id``, ``row_key``)."""
     sources = []
     for key, man in _committed(store, stage):
         try:
@@ -94,12 +101,18 @@ def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> pa.Tabl
             continue
         if index.num_rows:
             sources.append((key, index))
-    empty = pa.table({"row_id": pa.array([], pa.binary(16)),
+    return sources
+
+
+def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, pa.Table]]) -> pa.Table:
+    """The content of the located rows, each identity from the first source that has it and can be read."""
+    empty = pa.table({"row_id": pa.array([], identity.TYPE),
                       **{c: pa.array([], rows.schema.field(c).type) for c in rows.content}})
     found: list[pa.Table] = []
-    seen = pa.array([], pa.binary(16))
+    seen = pa.array([], identity.TYPE)
     for key, index in sources:
-        index = index.filter(pc.invert(pc.is_in(index.column("row_id"), value_set=seen)))
+        if found:
+            index = index.filter(pc.invert(pc.is_in(index.column("row_id"), value_set=seen)))
         if not index.num_rows:
             continue
         try:
@@ -110,8 +123,9 @@ def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> pa.Tabl
             continue
         hit = pc.is_valid(pos)
         index, got = index.filter(hit), data.take(pos.filter(hit))
-        found.append(pa.table({"row_id": index.column("row_id"), **{c: got.column(c) for c in rows.content}}))
-        seen = pa.concat_arrays([seen, index.column("row_id").combine_chunks()])
+        found.append(pa.table({"row_id": index.column("row_id").cast(identity.TYPE),
+                               **{c: got.column(c) for c in rows.content}}))
+        seen = pa.concat_arrays([seen, index.column("row_id").combine_chunks().cast(identity.TYPE)])
     return pa.concat_tables([empty, *found], promote_options="permissive") if found else empty
 
 

@@ -4,6 +4,10 @@ Reads ``problems`` (PROBLEMS), writes ``candidates`` (CANDIDATES, key ``candidat
 as soon as it is generated, so an interrupted run loses at most the shard in flight and a rerun generates
 only the missing shards. The stage key covers the teacher's sampling settings, the model identity (name +
 revision, or a hash of a local model directory) and the prompt template text.
+
+Row reuse (``ROWS``, ``bonforge.engine.reuse``): a sample whose identity (``sample_settings``, the rendered
+prompt, its index and seed) a committed candidates output holds is taken from there; the engine is asked only
+for the missing sample indices of each problem, as runs of consecutive indices (seeds ``seed + index``).
 """
 
 from __future__ import annotations
