@@ -80,6 +80,8 @@ class Rows:
       them: ``key`` (the output's row key column), ``row_id`` (the identity) and the output columns that
       belong to this build rather than to the content (ids, the teacher's name, the seed).
     * ``content``: the output columns a stored row supplies; ``schema``: the output's schema.
+    * ``volatile``: column -> values of rows that say more about the run than the content (a sandbox
+      failure, a verifier killed on a busy machine): they are never reused, so a later build tries again.
 
     Where some rows of a shard are reused, ``compute`` gets ``todo=<the ids rows still to compute>`` and
     returns those rows only."""
@@ -88,6 +90,7 @@ class Rows:
     ids: Callable[[pa.Table, dict, dict], pa.Table]
     content: tuple[str, ...]
     schema: pa.Schema
+    volatile: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,7 @@ def _committed(store: StageStore, stage: str) -> list[tuple[str, dict]]:
 def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
     """The shard as written: computed and reused rows in the order of ``part.ids``, its reused count in
     the file's metadata."""
-    tables = [t.replace_schema_metadata() for t in (computed, part.reused) if t is not None]
+    tables = [t.select(rows.schema.names).cast(rows.schema) for t in (computed, part.reused) if t is not None]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     order = pc.index_in(out.column(rows.key), value_set=part.ids.column(rows.key))
     out = out.take(pc.sort_indices(order))
@@ -159,12 +159,15 @@ def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
 
 
 def write_index(store: StageStore, node: Node, parts: list[Part], written: pa.Table) -> str:
-    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key
-    column) beside its shards; returns its file name, for the manifest."""
+    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key column
+    and the ``volatile`` ones) beside its shards; returns its file name, for the manifest."""
     rows = node.stage.rows
     assert rows is not None
     ids = pa.concat_tables([p.ids.select([rows.key, "row_id"]) for p in parts])
-    ids = ids.filter(pc.is_in(ids.column(rows.key), value_set=written.column(rows.key)))
+    kept = written.column(rows.key)
+    for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
+        kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
+    ids = ids.filter(pc.is_in(ids.column(rows.key), value_set=kept))
     index = pa.table({"row_id": ids.column("row_id"), "row_key": ids.column(rows.key)})
     store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
     return INDEX

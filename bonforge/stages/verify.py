@@ -4,7 +4,9 @@ files of 100,000 verdicts.
 
 A verdict's content identity (``bonforge.identity``) is the verification settings, the problem's domain, its
 gold answer (math) or test spec and question (code: what extraction and the judge read) and the candidate's
-text: a verdict on the same text under the same settings is taken from the store, not judged again."""
+text: a verdict on the same text under the same settings is taken from the store, not judged again. Never
+reused: ``sandbox_error`` (the sandbox failed, not the candidate) and math ``timeout`` (the verifier was
+killed at a wall-clock limit, which a busy machine reaches sooner)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
     return verify_code.verify_code(problems, _only(candidates, todo), cfg, pool=pool_for(cfg))
 
 
-def _rows(kind: str, version: str) -> Rows:
+def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
     def ids(candidates: pa.Table, context: dict, params: dict) -> pa.Table:
         digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params["cfg"].key_config()})
         problems = context["problems"]
@@ -59,13 +61,15 @@ def _rows(kind: str, version: str) -> Rows:
                          "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher")})
 
     return Rows("candidate_id", ids, ("extracted", "correct", "reward", "status", "tests_passed", "tests_total",
-                                      "detail", "latency_ms"), VERDICTS)
+                                      "detail", "latency_ms"), VERDICTS, {"status": volatile})
 
 
 _SHARDS = dict(executor="ray", shard_rows=256, compact_rows=100_000, table=lambda i: i.read("candidates"),
                context=lambda i: {"problems": i.read("problems")})
-MATH = Stage("verdicts", verify_math.VERSION, compute=_verify_math, rows=_rows("math", verify_math.VERSION), **_SHARDS)
-CODE = Stage("verdicts", verify_code.VERSION, compute=_verify_code, rows=_rows("code", verify_code.VERSION), **_SHARDS)
+MATH = Stage("verdicts", verify_math.VERSION, compute=_verify_math,
+             rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
+CODE = Stage("verdicts", verify_code.VERSION, compute=_verify_code,
+             rows=_rows("code", verify_code.VERSION, ("sandbox_error",)), **_SHARDS)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:

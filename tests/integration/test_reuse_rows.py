@@ -170,3 +170,25 @@ def test_rows_of_an_output_gc_removed_are_computed_again(tmp_path):
         assert len(collect(store, keep_runs=0)["outputs"]) == 2  # no run keeps them: problems and candidates
         man = sampled(store, "pb", problems(5), teacher(server.url))
         assert server.count == 32 + 40 and man["rows_reused"] == 0
+
+
+def test_a_math_timeout_is_judged_again(tmp_path, monkeypatch):
+    """A verifier killed at its wall-clock limit says more about the machine than the answer: not reused."""
+    from bonforge.judging import math as verify_math
+
+    store = StageStore(tmp_path)
+    texts = [lambda pid, j: "\\boxed{1}"]
+    recipe = Recipe.model_validate(RECIPE)
+    real = verify_math.verify_math
+
+    def busy(candidates, problems, cfg):
+        out = real(candidates, problems, cfg)
+        return out.set_column(out.schema.get_field_index("status"), out.schema.field("status"),
+                              pa.array(["timeout"] * out.num_rows))
+
+    monkeypatch.setattr(verify_math, "verify_math", busy)
+    first = verdicts(store, "a", problems(2), candidates_of(problems(2), texts), recipe)
+    monkeypatch.setattr(verify_math, "verify_math", real)
+    again = verdicts(store, "b", problems(2), candidates_of(problems(2), texts), recipe)
+    assert first["rows_computed"] == 2 and (again["rows_computed"], again["rows_reused"]) == (2, 0)
+    assert set(store.read("verdicts", again["key"]).column("status").to_pylist()) == {"wrong_answer"}
