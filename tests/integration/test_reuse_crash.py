@@ -25,29 +25,32 @@ from bonforge.storage.store import StageStore
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 pytestmark = pytest.mark.slow
-LIMITS, ROUNDINGS = (8, 10, 12), (4, 6)  # builds that share most rows: every one has something to compute
+# builds that share rows (limit: problems; rounding: verdicts; temperature: samples), each with something new
+LIMITS, ROUNDINGS, TEMPERATURES = (8, 10, 12), (4, 6), (0.6, 0.7)
+Variant = tuple[int, int, float]
 
 
 def env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
 
 
-def build(store: Path, recipe: Path, variant: tuple[int, int]) -> dict:
+def build(store: Path, recipe: Path, variant: Variant) -> dict:
     out = subprocess.run([sys.executable, str(HERE / "crash_build.py"), str(store), str(recipe), *args(variant)],
                          env=env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def args(variant: tuple[int, int]) -> list[str]:
-    limit, rounding = variant
-    return ["--set", f"problems.limit={limit}", "--set", f"verify.math.float_rounding={rounding}"]
+def args(variant: Variant) -> list[str]:
+    limit, rounding, temperature = variant
+    return ["--set", f"problems.limit={limit}", "--set", f"verify.math.float_rounding={rounding}",
+            "--set", f"teachers.served.temperature={temperature}"]
 
 
-def in_flight(root: Path) -> list[str]:
-    """The stages a killed build left uncommitted (a shard plan, no manifest)."""
-    return sorted(d.parent.name for d in (root / "stages").glob("*/*") if (d / "plan.json").is_file()
-                  and not (d / "manifest.json").is_file())
+def in_flight(root: Path) -> set[tuple[str, str]]:
+    """The stage outputs a killed build left uncommitted (a shard plan, no manifest)."""
+    return {(d.parent.name, d.name) for d in (root / "stages").glob("*/*") if (d / "plan.json").is_file()
+            and not (d / "manifest.json").is_file()}
 
 
 def content(store: Path, record: dict) -> str:
@@ -78,26 +81,26 @@ def assert_consistent(root: Path) -> int:
 def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
     rng = random.Random(int(os.environ.get("BONFORGE_CRASH_SEED", "7")))
     write_problems(tmp_path, "problems.jsonl", 12)
-    with ScriptedServer(solver, delay_s=0.02) as server:
+    with ScriptedServer(solver, delay_s=0.3) as server:  # a shard of samples takes 0.3 s at least
         write_recipe(tmp_path / "recipe.yaml", server.url)
         recipe, store = tmp_path / "recipe.yaml", tmp_path / "store"
-        references: dict[tuple[int, int], str] = {}
+        references: dict[Variant, str] = {}
 
-        def reference(variant: tuple[int, int]) -> str:
+        def reference(variant: Variant) -> str:
             if variant not in references:
                 references[variant] = content(tmp_path, build(tmp_path / f"scratch-{len(references)}", recipe, variant))
             return references[variant]
 
         t0 = time.perf_counter()
-        reference((12, 6))
+        reference((12, 6, 0.6))
         spans = {"build": time.perf_counter() - t0, "gc": 3.0}
-        kills, stages_hit, tries = 0, [], 0
+        kills, stages_hit, tries = 0, set(), 0
         while kills < 30 and tries < 60:
             tries += 1
-            variant = (rng.choice(LIMITS), rng.choice(ROUNDINGS))
+            variant = (rng.choice(LIMITS), rng.choice(ROUNDINGS), rng.choice(TEMPERATURES))
             kind = "gc" if tries % 6 == 0 else "build"  # a gc killed while it removes
             argv = [str(store), "--gc", "0"] if kind == "gc" else [str(store), str(recipe), *args(variant)]
-            t0 = time.perf_counter()
+            t0, before = time.perf_counter(), in_flight(store)
             proc = start([str(HERE / "crash_build.py"), *argv], env=env())
             time.sleep(rng.uniform(0.2, spans[kind]))
             if proc.poll() is None:
@@ -106,14 +109,14 @@ def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
                 spans[kind] = time.perf_counter() - t0  # it finished first: the next kill comes earlier
             kill_group(proc)
             assert_consistent(store)
-            stages_hit += in_flight(store)
+            stages_hit |= {stage for stage, _ in in_flight(store) - before}
             if tries % 5 == 0:  # a rerun completes and publishes what a build from scratch does
                 assert content(store, build(store, recipe, variant)) == reference(variant)
                 assert_consistent(store)
-        for variant in [(12, 6), (8, 4)]:
+        for variant in [(12, 6, 0.6), (8, 4, 0.7)]:
             assert content(store, build(store, recipe, variant)) == reference(variant)
     assert kills >= 30, f"only {kills} of {tries} children were still running when killed"
-    assert {"candidates", "verdicts"} <= set(stages_hit), stages_hit  # killed inside sampling and verification
+    assert {"candidates", "verdicts"} <= stages_hit, stages_hit  # killed inside sampling and verification
 
 
 def _tmpfs(path: Path, size: str) -> None:
