@@ -31,6 +31,7 @@ from _common import DATA, GSM8K_RECIPE  # noqa: E402
 os.environ.setdefault("BONFORGE_DATA", str(DATA))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")  # Ray's start on a busy shared machine
 
 PROBLEMS, GROWN, N, LATENCY_S = 400, 440, 8, 0.05
 
