@@ -191,7 +191,8 @@ def lookup(n_problems: int = 100_000) -> None:
             ids_s = time.perf_counter() - t0
             store.put(old.stage.name, old.key, output, version="1", config={}, upstream={})
             man = store.manifest(old.stage.name, old.key)
-            man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id"]))
+            man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id",
+                                                                                   *old.stage.rows.volatile]))
             store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"),
                                   json.dumps(man).encode())
             located, fetched = Timed(), Timed()
