@@ -7,7 +7,7 @@ import pyarrow as pa
 from bonforge import identity
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler, problem_seed
-from test_llm_sample import EchoEngine, openai_teacher, problems
+from test_sample import EchoEngine, openai_teacher, problems
 
 
 def verdict(settings="s", domain="math", gold="4", text="x", pid="p") -> bytes:
