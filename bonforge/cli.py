@@ -67,9 +67,13 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
     store: Optional[str] = StoreOpt,
     debug: bool = typer.Option(False, "--debug", help="Show Prefect's logs and the traceback of an error."),
+    fresh: bool = typer.Option(False, "--fresh", help="Recompute every stage and every row: take nothing from "
+                               "the store (as `reuse: false` in the recipe), e.g. after a served model changed "
+                               "behind the same name."),
 ) -> None:
-    """Build the recipe's dataset: every stage whose key is new is computed, the rest is reused. Bad input
-    stops the build with one `error:` line (exit code 2); the run record keeps the details."""
+    """Build the recipe's dataset: every stage whose key is new is computed, taking the samples and verdicts
+    an earlier build computed already from the store; the rest is reused. Bad input stops the build with one
+    `error:` line (exit code 2); the run record keeps the details."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
     _quiet_prefect()
@@ -77,14 +81,15 @@ def run(
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.services import hand_over
 
-    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug)  # `up`'s builder
+    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug,
+                     fresh=fresh)  # `up`'s builder
     if code is not None:
         raise typer.Exit(code)
     from bonforge.config import load_recipe
     from bonforge.flows.build import build
 
     try:
-        rec = load_recipe(recipe, set_)
+        rec = load_recipe(recipe, set_ + (["reuse=false"] if fresh else []))
     except BonforgeError as e:
         _fail(e, debug)
 
@@ -188,10 +193,37 @@ def view(
 
 
 @app.command()
-def runs(store: Optional[str] = StoreOpt) -> None:
-    """List recorded runs, newest last."""
-    sql("SELECT run_id, recipe, status, started, wall_s, dataset FROM runs ORDER BY started, run_id",
-        None, "table", None, store)
+def runs(
+    run_id: Optional[str] = typer.Option(None, "--run", help="Show this run's stages instead (id or prefix)."),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
+    with --run, that run's stages."""
+    if run_id:
+        sql("SELECT stage, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
+            "FROM run_stages ORDER BY stage, key", run_id, "table", None, store)
+        return
+    sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
+        "FROM runs ORDER BY started, run_id", None, "table", None, store)
+
+
+@app.command()
+def gc(
+    keep_runs: int = typer.Option(..., "--keep-runs", min=0, help="Keep the stage outputs of the N newest runs."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """Remove the stage outputs that neither the N newest runs (nor a run in progress) nor any dataset version
+    use, and the older run records. Dataset versions are never removed; rows a later build could have
+    reused from a removed output are computed again."""
+    from bonforge.storage.gc import collect
+
+    out = collect(_store(store), keep_runs, dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for item in out["outputs"]:
+        typer.echo(f"{verb} {item['stage']}/{item['key']} ({item['rows']} rows)")
+    typer.echo(f"{verb} {len(out['outputs'])} stage outputs, {len(out['leftovers'])} leftovers of an interrupted "
+               f"removal and {len(out['runs'])} run records; kept {out['kept_outputs']} outputs")
 
 
 @app.command(cls=_ListsStages)

@@ -297,6 +297,10 @@ class Recipe(Model):
     export: ExportConfig
     fusion: FusionConfig | None = None
     ray: RayConfig = Field(default_factory=RayConfig)
+    reuse: bool = exec_only(
+        True, description="Take rows (samples, verdicts) whose content identity an earlier output in the store "
+                          "holds, and skip committed stages. false (or `bonforge run --fresh`): recompute "
+                          "every stage and every row.")
 
     @model_validator(mode="after")
     def _unique_teachers(self) -> "Recipe":

@@ -78,6 +78,28 @@ class Written(Protocol):
 
 
 @dataclass(frozen=True)
+class Rows:
+    """A stage whose rows can be taken from earlier outputs (``bonforge.engine.reuse``): the rows a shard's
+    output will hold are known before it is computed, each with its content identity (``bonforge.identity``).
+
+    * ``ids(shard, context, params) -> table``: one row per output row, in the order ``compute`` writes
+      them: ``key`` (the output's row key column), ``row_id`` (the identity) and the output columns that
+      belong to this build rather than to the content (ids, the teacher's name, the seed).
+    * ``content``: the output columns a stored row supplies; ``schema``: the output's schema.
+    * ``volatile``: column -> values of rows that say more about the run than the content (a sandbox
+      failure, a verifier killed on a busy machine): they are never reused, so a later build tries again.
+
+    Where some rows of a shard are reused, ``compute`` gets ``todo=<the ids rows still to compute>`` and
+    returns those rows only."""
+
+    key: str
+    ids: Callable[[pa.Table, dict, dict], pa.Table]
+    content: tuple[str, ...]
+    schema: pa.Schema
+    volatile: dict[str, tuple] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Stage:
     """Everything the engine and the store need about a stage, stated once, beside its compute.
 
@@ -102,6 +124,7 @@ class Stage:
       read the recipe's data files, so that bad input is reported at once).
     * ``schema``: the output table's schema (``bonforge.schema``): what ``bonforge show``, ``sql --help``, the
       report and the viewer know of the stage, from ``bonforge.stages.registry()``.
+    * ``rows``: row-level reuse (``Rows``), for the stages whose rows are expensive (sampling, verification).
 
     Shard sizes are not part of the key, but changing them makes an interrupted run start over.
     """
@@ -120,6 +143,7 @@ class Stage:
     summary: Callable[[Written], dict] | None = None
     early: bool = False
     schema: pa.Schema | None = None
+    rows: Rows | None = None
 
     def __post_init__(self) -> None:
         if (self.compute is None) == (self.open is None):

@@ -37,8 +37,8 @@ def _may_help(task, task_run, state) -> bool:
     result_serializer="json",
     cache_key_fn=lambda ctx, params: f"{params['node'].stage.name}-{params['node'].key}",
 )
-def stage_task(store_root: str, node: Node) -> dict:
-    return run_node(StageStore(store_root), node)
+def stage_task(store_root: str, node: Node, reuse_rows: bool = True) -> dict:
+    return run_node(StageStore(store_root), node, reuse_rows)
 
 
 class PrefectRun(Run):
@@ -49,14 +49,14 @@ class PrefectRun(Run):
         if node.key in self.done:  # computed early, by this build
             manifest, secs = self.done[node.key]
             return self._note(node, manifest, False, secs)
-        if self.store.exists(node.stage.name, node.key):
+        if self.recipe.reuse and self.store.exists(node.stage.name, node.key):
             return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
         t0 = time.perf_counter()
         state = stage_task.with_options(
             task_run_name=node.label,
             result_storage=self.store.result_storage(),
             refresh_cache=True,  # not committed: a cached result of Prefect's would be stale
-        )(str(self.store.root), node, return_state=True)
+        )(str(self.store.root), node, self.recipe.reuse, return_state=True)
         with failing_as(node):
             manifest = state.result()
         return self._note(node, manifest, manifest.get("cached", False), time.perf_counter() - t0)

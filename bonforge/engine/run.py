@@ -37,6 +37,7 @@ class Run:
         self.record: dict[str, list[str]] = {}
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
+        self.rows: dict[str, dict[str, int]] = {}  # label -> rows computed / reused by this build
 
     def __call__(self, node: Node) -> Ref:
         raise NotImplementedError
@@ -47,9 +48,12 @@ class Run:
         if cached:
             self.cached.setdefault(name, []).append(key)
         self.timings[node.label] = round(secs, 3)
+        reused = 0 if cached else manifest.get("rows_reused", 0)
+        computed = 0 if cached else manifest.get("rows_computed", (manifest.get("rows") or 0) - reused)
+        self.rows[node.label] = {"computed": computed, "reused": reused}
         if not self.quiet:
-            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.get("rows"),
-                     "cached" if cached else f"computed in {secs:.1f}s", key)  # fmt: skip
+            how = "cached" if cached else f"computed in {secs:.1f}s" + (f" ({reused} rows reused)" if reused else "")
+            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.get("rows"), how, key)
         return Ref(name, key, manifest)
 
     def inputs(self, **refs: Upstream) -> StoreInputs:
@@ -106,13 +110,14 @@ class CommittedRun(Run):
     quiet = True
 
     def __call__(self, node: Node) -> Ref:
-        if self.store.exists(node.stage.name, node.key) and node.key not in self.done:
+        fresh = not self.recipe.reuse
+        if not fresh and self.store.exists(node.stage.name, node.key) and node.key not in self.done:
             return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
         if not node.stage.early:
             raise NotCommitted(node.label)
         t0 = time.perf_counter()
         with failing_as(node):
-            manifest = run_node(self.store, node)
+            manifest = run_node(self.store, node, reuse_rows=not fresh)
         self.done[node.key] = (manifest, time.perf_counter() - t0)
         return self._note(node, manifest, False, self.done[node.key][1])
 
@@ -145,7 +150,18 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
         raise
     finally:
-        record.update(finished=utc_now(), wall_s=round(time.perf_counter() - t0, 3), timings=run.timings)
+        record.update(finished=utc_now(), wall_s=round(time.perf_counter() - t0, 3), timings=run.timings,
+                      rows=run.rows)
         if record["status"] != "running":
-            store.record_run(record)
+            _record(store, record)
     return record
+
+
+def _record(store: StageStore, record: dict) -> None:
+    """Write the run record; a failed build's own error goes first (a full disk fails this write too)."""
+    try:
+        store.record_run(record)
+    except BonforgeError as e:
+        if record["status"] == "succeeded":
+            raise
+        log.warning("the run record of %s could not be written: %s", record["run_id"], e)

@@ -19,8 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge.cluster import ensure_ray, ray_up
+import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
-from bonforge.stage import Node, Ref
+from bonforge.engine.reuse import Part
+from bonforge.stage import Node, Ref, Rows
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -99,15 +101,24 @@ class Shards:
 
 
 def _compute_and_write(
-    root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table], **context
+    root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table],
+    part: Part | None = None, rows: Rows | None = None, **context
 ) -> tuple[float, str, str | None]:
-    """Compute and write one shard; returns (seconds, hostname, Ray node id or None)."""
+    """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute,
+    merged with its reused ones); returns (seconds, hostname, Ray node id or None)."""
     import socket
 
     t0 = time.perf_counter()
-    out = compute(table, **context)
+    if part is None:
+        out = compute(table, **context)
+    else:
+        out = reuse.merge(part, None if part.idle else compute(table, **context, **_todo(part)), rows)
     StageStore(root).write_shard(stage, key, shard, out)
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
+
+
+def _todo(part: Part) -> dict:
+    return {} if part.todo is None else {"todo": part.todo}
 
 
 def _ray_node() -> str | None:
@@ -128,35 +139,39 @@ def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Ta
 
 
 def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[int],
-              compute: Callable[..., pa.Table], context: dict) -> Iterator[tuple[int, float, str, str | None]]:
+              compute: Callable[..., pa.Table], context: dict,
+              parts: list[Part] | None) -> Iterator[tuple[int, float, str, str | None]]:
     """Compute and write the shards ``todo``, yielding (shard, seconds, host, Ray node) as each finishes."""
-    root, name, key = str(store.root), node.stage.name, node.key
+    root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
+    extra = (lambda i: {}) if parts is None else (lambda i: {"part": parts[i], "rows": rows})
     if node.stage.executor == "ray" and (len(todo) > 1 or ray_up()):
         import ray
 
         ensure_ray()
         remote = ray.remote(_compute_and_write)
         ctx = {k: ray.put(v) for k, v in context.items()}
-        pending = {remote.remote(root, name, key, i, shards[i], compute, **ctx): i for i in todo}
+        pending = {remote.remote(root, name, key, i, shards[i], compute, **extra(i), **ctx): i for i in todo}
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
             yield (pending.pop(ready), *ray.get(ready))
     else:
         for i in todo:
-            yield (i, *_compute_and_write(root, name, key, i, shards[i], compute, **context))
+            yield (i, *_compute_and_write(root, name, key, i, shards[i], compute, **extra(i), **context))
 
 
-def run_node(store: StageStore, node: Node) -> dict:
+def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
-    ``cached`` saying whether it was committed already."""
+    ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
+    ``reuse: false``): a committed output is computed again, and no row is taken from the store."""
     stage, key = node.stage, node.key
-    if store.exists(stage.name, key):
+    if reuse_rows and store.exists(stage.name, key):
         man = store.manifest(stage.name, key)
         man["cached"] = True
         return man
+    if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
+        store.uncommit(stage.name, key)
     inputs = StoreInputs(store, node.inputs, node.params)
     if stage.stream is not None:
-
         return run_streamed(store, node, inputs)
     table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
     context = stage.context(inputs) if stage.context else {}
@@ -166,18 +181,26 @@ def run_node(store: StageStore, node: Node) -> dict:
     if done:
         log.info("%s: resuming, %d of %d shards already written", node.label, len(done), len(shards))
     t0 = time.perf_counter()
+    parts = reuse.plan(store, node, shards, context, todo, reuse_rows) if stage.rows else None
+    idle = [i for i in todo if parts and parts[i].idle]  # every row reused: written here, nothing opened
+    todo = [i for i in todo if i not in idle]
     compute_s, hosts, nodes = 0.0, set(), set()
     from bonforge.progress import stage_progress
 
-    with _opened(node) as compute:
+    for i in idle:
+        store.write_shard(stage.name, key, i, reuse.merge(parts[i], None, stage.rows))
+    with _opened(node) if todo else contextlib.nullcontext(None) as compute:
         with stage_progress(node.label, total=sum(shards[i].num_rows for i in todo)) as advance:
-            for i, secs, host, ray_node in _computed(store, node, shards, todo, compute, context):
+            for i, secs, host, ray_node in _computed(store, node, shards, todo, compute, context, parts):
                 compute_s += secs
                 hosts.add(host)
                 nodes.add(ray_node)
                 advance(shards[i].num_rows)
         wall = time.perf_counter() - t0
-        summary = stage.summary(Shards(store, node, len(shards), compute)) if stage.summary else {}
+        written = Shards(store, node, len(shards), compute)
+        summary = stage.summary(written) if stage.summary else {}
+    if parts is not None:
+        summary.update(_row_counts(store, node, parts, written))
     man = store.commit(
         stage.name,
         key,
@@ -229,3 +252,13 @@ def run_streamed(store: StageStore, node: Node, inputs) -> dict:
                        compact_rows=stage.compact_rows)
     man["cached"] = False
     return man
+
+
+def _row_counts(store: StageStore, node: Node, parts: list[Part], written: Shards) -> dict:
+    """The row index (written before the manifest names it) and how many rows were computed and reused."""
+    rows = node.stage.rows
+    assert rows is not None
+    keys = written.read([rows.key, *rows.volatile])
+    reused = reuse.reused_count(written.shard_metadata())
+    return {"row_index": reuse.write_index(store, node, parts, keys),
+            "rows_reused": reused, "rows_computed": keys.num_rows - reused}

@@ -4,6 +4,10 @@ Reads ``problems`` (PROBLEMS), writes ``candidates`` (CANDIDATES, key ``candidat
 as soon as it is generated, so an interrupted run loses at most the shard in flight and a rerun generates
 only the missing shards. The stage key covers the teacher's sampling settings, the model identity (name +
 revision, or a hash of a local model directory) and the prompt template text.
+
+Row reuse (``ROWS``, ``bonforge.engine.reuse``): a sample whose identity (``sample_settings``, the rendered
+prompt, its index and seed) a committed candidates output holds is taken from there; the engine is asked only
+for the missing sample indices of each problem, as runs of consecutive indices (seeds ``seed + index``).
 """
 
 from __future__ import annotations
@@ -15,16 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge import templates
+from bonforge import identity, templates
 from bonforge.errors import DataError
 from bonforge.llm import models
 from bonforge.llm.base import Engine, EngineError, Request
 from bonforge.llm.config import SampledTeacher
 from bonforge.schema import CANDIDATES, conform
-from bonforge.stage import Node, Ref, Stage, Written
+from bonforge.stage import Node, Ref, Rows, Stage, Written
 
 log = logging.getLogger("bonforge")
 
@@ -82,6 +87,47 @@ def problem_seed(base: int, problem_id: str) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
+def sample_settings(teacher: SampledTeacher) -> dict:
+    """What shapes each sample besides its prompt, index and seed (``bonforge.identity``): the stage key's
+    teacher settings without the teacher's name, ``n`` and the template (the rendered prompt covers it)."""
+    cfg = {k: v for k, v in key_config(teacher).items() if k not in ("name", "n", "prompt_template")}
+    return {"version": VERSION, **cfg}
+
+
+def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> list[tuple[str, str]]:
+    """``(problem_id, rendered prompt)`` of each problem of ``shard``; ``cache``: templates by domain."""
+    out = []
+    for row in shard.select(["problem_id", "domain", "question"]).to_pylist():
+        pid, question = row["problem_id"], row["question"]
+        if not isinstance(question, str) or not question.strip():
+            raise DataError("empty question", "problems", pid, "question")
+        domain = row["domain"] or "math"
+        if domain not in ("math", "code"):
+            raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems", pid, "domain")
+        if domain not in cache:
+            cache[domain] = read_template(teacher, domain)
+        out.append((pid, render(cache[domain], question)))
+    return out
+
+
+def _ids(shard: pa.Table, _context: dict, params: dict) -> pa.Table:
+    """The candidates a problems shard gets (``bonforge.stage.Rows``): every sample index of every problem."""
+    t: SampledTeacher = params["teacher"]
+    rendered = prompts(shard, t, {})
+    pids = [pid for pid, _ in rendered]
+    n = len(pids)
+    index = np.tile(np.arange(t.n, dtype=np.int32), n)
+    seeds = np.repeat(np.array([problem_seed(t.seed, pid) for pid in pids], dtype=np.int64), t.n) + index
+    samples = pa.table({"problem_id": pa.array(np.repeat(np.array(pids, dtype=object), t.n), pa.string()),
+                        "sample_index": index, "seed": seeds})
+    ids = identity.sample_ids(identity.settings("sample", sample_settings(t)),
+                              pa.table({"problem_id": pids, "prompt": [p for _, p in rendered]}), samples)
+    cids = pc.binary_join_element_wise(samples.column("problem_id"), pa.scalar(t.name),
+                                       samples.column("sample_index").cast(pa.string()), "/")
+    return pa.table({"candidate_id": cids, "row_id": ids, **{c: samples.column(c) for c in samples.column_names},
+                     "teacher": pa.array([t.name] * samples.num_rows, pa.string())})
+
+
 class Sampler:
     """The stage's compute function: a problems shard → its candidates. Creates the engine on first use
     and keeps it for later shards; counts the tokens and generation time of this process."""
@@ -93,32 +139,32 @@ class Sampler:
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0}
         self.skipped: set[str] = set()  # problems whose prompt the engine skipped (they have no rows at all)
 
-    def requests(self, shard: pa.Table) -> list[Request]:
+    def requests(self, shard: pa.Table, todo: pa.Table | None = None) -> list[tuple[Request, int]]:
+        """The requests of ``shard``, each with the sample index of its first sample: one per problem, or,
+        with ``todo`` (the samples still to draw), one per run of consecutive missing indices."""
         t = self.teacher
+        missing: dict[str, list[int]] = {}
+        if todo is not None:
+            for pid, index in zip(todo.column("problem_id").to_pylist(), todo.column("sample_index").to_pylist()):
+                missing.setdefault(pid, []).append(index)
         out = []
-        for row in shard.select(["problem_id", "domain", "question"]).to_pylist():
-            pid, question = row["problem_id"], row["question"]
-            if not isinstance(question, str) or not question.strip():
-                raise DataError("empty question", "problems", pid, "question")
-            domain = row["domain"] or "math"
-            if domain not in ("math", "code"):
-                raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems", pid, "domain")
-            if domain not in self.templates:
-                self.templates[domain] = read_template(t, domain)
-            out.append(Request(
-                id=pid, messages=({"role": "user", "content": render(self.templates[domain], question)},),
-                n=t.n, temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
-                seed=problem_seed(t.seed, pid), stop=tuple(t.stop),
-            ))
+        for pid, prompt in prompts(shard, t, self.templates):
+            runs = [(0, t.n)] if todo is None else _runs(sorted(missing.get(pid, ())))
+            for start, n in runs:
+                out.append((Request(
+                    id=pid, messages=({"role": "user", "content": prompt},), n=n, temperature=t.temperature,
+                    top_p=t.top_p, max_tokens=t.max_tokens, seed=problem_seed(t.seed, pid) + start, stop=tuple(t.stop),
+                ), start))  # fmt: skip
         return out
 
-    def __call__(self, shard: pa.Table) -> pa.Table:
+    def __call__(self, shard: pa.Table, todo: pa.Table | None = None) -> pa.Table:
         if self.engine is None:
             from bonforge.llm import make_engine
 
             self.engine = make_engine(self.teacher)
         self.engine.start()  # model loading stays out of the measured generation time
-        requests = self.requests(shard)
+        planned = self.requests(shard, todo)
+        requests = [r for r, _ in planned]
         t0 = time.perf_counter()
         results = self.engine.generate(requests)
         secs = time.perf_counter() - t0
@@ -127,15 +173,15 @@ class Sampler:
                               f"{len(requests)} requests")
         name = self.teacher.name
         rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES}
-        for req, comps in zip(requests, results):
+        for (req, start), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
                 self.skipped.add(req.id)
             for c in comps:
-                rows["candidate_id"].append(f"{req.id}/{name}/{c.index}")
+                rows["candidate_id"].append(f"{req.id}/{name}/{start + c.index}")
                 rows["problem_id"].append(req.id)
                 rows["teacher"].append(name)
-                rows["sample_index"].append(c.index)
+                rows["sample_index"].append(start + c.index)
                 rows["text"].append(c.text)
                 rows["reasoning"].append(c.reasoning)
                 rows["finish_reason"].append(c.finish_reason)
@@ -157,13 +203,26 @@ class Sampler:
             self.engine = None
 
 
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """``(start, count)`` of each run of consecutive values in sorted ``indices``."""
+    out: list[tuple[int, int]] = []
+    for i in indices:
+        if out and out[-1][0] + out[-1][1] == i:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
+
+
 def _summary(w: Written) -> dict:
     """Token totals over every shard on disk (also those of an earlier, interrupted run), this run's
     throughput, and the problems that got fewer than n samples (skipped prompts)."""
-    teacher, s = w.node.params["teacher"], w.compute.stats
+    teacher = w.node.params["teacher"]
+    sampler = w.compute if w.compute is not None else Sampler(teacher)  # None: every row was reused
+    s = sampler.stats
     table = w.read(["problem_id", "prompt_tokens", "completion_tokens"])
     per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
-    short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n} | w.compute.skipped)
+    short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n} | sampler.skipped)
     return {
         "teacher": teacher.name,
         "engine": teacher.engine,
@@ -179,9 +238,11 @@ def _summary(w: Written) -> dict:
     }
 
 
+ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
+                                   "reference_correct"), CANDIDATES)
 STAGE = Stage("candidates", VERSION, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p["teacher"], p["engine"])),
-              table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary)
+              table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary, rows=ROWS)
 
 
 def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:

@@ -1,30 +1,75 @@
 """Stage ``verdicts``: one per candidates stage, by math-verify (``verify_math``) or in the code sandbox
 (``verify_code``), chosen by the problems' domain. Shards of 256 candidates run as Ray tasks; readers get
-files of 100,000 verdicts."""
+files of 100,000 verdicts.
+
+A verdict's content identity (``bonforge.identity``) is the verification settings, the problem's domain, its
+gold answer (math) or test spec and question (code: what extraction and the judge read) and the candidate's
+text: a verdict on the same text under the same settings is taken from the store, not judged again. Never
+reused: ``sandbox_error`` (the sandbox failed, not the candidate) and math ``timeout`` (the verifier was
+killed at a wall-clock limit, which a busy machine reaches sooner)."""
 
 from __future__ import annotations
 
-import pyarrow as pa
+import json
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bonforge import identity
 from bonforge.config import Recipe
-from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.schema import VERDICTS
-from bonforge.stage import Node, Ref, Stage
 from bonforge.judging import code as verify_code
 from bonforge.judging import math as verify_math
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.schema import VERDICTS
+from bonforge.stage import Node, Ref, Rows, Stage
 
 
-def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig) -> pa.Table:
+def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
+    """The candidates still to judge (all of them without ``todo``)."""
+    if todo is None:
+        return candidates
+    return candidates.filter(pc.is_in(candidates.column("candidate_id"), value_set=todo.column("candidate_id")))
+
+
+def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None) -> pa.Table:
+    return verify_math.verify_math(_only(candidates, todo), problems, cfg)
+
+
+def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig,
+                 todo: pa.Table | None = None) -> pa.Table:
     """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
     from bonforge.sandbox.ray_pool import pool_for
 
-    return verify_code.verify_code(problems, candidates, cfg, pool=pool_for(cfg))
+    return verify_code.verify_code(problems, _only(candidates, todo), cfg, pool=pool_for(cfg))
+
+
+def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
+    def ids(candidates: pa.Table, context: dict, params: dict) -> pa.Table:
+        digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params["cfg"].key_config()})
+        problems = context["problems"]
+        if kind == "math":
+            gold = problems.column("answer")
+        else:
+            gold = pa.array([json.dumps([t, q]) for t, q in zip(problems.column("tests").to_pylist(),
+                                                                 problems.column("question").to_pylist())])
+        no_gold = pc.is_null(gold)  # its verdict names the problem: never another problem's
+        gold = pc.if_else(no_gold, pc.binary_join_element_wise("no gold: ", problems.column("problem_id"), ""), gold)
+        parts = pa.table({"problem_id": problems.column("problem_id"), "domain": problems.column("domain"),
+                          "gold": gold})
+        return pa.table({"candidate_id": candidates.column("candidate_id"),
+                         "row_id": identity.verdict_ids(digest, parts, candidates),
+                         "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher")})
+
+    return Rows("candidate_id", ids, ("extracted", "correct", "reward", "status", "tests_passed", "tests_total",
+                                      "detail", "latency_ms"), VERDICTS, {"status": volatile})
 
 
 _SHARDS = dict(executor="ray", shard_rows=256, compact_rows=100_000, table=lambda i: i.read("candidates"),
                context=lambda i: {"problems": i.read("problems")})
-MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=verify_math.verify_math, **_SHARDS)
-CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code, **_SHARDS)
+MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
+             rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
+CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,
+             rows=_rows("code", verify_code.VERSION, ("sandbox_error",)), **_SHARDS)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:

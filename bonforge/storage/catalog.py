@@ -1,6 +1,7 @@
 """The DuckDB catalog: one view per stage table of a run (default: the latest that succeeded), plus ``runs`` and
-``run_stages``. Views read only committed stages (those with a manifest), so a query running while a build
-writes never sees a half-written stage.
+``run_stages`` (each with the rows computed and the rows reused: taken from earlier outputs). Views read only
+committed stages (those with a manifest), so a query running while a build writes never sees a half-written
+stage.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def connect(store: StageStore, run_id: str | None = None):
                     "rows": man.get("rows"),
                     "wall_s": man.get("timings", {}).get("wall_s"),
                     "compute_s": man.get("timings", {}).get("compute_s"),
-                    "cached": key in run.get("cached", {}).get(stage, []),
+                    "cached": (cached := key in run.get("cached", {}).get(stage, [])),
+                    "rows_computed": 0 if cached else man.get("rows_computed", man.get("rows")),
+                    "rows_reused": 0 if cached else man.get("rows_reused", 0),
                 }
             )
         if files:
@@ -54,6 +57,8 @@ def _runs_table(runs: list[dict]) -> pa.Table:
             "wall_s": r.get("wall_s"),
             "dataset": r.get("dataset"),
             "stages": json.dumps(r.get("stages", {}), sort_keys=True),
+            "rows_computed": sum(v["computed"] for v in r["rows"].values()) if "rows" in r else None,
+            "rows_reused": sum(v["reused"] for v in r["rows"].values()) if "rows" in r else None,
         }
         for r in runs
     ]
@@ -67,6 +72,8 @@ def _runs_table(runs: list[dict]) -> pa.Table:
             ("wall_s", pa.float64()),
             ("dataset", pa.string()),
             ("stages", pa.string()),
+            ("rows_computed", pa.int64()),  # by this run, over its stages (samples, verdicts, ...)
+            ("rows_reused", pa.int64()),  # taken from earlier outputs (row reuse), not computed
         ]
     )
     return pa.Table.from_pylist(rows, schema=schema)

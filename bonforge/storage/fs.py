@@ -15,13 +15,15 @@ DuckDB reads through the filesystem registered on ``location.duckdb()`` connecti
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import socket
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Iterator, Union
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -62,14 +64,27 @@ def _temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[Path]:
+    """The temp path to write ``path`` through; renamed into place when the block succeeds, removed when it
+    fails. A full disk is a ``StoreError`` naming the file (one clear line, no traceback)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_path(path)
-    with open(tmp, "wb") as f:
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and (e.errno == errno.ENOSPC or "No space left" in str(e)):
+            raise StoreError(f"cannot write {path}: no space left on the device") from None
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with _writing(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -81,10 +96,8 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_path(path)
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    with _writing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
 
 
 class LocalDir:

@@ -197,6 +197,15 @@ class StageStore:
                 group, rows = [], 0
         return out
 
+    def uncommit(self, stage: str, key: str) -> None:
+        """Remove a stage output: its manifest first (from then on it does not exist for readers, nor
+        for row reuse), then its shard plan (a folder without either is a removal's leftover: ``gc``
+        finishes it), then its files."""
+        for name in ("manifest.json", "plan.json"):
+            self.loc.remove(self._file(stage, key, name))
+        for name in self.loc.names(self.stage_dir(stage, key)):
+            self.loc.remove(self._file(stage, key, name))
+
     def put(self, stage: str, key: str, table: pa.Table, **commit_kwargs) -> dict:
         """Write a whole (unsharded) table as one shard and commit it."""
         self.write_shard(stage, key, 0, table)

@@ -1,0 +1,62 @@
+"""Content identities (bonforge.identity) and the sampler asked for some sample indices only."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from bonforge import identity
+from bonforge.stages import sample
+from bonforge.stages.sample import Sampler, problem_seed
+from test_sample import EchoEngine, openai_teacher, problems
+
+
+def verdict(settings="s", domain="math", gold="4", text="x", pid="p") -> bytes:
+    probs = pa.table({"problem_id": [pid], "domain": [domain], "gold": [gold]})
+    return identity.verdict_ids(settings, probs, pa.table({"problem_id": [pid], "text": [text]}))[0].as_py()
+
+
+def test_a_verdict_identity_covers_settings_domain_gold_and_text_only():
+    base = verdict()
+    assert verdict(pid="other") == base  # the problem's id is not content
+    for changed in ({"settings": "t"}, {"domain": "code"}, {"gold": "5"}, {"text": "y"}, {"text": None}):
+        assert verdict(**changed) != base, changed
+    assert verdict(gold="ab", text="c") != verdict(gold="a", text="bc")  # parts are length-prefixed
+    assert verdict(gold=None) != verdict(gold="~")  # null is not a string
+    assert len(base) == identity.SIZE
+
+
+def test_a_verdict_of_a_candidate_without_its_problem_is_its_own():
+    probs = pa.table({"problem_id": ["p"], "domain": ["math"], "gold": ["4"]})
+    cands = pa.table({"problem_id": ["q", "r"], "text": ["x", "x"]})
+    a, b = identity.verdict_ids("s", probs, cands).to_pylist()
+    assert a != b
+
+
+def test_a_sample_identity_is_the_prompt_digest_index_and_seed():
+    prompts = pa.table({"problem_id": ["a", "b"], "prompt": ["same", "same"]})
+    samples = pa.table({"problem_id": ["a", "a", "b"], "sample_index": pa.array([0, 1, 0], pa.int32()),
+                        "seed": pa.array([10, 11, 10], pa.int64())})
+    ids = identity.sample_ids("s", prompts, samples).to_pylist()
+    assert ids[0] == ids[2] != ids[1]  # same prompt, index and seed: the same sample, whatever the problem id
+    assert ids[0][identity.SIZE:] == (0).to_bytes(4, "big") + (10).to_bytes(8, "big")
+    other = identity.sample_ids("t", prompts, samples).to_pylist()
+    assert set(other).isdisjoint(ids)
+
+
+def test_sample_settings_leave_out_n_name_and_execution_only_fields():
+    t = openai_teacher()
+    same = [openai_teacher(n=16), openai_teacher(name="u"), openai_teacher(max_concurrency=3, base_url="http://x/v1")]
+    assert all(sample.sample_settings(o) == sample.sample_settings(t) for o in same)
+    assert sample.sample_settings(openai_teacher(temperature=0.1)) != sample.sample_settings(t)
+
+
+def test_the_sampler_asks_only_for_the_missing_indices_in_runs():
+    engine = EchoEngine()
+    t = openai_teacher(n=8)
+    todo = pa.table({"problem_id": ["p0"] * 5 + ["p1"], "sample_index": pa.array([0, 1, 3, 6, 7, 2], pa.int32())})
+    out = Sampler(t, engine)(problems("What is 1+1?", "What is 2+2?"), todo=todo)
+    assert [(r.id, r.n, r.seed - problem_seed(0, r.id)) for r in engine.requests] == [
+        ("p0", 2, 0), ("p0", 1, 3), ("p0", 2, 6), ("p1", 1, 2)]
+    rows = out.select(["candidate_id", "sample_index", "seed"]).to_pylist()
+    assert [r["candidate_id"] for r in rows] == ["p0/t/0", "p0/t/1", "p0/t/3", "p0/t/6", "p0/t/7", "p1/t/2"]
+    assert all(r["seed"] == problem_seed(0, r["candidate_id"][:2]) + r["sample_index"] for r in rows)
