@@ -105,8 +105,10 @@ def test_code_problem_without_tests_is_refused_before_any_container(tmp_path):
     cands = pa.table(
         {"candidate_id": ["apps/0007/t/0"], "problem_id": ["apps/0007"], "teacher": ["t"], "text": ["print(1)"]}
     )
-    with pytest.raises(DataError, match=r"problems, record apps/0007, field 'tests': stdio spec needs a non-empty"):
-        verify_code(problems, cands, CodeVerifyConfig())
+    # given to verify_code directly, the bad spec is that problem's verdict (no container starts for it)
+    (verdict,) = verify_code(problems, cands, CodeVerifyConfig()).to_pylist()
+    assert verdict["status"] == "sandbox_error" and verdict["reward"] == 0.0
+    assert "problems, record apps/0007, field 'tests': stdio spec needs a non-empty" in verdict["detail"]
 
 
 def test_candidate_of_an_unknown_problem_names_the_candidate(tmp_path):
