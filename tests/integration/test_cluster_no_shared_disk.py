@@ -37,9 +37,9 @@ from dataclasses import replace
 from bonforge.stages import verify
 
 
-def slow_verify(*args, **kwargs):
+def slow_verify(*args, math=verify.MATH.compute, **kwargs):
     time.sleep(0.4)
-    return verify.verify_math.verify_math(*args, **kwargs)
+    return math(*args, **kwargs)  # the stage's own compute (it takes the rows still to judge, ``todo``)
 
 
 verify.MATH = replace(verify.MATH, shard_rows=32, compute=slow_verify)
