@@ -136,9 +136,9 @@ def test_code_verdicts_count_programs_run(tmp_path, sandbox_image, monkeypatch):
     programs: list[int] = []
     real_run = sandbox_pool.SandboxPool.run
 
-    def counting(self, requests):
+    def counting(self, requests, on_outcome=None):
         programs.append(len(requests))
-        return real_run(self, requests)
+        return real_run(self, requests, on_outcome)
 
     monkeypatch.setattr(sandbox_pool.SandboxPool, "run", counting)
 
