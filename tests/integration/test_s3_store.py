@@ -5,7 +5,6 @@ without rename."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import signal
 import subprocess
 import sys
@@ -120,41 +119,51 @@ def test_an_upload_killed_half_way_leaves_no_object(s3_store, s3_env):
     assert not s3_store.loc.is_file(s3_store.shard_path("big", "k", 0))
 
 
-def _claim(url: str, key: str, barrier, out) -> None:
-    from bonforge.storage.fs import open_location
+_RACER = """
+import json, sys
+import pyarrow as pa
+from bonforge.storage.datasets import publish
+from bonforge.storage.fs import open_location
 
+url, what, i = sys.argv[1], sys.argv[2], int(sys.argv[3])
+print("ready", flush=True)
+sys.stdin.readline()  # the start signal, sent to every racer at once
+if what == "claim":
     loc = open_location(url)
-    barrier.wait()
-    out.put(loc.create(loc.path(key), b"mine"))
-
-
-def _publish(url: str, i: int, barrier, out) -> None:
-    barrier.wait()
+    print(json.dumps(loc.create(loc.path("claims/once"), b"mine")))
+else:
     man = publish(url, "raced", {"plain": pa.table({"i": [i] * (i + 1)})}, {"writer": i})
-    out.put((i, man["version"], man["content_sha256"]))
+    print(json.dumps([i, man["version"], man["content_sha256"]]))
+"""
 
 
-def _race(target, *args, n: int = 6) -> list:
-    ctx = multiprocessing.get_context("fork")
-    barrier, out = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args, i, barrier, out) if target is _publish else (*args, barrier, out))
+def _race(what: str, url: str, env: dict, n: int = 6) -> list:
+    """``n`` separate interpreters (as concurrent builds are) released together once all are ready."""
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, url, what, str(i)], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for i in range(n)]  # fmt: skip
-    for p in procs:
-        p.start()
-    results = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
-    return results
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
 
 
-def test_a_conditional_create_has_exactly_one_winner(s3_store):
-    assert sorted(_race(_claim, s3_store.root, "claims/once", n=8)) == [False] * 7 + [True]
+def test_a_conditional_create_has_exactly_one_winner(s3_store, s3_env):
+    assert sorted(_race("claim", s3_store.root, s3_env, n=8)) == [False] * 7 + [True]
     assert s3_store.loc.read_bytes(s3_store.loc.path("claims/once")) == b"mine"
 
 
-def test_builds_racing_for_a_version_never_both_get_it(s3_store):
-    results = _race(_publish, s3_store.root)
+def test_builds_racing_for_a_version_never_both_get_it(s3_store, s3_env):
+    results = _race("publish", s3_store.root, s3_env)
     assert sorted(v for _, v, _ in results) == [1, 2, 3, 4, 5, 6]
     loc = s3_store.loc
     for i, version, content in results:
