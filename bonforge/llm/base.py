@@ -7,6 +7,7 @@ single sample can be regenerated on its own. Engines never see problems or table
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 from dataclasses import dataclass, field
@@ -90,6 +91,12 @@ class RetryableError(TransientError):
 
     def __reduce__(self):
         return (self.__class__, (self.message, self.retry_after))
+
+
+def problem_seed(base: int, problem_id: str) -> int:
+    """The seed of sample 0 of a problem; sample i uses this + i. Stable across runs and shard plans."""
+    digest = hashlib.sha256(f"{base}/{problem_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
 
 
 def fits(prompt_tokens: int, max_tokens: int, window: int) -> bool:

@@ -12,6 +12,7 @@ package itself would pull its own dependencies, e.g. llama-cpp-python, which bon
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -25,6 +26,7 @@ from pathlib import Path
 from bonforge.errors import ConfigError
 
 CONVERT_VERSION = "1"  # bump when the conversion writes other weights or files
+_SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content, larger ones by size+mtime
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,26 @@ def identity(model: str) -> dict | None:
     """The stage identity of a known model name; None for anything else (a path, a hub or served name)."""
     known = KNOWN.get(model)
     return None if known is None else {"name": model, "gguf_sha256": known.sha256, "convert": CONVERT_VERSION}
+
+
+def model_identity(model: str, revision: str | None) -> dict:
+    """Name + revision for a hub/served model; for a model bonforge knows by name, its source file's hash;
+    for a local directory, a hash of its files (content of the small ones, size and mtime of the large
+    weights), so a retrained model in the same place is new."""
+    if (known := identity(model)) is not None:
+        return {**known, "revision": revision}
+    root = Path(model)
+    if not root.is_dir():
+        return {"name": model, "revision": revision}
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = path.stat()
+        h.update(f"{path.relative_to(root).as_posix()}\0{st.st_size}\0".encode())
+        if st.st_size <= _SMALL_FILE:
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+        else:
+            h.update(str(st.st_mtime_ns).encode())
+    return {"local_dir_sha256": h.hexdigest(), "revision": revision}
 
 
 def resolve(model: str) -> str:

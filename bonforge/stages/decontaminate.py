@@ -29,10 +29,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge import data
 from bonforge.config import Benchmark, DecontaminateConfig, ProblemsConfig, Recipe
 from bonforge.errors import DataError
 from bonforge.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import CONTAMINATION
+from bonforge.sources.problems import load_problems
 from bonforge.stage import Node, Stage
 
 VERSION = "1"
@@ -163,9 +165,6 @@ def benchmark_table(bench: Benchmark, path: Path) -> pa.Table:
 
 
 def _compute(_: pa.Table, problems: ProblemsConfig, cfg: DecontaminateConfig, recipe_dir: Path) -> pa.Table:
-    from bonforge import data
-    from bonforge.stages.load import load_problems
-
     loaded = load_problems(problems, data.resolve(problems.source, recipe_dir))
     benches = {b.name: benchmark_table(b, data.resolve(b.source, recipe_dir)) for b in cfg.benchmarks}
     return decontaminate(loaded.select(["problem_id", "question"]), benches, cfg.ngram, cfg.dedup)

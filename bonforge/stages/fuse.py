@@ -21,14 +21,13 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bonforge import templates
-from bonforge.config import FusionConfig, FusionExport, Recipe
-from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
-from bonforge.stage import Inputs, Node, Ref, Stage
-from bonforge import judged_pool
-from bonforge.stages import assemble, select_eval
+from bonforge import judged_pool, prompts, templates
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
-from bonforge.stages.score import majority_at_k
+from bonforge.config import FusionConfig, FusionExport, Recipe
+from bonforge.metrics import majority_at_k
+from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
+from bonforge.selector import Selector, selector_key
+from bonforge.stage import Inputs, Node, Ref, Stage
 
 POOLS_VERSION = "1"
 FUSION_VERSION = "1"
@@ -158,27 +157,21 @@ def comparison(fusion: pa.Table) -> dict:
 
 
 def selection_prompts(pools: pa.Table, members: pa.Table, questions: dict[str, str], cfg) -> pa.Table:
-    """One GenSelect prompt per pool, candidates in pool order (the input of ``select_eval.Judge``)."""
-    from bonforge.stages import assemble
-    from bonforge.stages.select_eval import answer_groups
-
-    template = assemble.template_text(cfg)
-    count, _ = assemble.token_counter(cfg)
+    """One GenSelect prompt per pool, candidates in pool order (the input of ``selector.Selector``)."""
+    template = prompts.template_text(cfg)
+    count, _ = prompts.token_counter(cfg)
     info = {r["candidate_id"]: r for r in members.to_pylist()}
     rows = []
     pools = pools.to_pylist()
     members = [[info[c] for c in p["candidate_ids"]] for p in pools]
-    prompts = assemble.render_all(template, [questions[p["problem_id"]] for p in pools],
+    rendered = prompts.render_all(template, [questions[p["problem_id"]] for p in pools],
                                   [[c["text"] or "" for c in cands] for cands in members])
-    for p, cands, prompt in zip(pools, members, prompts):
+    for p, cands, prompt in zip(pools, members, rendered):
         rows.append({"prompt_id": f"{p['problem_id']}#fusion", "problem_id": p["problem_id"], "prompt": prompt,
                      "n_candidates": len(cands), "n_tokens": count(prompt),
                      "correct_indices": [i for i, c in enumerate(cands) if c["correct"]],
-                     "answer_groups": answer_groups([c["extracted"] for c in cands])})
-    schema = pa.schema([("prompt_id", pa.string()), ("problem_id", pa.string()), ("prompt", pa.string()),
-                        ("n_candidates", pa.int32()), ("n_tokens", pa.int32()),
-                        ("correct_indices", pa.list_(pa.int32())), ("answer_groups", pa.list_(pa.int32()))])
-    return pa.Table.from_pylist(rows, schema=schema)
+                     "answer_groups": prompts.answer_groups([c["extracted"] for c in cands])})
+    return pa.Table.from_pylist(rows, schema=prompts.SELECTION)
 
 
 def sft_tables(fused: pa.Table, only_correct: bool) -> dict[str, pa.Table]:
@@ -231,18 +224,18 @@ def _selection_prompts(i: Inputs) -> pa.Table:
     return selection_prompts(i.read("fusion_pools"), members, questions, i.params["genselect"])
 
 
-def _judge(p: dict) -> contextlib.closing:
-    return contextlib.closing(select_eval.Judge(p["selector"], runs=1, skip_unanimous=False))
+def _selector(p: dict) -> contextlib.closing:
+    return contextlib.closing(Selector(p["selector"], runs=1, skip_unanimous=False))
 
 
-SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, schema=SELECTOR_EVAL, open=_judge, table=_selection_prompts)
+SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, schema=SELECTOR_EVAL, open=_selector, table=_selection_prompts)
 
 
 def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Node:
     """The configured selector picks one candidate of each fusion pool (GenSelect on the same pools)."""
     cfg = recipe.fusion
-    key_cfg = {"selector": select_eval.selector_key(cfg.selector),
-               "genselect": assemble.key_config(recipe.genselect, recipe.seed)}
+    key_cfg = {"selector": selector_key(cfg.selector),
+               "genselect": prompts.key_config(recipe.genselect, recipe.seed)}
     upstream = {"fusion_pools": pools, "candidates": candidates, "verdicts": verdicts}
     return SELECT_STAGE.bind(key_cfg, upstream, inputs={**upstream, "problems": problems},
                              params={"selector": cfg.selector, "genselect": recipe.genselect})

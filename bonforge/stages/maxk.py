@@ -3,7 +3,7 @@ together), the on-policy best-of-k weight of every candidate for each k.
 
 A candidate's weight is the share of the C(n, k) size-k subsets of its group in which it is the maximum
 reward: sorted ascending, the i-th smallest (0-based) is the maximum of C(i, k−1) subsets
-(``score.rank_weights``). Weights sum to 1 per group and k, and Σ weight · reward = max@k (the unbiased
+(``metrics.rank_weights``). Weights sum to 1 per group and k, and Σ weight · reward = max@k (the unbiased
 estimate of the expected best-of-k reward from n ≥ k samples).
 
 Ties: a subset whose maximum is shared by t tied candidates credits each of them 1/t. Every candidate of
@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from bonforge.schema import MAXK_WEIGHTS
 from bonforge.stage import Node, Ref, Stage
-from bonforge.stages.score import ALL, default_ks, rank_weights
+from bonforge.metrics import ALL, default_ks, rank_weights
 
 VERSION = "1"
 

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,8 +24,8 @@ import pyarrow.compute as pc
 
 from bonforge import identity, templates
 from bonforge.errors import DataError
-from bonforge.llm import models
-from bonforge.llm.base import Engine, EngineError, Request
+from bonforge.llm.base import Engine, EngineError, Request, problem_seed
+from bonforge.llm.models import model_identity
 from bonforge.llm.config import SampledTeacher
 from bonforge.schema import CANDIDATES, conform
 from bonforge.stage import Node, Ref, Rows, Stage, Written
@@ -34,7 +33,6 @@ from bonforge.stage import Node, Ref, Rows, Stage, Written
 log = logging.getLogger("bonforge")
 
 VERSION = "1"
-_SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content, larger ones by size+mtime
 
 
 def read_template(teacher: SampledTeacher, domain: str) -> str:
@@ -48,26 +46,6 @@ def render(template: str, question: str) -> str:
     return template.replace("{question}", question)
 
 
-def model_identity(model: str, revision: str | None) -> dict:
-    """Name + revision for a hub/served model; for a model bonforge knows by name, its source file's hash;
-    for a local directory, a hash of its files (content of the small ones, size and mtime of the large
-    weights), so a retrained model in the same place is new."""
-    if (known := models.identity(model)) is not None:
-        return {**known, "revision": revision}
-    root = Path(model)
-    if not root.is_dir():
-        return {"name": model, "revision": revision}
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        st = path.stat()
-        h.update(f"{path.relative_to(root).as_posix()}\0{st.st_size}\0".encode())
-        if st.st_size <= _SMALL_FILE:
-            h.update(hashlib.sha256(path.read_bytes()).digest())
-        else:
-            h.update(str(st.st_mtime_ns).encode())
-    return {"local_dir_sha256": h.hexdigest(), "revision": revision}
-
-
 def key_config(teacher: SampledTeacher) -> dict:
     """What identifies a teacher's samples: its settings minus execution-only ones, the model identity
     and the sha256 of every prompt template it may use."""
@@ -79,12 +57,6 @@ def key_config(teacher: SampledTeacher) -> dict:
         for d in domains
     }
     return cfg
-
-
-def problem_seed(base: int, problem_id: str) -> int:
-    """The seed of sample 0 of a problem; sample i uses this + i. Stable across runs and shard plans."""
-    digest = hashlib.sha256(f"{base}/{problem_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") >> 1
 
 
 def sample_settings(teacher: SampledTeacher) -> dict:

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
-from bonforge.stages.assemble import assemble, check_prompts, feasible_sizes, template_text
+from bonforge.prompts import template_text
+from bonforge.stages.assemble import assemble, check_prompts, feasible_sizes
 
 
 def pool(spec: dict[str, list[bool]], text_len: int = 20, domain: str = "math", statuses=None) -> pa.Table:
@@ -144,7 +145,7 @@ def _reference_assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.T
     import random
 
     from bonforge.schema import GENSELECT
-    from bonforge.stages.assemble import UNRELIABLE, token_counter
+    from bonforge.prompts import UNRELIABLE, token_counter
 
     template = template_text(cfg)
     count, counter_name = token_counter(cfg)
@@ -299,7 +300,7 @@ def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
 
 
 def test_template_placeholders_render_as_str_format_does(tmp_path):
-    from bonforge.stages.assemble import render_all
+    from bonforge.prompts import render_all
 
     path = tmp_path / "t.txt"
     path.write_text("{{lit}} {n:>3}|{last_index!r}|{question}|{question:.3}\n{candidates}")

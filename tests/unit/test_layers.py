@@ -1,6 +1,7 @@
 """The layering the README states: every module imports; no import cycle between bonforge modules (every
 import statement counts, also those inside functions); stage modules (``stages/``) and the declaration
-(``stage.py``) import neither the engine, the store, Ray nor Prefect; stage keys are derived in one place."""
+(``stage.py``) import neither the engine, the store, Ray nor Prefect, nor one another; stage keys are derived in
+one place."""
 
 from __future__ import annotations
 
@@ -137,6 +138,11 @@ DOWNWARD = [
     ("bonforge.llm", ("bonforge.engine", "bonforge.stages", "bonforge.storage", "bonforge.services")),
     ("bonforge.judging", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
     ("bonforge.engine", ("bonforge.services.builder", "bonforge.services.warm", "bonforge.services.prefect_server")),
+    # what the stages share is library code below them
+    ("bonforge.metrics", ("bonforge.stages",)),
+    ("bonforge.prompts", ("bonforge.stages",)),
+    ("bonforge.selector", ("bonforge.stages", "bonforge.engine", "bonforge.storage")),
+    ("bonforge.sources", ("bonforge.stages", "bonforge.engine", "bonforge.storage")),
 ]  # fmt: skip
 
 
@@ -145,3 +151,10 @@ def test_no_import_runs_back_up_a_layer(package, above):
     bad = {m: found for m in GRAPH if m == package or m.startswith(package + ".")
            for found in [[x for a in above for x in reaches(m, a)]] if found}  # fmt: skip
     assert bad == {}, bad
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("bonforge.stages.")))
+def test_a_stage_module_imports_no_other_stage_module(name):
+    """A stage module holds its declaration and its compute; what two stages share lives in a library module
+    (``metrics``, ``prompts``, ``selector``, ``sources``, ``judged_pool``, ...)."""
+    assert reaches(name, "bonforge.stages") == [], f"{name} imports {reaches(name, 'bonforge.stages')}"

@@ -7,7 +7,7 @@ import pytest
 
 from bonforge.errors import ConfigError
 from bonforge.llm import models
-from bonforge.stages.sample import model_identity
+from bonforge.llm.models import model_identity
 
 
 def test_a_known_name_has_a_fixed_identity_and_other_models_pass_through(tmp_path):

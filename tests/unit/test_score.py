@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bonforge.config import FilterConfig, ScoreConfig
-from bonforge.stages.score import default_ks, drop_reason, majority_at_k, max_at_k, pass_at_k, score
+from bonforge.metrics import default_ks, majority_at_k, max_at_k, pass_at_k
+from bonforge.stages.score import drop_reason, score
 
 
 def brute_pass(correct, k):
@@ -117,7 +118,7 @@ def test_majority_sampling_is_close_to_brute_force():
 def _old_majority(answers, correct, k, seed_text):
     """majority@k as the stage computed it before it was vectorised: exact enumeration when C(n, k) <= 512,
     else 512 seeded random subsets."""
-    from bonforge.stages.score import _answer_groups, _sampled_majority, _votes
+    from bonforge.metrics import _answer_groups, _sampled_majority, _votes
 
     groups, gc = _answer_groups(answers, correct)
     if not len(gc):

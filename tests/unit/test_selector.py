@@ -5,8 +5,10 @@ from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion
 from bonforge.schema import SELECTOR_EVAL
-from bonforge.stages.select_eval import (Judge, answer_groups, parse_judgment, pool_prompts, selector_from_spec,
-                                        summarize, unanimous)
+from bonforge.judging.judgment import parse_judgment
+from bonforge.prompts import answer_groups
+from bonforge.selector import Selector, selector_from_spec, unanimous
+from bonforge.stages.select_eval import pool_prompts, summarize
 
 
 @pytest.mark.parametrize("text, n, want", [
@@ -85,13 +87,13 @@ def test_judge_rows_and_summary():
               ("b#0", 1): "Judgment: 0", ("c#0", 0): "Judgment: 1", ("c#0", 1): "none"}
     engine = Scripted(script)
     sel = selector_from_spec("openai:m@http://x/v1")
-    table = Judge(sel, runs=2, skip_unanimous=True, engine=engine)(prompts())
+    table = Selector(sel, runs=2, skip_unanimous=True, engine=engine)(prompts())
     assert table.schema == SELECTOR_EVAL
     assert [r.id for r in engine.requests] == ["a#0", "b#0"]  # c#0 is unanimous
     rows = {(r["prompt_id"], r["run"]): r for r in table.to_pylist()}
     assert rows[("a#0", 0)]["correct"] and rows[("a#0", 0)]["seed"] == engine.requests[0].seed
     assert rows[("a#0", 1)]["judgment"] is None and not rows[("a#0", 1)]["parsed"]
-    assert rows[("a#0", 1)]["fallback_index"] == Judge(sel, 2, True, Scripted(script))(prompts()).to_pylist()[1][
+    assert rows[("a#0", 1)]["fallback_index"] == Selector(sel, 2, True, Scripted(script))(prompts()).to_pylist()[1][
         "fallback_index"]  # the fallback pick is seeded
     assert rows[("c#0", 0)]["skipped"] and rows[("c#0", 0)]["correct"] and rows[("c#0", 0)]["judgment"] is None
     s = summarize(table)
@@ -105,7 +107,7 @@ def test_judge_rows_and_summary():
 
 
 def test_a_prompt_the_engine_skipped_counts_as_unparsed():
-    table = Judge(selector_from_spec("openai:m@http://x/v1"), runs=1, skip_unanimous=False,
+    table = Selector(selector_from_spec("openai:m@http://x/v1"), runs=1, skip_unanimous=False,
                   engine=Scripted({("a#0", 0): "Judgment: 1", ("c#0", 0): "Judgment: 0"}, drop={"b#0"}))(prompts())
     b = [r for r in table.to_pylist() if r["prompt_id"] == "b#0"][0]
     assert not b["parsed"] and not b["skipped"] and b["response"] is None and b["seed"] is None
