@@ -175,8 +175,9 @@ def lookup(n_problems: int = 100_000) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = StageStore(tmp)
         for key in ("old", "new"):
-            store.put("problems", key, problems, version="1", config={}, upstream={})
-            store.put("candidates", key, cands, version="1", config={}, upstream={}, extra={"teacher": "t"})
+            for stage, table, extra in (("problems", problems, None), ("candidates", cands, {"teacher": "t"})):
+                store.write_shard(stage, key, 0, table)
+                store.commit(stage, key, 1, version="1", config={}, upstream={}, extra=extra)
         cases = [("verdicts", lambda k: verify.node(recipe, Ref("problems", k), Ref("candidates", k), {"math"}),
                   verdicts, lambda i: i.read("candidates"), lambda i: {"problems": i.read("problems")}),
                  ("samples", lambda k: sample.node(Ref("problems", k), teacher), cands,
@@ -189,7 +190,8 @@ def lookup(n_problems: int = 100_000) -> None:
             t0 = time.perf_counter()
             parts = reuse.plan(store, old, shards, context, [], look_up=False)  # the earlier build's ids
             ids_s = time.perf_counter() - t0
-            store.put(old.stage.name, old.key, output, version="1", config={}, upstream={})
+            store.write_shard(old.stage.name, old.key, 0, output)
+            store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
             man = store.manifest(old.stage.name, old.key)
             man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id",
                                                                                    *old.stage.rows.volatile]))

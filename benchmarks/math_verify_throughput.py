@@ -61,9 +61,11 @@ def stage(problems, cands, cfg, tmp: str, name: str):
     from bonforge.stages import verify
 
     store = StageStore(tmp)
-    refs = {stage: Ref(stage, f"{name}-{stage}", store.put(stage, f"{name}-{stage}", table, version="bench",
-                                                           config={}, upstream={}))
-            for stage, table in (("problems", problems), ("candidates", cands))}
+    refs = {}
+    for stage, table in (("problems", problems), ("candidates", cands)):
+        store.write_shard(stage, f"{name}-{stage}", 0, table)
+        refs[stage] = Ref(stage, f"{name}-{stage}", store.commit(stage, f"{name}-{stage}", 1, version="bench",
+                                                                  config={}, upstream={}))
     node = verify.MATH.bind(cfg.key_config(), refs, params={"cfg": cfg})
     t0, (c0, k0) = time.perf_counter(), cpu_seconds()
     run_node(store, node)

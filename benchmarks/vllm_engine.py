@@ -79,7 +79,8 @@ def bench_stage(problems: pa.Table, teacher: VLLMTeacher) -> tuple[float, list[s
     load_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as root:
         store = StageStore(root)
-        ref = Ref("problems", "bench", store.put("problems", "bench", problems, version="1", config={}, upstream={}))
+        store.write_shard("problems", "bench", 0, problems)
+        ref = Ref("problems", "bench", store.commit("problems", "bench", 1, version="1", config={}, upstream={}))
         man = run_node(store, sample.node(ref, teacher, engine=engine))
         texts = store.read("candidates", man["key"]).sort_by([("problem_id", "ascending"),
                                                              ("sample_index", "ascending")]).column("text")

@@ -165,7 +165,7 @@ def selection_prompts(pools: pa.Table, members: pa.Table, questions: dict[str, s
     pools = pools.to_pylist()
     members = [[info[c] for c in p["candidate_ids"]] for p in pools]
     rendered = prompts.render_all(template, [questions[p["problem_id"]] for p in pools],
-                                  [[c["text"] or "" for c in cands] for cands in members])
+                                   [[c["text"] or "" for c in cands] for cands in members])
     for p, cands, prompt in zip(pools, members, rendered):
         rows.append({"prompt_id": f"{p['problem_id']}#fusion", "problem_id": p["problem_id"], "prompt": prompt,
                      "n_candidates": len(cands), "n_tokens": count(prompt),

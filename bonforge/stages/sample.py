@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 from bonforge import identity, templates
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, problem_seed
-from bonforge.llm.models import model_identity
 from bonforge.llm.config import SampledTeacher
+from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, conform
 from bonforge.stage import Node, Ref, Rows, Stage, Written
 

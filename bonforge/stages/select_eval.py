@@ -43,8 +43,7 @@ def prompt_table(prompts: pa.Table, extracted: dict[str, str | None]) -> pa.Tabl
         if missing:
             raise DataError(f"candidate {missing[0]} has no verdict in this run", "genselect", pid, "candidate_ids")
         groups.append(answer_groups([extracted[c] for c in ids]))
-    cols = ["prompt_id", "problem_id", "prompt", "n_candidates", "correct_indices", "n_tokens"]
-    return t.select(cols).append_column("answer_groups", pa.array(groups, pa.list_(pa.int32())))
+    return t.select(SELECTION.names[:-1]).append_column("answer_groups", pa.array(groups, pa.list_(pa.int32())))
 
 
 def pool_prompts(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
@@ -65,7 +64,7 @@ def pool_prompts(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
         if len(chosen) >= cfg.min_candidates:
             drawn[pid] = chosen
     prompts = render_all(template, [c[0]["question"] for c in drawn.values()],
-                                  [[c["text"] for c in chosen] for chosen in drawn.values()])
+                         [[c["text"] for c in chosen] for chosen in drawn.values()])
     rows = []
     for (pid, chosen), prompt in zip(drawn.items(), prompts):
         n_tokens = count(prompt)

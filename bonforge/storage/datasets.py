@@ -135,10 +135,3 @@ def _upload(loc: S3Prefix, name: str, tmp: Path, manifest: dict) -> int:
             shutil.copyfileobj(f, out, 1 << 22)
     loc.write_bytes(loc.path(*folder, "manifest.json"), json_bytes(manifest))
     return manifest["version"]
-
-
-def latest(root, name: str):
-    """The folder of the newest published version of ``name`` in the store at ``root``, or None."""
-    loc = open_location(root)
-    published = [v for v in _versions(loc, name) if not loc.remote or _manifest(loc, name, v)]
-    return loc.path("datasets", name, f"v{published[-1]}") if published else None

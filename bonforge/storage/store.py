@@ -206,11 +206,6 @@ class StageStore:
         for name in self.loc.names(self.stage_dir(stage, key)):
             self.loc.remove(self._file(stage, key, name))
 
-    def put(self, stage: str, key: str, table: pa.Table, **commit_kwargs) -> dict:
-        """Write a whole (unsharded) table as one shard and commit it."""
-        self.write_shard(stage, key, 0, table)
-        return self.commit(stage, key, 1, **commit_kwargs)
-
     # -- runs --------------------------------------------------------------------------------------
     def record_run(self, run: dict):
         path = self.loc.path("runs", f"{run['run_id']}.json")

@@ -13,6 +13,7 @@ import math
 import secrets
 import time
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 from starlette.applications import Starlette
@@ -130,30 +131,27 @@ def _default(v):
 # -- parameters ----------------------------------------------------------------------------------------
 
 
-def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
+def _param(request: Request, name: str, default, parse: Callable, check: tuple[Callable, str]):
+    """The query parameter ``name``: ``default`` when absent or empty, else ``parse`` of its text, which
+    must pass ``check`` = (test, what a good value is); a bad one is refused naming both."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return default
+    test, good = check
     try:
-        value = int(raw)
+        value = parse(raw)
     except ValueError:
-        raise BadRequest(f"parameter {name!r} must be an integer, not {raw!r}") from None
-    if not low <= value <= high:
-        raise BadRequest(f"parameter {name!r} must be between {low} and {high}, not {value}")
+        value = None
+    if value is None or not test(value):
+        raise BadRequest(f"parameter {name!r} must be {good}, not {raw!r}")
     return value
 
 
-def _float(request: Request, name: str, default: float) -> float:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadRequest(f"parameter {name!r} must be a number, not {raw!r}") from None
-    if not math.isfinite(value):
-        raise BadRequest(f"parameter {name!r} must be a finite number, not {raw!r}")
-    return value
+def _between(low: int, high: int) -> tuple[Callable, str]:
+    return (lambda v: low <= v <= high), f"an integer between {low} and {high}"
+
+
+FINITE = (math.isfinite, "a finite number")
 
 
 def _required(request: Request, name: str) -> str:
@@ -166,7 +164,8 @@ def _required(request: Request, name: str) -> str:
 def _filter(request: Request) -> ProblemFilter:
     q = request.query_params
     return ProblemFilter(
-        teacher=q.get("teacher") or "*", min_rate=_float(request, "min", 0.0), max_rate=_float(request, "max", 1.0),
+        teacher=q.get("teacher") or "*", min_rate=_param(request, "min", 0.0, float, FINITE),
+        max_rate=_param(request, "max", 1.0, float, FINITE),
         kept=q.get("kept", ""), status=q.get("status", ""), domain=q.get("domain", ""), q=q.get("q", ""),
         sort=q.get("sort") or "problem_id", desc=q.get("desc") in ("1", "true"),
     ).check()
@@ -188,8 +187,8 @@ def _run(cat: Catalog, request: Request):
 
 
 def _problems(cat: Catalog, request: Request):
-    page = _int(request, "page", 0, 0, 10**9)
-    size = _int(request, "size", 50, 1, PAGE_MAX)
+    page = _param(request, "page", 0, int, _between(0, 10**9))
+    size = _param(request, "size", 50, int, _between(1, PAGE_MAX))
     return _json(views.problems_page(cat, _the_run(cat, request), _filter(request), page, size))
 
 

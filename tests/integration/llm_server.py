@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +25,20 @@ def answer(body: dict) -> dict:
         choice = {"index": 0, "text": text, "finish_reason": "length"}
     return {"id": "cmpl-" + digest, "object": "chat.completion", "choices": [choice],
             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 7, "total_tokens": len(prompt) // 4 + 7}}
+
+
+def adder(text: str) -> Callable[[int, dict], Step]:
+    """A script for prompts asking "What is A + B?": right for one seed in four (pass rate 0.25), else off by
+    one. ``text`` is the reply, with ``{value}`` for the sum given and ``{temperature}`` for the request's."""
+
+    def script(n: int, body: dict) -> Step:
+        a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", body["messages"][0]["content"]).groups())
+        reply = answer(body)
+        value = a + b if body["seed"] % 4 == 0 else a + b + 1
+        reply["choices"][0]["message"]["content"] = text.format(value=value, temperature=body.get("temperature"))
+        return 200, {}, reply
+
+    return script
 
 
 class ScriptedServer:

@@ -13,5 +13,6 @@ from bonforge.stages import sample
 
 def sample_stage(store: StageStore, problems: pa.Table, teacher, engine=None) -> dict:
     if not store.exists("problems", "pk"):
-        store.put("problems", "pk", problems, version="1", config={}, upstream={})
+        store.write_shard("problems", "pk", 0, problems)
+        store.commit("problems", "pk", 1, version="1", config={}, upstream={})
     return run_node(store, sample.node(Ref("problems", "pk", store.manifest("problems", "pk")), teacher, engine))

@@ -5,10 +5,9 @@ dataset content as a build from scratch."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
-from llm_server import ScriptedServer, answer
+from llm_server import ScriptedServer, adder
 from typer.testing import CliRunner
 
 from bonforge.cli import app
@@ -18,13 +17,7 @@ N = 4
 pytestmark = pytest.mark.slow  # Prefect + Ray start-up, several builds
 
 
-def solver(n: int, body: dict):
-    """Right for one seed in four, else off by one; the text also depends on the temperature."""
-    a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", body["messages"][0]["content"]).groups())
-    value = a + b if body["seed"] % 4 == 0 else a + b + 1
-    reply = answer(body)
-    reply["choices"][0]["message"]["content"] = f"At t={body['temperature']}: so the answer is \\boxed{{{value}}}."
-    return 200, {}, reply
+solver = adder("At t={temperature}: so the answer is \\boxed{{{value}}}.")  # the text depends on the temperature
 
 
 def write_problems(folder, name: str, count: int, reverse: bool = False, gold: dict[int, str] | None = None) -> str:

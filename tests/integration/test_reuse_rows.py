@@ -33,7 +33,8 @@ def teacher(url: str, **kw) -> OpenAITeacher:
 
 def sampled(store: StageStore, key: str, table: pa.Table, t: OpenAITeacher, reuse_rows: bool = True) -> dict:
     if not store.exists("problems", key):
-        store.put("problems", key, table, version="1", config={}, upstream={})
+        store.write_shard("problems", key, 0, table)
+        store.commit("problems", key, 1, version="1", config={}, upstream={})
     return run_node(store, sample.node(Ref("problems", key), t), reuse_rows)
 
 
@@ -101,8 +102,9 @@ def candidates_of(table: pa.Table, texts) -> pa.Table:
 
 
 def verdicts(store: StageStore, key: str, table: pa.Table, cands: pa.Table, recipe: Recipe, domain="math") -> dict:
-    store.put("problems", key, table, version="1", config={}, upstream={})
-    store.put("candidates", key, cands, version="1", config={}, upstream={})
+    for stage, t in (("problems", table), ("candidates", cands)):
+        store.write_shard(stage, key, 0, t)
+        store.commit(stage, key, 1, version="1", config={}, upstream={})
     node = verify.node(recipe, Ref("problems", key), Ref("candidates", key, {"teacher": "t"}), {domain})
     return run_node(store, node)
 

@@ -4,12 +4,11 @@ verification, stats, GenSelect and export run on the new candidates; a second ru
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from golden_keys import assert_golden
-from llm_server import ScriptedServer, answer
+from llm_server import ScriptedServer, adder
 from typer.testing import CliRunner
 
 from bonforge.cli import app
@@ -19,13 +18,7 @@ N = 8
 pytestmark = pytest.mark.slow  # Prefect + Ray start-up
 
 
-def solver(n: int, body: dict):
-    """Right for one seed in four (pass rate 0.25, inside the default GenSelect filter), else off by one."""
-    a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", body["messages"][0]["content"]).groups())
-    value = a + b if body["seed"] % 4 == 0 else a + b + 1
-    reply = answer(body)
-    reply["choices"][0]["message"]["content"] = f"<think>add them</think>So the answer is \\boxed{{{value}}}."
-    return 200, {}, reply
+solver = adder("<think>add them</think>So the answer is \\boxed{{{value}}}.")  # pass rate 0.25: GenSelect keeps it
 
 
 def test_run_samples_then_builds_the_dataset(tmp_path):

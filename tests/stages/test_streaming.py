@@ -70,9 +70,10 @@ def _store(root: Path, n: int) -> StageStore:
     rng = np.random.default_rng(n)
     store = StageStore(root)
     pids = [f"p{i:06d}" for i in range(n)]
-    store.put("problems", "p", conform(pa.table({"problem_id": pids, "source": ["s"] * n, "domain": ["math"] * n,
-                                                 "question": [f"What is {p}?" for p in pids], "answer": ["7"] * n}),
-                                       PROBLEMS), version="1", config={}, upstream={})
+    store.write_shard("problems", "p", 0, conform(pa.table({
+        "problem_id": pids, "source": ["s"] * n, "domain": ["math"] * n, "question": [f"What is {p}?" for p in pids],
+        "answer": ["7"] * n}), PROBLEMS))
+    store.commit("problems", "p", 1, version="1", config={}, upstream={})
     prose = "so we add the apples and get a total of seven " * 100
     for t in range(TEACHERS):
         pid = np.repeat(pids, SAMPLES).tolist()
@@ -80,15 +81,16 @@ def _store(root: Path, n: int) -> StageStore:
         lengths = rng.integers(1000, 4000, len(pid))
         text = [f"{c}: " + prose[:m] for c, m in zip(cid, lengths.tolist())]
         correct = rng.random(len(pid)) < 0.4
-        store.put("candidates", f"c{t}", conform(pa.table({"candidate_id": cid, "problem_id": pid,
-                                                           "teacher": [f"t{t}"] * len(pid), "text": text,
-                                                           "sample_index": [i % SAMPLES for i in range(len(pid))]}),
-                                                 CANDIDATES), version="1", config={}, upstream={})
-        store.put("verdicts", f"v{t}", conform(pa.table({
+        store.write_shard("candidates", f"c{t}", 0, conform(pa.table({
+            "candidate_id": cid, "problem_id": pid, "teacher": [f"t{t}"] * len(pid), "text": text,
+            "sample_index": [i % SAMPLES for i in range(len(pid))]}), CANDIDATES))
+        store.commit("candidates", f"c{t}", 1, version="1", config={}, upstream={})
+        store.write_shard("verdicts", f"v{t}", 0, conform(pa.table({
             "candidate_id": cid, "problem_id": pid, "teacher": [f"t{t}"] * len(pid),
             "extracted": np.where(correct, "7", "3").astype(object), "correct": correct,
             "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
-        }), VERDICTS), version="1", config={}, upstream={})
+        }), VERDICTS))
+        store.commit("verdicts", f"v{t}", 1, version="1", config={}, upstream={})
     return store
 
 

@@ -13,7 +13,8 @@ from bonforge.storage.store import StageStore
 
 
 def commit(store: StageStore, stage: str, key: str) -> None:
-    store.put(stage, key, pa.table({"problem_id": ["p"]}), version="1", config={}, upstream={})
+    store.write_shard(stage, key, 0, pa.table({"problem_id": ["p"]}))
+    store.commit(stage, key, 1, version="1", config={}, upstream={})
 
 
 def record(store: StageStore, run_id: str, stages: dict, status: str = "succeeded") -> None:

@@ -120,7 +120,8 @@ def test_local_model_identity_follows_the_files(tmp_path):
 def test_stage_key_is_known_before_running(tmp_path):
     t = openai_teacher()
     store = StageStore(tmp_path)
-    ref = Ref("problems", "pk", store.put("problems", "pk", problems("a?", "b?"), version="1", config={}, upstream={}))
+    store.write_shard("problems", "pk", 0, problems("a?", "b?"))
+    ref = Ref("problems", "pk", store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
     node = sample.node(ref, t, engine=EchoEngine())
     assert node.key == sample.node(Ref("problems", "pk"), t).key != sample.node(Ref("problems", "other"), t).key
     man = run_node(store, node)
@@ -139,7 +140,8 @@ class SkipsLong(EchoEngine):
 def test_a_skipped_prompt_is_reported_although_it_has_no_rows(tmp_path):
     store = StageStore(tmp_path)
     table = problems("a?", "a long one?", "b?")
-    ref = Ref("problems", "pk", store.put("problems", "pk", table, version="1", config={}, upstream={}))
+    store.write_shard("problems", "pk", 0, table)
+    ref = Ref("problems", "pk", store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
     man = run_node(store, sample.node(ref, openai_teacher(), engine=SkipsLong()))
     assert man["rows"] == 4 and man["skipped_requests"] == 1
     assert man["problems_short_of_n"] == ["p1"] and man["problems_short_of_n_count"] == 1

@@ -39,7 +39,8 @@ def test_a_node_key_is_its_stage_config_and_upstream_keys():
 
 
 def test_the_manifest_records_the_identity_the_key_was_derived_from(store):
-    up = store.put("up", "u1", pa.table({"problem_id": ["p1"]}), version="1", config={}, upstream={})
+    store.write_shard("up", "u1", 0, pa.table({"problem_id": ["p1"]}))
+    up = store.commit("up", "u1", 1, version="1", config={}, upstream={})
     node = Stage("s", "3", compute=lambda t, up_rows: t.append_column("n", pa.array([up_rows])),
                  table=lambda i: i.read("up"), context=lambda i: {"up_rows": i.read("up").num_rows},
                  summary=lambda w: {"n_total": w.read(["n"]).num_rows}).bind(

@@ -324,11 +324,13 @@ def test_a_running_build_shows_the_stages_it_has_committed(tmp_path):
     store = StageStore(tmp_path / "store")
     kw = {"version": "1", "config": {}, "upstream": {}}
     empty = pa.Table.from_pylist([], schema=PROBLEMS)
-    store.put("problems", "before", empty, **kw)
+    store.write_shard("problems", "before", 0, empty)
+    store.commit("problems", "before", 1, **kw)
     time.sleep(1.1)  # manifests record whole seconds
     store.record_run({"run_id": "r1", "recipe_name": "x", "status": "running", "started": utc_now(), "stages": {}})
     with TestClient(create_app(store), base_url="http://127.0.0.1") as c:
         assert ok(c.get("/api/run"))["stages"] == []
-        store.put("problems", "during", empty, **kw)
+        store.write_shard("problems", "during", 0, empty)
+        store.commit("problems", "during", 1, **kw)
         stages = ok(c.get("/api/run"))["stages"]  # refreshed: the new stage is there, the old one is not
         assert [(s["stage"], s["key"], s["rows"]) for s in stages] == [("problems", "during", 0)]

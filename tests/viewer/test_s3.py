@@ -35,7 +35,8 @@ def small_store(store: StageStore, n: int = 6) -> None:
     kw = {"version": "1", "config": {}, "upstream": {}}
     for stage, rows, schema in (("problems", problems, PROBLEMS), ("candidates", cands, CANDIDATES),
                                 ("verdicts", verdicts, VERDICTS), ("problem_stats", stats, PROBLEM_STATS)):
-        store.put(stage, "k-" + stage, pa.Table.from_pylist(rows, schema=schema), **kw)
+        store.write_shard(stage, "k-" + stage, 0, pa.Table.from_pylist(rows, schema=schema))
+        store.commit(stage, "k-" + stage, 1, **kw)
     store.record_run({"run_id": "r1", "recipe_name": "small", "status": "succeeded", "started": utc_now(),
                       "finished": utc_now(), "stages": {s: ["k-" + s] for s in ("problems", "candidates", "verdicts",
                                                                                 "problem_stats")}})
