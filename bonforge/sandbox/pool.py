@@ -688,7 +688,7 @@ class SandboxPool:
                 self.image = tag
             self._started = True
             _live_pools.add(self)
-        slots = [[None] for _ in range(self.cfg.pool_size)]
+        slots = [[None, None] for _ in range(self.cfg.pool_size)]  # [worker, its replacement starting]
         with ThreadPoolExecutor(self.cfg.pool_size) as ex:
             list(ex.map(self._ensure, slots))
         for slot in slots:
@@ -709,12 +709,25 @@ class SandboxPool:
             worker = _Worker(lambda: _start_container(self.cfg, self.image, name, socket_dir), name,
                              self.cfg.startup_timeout_s, socket_dir, _is_runner)  # fmt: skip
         with self._lock:
-            self._workers.add(worker)
+            closed = self._closed
+            if not closed:
+                self._workers.add(worker)
+        if closed:  # closed while it started (a replacement in the background)
+            worker.kill()
+            raise SandboxError("the sandbox pool is closed")
         return worker
 
     def _ensure(self, slot: list) -> None:
+        """The slot's worker: the replacement started in the background when there is one, else a new one."""
         if slot[0] is None:
-            slot[0] = self._spawn()
+            pending, slot[1] = slot[1], None
+            slot[0] = self._spawn() if pending is None else pending.result()
+
+    def _replace_later(self, slot: list) -> None:
+        """Start the replacement of a slot's lost worker now, in the background: the next request on the slot
+        does not wait for a whole container start, and the start is the cost of the batch that lost it."""
+        if slot[0] is None and slot[1] is None and not self._closed:
+            slot[1] = Background(self._spawn)
 
     def _discard(self, slot: list, hung: bool = False) -> None:
         """Stop the slot's worker; a hung one (it may be stopped or frozen) is killed at once."""
@@ -833,6 +846,7 @@ class SandboxPool:
                     self._discard(slot)
         finally:
             lanes.remove(inflight)
+            self._replace_later(slot)
             self._slots.put(slot)
 
     @staticmethod
@@ -929,6 +943,13 @@ class SandboxPool:
             if self._closed:
                 return
             self._closed = True
+        for slot in list(self._slots.queue):  # a replacement still starting removes its own container
+            if slot[1] is not None:
+                try:
+                    slot[1].result()
+                except Exception:  # it failed to start: nothing of it to remove
+                    pass
+        with self._lock:
             workers, self._workers = list(self._workers), set()
         try:  # in parallel: each removal waits for the engine
             with ThreadPoolExecutor(max(1, min(len(workers), 16))) as ex:
