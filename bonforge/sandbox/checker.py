@@ -555,13 +555,7 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
     ``runner.py``, the value codec), built if missing."""
     from bonforge.sandbox import image as image_mod
 
-    tag = cfg.image or image_mod.default_tag()
-    if not image_mod.image_exists(tag):
-        if not cfg.build_image:
-            from bonforge.errors import SandboxError
-
-            raise SandboxError(f"sandbox image {tag} is missing; run `bonforge sandbox build-image`")
-        image_mod.build_image(tag)
+    tag = image_mod.ensure_image(cfg.image, cfg.build_image)
     mem = memory_mb + 64
     return [
         "docker", "run", "-i", "--rm", "--init", "--name", name,
