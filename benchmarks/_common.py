@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BONFORGE_DATA", REPO.parent / "shared" / "data"))
 GSM8K_RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
+
+
+def side_by_side(probe: str, against: Path, rounds: int) -> dict[str, list[float]]:
+    """``{"this tree": medians, "against": medians}`` of the numbers ``probe`` (Python source) prints as a JSON
+    list on its last line, run in a fresh interpreter with this tree's code and with the code under
+    ``against`` in turn, ``rounds`` times (alternating, so that load on the machine hits both alike)."""
+    runs: dict[str, list[list[float]]] = {"this tree": [], "against": []}
+    for _ in range(rounds):
+        for label, tree in (("this tree", REPO), ("against", against.resolve())):
+            out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(tree)},
+                                 capture_output=True, text=True, check=True, cwd=tree)  # fmt: skip
+            runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {k: [statistics.median(col) for col in zip(*v)] for k, v in runs.items()}
 
 
 def gsm8k_tables():

@@ -10,12 +10,9 @@ must exist (``python -m bonforge.sandbox build-image`` in each).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from _common import side_by_side
 
 PROBE = """
 import json, time
@@ -36,27 +33,15 @@ print(json.dumps([started, time.perf_counter() - t0, client]))
 """
 
 
-def once(tree: Path, n: int) -> list[float]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", PROBE.format(n=n)], env=env, capture_output=True, text=True,
-                         check=True, cwd=tree)  # fmt: skip
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--against", type=Path, required=True, help="another checkout of bonforge")
     parser.add_argument("-n", type=int, default=8, help="containers per pool")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    here = Path(__file__).resolve().parents[1]
-    runs: dict[str, list[list[float]]] = {"this tree": [], "against": []}
-    for _ in range(args.rounds):  # alternating, so that load on the machine hits both alike
-        runs["this tree"].append(once(here, args.n))
-        runs["against"].append(once(args.against.resolve(), args.n))
+    med = side_by_side(PROBE.format(n=args.n), args.against, args.rounds)
     print(f"pool of {args.n} containers, median of {args.rounds} rounds (start = every runner ready; client = "
           "loading and connecting the Docker SDK, once per process, where the tree uses it)")  # fmt: skip
-    med = {k: [statistics.median(r[i] for r in v) for i in (0, 1, 2)] for k, v in runs.items()}
     for label, (start, close, client) in med.items():
         print(f"{label:<10} start {start:6.2f} s   close {close:6.2f} s   client {client:5.2f} s")
     (s, c, k), (s0, c0, k0) = med["this tree"], med["against"]

@@ -50,7 +50,8 @@ import pyarrow.compute as pc
 from bonforge.sandbox.checker import shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.image import build_image
-from bonforge.sandbox.pool import SandboxPool, docker_argv
+from bonforge.sandbox.container import docker_argv
+from bonforge.sandbox.pool import SandboxPool
 from bonforge.judging.spec import parse_spec
 from bonforge.sources.code import import_codet_pool, load_humaneval
 from bonforge.schema import CANDIDATES

@@ -242,18 +242,8 @@ class _Check:
                 exec(self.planning if proxy.answers is None else self.check, ns)
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
-                if os.getpid() != _SERVER[0]:  # a process the check forked never serves a request
+                if os.getpid() != _SERVER[0]:  # a process the check forked never answers
                     os._exit(0)
-                if _SERVER[1]:  # in its container: no process the check started outlives its run
-                    try:
-                        os.kill(-1, signal.SIGKILL)  # every process this uid may signal but this one (and init)
-                    except OSError:
-                        pass
-                    try:
-                        while os.waitpid(-1, 0):  # its own children reaped (init reaps the others)
-                            pass
-                    except ChildProcessError:
-                        pass
         except BaseException as e:  # noqa: BLE001 (whatever the check raised is its verdict)
             return e
         return None
@@ -297,44 +287,193 @@ def _replay(check: _Check, item: dict) -> dict:
     return {"status": "runtime_error", "error": f"the check failed on the program's answers: {message}"}
 
 
-_SERVER = [0, False]  # the pid of the checker process; whether it is alone in a container of its own
+_SERVER = [0, False]  # the pid of the process running a check; whether it is alone in a container of its own
 KEEP_CHECKS = 1024  # compiled checks a checker process keeps (the oldest forgotten first; replanned on demand)
+MAX_CHILD_ANSWER = 64 << 20  # bytes of one answer a check's process may hand back (the host caps it lower)
+
+
+LIVE_CHECKS = 4  # problems' check processes a checker process keeps alive (the least recent ended first)
 
 
 def serve(memory_mb: int, contained: bool = False) -> None:
-    """The checker process: ``ready``, then one JSON request per line on stdin, one answer per line on stdout."""
+    """The checker process: ``ready``, then one JSON request per line on stdin, one answer per line on stdout.
+    Each problem's check runs in a process of its own (``_Child``, forked for its first request and kept
+    for the next ones): what one problem's check changes (modules, builtins, this process's state) never
+    reaches another problem's."""
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     sys.set_int_max_str_digits(0)  # _key: the check's own integer arguments, of any length
     signal.signal(signal.SIGPROF, _on_alarm)
+    _not_dumpable()
     out = os.fdopen(os.dup(1), "w")
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        if fd:
-            os.dup2(null, fd)
+    for fd in (1, 2):
+        os.dup2(null, fd)
     _SERVER[:] = [os.getpid(), contained]
     out.write('{"event": "ready"}\n')
     out.flush()
     checks: dict[str, _Check] = {}
+    children: dict[str, _Child] = {}
     for line in sys.stdin:
         req = json.loads(line)
         try:
+            key = req["key"]
             if req["op"] == "plan":
                 while len(checks) >= KEEP_CHECKS:
                     del checks[next(iter(checks))]
-                check = checks[req["key"]] = _Check(req["context"], req["check"], req["entry"])
-                proxy = _Proxy(None, None, None, None)
-                exc = check.run(proxy, PLAN_TIME_S)
-                check.first_plan, check.first_values = proxy.made, _decode_plan(proxy.made)
-                answer = {"plan": proxy.made, "error": "" if exc is None else f"{type(exc).__name__}: {exc}"[:300]}
-            elif req["key"] not in checks:
+                checks[key] = _Check(req["context"], req["check"], req["entry"])
+                if key in children:
+                    children.pop(key).end()
+            if key not in checks:
                 answer = {"unknown": True}
             else:
-                answer = _replay(checks[req["key"]], req)
+                child = children.pop(key, None)
+                while child is None and len(children) >= LIVE_CHECKS:
+                    children.pop(next(iter(children))).end()
+                child = child or _Child(checks[key], out, null, children)
+                children[key] = child  # the most recent last
+                answer = child.answer(line)
+                if "fault" in answer:
+                    children.pop(key).end()
+                elif req["op"] == "plan" and _calls_ok(answer.get("plan")):
+                    checks[key].first_plan, checks[key].first_values = answer["plan"], _decode_plan(answer["plan"])
         except Exception as e:  # a check that cannot even be compiled or rebuilt: the problem's fault
             answer = {"fault": f"{type(e).__name__}: {e}"[:500]}
         answer["n"] = req["n"]  # which request it answers (the host takes no other)
         out.write(json.dumps(answer) + "\n")
         out.flush()
+    for child in children.values():
+        child.end()
+
+
+def _not_dumpable() -> None:
+    """This process's /proc entries become root's (its check processes inherit it): a check's process (same
+    uid) cannot reach another's memory or descriptors through them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    except (OSError, AttributeError):
+        pass
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+                found += kids
+                todo += kids
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+class _Child:
+    """One problem's check process, forked from the checker process: it answers that check's requests through
+    two pipes of its own, holding no channel to the host (it cannot read another request or answer one)
+    nor any other check process's pipes. It is a subreaper: after each request it kills every process its
+    check started (in a container), so none outlives the request."""
+
+    def __init__(self, check: _Check, out, null: int, others: dict):
+        req_r, self._req = os.pipe()
+        self._ans, ans_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.dup2(null, 0)
+            keep = {0, 1, 2, req_r, ans_w}
+            for fd in (out.fileno(), self._req, self._ans, *(f for c in others.values() for f in (c._req, c._ans))):
+                if fd not in keep:
+                    os.close(fd)
+            _SERVER[0] = os.getpid()
+            try:
+                import ctypes
+
+                ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the check's orphans are ours
+            except (OSError, AttributeError):
+                pass
+            self._serve(check, req_r, ans_w)
+        os.close(req_r)
+        os.close(ans_w)
+        self._from = os.fdopen(self._ans, "rb")
+
+    @staticmethod
+    def _serve(check: _Check, req_r: int, ans_w: int) -> None:
+        try:
+            with os.fdopen(req_r, "rb") as requests:
+                for line in requests:
+                    try:
+                        req = json.loads(line)
+                        if req["op"] == "plan":
+                            proxy = _Proxy(None, None, None, None)
+                            exc = check.run(proxy, PLAN_TIME_S)
+                            check.first_plan, check.first_values = proxy.made, _decode_plan(proxy.made)
+                            answer = {"plan": proxy.made,
+                                      "error": "" if exc is None else f"{type(exc).__name__}: {exc}"[:300]}
+                        else:
+                            answer = _replay(check, req)
+                        data = json.dumps(answer).encode() + b"\n"
+                    except BaseException as e:  # noqa: BLE001 (the check's own failure: its problem's fault)
+                        data = json.dumps({"fault": f"{type(e).__name__}: {e}"[:500]}).encode() + b"\n"
+                    if _SERVER[1]:
+                        _kill_all(os.getpid())
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(ans_w, view) :]
+        finally:
+            os._exit(0)
+
+    def answer(self, line: str) -> dict:
+        """Hand the process the request line; its answer (a fault when it ended without a readable one)."""
+        try:
+            os.write(self._req, line.encode() if line.endswith("\n") else line.encode() + b"\n")
+        except OSError:
+            pass
+        try:
+            raw = self._from.readline(MAX_CHILD_ANSWER)
+            answer = json.loads(raw) if raw.endswith(b"\n") else None
+        except (OSError, ValueError, RecursionError, MemoryError):
+            answer = None
+        return answer if type(answer) is dict else {"fault": "the check's process ended without an answer"}
+
+    def end(self) -> None:
+        """Kill it and every process its check started; reaped once gone (SIGKILL lets none run again)."""
+        _kill_all(self.pid)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for fd in (self._req,):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._from.close()
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+
+def _kill_all(pid: int) -> None:
+    """Every descendant of ``pid`` killed (until none is left: one may fork while we look)."""
+    for _ in range(100):
+        found = _descendants(pid)
+        if not found:
+            return
+        for p in found:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
 
 
 VERDICTS = frozenset({"passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"})
@@ -555,13 +694,7 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
     ``runner.py``, the value codec), built if missing."""
     from bonforge.sandbox import image as image_mod
 
-    tag = cfg.image or image_mod.default_tag()
-    if not image_mod.image_exists(tag):
-        if not cfg.build_image:
-            from bonforge.errors import SandboxError
-
-            raise SandboxError(f"sandbox image {tag} is missing; run `bonforge sandbox build-image`")
-        image_mod.build_image(tag)
+    tag = image_mod.ensure_image(cfg.image, cfg.build_image)
     mem = memory_mb + 64
     return [
         "docker", "run", "-i", "--rm", "--init", "--name", name,

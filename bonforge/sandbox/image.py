@@ -185,6 +185,17 @@ def build_image(tag: str | None = None, force: bool = False) -> str:
     return tag
 
 
+def ensure_image(tag: str | None, build: bool) -> str:
+    """The sandbox image ``tag`` (the runner's own when None), built here when missing if ``build``; a
+    ``SandboxError`` naming the command that builds it otherwise. Shared by the pool and the checker."""
+    tag = tag or default_tag()
+    if not image_exists(tag):
+        if not build:
+            raise SandboxError(f"sandbox image {tag} is missing; run `bonforge sandbox build-image`")
+        build_image(tag)
+    return tag
+
+
 def remove(*ids: str) -> None:
     """Kill and remove containers (by id or name); those already gone are no error."""
     for cid in ids:

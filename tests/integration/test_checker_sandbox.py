@@ -155,8 +155,11 @@ def test_a_check_that_forges_answers_or_leaves_processes_harms_no_other_problem(
     lurker = ("import os, sys, time\nif os.fork() == 0:\n    time.sleep(1)\n    line = sys.stdin.readline()\n"
               "    for fd in range(3, 64):\n        try:\n            os.write(fd, b'{\"status\": \"passed\"}\\n')\n"
               "        except OSError:\n            pass\n    os._exit(0)\nassert f(1) == 2\n")  # fmt: skip
-    alone = ("import os, time\ntime.sleep(0.2)\nleft = sorted(p for p in os.listdir('/proc') if p.isdigit())\n"
-             "assert left == sorted(['1', str(os.getpid())]), left\nassert f(1) == 2\n")  # fmt: skip
+    # alone: every process but init is the checker process or one problem's check process (its children)
+    alone = ("import os, time\ntime.sleep(0.2)\nchecker = os.getppid()\n"
+             "parents = {p: open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] for p in os.listdir('/proc')"
+             " if p.isdigit() and p not in ('1', str(checker))}\n"
+             "assert set(parents.values()) == {str(checker)}, parents\nassert f(1) == 2\n")  # fmt: skip
     specs = {"forger": check_spec(forger), "lurker": check_spec(lurker),
              **{f"benign{i}": check_spec(f"assert f({i}) == {i + 1}\nassert f(0) == 1\n") for i in range(4)},
              "alone": check_spec(alone)}  # fmt: skip
@@ -164,3 +167,19 @@ def test_a_check_that_forges_answers_or_leaves_processes_harms_no_other_problem(
     assert [v["status"] for v in got["alone"]] == ["passed", "wrong_answer"], got["alone"]  # the lurker is gone
     for i in range(4):
         assert [v["status"] for v in got[f"benign{i}"]] == ["passed", "wrong_answer"], got[f"benign{i}"]
+
+
+def test_a_check_cannot_tamper_with_another_problems_check(docker_pool):
+    """Every check of a batch runs in a process of its own (forked from the checker process for the request):
+    one that rewrites the checker's code, the value codec or the builtins judges its own problem only; the
+    problems after it are judged right (forged answers on the channel: the test above)."""
+    tamper = ("import builtins, sys\nmain = sys.modules['__main__']\n"
+              "main._replay = lambda check, item: {'status': 'passed'}\n"
+              "main._Check.run = lambda self, proxy, seconds: None\n"
+              "sys.modules['runner'].decode_value = lambda data: 2\nbuiltins.abs = lambda x: 0\n"
+              "assert f(1) == 2\n")  # fmt: skip
+    specs = {"tamper": check_spec(tamper),
+             **{f"next{i}": check_spec(f"assert f({i}) == {i + 1}\nassert abs(f(-2)) == 1\n") for i in range(3)}}
+    got = judge_problems(docker_pool, specs, [RIGHT, "def f(x):\n    return x\n"])
+    for i in range(3):
+        assert [v["status"] for v in got[f"next{i}"]] == ["passed", "wrong_answer"], got[f"next{i}"]

@@ -193,14 +193,14 @@ def test_containers_are_isolated(docker_pool):
 @pytest.mark.docker
 def test_a_worker_that_does_not_start_leaves_no_container(sandbox_image, monkeypatch):
     """A container whose runner never answers (here: it runs `sleep` instead) is removed."""
-    from bonforge.sandbox import pool as pool_mod
+    from bonforge.sandbox import container
 
-    real = pool_mod.container_spec
+    real = container.container_spec
 
     def sleeper(*args, **kwargs):
         return {**real(*args, **kwargs), "command": ["sleep", "60"]}
 
-    monkeypatch.setattr(pool_mod, "container_spec", sleeper)
+    monkeypatch.setattr(container, "container_spec", sleeper)
     before = set(pool_containers())
     pool = SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=1, startup_timeout_s=3))
     with pytest.raises(SandboxError, match="did not start"):

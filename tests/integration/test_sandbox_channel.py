@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from bonforge.sandbox import container
 from bonforge.sandbox import pool as pool_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
@@ -24,8 +25,8 @@ from test_sandbox import ADD, judge
 def test_socket_folder_is_private_and_the_socket_gone(docker_pool):
     for worker in list(docker_pool._workers):
         st = os.stat(worker._dir)
-        assert (st.st_mode & 0o777, st.st_uid) == (0o700, pool_mod.RUNNER_UID)
-        assert not os.path.exists(os.path.join(worker._dir, pool_mod.SOCKET_NAME))
+        assert (st.st_mode & 0o777, st.st_uid) == (0o700, container.RUNNER_UID)
+        assert not os.path.exists(os.path.join(worker._dir, container.SOCKET_NAME))
 
 
 def _impostor(path: str, stop: threading.Event, seen: list) -> None:
@@ -50,15 +51,15 @@ def _impostor(path: str, stop: threading.Event, seen: list) -> None:
 def test_a_process_that_connects_first_is_turned_away(sandbox_image, monkeypatch):
     """A local process that reaches the socket before the runner (here: the runner starts 1 s late) is
     refused by its peer credentials; the real runner still gets in and judges."""
-    real, stop, seen = pool_mod.container_spec, threading.Event(), []
+    real, stop, seen = container.container_spec, threading.Event(), []
 
     def late_runner(cfg, image, name, socket_dir=None, **kwargs):
-        path = os.path.join(socket_dir, pool_mod.SOCKET_NAME)
+        path = os.path.join(socket_dir, container.SOCKET_NAME)
         threading.Thread(target=_impostor, args=(path, stop, seen), daemon=True).start()
         spec = real(cfg, image, name, socket_dir, **kwargs)
         return {**spec, "command": ["sh", "-c", 'sleep 1; exec "$@"', "sh", *spec["command"]]}
 
-    monkeypatch.setattr(pool_mod, "container_spec", late_runner)
+    monkeypatch.setattr(container, "container_spec", late_runner)
     try:
         with SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=1, time_limit_s=1.0, memory_mb=256)) as pool:
             assert [v["status"] for v in judge(pool, [ADD, "print(5)\n"])] == ["passed", "wrong_answer"]
