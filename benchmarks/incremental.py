@@ -7,7 +7,8 @@
   it switched off (the stages' ``rows`` declarations removed), and the time the reuse code itself spent
   in the driver (identities, look-up, row index) as a share of the build (target <= 3 %);
 * ``lookup``: the look-up for 100,000 problems x 16 candidates (1.6 M rows) that an earlier output holds:
-  identities, index read and join, rows fetched (target <= 2 s), for the verdicts and for the samples.
+  identities, index read and join, rows fetched (target <= 2 s), for the verdicts and for the samples; and
+  the verdicts' identities side by side with the layout before (a SHA-256 over every part by DuckDB).
 
     python benchmarks/incremental.py [grow|overhead|lookup[:PROBLEMS] ...]     (default: all three)
 
@@ -85,6 +86,25 @@ def grow() -> None:
     print(f"  sampling stage, +10 % / from scratch: {ratio:.3f}x (target <= 0.15x)")
 
 
+def sha256_verdict_ids(settings_hex: str, problems, candidates):
+    """The verdict identities before XXH3 (``bonforge.identity`` until then, for the ratio): a SHA-256 by
+    DuckDB over the problem's digest and the candidate's length-prefixed text."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from bonforge import identity
+
+    parts = zip(*(problems.column(c).to_pylist() for c in ("domain", "gold")))
+    prefix = pa.array([identity.hashlib.sha256(b"".join([settings_hex.encode(), *map(identity._field, v)])).hexdigest()
+                       for v in parts])
+    pos = pc.index_in(candidates.column("problem_id"), value_set=problems.column("problem_id"))
+    con = duckdb.connect()
+    con.register("r", pa.table({"h": prefix.take(pos), "text": candidates.column("text")}))
+    text = "(CASE WHEN text IS NULL THEN '~' ELSE strlen(text)::VARCHAR || ':' || text END)"
+    return con.sql(f"SELECT unhex(left(sha256(h || {text}), 32)) AS id FROM r").to_arrow_table().column("id")
+
+
 class Timed:
     """Wraps the reuse functions the driver calls and adds up their time."""
 
@@ -141,6 +161,7 @@ def lookup(n_problems: int = 100_000) -> None:
     import numpy as np
     import pyarrow as pa
 
+    from bonforge import identity
     from bonforge.config import Recipe
     from bonforge.engine import reuse
     from bonforge.engine.shards import StoreInputs, plan_shards
@@ -172,6 +193,17 @@ def lookup(n_problems: int = 100_000) -> None:
                                     "export": {"name": "d"}})
     teacher = OpenAITeacher(engine="openai", name="t", model="m", n=per, shard_problems=64)
     print(f"lookup: {n_problems:,} problems x {per} = {rows:,} rows held by an earlier output ({load()})")
+    gold = pa.table({"problem_id": problems.column("problem_id"), "domain": problems.column("domain"),
+                     "gold": problems.column("answer")})
+    times = {}
+    for name, ids in (("SHA-256 by DuckDB (before)", sha256_verdict_ids),
+                      ("XXH3 from the buffers", identity.verdict_ids)):
+        t0 = time.perf_counter()
+        ids("s", gold, cands)
+        times[name] = time.perf_counter() - t0
+        print(f"  verdict identities, {name:<26} {times[name]:5.2f} s")
+    before, after = times.values()
+    print(f"  verdict identities, after / before: {after / before:.2f}x")
     with tempfile.TemporaryDirectory() as tmp:
         store = StageStore(tmp)
         for key in ("old", "new"):

@@ -10,8 +10,9 @@ process's user + system seconds, DuckDB's and Arrow's threads included: on a sha
 mostly measures the wait for a core) and its own peak RSS; the process's peak RSS (target <= 2 GB, flat in
 the size); the prompt bytes written per second of genselect and export; a DuckDB pass-rate-by-teacher query
 through the catalog (target < 2 s); with ``--report``, ``bonforge report`` of the run in a process of its
-own (target <= 30 s); then the time and peak-RSS ratios of the largest to the smallest size. The stages run
-this checkout's code (``bonforge`` from the repository root).
+own (target <= 30 s); with ``--lookup``, the row-reuse look-up of ``incremental.py`` over that many problems
+x 16 candidates (at most 100,000 problems: the issue's 1.6 M rows, target <= 2 s); then the time and peak-RSS
+ratios of the largest to the smallest size. The stages run this checkout's code (``bonforge`` from the repository root).
 
 With ``--baseline DIR`` (another checkout of bonforge, e.g. ``git worktree add DIR main``), the same
 generated store is also run by that code, first, and the times are printed side by side with their ratios
@@ -21,6 +22,7 @@ and whether both published the same dataset bytes.
     python benchmarks/scale.py --sizes 100000 1000000
     python benchmarks/scale.py --baseline ../bonforge-main
     python benchmarks/scale.py --sizes 100000 --texts realistic --report
+    python benchmarks/scale.py --sizes 100000 1000000 --lookup
 """
 
 from __future__ import annotations
@@ -264,10 +266,10 @@ def report(store_root: str) -> dict:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 
 
-def _child(*args: str, code: Path = REPO) -> str:
-    """Run this script in a fresh process with the bonforge of the checkout ``code``."""
+def _child(*args: str, code: Path = REPO, script: str = __file__) -> str:
+    """Run this script (or another ``script``) in a fresh process with the bonforge of the checkout ``code``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, __file__, *args], check=True, stdout=subprocess.PIPE, text=True, env=env)
+    out = subprocess.run([sys.executable, script, *args], check=True, stdout=subprocess.PIPE, text=True, env=env)
     return out.stdout.strip()
 
 
@@ -293,6 +295,8 @@ def main() -> None:
     ap.add_argument("--texts", choices=["short", "realistic"], default="short",
                     help="candidate texts of 400 characters, or a chain-of-thought-like spread of lengths")
     ap.add_argument("--report", action="store_true", help="also time `bonforge report` of each size's run")
+    ap.add_argument("--lookup", action="store_true",
+                    help="also time the row-reuse look-up (benchmarks/incremental.py) for each size, up to 1.6 M rows")
     args = ap.parse_args()
     results = {}
     for n in args.sizes:
@@ -328,6 +332,9 @@ def main() -> None:
         if rep:
             print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), "
                   f"peak RSS {rep['peak_rss_mb']} MB")
+        if args.lookup:
+            lines = _child(f"lookup:{min(n, 100_000)}", script=str(REPO / "benchmarks" / "incremental.py"))
+            print("\n".join(f"         {line.strip()}" for line in lines.splitlines()))
     small, large = min(results), max(results)
     if small != large:
         ratio = results[large]["wall_s"] / results[small]["wall_s"]

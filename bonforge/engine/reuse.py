@@ -57,10 +57,10 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     assert rows is not None
     table = shards[0] if len(shards) == 1 else pa.concat_tables(shards)
     ids = rows.ids(table, context, node.params)
-    shard_of = np.repeat(np.arange(len(shards)), [s.num_rows for s in shards])
-    pids = table.column("problem_id")
-    first = pc.index_in(ids.column("problem_id"), value_set=pids)  # a problem's first row: its shard
-    per_row = shard_of[first.to_numpy(zero_copy_only=False)] if ids.num_rows else np.array([], dtype=int)
+    problems = [pc.unique(s.column("problem_id")) for s in shards]  # each problem in one shard only
+    shard_of = np.repeat(np.arange(len(shards)), [len(p) for p in problems])
+    pos = pc.index_in(ids.column("problem_id"), value_set=pa.concat_arrays(problems) if problems else pa.array([]))
+    per_row = shard_of[pos.to_numpy(zero_copy_only=False)] if ids.num_rows else np.array([], dtype=int)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(per_row, minlength=len(shards)))])
     parts = [Part(ids.slice(bounds[i], bounds[i + 1] - bounds[i])) for i in range(len(shards))]
     if not look_up or not todo:

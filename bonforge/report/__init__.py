@@ -61,6 +61,16 @@ def _figure(store: StageStore, plot, code: str) -> bytes:
     return png
 
 
+def stages_table(con) -> str:
+    """The run's stages: rows in each output, rows computed by this run and rows reused (taken from earlier
+    outputs by row reuse; a cached output counts neither), wall time and whether the output was cached."""
+    stages = con.sql("SELECT stage, key, rows, rows_computed, rows_reused, wall_s, cached FROM run_stages "
+                     "ORDER BY stage, key").fetchall()
+    head = "".join(f"<th>{h}</th>" for h in ("stage", "key", "rows", "computed", "reused", "wall s", "cached"))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
+    return f'<h2>Stages</h2><table id="stages"><tr>{head}</tr>{body}</table>'
+
+
 def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
     """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
     S3); returns the HTML file's path."""
@@ -82,7 +92,6 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
             f'<section id="{p.name}" data-rows="{n}"><h2>{html.escape(p.title)}</h2>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             f"<details><summary>query ({n} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
-    stages = con.sql("SELECT stage, key, rows, wall_s, cached FROM run_stages ORDER BY stage, key").fetchall()
     if "contamination" in run["stages"]:
         dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "
                           "GROUP BY why ORDER BY why").fetchall()  # fmt: skip
@@ -91,7 +100,6 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
                            f"<tr><th>dropped by</th><th>problems</th></tr>{cells or '<tr><td>none</td><td>0</td></tr>'}"
                            "</table><details><summary>query</summary><code>SELECT * FROM contamination</code>"
                            "</details></section>")  # fmt: skip
-    stage_rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
     for key in run["stages"].get("genselect", [])[:1]:  # what assembly left out for length
@@ -101,8 +109,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     page = (f'<!doctype html><html><head><meta charset="utf-8"><title>bonforge run {html.escape(run["run_id"])}'
             f"</title><style>{_CSS}</style><script>{_CHECK}</script></head><body>"
             f"<h1>bonforge run {html.escape(run['run_id'])}</h1><table>{head}</table>"
-            f"<h2>Stages</h2><table><tr><th>stage</th><th>key</th><th>rows</th><th>wall s</th><th>cached</th></tr>"
-            f"{stage_rows}</table>{''.join(sections)}</body></html>")
+            f"{stages_table(con)}{''.join(sections)}</body></html>")
     path = loc.path(*folder, "report.html")
     loc.write_bytes(path, page.encode())
     return path

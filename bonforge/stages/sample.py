@@ -90,14 +90,14 @@ def _ids(shard: pa.Table, _context: dict, params: dict) -> pa.Table:
     n = len(pids)
     index = np.tile(np.arange(t.n, dtype=np.int32), n)
     seeds = np.repeat(np.array([problem_seed(t.seed, pid) for pid in pids], dtype=np.int64), t.n) + index
-    samples = pa.table({"problem_id": pa.array(np.repeat(np.array(pids, dtype=object), t.n), pa.string()),
+    samples = pa.table({"problem_id": pa.array(pids, pa.string()).take(np.repeat(np.arange(n), t.n)),
                         "sample_index": index, "seed": seeds})
     ids = identity.sample_ids(identity.settings("sample", sample_settings(t)),
                               pa.table({"problem_id": pids, "prompt": [p for _, p in rendered]}), samples)
     cids = pc.binary_join_element_wise(samples.column("problem_id"), pa.scalar(t.name),
                                        samples.column("sample_index").cast(pa.string()), "/")
     return pa.table({"candidate_id": cids, "row_id": ids, **{c: samples.column(c) for c in samples.column_names},
-                     "teacher": pa.array([t.name] * samples.num_rows, pa.string())})
+                     "teacher": pa.repeat(pa.scalar(t.name, pa.string()), samples.num_rows)})
 
 
 class Sampler:

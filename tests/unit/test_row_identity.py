@@ -22,7 +22,8 @@ def test_a_verdict_identity_covers_settings_domain_gold_and_text_only():
         assert verdict(**changed) != base, changed
     assert verdict(gold="ab", text="c") != verdict(gold="a", text="bc")  # parts are length-prefixed
     assert verdict(gold=None) != verdict(gold="~")  # null is not a string
-    assert len(base) == identity.SIZE
+    assert len(base) == 2 * identity.SIZE + 1
+    assert verdict(text="") != verdict(text=None)
 
 
 def test_a_verdict_of_a_candidate_without_its_problem_is_its_own():
@@ -30,6 +31,14 @@ def test_a_verdict_of_a_candidate_without_its_problem_is_its_own():
     cands = pa.table({"problem_id": ["q", "r"], "text": ["x", "x"]})
     a, b = identity.verdict_ids("s", probs, cands).to_pylist()
     assert a != b
+
+
+def test_text_digests_read_sliced_chunked_and_null_texts_from_their_buffers():
+    texts = pa.chunked_array([["skip", "a", None], ["", "a" * 10_000]]).slice(1)
+    digests = identity.text_digests(texts)
+    one = [identity.text_digests(pa.array([t]))[0].tobytes() for t in ["a", None, "", "a" * 10_000]]
+    assert [d.tobytes() for d in digests] == one
+    assert one[1] == bytes(17) and one[2][0] == 1 and len(set(one)) == 4
 
 
 def test_a_sample_identity_is_the_prompt_digest_index_and_seed():

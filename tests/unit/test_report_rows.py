@@ -1,0 +1,28 @@
+"""The report's stages table shows, per stage, the rows this run computed and the rows it reused."""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+
+from bonforge.report import stages_table
+from bonforge.storage.catalog import connect
+from bonforge.storage.store import StageStore
+
+
+def test_the_stages_table_shows_rows_computed_and_reused(tmp_path):
+    store = StageStore(tmp_path)
+    table = pa.table({"candidate_id": [f"p{i}/t/0" for i in range(5)], "problem_id": [f"p{i}" for i in range(5)]})
+    store.put("candidates", "grown", table, version="1", config={}, upstream={}, extra={"rows_computed": 2,
+                                                                                        "rows_reused": 3})
+    store.put("verdicts", "same", table, version="1", config={}, upstream={}, extra={"rows_computed": 5,
+                                                                                     "rows_reused": 0})
+    store.record_run({"run_id": "r", "recipe_name": "x", "status": "succeeded",
+                      "stages": {"candidates": ["grown"], "verdicts": ["same"]}, "cached": {"verdicts": ["same"]}})
+    page = stages_table(connect(store, "r"))
+    header, *rows = re.findall(r"<tr>(.*?)</tr>", page)
+    assert re.findall(r"<th>(.*?)</th>", header)[2:5] == ["rows", "computed", "reused"]
+    cells = [re.findall(r"<td>(.*?)</td>", r) for r in rows]
+    assert [c[:5] for c in cells] == [["candidates", "grown", "5", "2", "3"],
+                                      ["verdicts", "same", "5", "0", "0"]]  # cached: computed and reused nothing
