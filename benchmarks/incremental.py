@@ -87,7 +87,7 @@ def grow() -> None:
 
 
 def sha256_verdict_ids(settings_hex: str, problems, candidates):
-    """The verdict identities before XXH3 (``bonforge.identity`` until then, for the ratio): a SHA-256 by
+    """The verdict identities before the buffer read (``bonforge.identity`` until then, for the ratio): a SHA-256 by
     DuckDB over the problem's digest and the candidate's length-prefixed text."""
     import duckdb
     import pyarrow as pa
@@ -197,7 +197,7 @@ def lookup(n_problems: int = 100_000) -> None:
                      "gold": problems.column("answer")})
     times = {}
     for name, ids in (("SHA-256 by DuckDB (before)", sha256_verdict_ids),
-                      ("XXH3 from the buffers", identity.verdict_ids)):
+                      ("SHA-256 of the texts alone, by DuckDB", identity.verdict_ids)):
         t0 = time.perf_counter()
         ids("s", gold, cands)
         times[name] = time.perf_counter() - t0

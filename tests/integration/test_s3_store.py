@@ -18,7 +18,7 @@ from bonforge.cli import app
 from bonforge.errors import StoreError
 from bonforge.engine import run_node
 from bonforge.stage import Node, Stage
-from bonforge.storage.datasets import latest, publish
+from bonforge.storage.datasets import publish
 from bonforge.storage.store import StageStore
 
 
@@ -176,9 +176,9 @@ def test_builds_racing_for_a_version_never_both_get_it(s3_store, s3_env):
 def test_a_claimed_version_without_manifest_is_invisible_and_skipped(s3_store):
     loc = s3_store.loc
     assert loc.create(loc.path("datasets", "ds", ".claims", "v1"), b"{}")  # a writer that died after its claim
-    assert latest(s3_store.root, "ds") is None
+    assert not loc.is_file(loc.path("datasets", "ds", "v1", "manifest.json"))
     man = publish(s3_store.root, "ds", {"plain": _table(2)}, {})
-    assert man["version"] == 2 and latest(s3_store.root, "ds") == loc.path("datasets", "ds", "v2")
+    assert man["version"] == 2 and loc.is_file(loc.path("datasets", "ds", "v2", "manifest.json"))
     assert publish(s3_store.root, "ds", {"plain": _table(2)}, {})["reused"] is True
 
 

@@ -14,10 +14,10 @@ from bonforge.storage.store import StageStore
 def test_the_stages_table_shows_rows_computed_and_reused(tmp_path):
     store = StageStore(tmp_path)
     table = pa.table({"candidate_id": [f"p{i}/t/0" for i in range(5)], "problem_id": [f"p{i}" for i in range(5)]})
-    store.put("candidates", "grown", table, version="1", config={}, upstream={}, extra={"rows_computed": 2,
-                                                                                        "rows_reused": 3})
-    store.put("verdicts", "same", table, version="1", config={}, upstream={}, extra={"rows_computed": 5,
-                                                                                     "rows_reused": 0})
+    for stage, key, computed, reused in [("candidates", "grown", 2, 3), ("verdicts", "same", 5, 0)]:
+        store.write_shard(stage, key, 0, table)
+        store.commit(stage, key, 1, version="1", config={}, upstream={},
+                     extra={"rows_computed": computed, "rows_reused": reused})
     store.record_run({"run_id": "r", "recipe_name": "x", "status": "succeeded",
                       "stages": {"candidates": ["grown"], "verdicts": ["same"]}, "cached": {"verdicts": ["same"]}})
     page = stages_table(connect(store, "r"))
