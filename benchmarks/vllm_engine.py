@@ -36,7 +36,8 @@ from bonforge.schema import PROBLEMS
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 from bonforge.stages import sample
-from bonforge.stages.sample import problem_seed, read_template, render
+from bonforge.stages.sample import problem_seed, read_template
+from bonforge.templates import render
 
 
 def make_problems(count: int) -> pa.Table:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge.errors import DataError
-from bonforge.stages.sample import render
+from bonforge.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])

@@ -41,11 +41,6 @@ def read_template(teacher: SampledTeacher, domain: str) -> str:
                           f"teachers.{teacher.name}.prompt_template")  # fmt: skip
 
 
-def render(template: str, question: str) -> str:
-    """The template with its ``{question}`` placeholder filled (other braces, e.g. LaTeX, stay as they are)."""
-    return template.replace("{question}", question)
-
-
 def key_config(teacher: SampledTeacher) -> dict:
     """What identifies a teacher's samples: its settings minus execution-only ones, the model identity
     and the sha256 of every prompt template it may use."""
@@ -78,7 +73,7 @@ def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> 
             raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems", pid, "domain")
         if domain not in cache:
             cache[domain] = read_template(teacher, domain)
-        out.append((pid, render(cache[domain], question)))
+        out.append((pid, templates.render(cache[domain], question)))
     return out
 
 

@@ -21,3 +21,8 @@ def load(path: str | Path | None, default: str, slots: tuple[str, ...], field: s
         if slot not in text:
             raise ConfigError(f"{field}: {file} has no {slot} placeholder")
     return text
+
+
+def render(template: str, question: str) -> str:
+    """The template with its ``{question}`` placeholder filled (other braces, e.g. LaTeX, stay as they are)."""
+    return template.replace("{question}", question)

@@ -143,6 +143,8 @@ DOWNWARD = [
     ("bonforge.prompts", ("bonforge.stages",)),
     ("bonforge.selector", ("bonforge.stages", "bonforge.engine", "bonforge.storage")),
     ("bonforge.sources", ("bonforge.stages", "bonforge.engine", "bonforge.storage")),
+    ("bonforge.templates", ("bonforge.stages",)),
+    ("bonforge.export", ("bonforge.stages",)),
 ]  # fmt: skip
 
 

@@ -13,7 +13,8 @@ from bonforge.storage.store import StageStore
 from bonforge.engine import run_node
 from bonforge.stage import Ref
 from bonforge.stages import sample
-from bonforge.stages.sample import Sampler, key_config, model_identity, problem_seed, render
+from bonforge.stages.sample import Sampler, key_config, model_identity, problem_seed
+from bonforge.templates import render
 
 
 def openai_teacher(**kw) -> OpenAITeacher:
