@@ -37,6 +37,7 @@ from bonforge.storage.store import StageStore
 log = logging.getLogger("bonforge")
 COPY_VERSION = "2"
 ROW_GROUP = 2048
+MAX_OPEN = 4  # runs whose connection (and problem index, ~100 MB at 100K problems) stay open at once
 VERDICT_COLUMNS = ("extracted", "correct", "reward", "status", "tests_passed", "tests_total", "detail", "latency_ms")
 STATUSES = tuple(dict.fromkeys(MATH_STATUSES + CODE_STATUSES))
 CANDIDATE_COLUMNS = ("candidate_id", "teacher", "sample_index", "text", "reasoning", "finish_reason", "prompt_tokens",
@@ -56,13 +57,16 @@ def cache_root() -> Path:
 
 class Catalog:
     """Hardened catalog connections of a store, one per run, reopened when the run's record changes (a
-    build that was running has finished)."""
+    build that was running has finished). At most ``MAX_OPEN`` runs are held: opening one more lets go of
+    the least recently used (a request still reading it keeps its cursor; sorted copies being written
+    finish, and a later visit reopens the run and finds them)."""
 
     def __init__(self, store: StageStore, cache: Path | None = None, copies: bool = True):
         self.store = store
         self.cache = Path(cache or cache_root())
         self.copies = copies
         self._open: dict[str, dict] = {}
+        self._let_go: list[dict] = []  # runs let go of while their sorted copies were being written
         self._lock = threading.Lock()
 
     def runs(self) -> list[dict]:
@@ -96,7 +100,7 @@ class Catalog:
 
     def close(self) -> None:
         """Stop sorted copies still being written (a later start writes them again)."""
-        for held in list(self._open.values()):
+        for held in [*self._open.values(), *self._let_go]:
             if held.get("writer") is not None:
                 held["writer"].interrupt()
             if held.get("thread") is not None:
@@ -121,14 +125,17 @@ class Catalog:
     def _held(self, run: dict) -> dict:
         stamp = f"{run.get('status')}|{run.get('finished')}|{sorted(run.get('stages', {}))}"
         with self._lock:
-            held = self._open.get(run["run_id"])
+            held = self._open.pop(run["run_id"], None)
             if held is None or held["stamp"] != stamp:
                 con = self._connect(run["run_id"])
                 have = {name for (name,) in con.sql("SELECT table_name FROM information_schema.tables "
                                                     "WHERE table_schema = 'main'").fetchall()}
                 held = {"stamp": stamp, "con": con, "views": have, "indexed": False, "copied": {},
                         "lock": threading.Lock()}
-                self._open[run["run_id"]] = held
+            self._open[run["run_id"]] = held  # the most recently used last
+            while len(self._open) > MAX_OPEN:
+                oldest = self._open.pop(next(iter(self._open)))
+                self._let_go = [h for h in [*self._let_go, oldest] if h.get("thread") and h["thread"].is_alive()]
             return held
 
     def _connect(self, run_id: str):
