@@ -98,14 +98,23 @@ def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
         while kills < 30 and tries < 60:
             tries += 1
             variant = (rng.choice(LIMITS), rng.choice(ROUNDINGS), rng.choice(TEMPERATURES))
-            kind = "gc" if tries % 6 == 0 else "build"  # a gc killed while it removes
+            # a gc killed while it removes; a build with a temperature of its own killed while it samples (the
+            # shared variants' samples are all committed after a few builds: later kills could not land there)
+            kind = "gc" if tries % 6 == 0 else "sample" if tries % 4 == 0 else "build"
+            if kind == "sample":
+                variant = (variant[0], variant[1], 0.8 + tries / 1000)
             argv = [str(store), "--gc", "0"] if kind == "gc" else [str(store), str(recipe), *args(variant)]
             t0, before = time.perf_counter(), in_flight(store)
             proc = start([str(HERE / "crash_build.py"), *argv], env=env())
-            time.sleep(rng.uniform(0.2, spans[kind]))
+            if kind == "sample":  # a random point inside sampling: once its first shard plan is written
+                while proc.poll() is None and not any(s == "candidates" for s, _ in in_flight(store) - before):
+                    time.sleep(0.01)
+                time.sleep(rng.uniform(0.0, 1.0))
+            else:
+                time.sleep(rng.uniform(0.2, spans[kind]))
             if proc.poll() is None:
                 kills += 1
-            else:
+            elif kind != "sample":
                 spans[kind] = time.perf_counter() - t0  # it finished first: the next kill comes earlier
             kill_group(proc)
             assert_consistent(store)
