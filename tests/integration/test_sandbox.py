@@ -258,6 +258,8 @@ def test_process_backend_gives_the_same_verdicts():
 INTERRUPTED = """\
 import faulthandler, json, signal, sys, threading
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as a terminal gives it: a test run started
+# in the background (`cmd &` without job control) hands its children SIGINT ignored
 import pyarrow as pa
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
