@@ -345,15 +345,20 @@ def serve(memory_mb: int, contained: bool = False) -> None:
         child.end()
 
 
-def _not_dumpable() -> None:
-    """This process's /proc entries become root's (its check processes inherit it): a check's process (same
-    uid) cannot reach another's memory or descriptors through them."""
+def _prctl(option: int, value: int) -> None:
+    """``prctl(option, value)`` where the C library has it (this file runs alone: it imports nothing of ours)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+def _not_dumpable() -> None:
+    """This process's /proc entries become root's (its check processes inherit it): a check's process (same
+    uid) cannot reach another's memory or descriptors through them."""
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0
 
 
 def _descendants(pid: int) -> list[int]:
@@ -388,12 +393,7 @@ class _Child:
                 if fd not in keep:
                     os.close(fd)
             _SERVER[0] = os.getpid()
-            try:
-                import ctypes
-
-                ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: the check's orphans are ours
-            except (OSError, AttributeError):
-                pass
+            _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: the check's orphans are ours
             self._serve(check, req_r, ans_w)
         os.close(req_r)
         os.close(ans_w)
@@ -445,11 +445,10 @@ class _Child:
             os.kill(self.pid, signal.SIGKILL)
         except OSError:
             pass
-        for fd in (self._req,):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        try:
+            os.close(self._req)
+        except OSError:
+            pass
         self._from.close()
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
