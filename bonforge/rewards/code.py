@@ -2,7 +2,8 @@
 
 The verdicts stage's own code runs it (``judging.code.verify_code``: program extraction, the runner
 request, the judge), on this process's warm sandbox pool (``sandbox.pool.shared_pool``): containers start
-at the first call and are reused by every later one, never restarted per call. The returned dict carries
+at the first call and are reused by every later one, never restarted per call (they stop after
+``idle_close_s`` without a call, 300 s by default). The returned dict carries
 the verdict class (``status``: passed, wrong_answer, runtime_error, compile_error, timeout, memory_limit,
 output_limit, sandbox_error) beside ``tests_passed``/``tests_total``; a row whose problem cannot be judged
 (a malformed spec, a NaN time limit) scores 0 with status ``invalid_problem`` and

@@ -70,6 +70,9 @@ class CodeVerifyConfig(Model):
     retries: int = exec_only(
         2, ge=0, description="Retries of a candidate whose sandbox failed, each on a fresh one, before sandbox_error.")
     startup_timeout_s: float = exec_only(60.0, gt=0, description="How long a new worker may take to be ready.")
+    idle_close_s: float = exec_only(
+        300.0, gt=0, description="A process's shared pool (the one reward functions and local verification use) "
+        "stops its workers after this many seconds without a request; the next request starts them again.")
     detail_chars: int = Field(2000, ge=0, description="Characters of error text and stderr kept in a verdict's detail.")
 
     @model_validator(mode="after")

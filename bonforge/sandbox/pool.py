@@ -437,6 +437,8 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._started = False
         self._closed = False
+        self._busy = 0  # runs in progress
+        self._used = time.monotonic()  # when the last run ended (or the pool was handed out)
 
     def __enter__(self) -> SandboxPool:
         self.start()
@@ -519,6 +521,18 @@ class SandboxPool:
         """Run every request; outcomes in the same order, each with ``latency_s`` added. With
         ``on_outcome(index, outcome)``, each outcome is handed to it as it arrives (on a pool thread) and
         what it returns is kept instead: a batch need not hold every program's output at once."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox pool is closed")
+            self._busy += 1
+        try:
+            return self._run(requests, on_outcome)
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._used = time.monotonic()
+
+    def _run(self, requests: list[dict], on_outcome) -> list[dict]:
         if not self._started:
             self.start()
         jobs = [_Job(i, r, on_outcome) for i, r in enumerate(requests)]
@@ -699,12 +713,29 @@ class SandboxPool:
             self._discard(slot)
         return passed
 
+    def touch(self) -> None:
+        """Count the pool as used now (it is about to be: the idle close leaves it alone a while)."""
+        with self._lock:
+            self._used = time.monotonic()
+
+    def close_if_idle(self, idle_s: float) -> bool:
+        """Close the pool when no run is in progress and none ended in the last ``idle_s`` seconds."""
+        with self._lock:
+            if self._closed or self._busy or time.monotonic() - self._used < idle_s:
+                return False
+            self._closed = True
+        self._stop_workers()
+        return True
+
     def close(self) -> None:
         """Stop every worker and remove its container."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
         for slot in list(self._slots.queue):  # a replacement still starting removes its own container
             if slot[1] is not None:
                 try:
@@ -724,14 +755,37 @@ class SandboxPool:
 
 _shared: dict[str, SandboxPool] = {}
 _shared_lock = threading.Lock()
+_closer: threading.Thread | None = None  # closes idle shared pools; runs while there are any
 
 
 def shared_pool(cfg: CodeVerifyConfig) -> SandboxPool:
-    """This process's pool for ``cfg``: started on first use, reused (e.g. across a stage's shards),
-    closed at interpreter exit."""
+    """This process's pool for ``cfg``: started on first use, reused (e.g. across a stage's shards or a
+    trainer's reward calls), its workers stopped after ``cfg.idle_close_s`` without a request (the next call
+    starts a new pool) and at interpreter exit. Call it for each batch rather than keeping the pool."""
+    global _closer
     key = cfg.model_dump_json()
     with _shared_lock:
         pool = _shared.get(key)
         if pool is None or pool._closed:
             pool = _shared[key] = SandboxPool(cfg)
+        pool.touch()
+        if _closer is None:
+            _closer = threading.Thread(target=_close_idle_pools, name="bonforge-sandbox-idle", daemon=True)
+            _closer.start()
     return pool
+
+
+def _close_idle_pools() -> None:
+    global _closer
+    while True:
+        with _shared_lock:
+            for key in [k for k, p in _shared.items() if p._closed]:
+                del _shared[key]
+            if not _shared:
+                _closer = None
+                return
+            pools = list(_shared.values())
+        time.sleep(min(5.0, max(0.1, min(p.cfg.idle_close_s for p in pools) / 4)))
+        for pool in pools:
+            if pool.close_if_idle(pool.cfg.idle_close_s):
+                log.info("sandbox pool idle for %.0f s: its workers are stopped", pool.cfg.idle_close_s)

@@ -221,6 +221,27 @@ def test_close_leaves_no_container(sandbox_image):
 
 
 @pytest.mark.docker
+def test_an_idle_shared_pool_stops_its_containers_and_the_next_call_starts_new_ones(sandbox_image):
+    """A long-lived process (a notebook, a trainer's reward workers) keeps no containers up while idle."""
+    from bonforge.sandbox.pool import shared_pool
+
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=1, idle_close_s=1.0)
+    before = set(pool_containers())
+    first = shared_pool(cfg)
+    assert [v["status"] for v in judge(first, [ADD])] == ["passed"]
+    assert len(set(pool_containers()) - before) == 1
+    deadline = time.monotonic() + 15
+    while set(pool_containers()) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert set(pool_containers()) == before and first._closed
+    with pytest.raises(SandboxError, match="closed"):
+        first.run([])
+    again = shared_pool(cfg)
+    assert again is not first and [v["status"] for v in judge(again, [ADD])] == ["passed"]
+    again.close()
+
+
+@pytest.mark.docker
 def test_attach_transport_gives_the_same_verdicts(sandbox_image):
     """The runner's channel over Docker's attached stdin/stdout (for a daemon on another host)."""
     cfg = CodeVerifyConfig(image=sandbox_image, pool_size=1, time_limit_s=1.0, memory_mb=256, transport="attach")
