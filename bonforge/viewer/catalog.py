@@ -100,7 +100,9 @@ class Catalog:
 
     def close(self) -> None:
         """Stop sorted copies still being written (a later start writes them again)."""
-        for held in [*self._open.values(), *self._let_go]:
+        with self._lock:
+            held_runs = [*self._open.values(), *self._let_go]
+        for held in held_runs:
             if held.get("writer") is not None:
                 held["writer"].interrupt()
             if held.get("thread") is not None:
