@@ -95,6 +95,10 @@ class Shards:
     def read(self, columns: list[str] | None = None) -> pa.Table:
         return self.store.read_shards(self.node.stage.name, self.node.key, self.n_shards, columns)
 
+    def each(self, columns: list[str]) -> Iterator[pa.Table]:
+        return (self.store.read_file(self.store.shard_path(self.node.stage.name, self.node.key, i), columns)
+                for i in range(self.n_shards))
+
     def shard_metadata(self) -> list[dict[bytes, bytes]]:
         paths = (self.store.shard_path(self.node.stage.name, self.node.key, i) for i in range(self.n_shards))
         return [self.store.read_schema(p).metadata or {} for p in paths]
