@@ -15,8 +15,8 @@ candidates (at most 100,000 problems: the issue's 1.6 M rows, target <= 2 s); th
 the largest to the smallest size. The stages run this checkout's code (``bonforge`` from the repository root).
 
 With ``--baseline DIR`` (another checkout of bonforge, e.g. ``git worktree add DIR main``), the same
-generated store is also run by that code, first, and the times are printed side by side with their ratios
-and whether both published the same dataset bytes.
+generated store is also run by that code, first (its stages and its report), and the times are printed side by
+side with their ratios and whether both published the same dataset bytes.
 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
     python benchmarks/scale.py --sizes 100000 1000000
@@ -310,6 +310,7 @@ def main() -> None:
                 copy = os.path.join(root, "baseline")
                 shutil.copytree(os.path.join(root, "stages"), os.path.join(copy, "stages"))
                 base = json.loads(_child("stages", copy, code=args.baseline.resolve()))
+                base["report"] = json.loads(_child("report", copy, code=args.baseline.resolve()))
                 shutil.rmtree(copy)
             load = os.getloadavg()[0]
             r = json.loads(_child("stages", root))
@@ -330,7 +331,9 @@ def main() -> None:
         print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
               f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "
               + ", ".join(f"{t} {p:.3f}" for t, p, _ in r["by_teacher"]))
-        print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), peak RSS {rep['peak_rss_mb']} MB")
+        print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), peak RSS {rep['peak_rss_mb']} MB"
+              + (f"; baseline {base['report']['report_s']:.1f}s, peak RSS {base['report']['peak_rss_mb']} MB "
+                 f"({base['report']['report_s'] / rep['report_s']:.1f}x)" if base else ""))
         if args.lookup:
             lines = _child(f"lookup:{min(n, 100_000)}", script=str(REPO / "benchmarks" / "incremental.py"))
             print("\n".join(f"         {line.strip()}" for line in lines.splitlines()))
