@@ -1,27 +1,27 @@
-"""Scale: scoring, GenSelect assembly and export on a synthetic pool of N problems x 16 candidates
-(4 teachers x 4 samples) with precomputed verdicts, through the real stage code.
+"""Scale: scoring, GenSelect assembly and export on a synthetic pool of N problems x 16 candidates (4 teachers x 4
+samples) with precomputed verdicts, through the real stage code.
 
-The problems, candidates and verdicts tables are written straight into a temporary store under the keys the
-build computes, 25,000 problems at a time (verdicts in files of ~100,000 rows, as the verify stage compacts
-them); candidate texts are 400 characters, or with ``--texts realistic`` chain-of-thought-like (median
-~2 KB, 1 % of them 12-48 KB). Then a fresh process runs the build DAG against that store, so only
-problem_stats, genselect and the export are computed. Printed per size: each stage's wall and CPU time (the
-process's user + system seconds, DuckDB's and Arrow's threads included: on a shared machine the wall time
-mostly measures the wait for a core) and its own peak RSS; the process's peak RSS (target <= 2 GB, flat in
-the size); the prompt bytes written per second of genselect and export; a DuckDB pass-rate-by-teacher query
-through the catalog (target < 2 s); with ``--report``, ``bonforge report`` of the run in a process of its
-own (target <= 30 s); with ``--lookup``, the row-reuse look-up of ``incremental.py`` over that many problems
-x 16 candidates (at most 100,000 problems: the issue's 1.6 M rows, target <= 2 s); then the time and peak-RSS
-ratios of the largest to the smallest size. The stages run this checkout's code (``bonforge`` from the repository root).
+The problems, candidates and verdicts tables are written straight into a temporary store under the keys the build
+computes, 25,000 problems at a time (verdicts in files of ~100,000 rows, as the verify stage compacts them);
+candidate texts are 400 characters, or with ``--texts realistic`` chain-of-thought-like (median ~2 KB, 1 % of them
+12-48 KB). Then a fresh process runs the build DAG against that store, so only problem_stats, genselect and the
+export are computed. Printed per size: each stage's wall and CPU time (the process's user + system seconds, DuckDB's
+and Arrow's threads included: on a shared machine the wall time mostly measures the wait for a core) and its own peak
+RSS; the process's peak RSS (target <= 2 GB, flat in the size); the prompt bytes written per second of genselect and
+export; a DuckDB pass-rate-by-teacher query through the catalog (target < 2 s); ``bonforge report`` of the run in a
+process of its own, its time and peak RSS (target <= 30 s, bounded memory: its figures are DuckDB aggregates that
+read no candidate text); with ``--lookup``, the row-reuse look-up of ``incremental.py`` over that many problems x 16
+candidates (at most 100,000 problems: the issue's 1.6 M rows, target <= 2 s); then the time and peak-RSS ratios of
+the largest to the smallest size. The stages run this checkout's code (``bonforge`` from the repository root).
 
 With ``--baseline DIR`` (another checkout of bonforge, e.g. ``git worktree add DIR main``), the same
-generated store is also run by that code, first, and the times are printed side by side with their ratios
-and whether both published the same dataset bytes.
+generated store is also run by that code, first (its stages and its report), and the times are printed side by
+side with their ratios and whether both published the same dataset bytes.
 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
     python benchmarks/scale.py --sizes 100000 1000000
     python benchmarks/scale.py --baseline ../bonforge-main
-    python benchmarks/scale.py --sizes 100000 --texts realistic --report
+    python benchmarks/scale.py --sizes 100000 --texts realistic
     python benchmarks/scale.py --sizes 100000 1000000 --lookup
 """
 
@@ -142,8 +142,9 @@ def generate(store_root: str, n: int, texts: str = "short") -> int:
     filler = [" ".join(rng.choice(words, 80)) for _ in range(256)]
     prose = " ".join(rng.choice(words, 20_000))  # ~70 KB to cut realistic texts from
 
-    def written(stage: str, key: str, tables, **commit):
-        """Write the tables of ``tables`` as one committed file (appended batch by batch)."""
+    def written(stage: str, key: str, tables, extra=dict):
+        """Write the tables of ``tables`` as one committed file (appended batch by batch); the manifest's
+        ``extra()`` is taken once they are written."""
         path = store.shard_path(stage, key, 0)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(".generating")
@@ -153,7 +154,7 @@ def generate(store_root: str, n: int, texts: str = "short") -> int:
             writer.write_table(t)
         writer.close()
         tmp.rename(path)
-        return store.commit(stage, key, 1, version="1", config={}, upstream={}, **commit)
+        return store.commit(stage, key, 1, version="1", config={}, upstream={}, extra=extra())
 
     chunks = [(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
     pid_of = lambda lo, hi: np.array([f"syn/{i:07d}" for i in range(lo, hi)], dtype=object)  # noqa: E731
@@ -174,7 +175,8 @@ def generate(store_root: str, n: int, texts: str = "short") -> int:
         key = load_pool.node(Path("."), pref, teacher).key
         verdicts = _VerdictFiles(store, verify.node(rec, pref, Ref("candidates", key, {}), {"math"}).key)
         cands = _candidates(rng, t, teacher.name, chunks, pid_of, difficulty, texts, (filler, prose), verdicts)
-        cref = Ref("candidates", key, written("candidates", key, cands, extra={"teacher": teacher.name}))
+        extra = lambda v=verdicts, t=teacher.name: {"teacher": t, "text_chars": v.text_bytes}  # noqa: E731
+        cref = Ref("candidates", key, written("candidates", key, cands, extra))  # text_chars: as the stages record
         assert verify.node(rec, pref, cref, {"math"}).key == verdicts.key
         verdicts.commit(teacher.name)
         text_bytes += verdicts.text_bytes
@@ -294,7 +296,6 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout of bonforge to run first on the same data")
     ap.add_argument("--texts", choices=["short", "realistic"], default="short",
                     help="candidate texts of 400 characters, or a chain-of-thought-like spread of lengths")
-    ap.add_argument("--report", action="store_true", help="also time `bonforge report` of each size's run")
     ap.add_argument("--lookup", action="store_true",
                     help="also time the row-reuse look-up (benchmarks/incremental.py) for each size, up to 1.6 M rows")
     args = ap.parse_args()
@@ -309,10 +310,11 @@ def main() -> None:
                 copy = os.path.join(root, "baseline")
                 shutil.copytree(os.path.join(root, "stages"), os.path.join(copy, "stages"))
                 base = json.loads(_child("stages", copy, code=args.baseline.resolve()))
+                base["report"] = json.loads(_child("report", copy, code=args.baseline.resolve()))
                 shutil.rmtree(copy)
             load = os.getloadavg()[0]
             r = json.loads(_child("stages", root))
-            rep = json.loads(_child("report", root)) if args.report else None
+            rep = json.loads(_child("report", root))
         results[n] = r
         print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates ({args.texts} texts, "
               f"{text_bytes / 1e9:.2f} GB): generated in {gen:.0f}s; "
@@ -329,9 +331,9 @@ def main() -> None:
         print(f"         pass rate by teacher (DuckDB via the catalog): {r['query_s']:.3f}s "
               f"(target < 2 s; opening the catalog {r['catalog_connect_s']:.3f}s): "
               + ", ".join(f"{t} {p:.3f}" for t, p, _ in r["by_teacher"]))
-        if rep:
-            print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), "
-                  f"peak RSS {rep['peak_rss_mb']} MB")
+        print(f"         bonforge report: {rep['report_s']:.1f}s (target <= 30 s), peak RSS {rep['peak_rss_mb']} MB"
+              + (f"; baseline {base['report']['report_s']:.1f}s, peak RSS {base['report']['peak_rss_mb']} MB "
+                 f"({base['report']['report_s'] / rep['report_s']:.1f}x)" if base else ""))
         if args.lookup:
             lines = _child(f"lookup:{min(n, 100_000)}", script=str(REPO / "benchmarks" / "incremental.py"))
             print("\n".join(f"         {line.strip()}" for line in lines.splitlines()))

@@ -175,3 +175,11 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             raise KeyError(f"table lacks required column {field.name!r}")
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def text_chars(tables) -> int:
+    """The characters of the ``text`` column over ``tables`` (one at a time: a stage's shards), for the
+    manifest field ``text_chars`` that the report's tokens figure reads instead of the texts."""
+    import pyarrow.compute as pc
+
+    return sum(int(pc.sum(pc.utf8_length(t.column("text"))).as_py() or 0) for t in tables)

@@ -72,6 +72,10 @@ class Written(Protocol):
 
     def read(self, columns: list[str] | None = None) -> pa.Table: ...
 
+    def each(self, columns: list[str]) -> Iterator[pa.Table]:
+        """Each shard's ``columns``, one shard at a time (bounded memory)."""
+        ...
+
     def shard_metadata(self) -> list[dict[bytes, bytes]]:
         """Each shard's Parquet key-value metadata, in shard order."""
         ...

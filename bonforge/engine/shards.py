@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import Counter
 from functools import partial
 from typing import Any, Callable, Iterator
 
@@ -94,6 +95,10 @@ class Shards:
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
         return self.store.read_shards(self.node.stage.name, self.node.key, self.n_shards, columns)
+
+    def each(self, columns: list[str]) -> Iterator[pa.Table]:
+        return (self.store.read_file(self.store.shard_path(self.node.stage.name, self.node.key, i), columns)
+                for i in range(self.n_shards))
 
     def shard_metadata(self) -> list[dict[bytes, bytes]]:
         paths = (self.store.shard_path(self.node.stage.name, self.node.key, i) for i in range(self.n_shards))
@@ -184,7 +189,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
     parts = reuse.plan(store, node, shards, context, todo, reuse_rows) if stage.rows else None
     idle = [i for i in todo if parts and parts[i].idle]  # every row reused: written here, nothing opened
     todo = [i for i in todo if i not in idle]
-    compute_s, hosts, nodes = 0.0, set(), set()
+    compute_s, hosts, per_node = 0.0, set(), Counter()
     from bonforge.progress import stage_progress
 
     for i in idle:
@@ -194,7 +199,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
             for i, secs, host, ray_node in _computed(store, node, shards, todo, compute, context, parts):
                 compute_s += secs
                 hosts.add(host)
-                nodes.add(ray_node)
+                if ray_node:
+                    per_node[ray_node] += 1
                 advance(shards[i].num_rows)
         wall = time.perf_counter() - t0
         written = Shards(store, node, len(shards), compute)
@@ -211,7 +217,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
         timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
         extra={
             "hosts": sorted(hosts),
-            "ray_nodes": sorted(n for n in nodes if n),
+            "ray_nodes": sorted(per_node),
+            "shards_per_node": dict(sorted(per_node.items())),  # Ray node id -> the shards it computed
             "shards_resumed": len(done),
             **node.note,
             **summary,
@@ -247,8 +254,8 @@ def run_streamed(store: StageStore, node: Node, inputs) -> dict:
         summary = stage.summary(Shards(store, node, n, compute)) if stage.summary else {}
     man = store.commit(stage.name, key, n, version=stage.version, config=node.config, upstream=node.upstream_keys,
                        timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
-                       extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_resumed": len(done & set(range(n))),
-                              "streamed": True, **node.note, **summary},
+                       extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_per_node": {},
+                              "shards_resumed": len(done & set(range(n))), "streamed": True, **node.note, **summary},
                        compact_rows=stage.compact_rows)
     man["cached"] = False
     return man

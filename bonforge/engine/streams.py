@@ -158,12 +158,21 @@ def opened(store: StageStore, refs: dict[str, list[Ref]], columns: dict[str, lis
         yield {name: [Ordered(store, r, cols, Path(scratch)) for r in refs[name]] for name, cols in columns.items()}
 
 
+def _stringy(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+
+
 def _row_bytes(t: pa.Table) -> np.ndarray:
-    """The bytes of each row's string and binary values."""
+    """The bytes of each row's string and binary values, those in lists of them included."""
     out = np.zeros(t.num_rows, dtype=np.int64)
     for col in t.columns:
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type):
+        if _stringy(col.type):
             out += pc.fill_null(pc.binary_length(col), 0).to_numpy().astype(np.int64)
+        elif pa.types.is_list(col.type) and _stringy(col.type.value_type):
+            arr = col.combine_chunks()
+            sizes = pc.fill_null(pc.binary_length(pc.list_flatten(arr)), 0).to_numpy(zero_copy_only=False)
+            out += np.bincount(pc.list_parent_indices(arr).to_numpy(zero_copy_only=False), weights=sizes,
+                               minlength=len(arr)).astype(np.int64)
     return out
 
 

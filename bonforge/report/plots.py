@@ -174,14 +174,21 @@ def stage_timings(con, run, store: StageStore) -> Plot:
                 [[label, r[3], wall, note] for label, r, wall, note in zip(labels, rows, walls, notes)])
 
 
-def tokens_per_teacher(con, run) -> Plot:
-    q = ("SELECT teacher, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
-         "sum(length(text)) AS text_chars FROM candidates GROUP BY teacher ORDER BY teacher")
-    rows = _rows(con, q, "candidates")
+def tokens_per_teacher(con, run, store: StageStore) -> Plot:
+    """Token totals from the token columns; where the engine gave none, the text characters that each
+    candidates stage's manifest records (``text_chars``): no candidate text is read."""
+    q = ("SELECT teacher, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens "
+         "FROM candidates GROUP BY teacher ORDER BY teacher")
+    chars: dict[str, int] = {}
+    for key in run["stages"].get("candidates", []):
+        man = store.manifest("candidates", key) if store.exists("candidates", key) else {}
+        if "teacher" in man and man.get("text_chars") is not None:
+            chars[man["teacher"]] = chars.get(man["teacher"], 0) + man["text_chars"]
+    rows = [(t, p, c, chars.get(t)) for t, p, c in _rows(con, q, "candidates")]
 
     def draw(ax, rows):
         labels = [t if c is not None else f"{t} (chars)" for t, _, c, _ in rows]
-        out = [c if c is not None else chars for _, _, c, chars in rows]
+        out = [c if c is not None else chars or 0 for _, _, c, chars in rows]
         inp = [p or 0 for _, p, _, _ in rows]
         ax.barh(labels, out, color="#dd8452", label="completion")
         ax.barh(labels, inp, left=out, color="#937860", label="prompt")
@@ -189,7 +196,8 @@ def tokens_per_teacher(con, run) -> Plot:
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize="small")
         ax.invert_yaxis()
 
-    return Plot("tokens_per_teacher", "Tokens per teacher", q, rows, draw, 0.5 + 0.45 * max(len(rows), 2))
+    return Plot("tokens_per_teacher", "Tokens per teacher", q + "; text_chars: the candidates' manifests", rows, draw,
+                0.5 + 0.45 * max(len(rows), 2))
 
 
 def selector_eval(con, run) -> Plot:

@@ -96,37 +96,37 @@ def fusor_teacher(cfg: FusionConfig):
     return cfg.fusor.model_copy(update={"prompt_template": str(PASSTHROUGH), "n": 1})
 
 
-def analyze(pools: pa.Table, members: pa.Table, fused: pa.Table, min_span: int,
-            selection: pa.Table | None = None) -> pa.Table:
-    """FUSION rows. ``members``: the pool candidates (candidate_id, teacher, text, correct, extracted);
-    ``fused``: the fused answers with their verdicts (problem_id, candidate_id, text, correct, status);
-    ``selection``: the selector's verdicts on the same pools (problem_id, correct), if any."""
-    info = {r["candidate_id"]: r for r in members.to_pylist()}
-    fused_by = {r["problem_id"]: r for r in fused.to_pylist()}
-    picked = {} if selection is None else dict(zip(selection.column("problem_id").to_pylist(),
-                                                   selection.column("correct").to_pylist()))
+POOL_ROWS = pa.schema([  # what the analysis reads of a pool: one row each (``_pool_rows``)
+    ("problem_id", pa.string()), ("candidate_ids", pa.list_(pa.string())), ("teachers", pa.list_(pa.string())),
+    ("texts", pa.list_(pa.string())), ("correct", pa.list_(pa.bool_())), ("extracted", pa.list_(pa.string())),
+    ("fused_candidate_id", pa.string()), ("fused_text", pa.string()), ("fused_correct", pa.bool_()),
+    ("fused_status", pa.string()), ("genselect", pa.bool_()),
+])
+
+
+def analyze(pools: pa.Table, min_span: int) -> pa.Table:
+    """FUSION rows from ``POOL_ROWS``: each pool's members (in pool order: teachers, texts, verdicts), its
+    fused answer with the verdict on it (null: none) and the selector's verdict on the pool (null: none)."""
     rows = []
     for p in pools.to_pylist():
-        cands = [info[c] for c in p["candidate_ids"]]
-        f = fused_by.get(p["problem_id"])
-        text = (f or {}).get("text") or ""
-        by_teacher = counts(attribute(text, [(c["teacher"], c["text"] or "") for c in cands], min_span))
-        by_pos = counts(attribute(text, [(f"{i:04d}", c["text"] or "") for i, c in enumerate(cands)], min_span))
-        correct = [bool(c["correct"]) for c in cands]
-        answers = [c["extracted"] for c in cands]
+        text = p["fused_text"] or ""
+        texts = [t or "" for t in p["texts"]]
+        by_teacher = counts(attribute(text, list(zip(p["teachers"], texts)), min_span))
+        by_pos = counts(attribute(text, [(f"{i:04d}", t) for i, t in enumerate(texts)], min_span))
+        correct = [bool(c) for c in p["correct"]]
         rows.append({
             "problem_id": p["problem_id"],
-            "fused_candidate_id": f and f["candidate_id"],
-            "fused_correct": bool(f and f["correct"]),
-            "fused_status": f and f["status"],
-            "pool_size": len(cands),
+            "fused_candidate_id": p["fused_candidate_id"],
+            "fused_correct": bool(p["fused_correct"]),
+            "fused_status": p["fused_status"],
+            "pool_size": len(texts),
             "oracle": float(any(correct)),
-            "majority": majority_at_k(answers, correct, len(cands), p["problem_id"]),
+            "majority": majority_at_k(p["extracted"], correct, len(texts), p["problem_id"]),
             "random": float(np.mean(correct)),
-            "genselect": float(picked[p["problem_id"]]) if p["problem_id"] in picked else None,
+            "genselect": None if p["genselect"] is None else float(p["genselect"]),
             "total_chars": len(text),
             "teacher_chars": sorted(by_teacher.items()),
-            "position_chars": [by_pos.get(f"{i:04d}", 0) for i in range(len(cands))],
+            "position_chars": [by_pos.get(f"{i:04d}", 0) for i in range(len(texts))],
             "position_multiple": by_pos.get(MULTIPLE, 0),
             "position_unmatched": by_pos.get(UNMATCHED, 0),
         })
@@ -241,16 +241,42 @@ def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref]
                              params={"selector": cfg.selector, "genselect": recipe.genselect})
 
 
-def _analysis_inputs(i: Inputs) -> dict:
-    answers = i.sql("SELECT c.problem_id, c.candidate_id, c.text, v.correct, v.status "
-                    "FROM fused c JOIN fused_verdicts v USING (candidate_id)")
-    picks = i.read("fusion_select", ["problem_id", "correct"]) if "fusion_select" in i else None
-    return {"members": _members(i, "c.teacher", "c.text", "v.correct", "v.extracted"), "fused": answers,
-            "selection": picks}
+_ANALYSIS_READS = {"candidates": ["problem_id", "candidate_id", "teacher", "text"],  # first: texts drive
+                   "verdicts": ["problem_id", "candidate_id", "correct", "extracted"],
+                   "fusion_pools": ["problem_id", "candidate_ids"], "fused": ["problem_id", "candidate_id", "text"],
+                   "fused_verdicts": ["problem_id", "candidate_id", "correct", "status"],
+                   "fusion_select": ["problem_id", "correct"]}
 
 
-FUSION_STAGE = Stage("fusion", FUSION_VERSION, schema=FUSION, compute=analyze, table=lambda i: i.read("fusion_pools"),
-                     context=_analysis_inputs, summary=lambda w: {"comparison": comparison(w.read())})
+def _analysis_chunks(i: Inputs) -> Iterator[pa.Table]:
+    """``POOL_ROWS`` of the pools, in chunks of whole problems read side by side from every input (a chunk
+    ends where a batch of candidate texts does): no input is ever whole in memory."""
+    with i.aligned({name: cols for name, cols in _ANALYSIS_READS.items() if name in i}) as stream:
+        for chunk in stream:
+            yield _pool_rows(chunk)
+
+
+def _pool_rows(c: dict[str, pa.Table]) -> pa.Table:
+    def by(table: pa.Table, key: str) -> dict:
+        return {r[key]: r for r in table.to_pylist()}
+
+    members = by(c["candidates"].join(c["verdicts"].drop_columns(["problem_id"]), "candidate_id"), "candidate_id")
+    fused = by(c["fused"].join(c["fused_verdicts"].drop_columns(["problem_id"]), "candidate_id"), "problem_id")
+    picked = by(c["fusion_select"], "problem_id") if "fusion_select" in c else {}
+    rows = []
+    for pool in c["fusion_pools"].to_pylist():
+        m = [members[cid] for cid in pool["candidate_ids"]]
+        f, pick = fused.get(pool["problem_id"], {}), picked.get(pool["problem_id"], {})
+        rows.append({**pool, "teachers": [x["teacher"] for x in m], "texts": [x["text"] for x in m],
+                     "correct": [x["correct"] for x in m], "extracted": [x["extracted"] for x in m],
+                     "fused_candidate_id": f.get("candidate_id"), "fused_text": f.get("text"),
+                     "fused_correct": f.get("correct"), "fused_status": f.get("status"),
+                     "genselect": pick.get("correct")})
+    return pa.Table.from_pylist(rows, schema=POOL_ROWS)
+
+
+FUSION_STAGE = Stage("fusion", FUSION_VERSION, schema=FUSION, compute=analyze, stream=_analysis_chunks,
+                     shard_rows=50_000, shard_bytes=64 << 20, summary=lambda w: {"comparison": comparison(w.read())})
 
 
 def fusion_node(recipe: Recipe, pools: Ref, candidates: list[Ref], verdicts: list[Ref], fused: Ref,

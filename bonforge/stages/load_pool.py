@@ -11,7 +11,7 @@ from bonforge import data
 from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
-from bonforge.schema import CANDIDATES, conform
+from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.stage import Node, Ref, Stage
 from bonforge.sources import code as load_code
 
@@ -95,7 +95,8 @@ def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
     return load_code.reference_candidates(problems)
 
 
-_PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True)
+_PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
+                 summary=lambda w: {"text_chars": text_chars(w.each(["text"]))})
 POOL = Stage("candidates", "pool-1", schema=CANDIDATES, compute=_import, **_PROBLEMS)
 REFERENCE = Stage("candidates", "reference-1", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 

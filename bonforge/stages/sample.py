@@ -27,7 +27,7 @@ from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, problem_seed
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity
-from bonforge.schema import CANDIDATES, conform
+from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.stage import Node, Ref, Rows, Stage, Written
 
 log = logging.getLogger("bonforge")
@@ -194,6 +194,7 @@ def _summary(w: Written) -> dict:
         "teacher": teacher.name,
         "engine": teacher.engine,
         "tokens": {k: int(pc.sum(table.column(f"{k}_tokens")).as_py() or 0) for k in ("prompt", "completion")},
+        "text_chars": text_chars(w.each(["text"])),
         "throughput": {
             "completion_tokens": s["completion_tokens"],
             "generate_s": round(s["generate_s"], 3),

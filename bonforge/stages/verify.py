@@ -64,8 +64,12 @@ def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
                                       "detail", "latency_ms"), VERDICTS, {"status": volatile})
 
 
-_SHARDS = dict(executor="ray", shard_rows=256, compact_rows=100_000, table=lambda i: i.read("candidates"),
-               context=lambda i: {"problems": i.read("problems")})
+# What judging and the verdict identity read: not the reasoning, token counts or the problems' metadata.
+_JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
+           "problems": ["problem_id", "domain", "question", "answer", "tests"]}
+_SHARDS = dict(executor="ray", shard_rows=256, compact_rows=100_000,
+               table=lambda i: i.read("candidates", _JUDGED["candidates"]),
+               context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,

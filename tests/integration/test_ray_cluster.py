@@ -90,6 +90,7 @@ def test_build_runs_unchanged_on_the_cluster_and_uses_both_nodes(cluster, tmp_pa
     for stage in verdicts:
         man = json.loads((stage / "manifest.json").read_text())
         assert len(list(stage.glob("part-*.parquet"))) == 3 and man["rows"] == 600
+        assert sum(man["shards_per_node"].values()) == 3 and sorted(man["shards_per_node"]) == man["ray_nodes"]
         nodes |= set(man["ray_nodes"])
     assert len(nodes) == 2, nodes
     assert "dataset gsm8k-genselect v1" in log.read_text()

@@ -70,6 +70,23 @@ def test_build_writes_the_report_and_every_plot_has_data(built):
     assert not re.search(r'(href|src)="(https?:|//)', page)
 
 
+def test_the_report_reads_no_candidate_text(built, tmp_path):
+    """Every figure comes from aggregates that leave the text column unread: the report of a copy of the store
+    whose candidates files have no ``text`` column at all is the same report, characters per teacher included
+    (from the candidates' manifests)."""
+    store, record = built
+    copy = StageStore(shutil.copytree(store.root, tmp_path / "store"))
+    con = connect(store, record["run_id"])
+    want = dict(con.sql("SELECT teacher, sum(length(text)) FROM candidates GROUP BY teacher").fetchall())
+    for key in record["stages"]["candidates"]:
+        for path in copy.paths("candidates", key):
+            pq.write_table(pq.read_table(path).drop_columns(["text"]), path)
+    page = write_report(copy, record["run_id"], tmp_path / "r").read_text()
+    assert sections(page) == sections(Path(record["report"]).read_text())
+    rows = plots.tokens_per_teacher(connect(copy, record["run_id"]), copy.run(record["run_id"]), copy).rows
+    assert {t: chars for t, _, _, chars in rows} == want and all(want.values())
+
+
 def test_headless_chromium_opens_the_report_and_screenshots_it(built, tmp_path):
     _, record = built
     url = Path(record["report"]).as_uri()

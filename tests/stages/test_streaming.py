@@ -29,7 +29,7 @@ from bonforge.config import Recipe
 from bonforge.engine import run_node, streams
 from bonforge.engine.shards import StoreInputs
 from bonforge.stage import Ref
-from bonforge.stages import assemble, score
+from bonforge.stages import assemble, fuse, score
 from bonforge.storage.datasets import publish
 from bonforge.storage.store import StageStore
 from bonforge import export
@@ -48,7 +48,7 @@ verdicts = [ref("verdicts", f"v{i}") for i in range(teachers)]
 limits = {"shard_rows": 400, "shard_bytes": 1 << 20}
 small = lambda node: dataclasses.replace(node, stage=dataclasses.replace(node.stage, **limits))
 stats = score.node(recipe, verdicts)
-scored = ref("problem_stats", stats.key) if stage != "problem_stats" else None
+scored = ref("problem_stats", stats.key) if stage in ("genselect", "export") else None
 genselect = assemble.node(recipe, problems, cands, verdicts, scored)
 status = lambda field: int(re.search(field + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
 with open("/proc/self/clear_refs", "w") as f:
@@ -58,6 +58,14 @@ if stage == "problem_stats":
     run_node(store, small(stats))
 elif stage == "genselect":
     run_node(store, small(genselect))
+elif stage == "fusion":  # attribution (a suffix automaton per member text, ~20 ms a pool) stubbed: memory only
+    fuse.attribute = lambda fused, sources, min_span: [owner for owner, text in sources if text in fused]
+    fused, fused_verdicts = ref("candidates", "cf"), ref("verdicts", "vf")
+    upstream = {"fusion_pools": ref("fusion_pools", "fp"), "candidates": cands, "verdicts": verdicts, "fused": fused,
+                "fused_verdicts": fused_verdicts}
+    inputs = {**upstream, "candidates": cands + [fused], "verdicts": verdicts + [fused_verdicts]}
+    run_node(store, small(fuse.FUSION_STAGE.bind({"min_span": 16}, upstream, inputs=inputs,
+                                                 params={"min_span": 16})))
 else:
     shards = StoreInputs(store, {"genselect": [ref("genselect", genselect.key)]}).tables("genselect")
     publish(store.loc, "s", export.stream(shards, ["verl", "plain"], "bonforge/s"), {})
@@ -91,7 +99,30 @@ def _store(root: Path, n: int) -> StageStore:
             "reward": correct.astype(float), "status": np.where(correct, "correct", "wrong_answer").astype(object),
         }), VERDICTS))
         store.commit("verdicts", f"v{t}", 1, version="1", config={}, upstream={})
+    _fusion_inputs(store, pids, rng)
     return store
+
+
+def _fusion_inputs(store: StageStore, pids: list[str], rng) -> None:
+    """Fusion pools of one candidate of each teacher, and a fused answer per pool (a copy of a member's text
+    with a sentence of its own) with its verdict."""
+    n = len(pids)
+    members = [[f"{p}/t{t}/0" for t in range(TEACHERS)] for p in pids]
+    store.write_shard("fusion_pools", "fp", 0, pa.table({
+        "problem_id": pids, "domain": ["math"] * n, "pool_seed": list(range(n)), "candidate_ids": members,
+        "teachers": [[f"t{t}" for t in range(TEACHERS)]] * n, "question": ["fuse these"] * n}))
+    store.commit("fusion_pools", "fp", 1, version="1", config={}, upstream={})
+    texts = dict(zip(*(c.to_pylist() for c in store.read("candidates", "c0", ["candidate_id", "text"]).columns)))
+    fid = [f"{p}/fusor/0" for p in pids]
+    store.write_shard("candidates", "cf", 0, conform(pa.table({
+        "candidate_id": fid, "problem_id": pids, "teacher": ["fusor"] * n, "sample_index": [0] * n,
+        "text": [texts[m[0]] + " So the answer is seven." for m in members]}), CANDIDATES))
+    store.commit("candidates", "cf", 1, version="1", config={}, upstream={})
+    correct = rng.random(n) < 0.5
+    store.write_shard("verdicts", "vf", 0, conform(pa.table({
+        "candidate_id": fid, "problem_id": pids, "teacher": ["fusor"] * n, "correct": correct, "reward": correct * 1.0,
+        "status": np.where(correct, "correct", "wrong_answer").astype(object)}), VERDICTS))
+    store.commit("verdicts", "vf", 1, version="1", config={}, upstream={})
 
 
 def _growth(root: Path, stage: str) -> float:
@@ -106,7 +137,8 @@ def stores(tmp_path_factory):
     return {n: _store(tmp_path_factory.mktemp(f"n{n}"), n).root for n in (600, 6000)}
 
 
-@pytest.mark.parametrize("stage", ["problem_stats", "genselect", "export"])  # in this order: each reads the last
+# in this order: each reads the last
+@pytest.mark.parametrize("stage", ["problem_stats", "genselect", "export", "fusion"])
 def test_a_stage_s_peak_memory_does_not_grow_with_the_problem_count(stores, stage):
     small, large = (_growth(stores[n], stage) for n in (600, 6000))
     # 10x the problems (the large store holds ~120 MB of candidate text): the same shards, the same memory

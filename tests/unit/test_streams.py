@@ -46,6 +46,13 @@ def test_a_shard_closes_once_its_strings_hold_shard_bytes():
     assert all(a < b for a, b in zip(lasts, firsts[1:]))
 
 
+def test_strings_in_lists_count_towards_shard_bytes():
+    """A row of a list of texts (the fusion analysis' pools: each pool's member texts) weighs its texts."""
+    pools = pa.table({"problem_id": [f"p{i:03d}" for i in range(100)], "texts": [["y" * 100, None, "z" * 50]] * 100})
+    shards = list(cut([pools], None, 1000))
+    assert [s.num_rows for s in shards] == [7] * 14 + [2]  # 4 + 150 bytes a row: a shard closes at 1,000
+
+
 def test_an_empty_input_is_one_empty_shard():
     empty = _table([]).slice(0, 0)
     assert [s.num_rows for s in cut([empty, empty], 10, None)] == [0]
