@@ -22,7 +22,7 @@ from bonforge.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
 from bonforge.engine.reuse import Part
-from bonforge.stage import Node, Ref, Rows
+from bonforge.stage import Node, Params, Ref, Rows
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -52,8 +52,8 @@ def plan_shards(table: pa.Table, shard_rows: int | None) -> list[pa.Table]:
 class StoreInputs:
     """A node's inputs over the store: one DuckDB view per input name, opened on first use."""
 
-    def __init__(self, store: StageStore, refs: dict[str, list[Ref]], params: dict | None = None):
-        self.store, self.refs, self.params = store, refs, params or {}
+    def __init__(self, store: StageStore, refs: dict[str, list[Ref]], params: Params | None = None):
+        self.store, self.refs, self.params = store, refs, params
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def __contains__(self, name: str) -> bool:
@@ -135,7 +135,8 @@ def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Ta
     stage = node.stage
     if stage.open is not None:
         return stage.open(node.params)
-    return contextlib.nullcontext(partial(stage.compute, **node.params) if node.params else stage.compute)
+    return contextlib.nullcontext(partial(stage.compute, **node.params.compute_args()) if node.params
+                                 else stage.compute)
 
 
 def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[int],
