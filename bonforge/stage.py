@@ -27,6 +27,7 @@ A leaf: this module imports neither the store, the engine, Ray nor Prefect. The 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Callable, ContextManager, Iterator, Literal, Protocol, Union
@@ -39,11 +40,12 @@ from bonforge.keys import stage_key
 
 @dataclass(frozen=True)
 class Ref:
-    """A committed stage output: its name, key and manifest."""
+    """A committed stage output: its name, key and manifest (a ``bonforge.manifest.Manifest`` where the engine
+    or the store made the ref)."""
 
     stage: str
     key: str
-    manifest: dict = field(default_factory=dict, repr=False, compare=False)
+    manifest: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 Upstream = Union[Ref, "list[Ref]"]

@@ -18,6 +18,7 @@ import pyarrow as pa
 from bonforge.config import Recipe
 from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
+from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref, Upstream
 from bonforge.storage.store import StageStore, new_run_id, utc_now
 
@@ -31,7 +32,7 @@ class Run:
 
     quiet = False
 
-    def __init__(self, store: StageStore, recipe: Recipe, done: dict[str, tuple[dict, float]] | None = None):
+    def __init__(self, store: StageStore, recipe: Recipe, done: dict[str, tuple[Manifest, float]] | None = None):
         self.store, self.recipe = store, recipe
         self.done = {} if done is None else done  # key -> (manifest, seconds) of the nodes computed early
         self.record: dict[str, list[str]] = {}
@@ -42,18 +43,17 @@ class Run:
     def __call__(self, node: Node) -> Ref:
         raise NotImplementedError
 
-    def _note(self, node: Node, manifest: dict, cached: bool, secs: float) -> Ref:
+    def _note(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
         name, key = node.stage.name, node.key
         self.record.setdefault(name, []).append(key)
         if cached:
             self.cached.setdefault(name, []).append(key)
         self.timings[node.label] = round(secs, 3)
-        reused = 0 if cached else manifest.get("rows_reused", 0)
-        computed = 0 if cached else manifest.get("rows_computed", (manifest.get("rows") or 0) - reused)
+        computed, reused = (0, 0) if cached else manifest.counts()
         self.rows[node.label] = {"computed": computed, "reused": reused}
         if not self.quiet:
             how = "cached" if cached else f"computed in {secs:.1f}s" + (f" ({reused} rows reused)" if reused else "")
-            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.get("rows"), how, key)
+            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.rows, how, key)
         return Ref(name, key, manifest)
 
     def inputs(self, **refs: Upstream) -> StoreInputs:

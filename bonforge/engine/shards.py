@@ -22,6 +22,7 @@ from bonforge.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
 from bonforge.engine.reuse import Part
+from bonforge.manifest import Manifest
 from bonforge.stage import Node, Params, Ref, Rows
 from bonforge.storage.store import StageStore
 
@@ -160,15 +161,13 @@ def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[
             yield (i, *_compute_and_write(root, name, key, i, shards[i], compute, **extra(i), **context))
 
 
-def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
+def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
     ``reuse: false``): a committed output is computed again, and no row is taken from the store."""
     stage, key = node.stage, node.key
     if reuse_rows and store.exists(stage.name, key):
-        man = store.manifest(stage.name, key)
-        man["cached"] = True
-        return man
+        return store.manifest(stage.name, key).with_cached(True)
     if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
         store.uncommit(stage.name, key)
     inputs = StoreInputs(store, node.inputs, node.params)
@@ -219,11 +218,10 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
         },
         compact_rows=stage.compact_rows,
     )
-    man["cached"] = False
-    return man
+    return man.with_cached(False)
 
 
-def run_streamed(store: StageStore, node: Node, inputs) -> dict:
+def run_streamed(store: StageStore, node: Node, inputs) -> Manifest:
     """Compute a streamed stage in this process: shards as ``cut`` makes them from ``stage.stream``, each
     computed and written before the next is read; a rerun skips the shards already written (the shard plan
     is the stage's limits: the same limits over the same input give the same shards)."""
@@ -251,8 +249,7 @@ def run_streamed(store: StageStore, node: Node, inputs) -> dict:
                        extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_resumed": len(done & set(range(n))),
                               "streamed": True, **node.note, **summary},
                        compact_rows=stage.compact_rows)
-    man["cached"] = False
-    return man
+    return man.with_cached(False)
 
 
 def _row_counts(store: StageStore, node: Node, parts: list[Part], written: Shards) -> dict:

@@ -16,6 +16,7 @@ from bonforge.engine import run_node
 from bonforge.errors import StoreError
 from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
+from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore, new_run_id, utc_now
 from bonforge.stages import maxk, select_eval
@@ -33,11 +34,12 @@ def latest_run(store: StageStore, recipe: Recipe) -> dict:
     )
 
 
-def record_derived(store: StageStore, base: dict, kind: str, node: Node, manifest: dict, secs: float, **fields) -> dict:
+def record_derived(store: StageStore, base: dict, kind: str, node: Node, manifest: Manifest, secs: float,
+                   **fields) -> dict:
     stage, key = node.stage.name, node.key
     now = utc_now()
     cached = {s: list(keys) for s, keys in base["stages"].items() if s != stage}
-    if manifest.get("cached"):
+    if manifest.cached:
         cached[stage] = [key]
     record = {
         "run_id": new_run_id(),
@@ -100,7 +102,7 @@ def eval_selector(
     return record, summary
 
 
-def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, pool: bool) -> tuple[dict, dict]:
+def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, pool: bool) -> tuple[dict, Manifest]:
     """The ``maxk_weights`` stage of a run's verdicts; returns (record, manifest). ``ks`` default: the
     recipe's ``score.ks``, else 1, 2, 4, ... up to each group's size."""
     t0 = time.perf_counter()

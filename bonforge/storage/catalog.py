@@ -24,18 +24,20 @@ def connect(store: StageStore, run_id: str | None = None):
     for stage, keys in run["stages"].items():
         files = [str(p) for key in keys if store.exists(stage, key) for p in store.paths(stage, key)]
         for key in keys:
-            man = store.manifest(stage, key) if store.exists(stage, key) else {}
+            man = store.manifest(stage, key) if store.exists(stage, key) else None
+            cached = key in run.get("cached", {}).get(stage, [])
+            computed, reused = (0, 0) if cached else man.counts() if man else (None, 0)
             stage_rows.append(
                 {
                     "run_id": run["run_id"],
                     "stage": stage,
                     "key": key,
-                    "rows": man.get("rows"),
-                    "wall_s": man.get("timings", {}).get("wall_s"),
-                    "compute_s": man.get("timings", {}).get("compute_s"),
-                    "cached": (cached := key in run.get("cached", {}).get(stage, [])),
-                    "rows_computed": 0 if cached else man.get("rows_computed", man.get("rows")),
-                    "rows_reused": 0 if cached else man.get("rows_reused", 0),
+                    "rows": man and man.rows,
+                    "wall_s": man and man.timings.get("wall_s"),
+                    "compute_s": man and man.timings.get("compute_s"),
+                    "cached": cached,
+                    "rows_computed": computed,
+                    "rows_reused": reused,
                 }
             )
         if files:
