@@ -24,6 +24,7 @@ import bonforge.engine.streams as streams
 from bonforge.engine.reuse import Part
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Params, Ref, Rows
+from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -67,8 +68,8 @@ class StoreInputs:
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             self._con = self.store.duckdb()
-            for name in self.refs:
-                self._con.read_parquet(self.files(name), union_by_name=True).create_view(name)
+            for name, refs in self.refs.items():
+                add_view(self._con, self.store, name, [(r.stage, r.key) for r in refs])
         return self._con
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
