@@ -57,15 +57,28 @@ def unkeyed(default: Any = MISSING) -> Any:
     return field(default=default, metadata={"keyed": False})
 
 
+def whole_key() -> Any:
+    """The params field whose key config is the node's whole key config (a stage keyed by one recipe
+    section as it is, e.g. ``problems``, ``verify.math``); mark the others ``unkeyed``."""
+    return field(metadata={"keyed": "whole"})
+
+
 @dataclass(frozen=True)
 class Params:
     """The base of a stage's params: a frozen dataclass, one instance per node (``Stage.params``).
 
-    ``key_config()`` is what the stage key covers: by default every field but the ``unkeyed`` ones, recipe
-    models by their own ``key_config()``; a stage whose key has another shape overrides it."""
+    ``key_config()`` is what the stage key covers: by default every field but the ``unkeyed`` ones by name,
+    recipe models by their own ``key_config()``, or the ``whole_key`` field's alone; a stage whose key has
+    another shape overrides it."""
 
     def key_config(self) -> Any:
-        return {f.name: key_value(getattr(self, f.name)) for f in fields(self) if f.metadata.get("keyed", True)}
+        keyed = [f for f in fields(self) if f.metadata.get("keyed", True)]
+        whole = [f for f in keyed if f.metadata.get("keyed") == "whole"]
+        if whole and len(keyed) > 1:
+            raise TypeError(f"{type(self).__name__}: {whole[0].name!r} is the whole key, so "
+                            f"{next(f.name for f in keyed if f not in whole)!r} must be unkeyed")
+        return key_value(getattr(self, whole[0].name)) if whole else {f.name: key_value(getattr(self, f.name))
+                                                                      for f in keyed}
 
     def compute_args(self) -> dict[str, Any]:
         """Every field by name: the keyword arguments ``compute`` receives."""

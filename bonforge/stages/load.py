@@ -14,7 +14,7 @@ from bonforge import data
 from bonforge.config import ProblemsConfig, Recipe
 from bonforge.schema import PROBLEMS
 from bonforge.sources.problems import load_problems
-from bonforge.stage import Node, Params, Ref, Stage, unkeyed
+from bonforge.stage import Node, Params, Ref, Stage, unkeyed, whole_key
 
 VERSION = "3"  # 3: APPS call-based specs say their outputs are wrapped (wrapped_outputs); limits from the data
 # checked (NaN, infinite, negative: the record's error) and capped at 600 s. 2: assert-style test specs
@@ -27,11 +27,8 @@ def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path, drop: pa.Table | N
 
 @dataclass(frozen=True)
 class LoadParams(Params):
-    cfg: ProblemsConfig
+    cfg: ProblemsConfig = whole_key()
     recipe_dir: Path = unkeyed()
-
-    def key_config(self) -> dict:
-        return self.cfg.key_config()
 
 
 STAGE = Stage("problems", VERSION, params=LoadParams, schema=PROBLEMS, compute=_load, early=True,

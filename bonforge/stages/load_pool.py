@@ -13,7 +13,7 @@ from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform
-from bonforge.stage import Node, Params, Ref, Stage, unkeyed
+from bonforge.stage import Node, Params, Ref, Stage, unkeyed, whole_key
 from bonforge.sources import code as load_code
 
 
@@ -98,11 +98,8 @@ def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class PoolParams(Params):
-    teacher: PoolTeacher
+    teacher: PoolTeacher = whole_key()
     recipe_dir: Path = unkeyed()
-
-    def key_config(self) -> dict:
-        return self.teacher.key_config()
 
 
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True)

@@ -22,7 +22,7 @@ from bonforge.judging import math as verify_math
 from bonforge.config import MathVerifyConfig, Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import VERDICTS
-from bonforge.stage import Node, Params, Ref, Rows, Stage
+from bonforge.stage import Node, Params, Ref, Rows, Stage, whole_key
 
 
 def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
@@ -67,10 +67,7 @@ def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
 
 @dataclass(frozen=True)
 class VerifyParams(Params):
-    cfg: MathVerifyConfig | CodeVerifyConfig
-
-    def key_config(self) -> dict:
-        return self.cfg.key_config()
+    cfg: MathVerifyConfig | CodeVerifyConfig = whole_key()
 
 
 _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000,

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from bonforge.config import FilterConfig, ScoreConfig
-from bonforge.stage import Params, Ref, Stage, unkeyed
+from bonforge.stage import Params, Ref, Stage, unkeyed, whole_key
 from bonforge.stages import score
 
 
@@ -77,3 +77,22 @@ def test_the_key_config_is_derived_from_the_params_and_compute_gets_every_field(
 def test_a_stage_keyed_by_its_override_keeps_todays_key_shape():
     node = score.STAGE.bind(score.ScoreParams(ScoreConfig(), FilterConfig()), {"verdicts": []})
     assert node.config == {"score": ScoreConfig().key_config(), "filter": FilterConfig().key_config()}
+
+
+@dataclass(frozen=True)
+class Whole(Params):
+    cfg: FilterConfig = whole_key()
+    folder: Path = unkeyed()
+
+
+@dataclass(frozen=True)
+class WholeAndMore(Params):
+    cfg: FilterConfig = whole_key()
+    ks: list[int] = unkeyed()
+    pool: bool = False
+
+
+def test_a_whole_key_field_is_the_key_config_and_no_other_field_may_be_keyed():
+    assert Whole(FilterConfig(min_candidates=3), Path("/x")).key_config() == FilterConfig(min_candidates=3).key_config()
+    with pytest.raises(TypeError, match=r"WholeAndMore: 'cfg' is the whole key, so 'pool' must be unkeyed"):
+        WholeAndMore(FilterConfig(), [1]).key_config()
