@@ -24,6 +24,7 @@ manifest's identity (stage, version, config, upstream) from the same node.
 A leaf: this module imports neither the store, the engine, Ray nor Prefect. The engine gives the hooks
 ``table``, ``context`` and ``summary`` what they read (``Inputs``, ``Written``).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -77,8 +78,9 @@ class Params:
         if whole and len(keyed) > 1:
             raise TypeError(f"{type(self).__name__}: {whole[0].name!r} is the whole key, so "
                             f"{next(f.name for f in keyed if f not in whole)!r} must be unkeyed")
-        return key_value(getattr(self, whole[0].name)) if whole else {f.name: key_value(getattr(self, f.name))
-                                                                      for f in keyed}
+        if whole:
+            return key_value(getattr(self, whole[0].name))
+        return {f.name: key_value(getattr(self, f.name)) for f in keyed}
 
     def compute_args(self) -> dict[str, Any]:
         """Every field by name: the keyword arguments ``compute`` receives."""
