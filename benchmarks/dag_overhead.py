@@ -32,12 +32,13 @@ PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from bonforge.config import load_recipe
-from bonforge.engine.prefect import build_flow, services
+from bonforge import services
+from bonforge.engine.prefect import build_flow
 from bonforge.flows.build import dag
 from bonforge.report import report_after_build
 recipe = load_recipe(sys.argv[1]); store = sys.argv[2]
 t1 = time.perf_counter()
-with services(recipe):
+with services.for_build(recipe):
     t2 = time.perf_counter(); record = build_flow(dag, recipe, store, str(sys.argv[3]))
     t3 = time.perf_counter()
 t4 = time.perf_counter(); report_after_build(store, record)
@@ -69,6 +70,7 @@ ENV = {
 def main() -> None:
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as h:
         ENV["BONFORGE_HOME"] = h  # the warm services of this benchmark only
+        ENV["PREFECT_HOME"] = str(Path(h, "prefect"))  # and its own Prefect database (migrated by the first build)
         out = subprocess.run(
             [sys.executable, "-c", PHASES, str(GSM8K_RECIPE), a, str(GSM8K_RECIPE.parent)],
             env=ENV,

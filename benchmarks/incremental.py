@@ -224,7 +224,7 @@ def lookup(n_problems: int = 100_000) -> None:
             ids_s = time.perf_counter() - t0
             store.write_shard(old.stage.name, old.key, 0, output)
             store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
-            man = store.manifest(old.stage.name, old.key)
+            man = store.manifest(old.stage.name, old.key).json()
             man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id",
                                                                                    *old.stage.rows.volatile]))
             store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"),

@@ -66,7 +66,7 @@ def stage(problems, cands, cfg, tmp: str, name: str):
         store.write_shard(stage, f"{name}-{stage}", 0, table)
         refs[stage] = Ref(stage, f"{name}-{stage}", store.commit(stage, f"{name}-{stage}", 1, version="bench",
                                                                   config={}, upstream={}))
-    node = verify.MATH.bind(cfg.key_config(), refs, params={"cfg": cfg})
+    node = verify.MATH.bind(verify.VerifyParams(cfg), refs)
     t0, (c0, k0) = time.perf_counter(), cpu_seconds()
     run_node(store, node)
     c1, k1 = cpu_seconds()

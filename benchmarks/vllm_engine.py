@@ -29,6 +29,7 @@ import time
 import pyarrow as pa
 
 from bonforge.engine import run_node
+from bonforge.llm.base import problem_seed
 from bonforge.llm.config import VLLMTeacher
 from bonforge.llm.models import resolve
 from bonforge.llm.vllm_engine import VLLMEngine, actor_options, engine_args
@@ -36,7 +37,7 @@ from bonforge.schema import PROBLEMS
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 from bonforge.stages import sample
-from bonforge.stages.sample import problem_seed, read_template
+from bonforge.stages.sample import read_template
 from bonforge.templates import render
 
 

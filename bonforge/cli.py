@@ -99,7 +99,7 @@ def run(
     except BonforgeError as e:
         _fail(e, debug)
     if result["stages"].get("contamination"):
-        dropped = st.manifest("contamination", result["stages"]["contamination"][0]).get("dropped", {})
+        dropped = st.manifest("contamination", result["stages"]["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
     for extra in ("rl_dataset", "fusion_dataset"):
@@ -317,8 +317,8 @@ def maxk(
     if output:
         import pyarrow.parquet as pq
 
-        pq.write_table(st.read("maxk_weights", man["key"]), output)
-    typer.echo(f"run {record['run_id']}: maxk_weights {man['key']}, {man['rows']} rows"
+        pq.write_table(st.read("maxk_weights", man.key), output)
+    typer.echo(f"run {record['run_id']}: maxk_weights {man.key}, {man.rows} rows"
                + (f", written to {output}" if output else ""))
 
 

@@ -34,19 +34,20 @@ class Model(BaseModel):
             value = getattr(self, name)
             if extra.get("exec_only") or (extra.get("key_if_set") and value == field.get_default()):
                 continue
-            out[name] = _key_value(value)
+            out[name] = key_value(value)
         return out
 
 
-def _key_value(value: Any) -> Any:
+def key_value(value: Any) -> Any:
+    """``value`` as it goes into a stage key: models by their ``key_config``, paths as strings."""
     if isinstance(value, Model):
         return value.key_config()
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, (list, tuple)):
-        return [_key_value(v) for v in value]
+        return [key_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: _key_value(v) for k, v in value.items()}
+        return {k: key_value(v) for k, v in value.items()}
     if isinstance(value, Path):
         return str(value)
     return value

@@ -1,17 +1,25 @@
-"""A stage, declared once beside its compute; a node, the stage bound to its config and upstream outputs.
+"""A stage, declared once beside its compute; a node, the stage bound to its params and upstream outputs.
 
 Each stage module ends with its declaration and a ``node()`` constructor, e.g. ``stages/score.py``::
 
-    STAGE = Stage("problem_stats", VERSION, compute=score, shard_rows=200_000,
-                  table=lambda i: i.sql("SELECT problem_id, teacher, candidate_id, correct, reward, extracted "
-                                        "FROM verdicts"))
+    @dataclass(frozen=True)
+    class ScoreParams(Params):
+        score_cfg: ScoreConfig
+        filter_cfg: FilterConfig
+
+        def key_config(self) -> dict:
+            return {"score": self.score_cfg.key_config(), "filter": self.filter_cfg.key_config()}
+
+    STAGE = Stage("problem_stats", VERSION, params=ScoreParams, compute=score, shard_rows=200_000, stream=_verdicts)
 
     def node(recipe, verdicts: list[Ref]) -> Node:
-        return STAGE.bind({"score": recipe.score.key_config(), "filter": recipe.filter.key_config()},
-                          {"verdicts": verdicts}, params={"score_cfg": recipe.score, "filter_cfg": recipe.filter})
+        return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})
 
+A stage's params are one typed object: ``compute`` receives its fields as keyword arguments, ``open``, the
+hooks (``inputs.params``), ``Rows.ids`` and ``summary`` (``written.node.params``) the object itself. The
+key config is derived from it (``Params.key_config``), so what runs and what is keyed cannot disagree.
 ``Node.key`` is the only place a stage key is derived, and the engine (``bonforge.engine``) writes the
-manifest's identity (stage, version, config, upstream) from the same node, so the two cannot disagree.
+manifest's identity (stage, version, config, upstream) from the same node.
 
 A leaf: this module imports neither the store, the engine, Ray nor Prefect. The engine gives the hooks
 ``table``, ``context`` and ``summary`` what they read (``Inputs``, ``Written``).
@@ -19,33 +27,73 @@ A leaf: this module imports neither the store, the engine, Ray nor Prefect. The 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import inspect
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Callable, ContextManager, Iterator, Literal, Protocol, Union
 
 import pyarrow as pa
 
+from bonforge.config_model import key_value
 from bonforge.keys import stage_key
 
 
 @dataclass(frozen=True)
 class Ref:
-    """A committed stage output: its name, key and manifest."""
+    """A committed stage output: its name, key and manifest (a ``bonforge.manifest.Manifest`` where the engine
+    or the store made the ref)."""
 
     stage: str
     key: str
-    manifest: dict = field(default_factory=dict, repr=False, compare=False)
+    manifest: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 Upstream = Union[Ref, "list[Ref]"]
 
 
+def unkeyed(default: Any = MISSING) -> Any:
+    """A params field that changes how a stage runs, never what it writes (an engine handle, the recipe's
+    folder): left out of the key config."""
+    return field(default=default, metadata={"keyed": False})
+
+
+def whole_key() -> Any:
+    """The params field whose key config is the node's whole key config (a stage keyed by one recipe
+    section as it is, e.g. ``problems``, ``verify.math``); mark the others ``unkeyed``."""
+    return field(metadata={"keyed": "whole"})
+
+
+@dataclass(frozen=True)
+class Params:
+    """The base of a stage's params: a frozen dataclass, one instance per node (``Stage.params``).
+
+    ``key_config()`` is what the stage key covers: by default every field but the ``unkeyed`` ones by name,
+    recipe models by their own ``key_config()``, or the ``whole_key`` field's alone; a stage whose key has
+    another shape overrides it."""
+
+    def key_config(self) -> Any:
+        keyed = [f for f in fields(self) if f.metadata.get("keyed", True)]
+        whole = [f for f in keyed if f.metadata.get("keyed") == "whole"]
+        if whole and len(keyed) > 1:
+            raise TypeError(f"{type(self).__name__}: {whole[0].name!r} is the whole key, so "
+                            f"{next(f.name for f in keyed if f not in whole)!r} must be unkeyed")
+        if whole:
+            return key_value(getattr(self, whole[0].name))
+        return {f.name: key_value(getattr(self, f.name)) for f in keyed}
+
+    def compute_args(self) -> dict[str, Any]:
+        """Every field by name: the keyword arguments ``compute`` receives."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 class Inputs(Protocol):
     """A node's input tables, one DuckDB view per input name (the catalog's names: ``problems``,
     ``candidates``, ``verdicts``, ``problem_stats``, ...); several refs under one name are one view.
-    ``params`` are the node's params, for hooks whose query depends on the config."""
+    ``params``: the node's params (``Params``, ``None`` for a stage without), for hooks whose query
+    depends on the config."""
 
-    params: dict
+    params: Any
 
     def __contains__(self, name: str) -> bool: ...
 
@@ -86,9 +134,10 @@ class Rows:
     """A stage whose rows can be taken from earlier outputs (``bonforge.engine.reuse``): the rows a shard's
     output will hold are known before it is computed, each with its content identity (``bonforge.identity``).
 
-    * ``ids(shard, context, params) -> table``: one row per output row, in the order ``compute`` writes
-      them: ``key`` (the output's row key column), ``row_id`` (the identity) and the output columns that
-      belong to this build rather than to the content (ids, the teacher's name, the seed).
+    * ``ids(shard, context, params) -> table`` (``params``: the node's ``Params``): one row per output row,
+      in the order ``compute`` writes them: ``key`` (the output's row key column), ``row_id`` (the identity)
+      and the output columns that belong to this build rather than to the content (ids, the teacher's name,
+      the seed).
     * ``content``: the output columns a stored row supplies; ``schema``: the output's schema.
     * ``volatile``: column -> values of rows that say more about the run than the content (a sandbox
       failure, a verifier killed on a busy machine): they are never reused, so a later build tries again.
@@ -97,7 +146,7 @@ class Rows:
     returns those rows only."""
 
     key: str
-    ids: Callable[[pa.Table, dict, dict], pa.Table]
+    ids: Callable[[pa.Table, dict, Any], pa.Table]
     content: tuple[str, ...]
     schema: pa.Schema
     volatile: dict[str, tuple] = field(default_factory=dict)
@@ -109,9 +158,11 @@ class Stage:
 
     * ``name``: the store folder ``stages/<name>/<key>`` and the catalog view; ``version``: bump it when
       the same inputs give another output (the key changes).
-    * ``compute(shard, **context, **params) -> table`` for a pure stage, or ``open(params)``: a context
-      manager yielding ``compute(shard, **context)`` for a stateful one (an engine, a sandbox pool),
-      opened only when the stage must be computed and closed after its last shard.
+    * ``params``: the class of the stage's params (a ``Params`` dataclass), ``None`` for a stage keyed by a
+      constant (``bind`` then takes the key config itself).
+    * ``compute(shard, **context, **params) -> table`` for a pure stage (every params field by name), or
+      ``open(params)``: a context manager yielding ``compute(shard, **context)`` for a stateful one (an
+      engine, a sandbox pool), opened only when the stage must be computed and closed after its last shard.
     * ``table(inputs)``: the input split into shards of whole problems (``shard_rows`` rows about);
       ``None``: a source stage, computed once from an empty table.
     * ``context(inputs)``: shared read-only inputs of every shard (put into Ray's object store once).
@@ -135,8 +186,9 @@ class Stage:
 
     name: str
     version: str
+    params: type[Params] | None = None
     compute: Callable[..., pa.Table] | None = None
-    open: Callable[[dict], ContextManager[Callable[..., pa.Table]]] | None = None
+    open: Callable[[Any], ContextManager[Callable[..., pa.Table]]] | None = None
     table: Callable[[Inputs], pa.Table] | None = None
     stream: Callable[[Inputs], Iterator[pa.Table]] | None = None
     context: Callable[[Inputs], dict] | None = None
@@ -152,42 +204,72 @@ class Stage:
     def __post_init__(self) -> None:
         if (self.compute is None) == (self.open is None):
             raise TypeError(f"stage {self.name!r}: give exactly one of compute and open")
+        if self.compute is not None:
+            self._check_compute()
+
+    def _check_compute(self) -> None:
+        """``compute`` takes every params field by name, and needs nothing that neither the params nor a
+        ``context`` hook give."""
+        given = [f.name for f in fields(self.params)] if self.params else []
+        try:
+            sig = inspect.signature(self.compute)
+        except (TypeError, ValueError):  # a builtin or a callable without a signature: nothing to check
+            return
+        args = list(sig.parameters.values())[1:]  # the first is the shard
+        if any(a.kind is a.VAR_KEYWORD for a in args):
+            return
+        names = {a.name for a in args}
+        unknown = [n for n in given if n not in names]
+        if unknown:
+            raise TypeError(f"stage {self.name!r}: compute {self.compute.__name__}() takes no argument {unknown[0]!r} "
+                            f"(a field of {self.params.__name__})")
+        needed = [a.name for a in args if a.default is a.empty and a.kind is not a.VAR_POSITIONAL
+                  and a.name not in given]
+        if needed and self.context is None:
+            owner = f"its params ({self.params.__name__})" if self.params else "its params (none)"
+            raise TypeError(f"stage {self.name!r}: compute {self.compute.__name__}() needs {needed[0]!r}, which "
+                            f"neither {owner} nor a context hook give")
 
     def bind(
         self,
-        config: Any,
+        params: Any,
         upstream: dict[str, Upstream | None],
         *,
         inputs: dict[str, Upstream | None] | None = None,
         label: str | None = None,
-        params: dict | None = None,
         note: dict | None = None,
         **overrides: Any,
     ) -> "Node":
-        """The node of this stage for ``config`` (exactly what the key covers: no execution-only fields)
-        and ``upstream`` (name -> ref or list of refs; ``None`` entries are left out, not keyed as null).
+        """The node of this stage for ``params`` (an instance of ``Stage.params``; for a stage without, the
+        key config itself) and ``upstream`` (name -> ref or list of refs; ``None`` entries are left out, not
+        keyed as null). The key config is ``params.key_config()``.
 
         ``inputs``: the views the hooks read when they differ from ``upstream`` (e.g. a table whose key is
-        implied by another upstream). ``params``: what ``compute``/``open`` receive (covered by ``config``).
-        ``note``: manifest fields known up front. ``overrides``: stage fields for this node only, e.g.
-        ``shard_rows``."""
+        implied by another upstream). ``note``: manifest fields known up front. ``overrides``: stage fields
+        for this node only, e.g. ``shard_rows``."""
+        if self.params is None and isinstance(params, Params):
+            raise TypeError(f"stage {self.name!r} declares no params, got {type(params).__name__}")
+        if self.params is not None and not isinstance(params, self.params):
+            raise TypeError(f"stage {self.name!r}: bind() takes {self.params.__name__}, got {type(params).__name__}")
+        config, params = (params, None) if self.params is None else (params.key_config(), params)
         stage = replace(self, **overrides) if overrides else self
         ups = {k: v for k, v in upstream.items() if v is not None}
         views = {k: v for k, v in (upstream if inputs is None else inputs).items() if v is not None}
         return Node(stage, config, ups, {k: v if isinstance(v, list) else [v] for k, v in views.items()},
-                    label or self.name, params or {}, note or {})
+                    label or self.name, params, note or {})
 
 
 @dataclass(frozen=True)
 class Node:
-    """A stage applied to its key config and upstream outputs: its key is known before anything runs."""
+    """A stage applied to its params and upstream outputs: its key is known before anything runs.
+    ``config``: the key config (derived from ``params``)."""
 
     stage: Stage
     config: Any
     upstream: dict[str, Upstream]
     inputs: dict[str, list[Ref]] = field(repr=False)
     label: str  # "verdicts[gpt3]": logs, the Prefect task run, the run record's timings
-    params: dict = field(repr=False)
+    params: Params | None = field(repr=False)
     note: dict = field(repr=False)
 
     @cached_property

@@ -1,7 +1,7 @@
 """The execution layer: runs declared stages (``bonforge.stage``) against the store.
 
 * ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit), and the one Ray start;
-* ``run.py``: a build's ``Run`` (the committed-store fast path, the run record);
+* ``run.py``: a build's ``Run`` (the committed-store fast path); ``record.py``: the run record;
 * ``reuse.py``: row-level reuse (the row index, the look-up, the merge of reused and computed rows);
 * ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts;
 * ``warm.py``, ``builder.py``: the warm services of ``bonforge up`` (a Prefect server, a Ray head, and a warm

@@ -15,6 +15,7 @@ from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.cluster import ray_up
 from bonforge.engine.shards import run_node
 from bonforge.errors import BonforgeError, TransientError
+from bonforge.manifest import Manifest
 from bonforge.report import report_after_build
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
@@ -38,7 +39,8 @@ def _may_help(task, task_run, state) -> bool:
     cache_key_fn=lambda ctx, params: f"{params['node'].stage.name}-{params['node'].key}",
 )
 def stage_task(store_root: str, node: Node, reuse_rows: bool = True) -> dict:
-    return run_node(StageStore(store_root), node, reuse_rows)
+    """The manifest as JSON data (Prefect keeps task results as JSON)."""
+    return run_node(StageStore(store_root), node, reuse_rows).json()
 
 
 class PrefectRun(Run):
@@ -58,13 +60,13 @@ class PrefectRun(Run):
             refresh_cache=True,  # not committed: a cached result of Prefect's would be stale
         )(str(self.store.root), node, self.recipe.reuse, return_state=True)
         with failing_as(node):
-            manifest = state.result()
-        return self._note(node, manifest, manifest.get("cached", False), time.perf_counter() - t0)
+            manifest = Manifest.from_json(state.result())
+        return self._note(node, manifest, manifest.cached, time.perf_counter() - t0)
 
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
 def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None,
-               done: dict[str, tuple[dict, float]] | None = None) -> dict:
+               done: dict[str, tuple[Manifest, float]] | None = None) -> dict:
     try:
         return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True)
     finally:
@@ -72,7 +74,7 @@ def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".",
 
 
 def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: str | None,
-            done: dict[str, tuple[dict, float]]) -> dict:
+            done: dict[str, tuple[Manifest, float]]) -> dict:
     """The build flow with its services, then the report: what a build that has something to compute does
     after its early stages (in the caller, or in the warm builder of ``bonforge up``)."""
     with services.for_build(recipe):

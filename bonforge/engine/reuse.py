@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge import identity
+from bonforge.manifest import Manifest
 from bonforge.stage import Node, Rows
 from bonforge.storage.store import StageStore
 
@@ -94,7 +95,7 @@ def locate(store: StageStore, stage: str, wanted: pa.Array) -> list[tuple[str, p
     sources = []
     for key, man in _committed(store, stage):
         try:
-            index = store.read_file(store.loc.path("stages", stage, key, man["row_index"]))
+            index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
             index = index.filter(pc.is_in(index.column("row_id"), value_set=wanted))
         except _UNREADABLE as e:
             log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage, key, e)
@@ -129,7 +130,7 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, pa
     return pa.concat_tables([empty, *found], promote_options="permissive") if found else empty
 
 
-def _committed(store: StageStore, stage: str) -> list[tuple[str, dict]]:
+def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:
     """The committed outputs of ``stage`` that carry a row index, newest first."""
     out = []
     for key in store.loc.names(store.loc.path("stages", stage)):
@@ -138,9 +139,9 @@ def _committed(store: StageStore, stage: str) -> list[tuple[str, dict]]:
         except Exception as e:  # a manifest being replaced, or unreadable: not a source
             log.warning("%s %s: manifest unreadable (%s)", stage, key, e)
             continue
-        if man and man.get("row_index"):
+        if man and man.row_index:
             out.append((key, man))
-    return sorted(out, key=lambda km: (km[1].get("created", ""), km[0]), reverse=True)
+    return sorted(out, key=lambda km: (km[1].created, km[0]), reverse=True)
 
 
 def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:

@@ -16,10 +16,12 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
+from bonforge.engine.record import RunRecord
 from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
+from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref, Upstream
-from bonforge.storage.store import StageStore, new_run_id, utc_now
+from bonforge.storage.store import StageStore, utc_now
 
 log = logging.getLogger("bonforge")
 
@@ -31,7 +33,7 @@ class Run:
 
     quiet = False
 
-    def __init__(self, store: StageStore, recipe: Recipe, done: dict[str, tuple[dict, float]] | None = None):
+    def __init__(self, store: StageStore, recipe: Recipe, done: dict[str, tuple[Manifest, float]] | None = None):
         self.store, self.recipe = store, recipe
         self.done = {} if done is None else done  # key -> (manifest, seconds) of the nodes computed early
         self.record: dict[str, list[str]] = {}
@@ -42,18 +44,17 @@ class Run:
     def __call__(self, node: Node) -> Ref:
         raise NotImplementedError
 
-    def _note(self, node: Node, manifest: dict, cached: bool, secs: float) -> Ref:
+    def _note(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
         name, key = node.stage.name, node.key
         self.record.setdefault(name, []).append(key)
         if cached:
             self.cached.setdefault(name, []).append(key)
         self.timings[node.label] = round(secs, 3)
-        reused = 0 if cached else manifest.get("rows_reused", 0)
-        computed = 0 if cached else manifest.get("rows_computed", (manifest.get("rows") or 0) - reused)
+        computed, reused = (0, 0) if cached else manifest.counts()
         self.rows[node.label] = {"computed": computed, "reused": reused}
         if not self.quiet:
             how = "cached" if cached else f"computed in {secs:.1f}s" + (f" ({reused} rows reused)" if reused else "")
-            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.get("rows"), how, key)
+            log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.rows, how, key)
         return Ref(name, key, manifest)
 
     def inputs(self, **refs: Upstream) -> StoreInputs:
@@ -126,42 +127,33 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
     at a stage that is not committed)."""
     recipe, store = run.recipe, run.store
-    record = {
-        "run_id": run_id or new_run_id(),
-        "recipe_name": recipe.name,
-        "recipe": recipe.model_dump(mode="json"),
-        "status": "running",
-        "started": utc_now(),
-        "stages": run.record,
-        "cached": run.cached,
-    }
+    record = RunRecord.build(recipe, run_id, run.record, run.cached)
     if record_start:
-        store.record_run(record)
+        store.record_run(record.json())
     t0 = time.perf_counter()
     try:
         dataset = dag(recipe, run, Path(recipe_dir))
-        record.update(status="succeeded", dataset=dataset["path"], dataset_version=dataset["version"])
-        for extra in ("rl_dataset", "fusion_dataset"):
-            if extra in dataset:
-                record[extra] = dataset[extra]["path"]
+        record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
+        record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
+        record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
     except NotCommitted:
         raise
     except BaseException as e:
-        record.update(status="failed", error=f"{type(e).__name__}: {e}"[:2000])
+        record.status, record.error = "failed", f"{type(e).__name__}: {e}"[:2000]
         raise
     finally:
-        record.update(finished=utc_now(), wall_s=round(time.perf_counter() - t0, 3), timings=run.timings,
-                      rows=run.rows)
-        if record["status"] != "running":
+        record.finished, record.wall_s = utc_now(), round(time.perf_counter() - t0, 3)
+        record.timings, record.rows = run.timings, run.rows
+        if record.status != "running":
             _record(store, record)
-    return record
+    return record.json()
 
 
-def _record(store: StageStore, record: dict) -> None:
+def _record(store: StageStore, record: RunRecord) -> None:
     """Write the run record; a failed build's own error goes first (a full disk fails this write too)."""
     try:
-        store.record_run(record)
+        store.record_run(record.json())
     except BonforgeError as e:
-        if record["status"] == "succeeded":
+        if record.status == "succeeded":
             raise
-        log.warning("the run record of %s could not be written: %s", record["run_id"], e)
+        log.warning("the run record of %s could not be written: %s", record.run_id, e)

@@ -23,7 +23,9 @@ from bonforge.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
 from bonforge.engine.reuse import Part
-from bonforge.stage import Node, Ref, Rows
+from bonforge.manifest import Manifest
+from bonforge.stage import Node, Params, Ref, Rows
+from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -53,8 +55,8 @@ def plan_shards(table: pa.Table, shard_rows: int | None) -> list[pa.Table]:
 class StoreInputs:
     """A node's inputs over the store: one DuckDB view per input name, opened on first use."""
 
-    def __init__(self, store: StageStore, refs: dict[str, list[Ref]], params: dict | None = None):
-        self.store, self.refs, self.params = store, refs, params or {}
+    def __init__(self, store: StageStore, refs: dict[str, list[Ref]], params: Params | None = None):
+        self.store, self.refs, self.params = store, refs, params
         self._con: duckdb.DuckDBPyConnection | None = None
 
     def __contains__(self, name: str) -> bool:
@@ -67,8 +69,8 @@ class StoreInputs:
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             self._con = self.store.duckdb()
-            for name in self.refs:
-                self._con.read_parquet(self.files(name), union_by_name=True).create_view(name)
+            for name, refs in self.refs.items():
+                add_view(self._con, self.store, name, [(r.stage, r.key) for r in refs])
         return self._con
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
@@ -140,7 +142,8 @@ def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Ta
     stage = node.stage
     if stage.open is not None:
         return stage.open(node.params)
-    return contextlib.nullcontext(partial(stage.compute, **node.params) if node.params else stage.compute)
+    return contextlib.nullcontext(partial(stage.compute, **node.params.compute_args()) if node.params
+                                 else stage.compute)
 
 
 def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[int],
@@ -164,15 +167,13 @@ def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[
             yield (i, *_compute_and_write(root, name, key, i, shards[i], compute, **extra(i), **context))
 
 
-def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
+def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
     ``reuse: false``): a committed output is computed again, and no row is taken from the store."""
     stage, key = node.stage, node.key
     if reuse_rows and store.exists(stage.name, key):
-        man = store.manifest(stage.name, key)
-        man["cached"] = True
-        return man
+        return store.manifest(stage.name, key).with_cached(True)
     if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
         store.uncommit(stage.name, key)
     inputs = StoreInputs(store, node.inputs, node.params)
@@ -225,11 +226,10 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> dict:
         },
         compact_rows=stage.compact_rows,
     )
-    man["cached"] = False
-    return man
+    return man.with_cached(False)
 
 
-def run_streamed(store: StageStore, node: Node, inputs) -> dict:
+def run_streamed(store: StageStore, node: Node, inputs) -> Manifest:
     """Compute a streamed stage in this process: shards as ``cut`` makes them from ``stage.stream``, each
     computed and written before the next is read; a rerun skips the shards already written (the shard plan
     is the stage's limits: the same limits over the same input give the same shards)."""
@@ -257,8 +257,7 @@ def run_streamed(store: StageStore, node: Node, inputs) -> dict:
                        extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_per_node": {},
                               "shards_resumed": len(done & set(range(n))), "streamed": True, **node.note, **summary},
                        compact_rows=stage.compact_rows)
-    man["cached"] = False
-    return man
+    return man.with_cached(False)
 
 
 def _row_counts(store: StageStore, node: Node, parts: list[Part], written: Shards) -> dict:

@@ -31,9 +31,9 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     stats = run(score.node(recipe, verdicts))
     genselect = run(assemble.node(recipe, problems, candidates, verdicts, stats))
-    if not genselect.manifest["rows"] and not recipe.export.allow_empty:
+    if not genselect.manifest.rows and not recipe.export.allow_empty:
         counts = score.filter_counts(run.inputs(problem_stats=stats))
-        raise EmptyDataset(counts, genselect.manifest["prompts_dropped_too_long"])
+        raise EmptyDataset(counts, genselect.manifest.extra["prompts_dropped_too_long"])
     shards = run.inputs(genselect=genselect).tables("genselect")
     dataset = run.publish(recipe.export.name, export.stream(shards, recipe.export.formats, f"bonforge/{recipe.name}"),
                           export.genselect_trainers(recipe))

@@ -13,11 +13,13 @@ from typing import Literal
 
 from bonforge.config import Recipe
 from bonforge.engine import run_node
+from bonforge.engine.record import RunRecord
 from bonforge.errors import StoreError
 from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
+from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref
-from bonforge.storage.store import StageStore, new_run_id, utc_now
+from bonforge.storage.store import StageStore
 from bonforge.stages import maxk, select_eval
 
 
@@ -33,31 +35,11 @@ def latest_run(store: StageStore, recipe: Recipe) -> dict:
     )
 
 
-def record_derived(store: StageStore, base: dict, kind: str, node: Node, manifest: dict, secs: float, **fields) -> dict:
-    stage, key = node.stage.name, node.key
-    now = utc_now()
-    cached = {s: list(keys) for s, keys in base["stages"].items() if s != stage}
-    if manifest.get("cached"):
-        cached[stage] = [key]
-    record = {
-        "run_id": new_run_id(),
-        "kind": kind,
-        "base_run": base["run_id"],
-        "recipe_name": base.get("recipe_name"),
-        "recipe": base.get("recipe"),
-        "status": "succeeded",
-        "started": now,
-        "finished": now,
-        "wall_s": round(secs, 3),
-        "stages": {**base["stages"], stage: [key]},
-        "cached": cached,
-        "timings": {node.label: round(secs, 3)},
-        "dataset": base.get("dataset"),
-        "dataset_version": base.get("dataset_version"),
-        **fields,
-    }
-    store.record_run(record)
-    return record
+def record_derived(store: StageStore, base: dict, kind: str, node: Node, manifest: Manifest, secs: float,
+                   **fields) -> dict:
+    record = RunRecord.derived(base, kind, node.stage.name, node.key, node.label, manifest.cached, secs, **fields)
+    store.record_run(record.json())
+    return record.json()
 
 
 def _refs(store: StageStore, run: dict, stages: tuple[str, ...]) -> dict[str, list[Ref]]:
@@ -100,7 +82,7 @@ def eval_selector(
     return record, summary
 
 
-def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, pool: bool) -> tuple[dict, dict]:
+def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, pool: bool) -> tuple[dict, Manifest]:
     """The ``maxk_weights`` stage of a run's verdicts; returns (record, manifest). ``ks`` default: the
     recipe's ``score.ks``, else 1, 2, 4, ... up to each group's size."""
     t0 = time.perf_counter()

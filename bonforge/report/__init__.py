@@ -103,8 +103,8 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
     for key in run["stages"].get("genselect", [])[:1]:  # what assembly left out for length
-        man = store.manifest("genselect", key) if store.exists("genselect", key) else {}
-        facts.update({k: man[k] for k in ("candidates_dropped_too_long", "prompts_dropped_too_long") if k in man})
+        extra = store.manifest("genselect", key).extra if store.exists("genselect", key) else {}
+        facts.update({k: extra[k] for k in ("candidates_dropped_too_long", "prompts_dropped_too_long") if k in extra})
     head = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
     page = (f'<!doctype html><html><head><meta charset="utf-8"><title>bonforge run {html.escape(run["run_id"])}'
             f"</title><style>{_CSS}</style><script>{_CHECK}</script></head><body>"

@@ -152,7 +152,7 @@ def stage_timings(con, run, store: StageStore) -> Plot:
     rows = con.sql(q).fetchall()
     labels = []
     for stage, key, _, _ in rows:
-        teacher = store.manifest(stage, key).get("teacher") if store.exists(stage, key) else None
+        teacher = store.manifest(stage, key).extra.get("teacher") if store.exists(stage, key) else None
         labels.append(f"{stage}[{teacher}]" if teacher else stage)
     walls = [r[2] or 0.0 for r in rows]
     this_run = run.get("timings", {})

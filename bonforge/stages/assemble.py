@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
@@ -25,7 +26,7 @@ from bonforge import judged_pool
 from bonforge.config import GenSelectConfig, Recipe
 from bonforge.prompts import UNRELIABLE, key_config, render_many, template_text, token_counter, token_counts
 from bonforge.schema import GENSELECT
-from bonforge.stage import Inputs, Node, Ref, Stage, Written
+from bonforge.stage import Inputs, Node, Params, Ref, Stage, Written
 
 VERSION = "1"
 def check_prompts(sizes: np.ndarray, n_correct: np.ndarray, cfg: GenSelectConfig) -> None:
@@ -234,12 +235,20 @@ def _dropped_too_long(w: Written) -> dict:
             "candidates_dropped_too_long": sum(int(m.get(b"candidates_too_long", 0)) for m in notes)}
 
 
+@dataclass(frozen=True)
+class AssembleParams(Params):
+    cfg: GenSelectConfig
+    seed: int
+
+    def key_config(self) -> dict:
+        return key_config(self.cfg, self.seed)
+
+
 # shards of 50,000 candidates, fewer where their texts and questions pass 64 MB
-STAGE = Stage("genselect", VERSION, schema=GENSELECT, compute=assemble, stream=_pool, shard_rows=50_000,
-              shard_bytes=64 << 20, summary=_dropped_too_long)
+STAGE = Stage("genselect", VERSION, params=AssembleParams, schema=GENSELECT, compute=assemble, stream=_pool,
+              shard_rows=50_000, shard_bytes=64 << 20, summary=_dropped_too_long)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Node:
-    return STAGE.bind(key_config(recipe.genselect, recipe.seed),
-                      {"problems": problems, "problem_stats": stats, "candidates": candidates, "verdicts": verdicts},
-                      params={"cfg": recipe.genselect, "seed": recipe.seed})
+    return STAGE.bind(AssembleParams(recipe.genselect, recipe.seed),
+                      {"problems": problems, "problem_stats": stats, "candidates": candidates, "verdicts": verdicts})

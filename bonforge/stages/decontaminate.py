@@ -23,6 +23,7 @@ the rows named here; its manifest keeps the counts (``dropped``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from bonforge.errors import DataError
 from bonforge.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import CONTAMINATION
 from bonforge.sources.problems import load_problems
-from bonforge.stage import Node, Stage
+from bonforge.stage import Node, Params, Stage, unkeyed
 
 VERSION = "1"
 
@@ -179,11 +180,20 @@ def summary(table: pa.Table) -> dict:
     return {"dropped": dict(sorted(counts.items()))}
 
 
-STAGE = Stage("contamination", VERSION, schema=CONTAMINATION, compute=_compute, early=True,
+@dataclass(frozen=True)
+class DecontaminateParams(Params):
+    problems: ProblemsConfig
+    cfg: DecontaminateConfig
+    recipe_dir: Path = unkeyed()
+
+    def key_config(self) -> dict:
+        return {"problems": self.problems.key_config(), "decontaminate": self.cfg.key_config()}
+
+
+STAGE = Stage("contamination", VERSION, params=DecontaminateParams, schema=CONTAMINATION, compute=_compute, early=True,
               summary=lambda w: summary(w.read(["reason", "benchmark"])))
 
 
 def node(recipe: Recipe, recipe_dir: Path) -> Node:
     """Keyed by the problems' source and mapping and the decontamination settings."""
-    return STAGE.bind({"problems": recipe.problems.key_config(), "decontaminate": recipe.decontaminate.key_config()},
-                      {}, params={"problems": recipe.problems, "cfg": recipe.decontaminate, "recipe_dir": recipe_dir})
+    return STAGE.bind(DecontaminateParams(recipe.problems, recipe.decontaminate, recipe_dir), {})

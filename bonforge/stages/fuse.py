@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import random
 import re
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -23,11 +24,12 @@ import pyarrow as pa
 
 from bonforge import judged_pool, prompts, templates
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
-from bonforge.config import FusionConfig, FusionExport, Recipe
+from bonforge.config import FusionConfig, FusionExport, GenSelectConfig, Recipe
+from bonforge.llm.config import SampledTeacher
 from bonforge.metrics import majority_at_k
 from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
 from bonforge.selector import Selector, selector_key
-from bonforge.stage import Inputs, Node, Ref, Stage
+from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
 POOLS_VERSION = "1"
 FUSION_VERSION = "1"
@@ -198,19 +200,27 @@ _POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems
 def _pool_candidates(i: Inputs) -> Iterator[pa.Table]:
     """The candidates of the fusion teachers (of the kept problems only, with ``problems: kept``), in chunks
     of whole problems."""
-    return judged_pool.chunks(i, _POOL, teachers=sorted(i.params["cfg"].teachers))
+    return judged_pool.chunks(i, _POOL, teachers=sorted(i.params.cfg.teachers))
 
 
-POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, schema=FUSION_POOLS, compute=build_pools, stream=_pool_candidates,
-                    shard_rows=50_000)
+@dataclass(frozen=True)
+class PoolsParams(Params):
+    cfg: FusionConfig
+
+    def key_config(self) -> dict:
+        return pools_key_config(self.cfg)
+
+
+POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, params=PoolsParams, schema=FUSION_POOLS, compute=build_pools,
+                    stream=_pool_candidates, shard_rows=50_000)
 
 
 def pools_node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: list[Ref], stats: Ref) -> Node:
     cfg = recipe.fusion
-    return POOLS_STAGE.bind(pools_key_config(cfg), {
+    return POOLS_STAGE.bind(PoolsParams(cfg), {
         "problems": problems, "candidates": candidates, "verdicts": verdicts,
         "problem_stats": stats if cfg.problems == "kept" else None,
-    }, params={"cfg": cfg})  # fmt: skip
+    })  # fmt: skip
 
 
 def _members(i: Inputs, *columns: str) -> pa.Table:
@@ -221,24 +231,32 @@ def _selection_prompts(i: Inputs) -> pa.Table:
     members = _members(i, "c.text", "v.correct", "v.extracted")
     problems = i.read("problems", ["problem_id", "question"])
     questions = dict(zip(problems.column("problem_id").to_pylist(), problems.column("question").to_pylist()))
-    return selection_prompts(i.read("fusion_pools"), members, questions, i.params["genselect"])
+    return selection_prompts(i.read("fusion_pools"), members, questions, i.params.genselect)
 
 
-def _selector(p: dict) -> contextlib.closing:
-    return contextlib.closing(Selector(p["selector"], runs=1, skip_unanimous=False))
+@dataclass(frozen=True)
+class SelectParams(Params):
+    selector: SampledTeacher
+    genselect: GenSelectConfig
+    seed: int
+
+    def key_config(self) -> dict:
+        return {"selector": selector_key(self.selector), "genselect": prompts.key_config(self.genselect, self.seed)}
 
 
-SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, schema=SELECTOR_EVAL, open=_selector, table=_selection_prompts)
+def _selector(p: SelectParams) -> contextlib.closing:
+    return contextlib.closing(Selector(p.selector, runs=1, skip_unanimous=False))
+
+
+SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, params=SelectParams, schema=SELECTOR_EVAL, open=_selector,
+                     table=_selection_prompts)
 
 
 def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Node:
     """The configured selector picks one candidate of each fusion pool (GenSelect on the same pools)."""
-    cfg = recipe.fusion
-    key_cfg = {"selector": selector_key(cfg.selector),
-               "genselect": prompts.key_config(recipe.genselect, recipe.seed)}
     upstream = {"fusion_pools": pools, "candidates": candidates, "verdicts": verdicts}
-    return SELECT_STAGE.bind(key_cfg, upstream, inputs={**upstream, "problems": problems},
-                             params={"selector": cfg.selector, "genselect": recipe.genselect})
+    return SELECT_STAGE.bind(SelectParams(recipe.fusion.selector, recipe.genselect, recipe.seed), upstream,
+                             inputs={**upstream, "problems": problems})
 
 
 _ANALYSIS_READS = {"candidates": ["problem_id", "candidate_id", "teacher", "text"],  # first: texts drive
@@ -275,7 +293,13 @@ def _pool_rows(c: dict[str, pa.Table]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=POOL_ROWS)
 
 
-FUSION_STAGE = Stage("fusion", FUSION_VERSION, schema=FUSION, compute=analyze, stream=_analysis_chunks,
+@dataclass(frozen=True)
+class FusionParams(Params):
+    min_span: int
+
+
+FUSION_STAGE = Stage("fusion", FUSION_VERSION, params=FusionParams, schema=FUSION, compute=analyze,
+                     stream=_analysis_chunks,
                      shard_rows=50_000, shard_bytes=64 << 20, summary=lambda w: {"comparison": comparison(w.read())})
 
 
@@ -284,8 +308,7 @@ def fusion_node(recipe: Recipe, pools: Ref, candidates: list[Ref], verdicts: lis
     upstream = {"fusion_pools": pools, "candidates": candidates, "verdicts": verdicts, "fused": fused,
                 "fused_verdicts": fused_verdicts, "fusion_select": selection}
     inputs = {**upstream, "candidates": candidates + [fused], "verdicts": verdicts + [fused_verdicts]}
-    return FUSION_STAGE.bind({"min_span": recipe.fusion.min_span}, upstream, inputs=inputs,
-                             params={"min_span": recipe.fusion.min_span})
+    return FUSION_STAGE.bind(FusionParams(recipe.fusion.min_span), upstream, inputs=inputs)
 
 
 def sft_parts(i: Inputs, cfg: FusionExport) -> dict[str, pa.Table]:

@@ -5,6 +5,7 @@ as loaded).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from bonforge import data
 from bonforge.config import ProblemsConfig, Recipe
 from bonforge.schema import PROBLEMS
 from bonforge.sources.problems import load_problems
-from bonforge.stage import Node, Ref, Stage
+from bonforge.stage import Node, Params, Ref, Stage, unkeyed, whole_key
 
 VERSION = "3"  # 3: APPS call-based specs say their outputs are wrapped (wrapped_outputs); limits from the data
 # checked (NaN, infinite, negative: the record's error) and capped at 600 s. 2: assert-style test specs
@@ -24,11 +25,16 @@ def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path, drop: pa.Table | N
     return load_problems(cfg, data.resolve(cfg.source, recipe_dir), drop)
 
 
-STAGE = Stage("problems", VERSION, schema=PROBLEMS, compute=_load, early=True,
+@dataclass(frozen=True)
+class LoadParams(Params):
+    cfg: ProblemsConfig = whole_key()
+    recipe_dir: Path = unkeyed()
+
+
+STAGE = Stage("problems", VERSION, params=LoadParams, schema=PROBLEMS, compute=_load, early=True,
               context=lambda i: {"drop": i.read("contamination", ["problem_id"])} if "contamination" in i else {})
 
 
 def node(recipe: Recipe, recipe_dir: Path, contamination: Ref | None = None) -> Node:
     """Without a contamination stage (``None``) the key is what it was before that stage existed."""
-    return STAGE.bind(recipe.problems.key_config(), {"contamination": contamination},
-                      params={"cfg": recipe.problems, "recipe_dir": recipe_dir})
+    return STAGE.bind(LoadParams(recipe.problems, recipe_dir), {"contamination": contamination})

@@ -3,6 +3,7 @@ problems' reference solutions (``include_reference``), each a ``candidates`` sta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform, text_chars
-from bonforge.stage import Node, Ref, Stage
+from bonforge.stage import Node, Params, Ref, Stage, unkeyed, whole_key
 from bonforge.sources import code as load_code
 
 
@@ -95,15 +96,21 @@ def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
     return load_code.reference_candidates(problems)
 
 
+@dataclass(frozen=True)
+class PoolParams(Params):
+    teacher: PoolTeacher = whole_key()
+    recipe_dir: Path = unkeyed()
+
+
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
                  summary=lambda w: {"text_chars": text_chars(w.each(["text"]))})
-POOL = Stage("candidates", "pool-1", schema=CANDIDATES, compute=_import, **_PROBLEMS)
+POOL = Stage("candidates", "pool-1", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
 REFERENCE = Stage("candidates", "reference-1", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 
 
 def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:
-    return POOL.bind(teacher.key_config(), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                     params={"teacher": teacher, "recipe_dir": recipe_dir}, note={"teacher": teacher.name})
+    return POOL.bind(PoolParams(teacher, recipe_dir), {"problems": problems}, label=f"candidates[{teacher.name}]",
+                     note={"teacher": teacher.name})
 
 
 def reference_node(problems: Ref) -> Node:

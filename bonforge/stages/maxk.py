@@ -18,13 +18,14 @@ which tied candidate attains it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import comb
 
 import numpy as np
 import pyarrow as pa
 
 from bonforge.schema import MAXK_WEIGHTS
-from bonforge.stage import Node, Ref, Stage
+from bonforge.stage import Node, Params, Ref, Stage
 from bonforge.metrics import ALL, default_ks, rank_weights
 
 VERSION = "1"
@@ -85,11 +86,17 @@ def maxk_table(verdicts: pa.Table, ks: list[int] | None, pool: bool) -> pa.Table
     return pa.table(rows, schema=MAXK_WEIGHTS)
 
 
-STAGE = Stage("maxk_weights", VERSION, schema=MAXK_WEIGHTS, compute=maxk_table, shard_rows=200_000,
+@dataclass(frozen=True)
+class MaxkParams(Params):
+    ks: list[int] | None
+    pool: bool
+
+
+STAGE = Stage("maxk_weights", VERSION, params=MaxkParams, schema=MAXK_WEIGHTS, compute=maxk_table, shard_rows=200_000,
               table=lambda i: i.sql(
     "SELECT problem_id, teacher, candidate_id, reward FROM verdicts ORDER BY problem_id, candidate_id"))
 
 
 def node(verdicts: list[Ref], ks: list[int] | None, pool: bool) -> Node:
     ks = sorted(set(ks)) if ks else None
-    return STAGE.bind({"ks": ks, "pool": pool}, {"verdicts": verdicts}, params={"ks": ks, "pool": pool})
+    return STAGE.bind(MaxkParams(ks, pool), {"verdicts": verdicts})

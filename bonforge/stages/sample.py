@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from bonforge.llm.base import Engine, EngineError, Request, problem_seed
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, conform, text_chars
-from bonforge.stage import Node, Ref, Rows, Stage, Written
+from bonforge.stage import Node, Params, Ref, Rows, Stage, Written, unkeyed
 
 log = logging.getLogger("bonforge")
 
@@ -77,9 +78,9 @@ def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> 
     return out
 
 
-def _ids(shard: pa.Table, _context: dict, params: dict) -> pa.Table:
+def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
     """The candidates a problems shard gets (``bonforge.stage.Rows``): every sample index of every problem."""
-    t: SampledTeacher = params["teacher"]
+    t = params.teacher
     rendered = prompts(shard, t, {})
     pids = [pid for pid, _ in rendered]
     n = len(pids)
@@ -184,7 +185,7 @@ def _runs(indices: list[int]) -> list[tuple[int, int]]:
 def _summary(w: Written) -> dict:
     """Token totals over every shard on disk (also those of an earlier, interrupted run), this run's
     throughput, and the problems that got fewer than n samples (skipped prompts)."""
-    teacher = w.node.params["teacher"]
+    teacher = w.node.params.teacher
     sampler = w.compute if w.compute is not None else Sampler(teacher)  # None: every row was reused
     s = sampler.stats
     table = w.read(["problem_id", "prompt_tokens", "completion_tokens"])
@@ -206,15 +207,24 @@ def _summary(w: Written) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class SampleParams(Params):
+    teacher: SampledTeacher
+    engine: Engine | None = unkeyed(None)  # an engine already started (tests, the warm builder)
+
+    def key_config(self) -> dict:
+        return key_config(self.teacher)
+
+
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
                                    "reference_correct"), CANDIDATES)
-STAGE = Stage("candidates", VERSION, schema=CANDIDATES,
-              open=lambda p: contextlib.closing(Sampler(p["teacher"], p["engine"])),
+STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
+              open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
               table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary, rows=ROWS)
 
 
 def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
     """``teacher.n`` candidates per problem of ``problems`` (for the fusor: the rendered fusion pools);
     the manifest's ``tokens`` / ``throughput`` give the token totals and this run's tokens/s."""
-    return STAGE.bind(key_config(teacher), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                      params={"teacher": teacher, "engine": engine}, shard_rows=teacher.shard_problems)
+    return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
+                      shard_rows=teacher.shard_problems)

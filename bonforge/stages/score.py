@@ -10,6 +10,7 @@ computed once per distinct answer-group signature (group sizes, which are correc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 from bonforge.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.schema import PROBLEM_STATS
-from bonforge.stage import Inputs, Node, Ref, Stage
+from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
 VERSION = "3"  # 3: majority@k exact from answer-count vectors where they are few (sampled beyond C(n, k) = 512 before)
 
@@ -122,12 +123,21 @@ def _verdicts(i: Inputs) -> Iterator[pa.Table]:
             yield chunk["verdicts"]
 
 
-STAGE = Stage("problem_stats", VERSION, schema=PROBLEM_STATS, compute=score, shard_rows=200_000, stream=_verdicts)
+@dataclass(frozen=True)
+class ScoreParams(Params):
+    score_cfg: ScoreConfig
+    filter_cfg: FilterConfig
+
+    def key_config(self) -> dict:
+        return {"score": self.score_cfg.key_config(), "filter": self.filter_cfg.key_config()}
+
+
+STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS, compute=score, shard_rows=200_000,
+              stream=_verdicts)
 
 
 def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
-    return STAGE.bind({"score": recipe.score.key_config(), "filter": recipe.filter.key_config()},
-                      {"verdicts": verdicts}, params={"score_cfg": recipe.score, "filter_cfg": recipe.filter})
+    return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})
 
 
 def filter_counts(i: Inputs) -> dict[str, int]:

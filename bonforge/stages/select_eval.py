@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -28,7 +29,7 @@ from bonforge.metrics import majority_at_k
 from bonforge.prompts import SELECTION, UNRELIABLE, answer_groups, key_config, render_all, template_text, token_counter
 from bonforge.schema import SELECTOR_EVAL
 from bonforge.selector import Selector, selector_key
-from bonforge.stage import Inputs, Node, Ref, Stage
+from bonforge.stage import Inputs, Node, Params, Ref, Stage, unkeyed
 
 VERSION = "1"
 
@@ -83,30 +84,47 @@ _POOL = """
 
 
 def _prompts(i: Inputs) -> pa.Table:
-    if i.params["prompts"] == "genselect":
+    p: SelectEvalParams = i.params
+    if p.prompts == "genselect":
         verdicts = i.sql("SELECT candidate_id, extracted FROM verdicts")
         extracted = dict(zip(verdicts.column("candidate_id").to_pylist(), verdicts.column("extracted").to_pylist()))
         return prompt_table(i.sql("SELECT * FROM genselect"), extracted)
-    return pool_prompts(i.sql(_POOL), i.params["genselect"], i.params["seed"])
+    return pool_prompts(i.sql(_POOL), p.genselect, p.seed)
+
+
+@dataclass(frozen=True)
+class SelectEvalParams(Params):
+    """``prompts``: the build's GenSelect prompts (``genselect``) or one per problem over its whole pool
+    (``pool``, drawn with ``genselect`` and ``seed``)."""
+
+    teacher: SampledTeacher
+    runs: int
+    skip_unanimous: bool
+    prompts: Literal["genselect", "pool"]
+    genselect: GenSelectConfig
+    seed: int
+    engine: Engine | None = unkeyed(None)
+
+    def key_config(self) -> dict:
+        source = ({"source": "genselect"} if self.prompts == "genselect" else
+                  {"source": "pool", "genselect": key_config(self.genselect, self.seed)})
+        return {"selector": selector_key(self.teacher), "runs": self.runs, "skip_unanimous": self.skip_unanimous,
+                "prompts": source}
 
 
 READS = {"genselect": ("genselect", "verdicts"), "pool": ("problems", "candidates", "verdicts")}
-STAGE = Stage("selector_eval", VERSION, schema=SELECTOR_EVAL,
-              open=lambda p: contextlib.closing(Selector(p["teacher"], p["runs"],
-              p["skip_unanimous"], p["engine"])), table=_prompts, shard_rows=256)  # fmt: skip
+STAGE = Stage("selector_eval", VERSION, params=SelectEvalParams, schema=SELECTOR_EVAL,
+              open=lambda p: contextlib.closing(Selector(p.teacher, p.runs, p.skip_unanimous, p.engine)),
+              table=_prompts, shard_rows=256)
 
 
 def node(recipe: Recipe, teacher: SampledTeacher, runs: int, skip_unanimous: bool,
          prompts: Literal["genselect", "pool"], base: dict[str, list[Ref]], engine: Engine | None = None) -> Node:
     """``teacher`` as a selector on a build's GenSelect prompts, or on one prompt per problem over its whole
     pool; ``base``: the build's outputs of the stages ``READS[prompts]``."""
-    prompt_cfg = ({"source": "genselect"} if prompts == "genselect" else
-                  {"source": "pool", "genselect": key_config(recipe.genselect, recipe.seed)})
-    upstream = {s: base[s] for s in READS[prompts]}
-    cfg = {"selector": selector_key(teacher), "runs": runs, "skip_unanimous": skip_unanimous, "prompts": prompt_cfg}
-    return STAGE.bind(cfg, upstream, note={"selector": teacher.model, "engine": teacher.engine},
-                      params={"teacher": teacher, "runs": runs, "skip_unanimous": skip_unanimous, "engine": engine,
-                              "prompts": prompts, "genselect": recipe.genselect, "seed": recipe.seed})
+    params = SelectEvalParams(teacher, runs, skip_unanimous, prompts, recipe.genselect, recipe.seed, engine)
+    return STAGE.bind(params, {s: base[s] for s in READS[prompts]},
+                      note={"selector": teacher.model, "engine": teacher.engine})
 
 
 # -- Table 1 ----------------------------------------------------------------------------------------------

@@ -11,17 +11,18 @@ killed at a wall-clock limit, which a busy machine reaches sooner)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge import identity
-from bonforge.config import Recipe
 from bonforge.judging import code as verify_code
 from bonforge.judging import math as verify_math
+from bonforge.config import MathVerifyConfig, Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import VERDICTS
-from bonforge.stage import Node, Ref, Rows, Stage
+from bonforge.stage import Node, Params, Ref, Rows, Stage, whole_key
 
 
 def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
@@ -44,8 +45,8 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
 
 
 def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
-    def ids(candidates: pa.Table, context: dict, params: dict) -> pa.Table:
-        digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params["cfg"].key_config()})
+    def ids(candidates: pa.Table, context: dict, params: VerifyParams) -> pa.Table:
+        digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params.cfg.key_config()})
         problems = context["problems"]
         if kind == "math":
             gold = problems.column("answer")
@@ -64,10 +65,15 @@ def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
                                       "detail", "latency_ms"), VERDICTS, {"status": volatile})
 
 
+@dataclass(frozen=True)
+class VerifyParams(Params):
+    cfg: MathVerifyConfig | CodeVerifyConfig = whole_key()
+
+
 # What judging and the verdict identity read: not the reasoning, token counts or the problems' metadata.
 _JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
            "problems": ["problem_id", "domain", "question", "answer", "tests"]}
-_SHARDS = dict(executor="ray", shard_rows=256, compact_rows=100_000,
+_SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000,
                table=lambda i: i.read("candidates", _JUDGED["candidates"]),
                context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
@@ -80,5 +86,5 @@ def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> N
     """The verdicts of one candidates stage; ``domains``: those of the problems."""
     stage, cfg = (CODE, recipe.verify.code) if domains == {"code"} else (MATH, recipe.verify.math)
     teacher = candidates.manifest.get("teacher", "")
-    return stage.bind(cfg.key_config(), {"problems": problems, "candidates": candidates},
-                      label=f"verdicts[{teacher}]", params={"cfg": cfg}, note={"teacher": teacher})
+    return stage.bind(VerifyParams(cfg), {"problems": problems, "candidates": candidates},
+                      label=f"verdicts[{teacher}]", note={"teacher": teacher})

@@ -7,6 +7,7 @@ stage.
 from __future__ import annotations
 
 import json
+from typing import Iterable
 
 import pyarrow as pa
 
@@ -22,28 +23,36 @@ def connect(store: StageStore, run_id: str | None = None):
     run = store.run(run_id)
     stage_rows = []
     for stage, keys in run["stages"].items():
-        files = [str(p) for key in keys if store.exists(stage, key) for p in store.paths(stage, key)]
+        add_view(con, store, stage, [(stage, key) for key in keys if store.exists(stage, key)])
         for key in keys:
-            man = store.manifest(stage, key) if store.exists(stage, key) else {}
+            man = store.manifest(stage, key) if store.exists(stage, key) else None
+            cached = key in run.get("cached", {}).get(stage, [])
+            computed, reused = (0, 0) if cached else man.counts() if man else (None, 0)
             stage_rows.append(
                 {
                     "run_id": run["run_id"],
                     "stage": stage,
                     "key": key,
-                    "rows": man.get("rows"),
-                    "wall_s": man.get("timings", {}).get("wall_s"),
-                    "compute_s": man.get("timings", {}).get("compute_s"),
-                    "cached": (cached := key in run.get("cached", {}).get(stage, [])),
-                    "rows_computed": 0 if cached else man.get("rows_computed", man.get("rows")),
-                    "rows_reused": 0 if cached else man.get("rows_reused", 0),
+                    "rows": man and man.rows,
+                    "wall_s": man and man.timings.get("wall_s"),
+                    "compute_s": man and man.timings.get("compute_s"),
+                    "cached": cached,
+                    "rows_computed": computed,
+                    "rows_reused": reused,
                 }
             )
-        if files:
-            con.read_parquet(files, union_by_name=True).create_view(stage, replace=True)
     con.register(
         "run_stages", pa.Table.from_pylist(stage_rows) if stage_rows else pa.table({"stage": pa.array([], pa.string())})
     )
     return con
+
+
+def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str]]) -> None:
+    """The view ``name`` over the files of the committed ``(stage, key)`` outputs, columns matched by name (the
+    catalog's views, a node's inputs); no view where there is no file."""
+    files = [str(p) for stage, key in outputs for p in store.paths(stage, key)]
+    if files:
+        con.read_parquet(files, union_by_name=True).create_view(name, replace=True)
 
 
 def _runs_table(runs: list[dict]) -> pa.Table:

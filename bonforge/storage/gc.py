@@ -59,6 +59,6 @@ def collect(store: StageStore, keep_runs: int, dry_run: bool = False) -> dict:
 
 def _rows(store: StageStore, stage: str, key: str) -> int | None:
     try:
-        return store.manifest(stage, key).get("rows")
+        return store.manifest(stage, key).rows
     except (OSError, ValueError, json.JSONDecodeError):
         return None

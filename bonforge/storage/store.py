@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from bonforge.errors import StoreError
 from bonforge.keys import canonical_json
+from bonforge.manifest import Manifest
 from bonforge.storage.fs import Location, json_bytes, open_location
 
 
@@ -69,10 +70,10 @@ class StageStore:
     def exists(self, stage: str, key: str) -> bool:
         return self.loc.is_file(self._file(stage, key, "manifest.json"))
 
-    def manifest(self, stage: str, key: str) -> dict:
+    def manifest(self, stage: str, key: str) -> Manifest:
         path = self._file(stage, key, "manifest.json")
         try:
-            return json.loads(self.loc.read_bytes(path))
+            return Manifest.from_json(json.loads(self.loc.read_bytes(path)))
         except FileNotFoundError:
             raise StoreError(f"stage {stage!r} with key {key} is not committed in {self.root}") from None
 
@@ -81,8 +82,7 @@ class StageStore:
 
     def paths(self, stage: str, key: str) -> list:
         """The committed files of a stage: Paths in a local store, s3:// URIs (which ``duckdb()`` reads)."""
-        man = self.manifest(stage, key)
-        return [self._file(stage, key, name) for name in man["files"]]
+        return [self._file(stage, key, name) for name in self.manifest(stage, key).files]
 
     def read_file(self, path, columns: list[str] | None = None) -> pa.Table:
         return pq.read_table(self.loc.key(path), columns=columns, filesystem=self.loc.fs)
@@ -152,7 +152,7 @@ class StageStore:
         timings: dict[str, float] | None = None,
         extra: dict[str, Any] | None = None,
         compact_rows: int | None = None,
-    ) -> dict:
+    ) -> Manifest:
         """Write the manifest after checking that every shard 0..n_shards-1 is written. With
         ``compact_rows``, consecutive shards are first concatenated into files of about that many rows."""
         missing = sorted(set(range(n_shards)) - self.done_shards(stage, key))
@@ -178,7 +178,7 @@ class StageStore:
             **(extra or {}),
         }
         self.loc.write_bytes(self._file(stage, key, "manifest.json"), json_bytes(manifest))
-        return manifest
+        return Manifest.from_json(manifest)
 
     def _compact(self, stage: str, key: str, parts: list, rows_per_file: int) -> list:
         """Concatenate consecutive shards into ``data-*.parquet`` files of about ``rows_per_file`` rows: what

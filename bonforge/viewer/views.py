@@ -49,10 +49,9 @@ def committed_since(store, started: str) -> list[dict]:
         for key in store.loc.names(store.loc.path("stages", stage)):
             if store.exists(stage, key):
                 man = store.manifest(stage, key)
-                if man.get("created", "") >= started[:19] + "Z":
-                    out.append({"stage": stage, "key": key, "rows": man.get("rows"), "cached": False,
-                                "wall_s": man.get("timings", {}).get("wall_s"),
-                                "compute_s": man.get("timings", {}).get("compute_s")})
+                if man.created >= started[:19] + "Z":
+                    out.append({"stage": stage, "key": key, "rows": man.rows, "cached": False,
+                                "wall_s": man.timings.get("wall_s"), "compute_s": man.timings.get("compute_s")})
     return sorted(out, key=lambda s: (s["stage"], s["key"]))
 
 
@@ -284,7 +283,7 @@ def fusion(cat, run: dict, problem_id: str) -> dict:
 
 def _min_span(store, run: dict) -> int:
     (key,) = run["stages"]["fusion"][:1]
-    return int(store.manifest("fusion", key).get("config", {}).get("min_span", 16))
+    return int(store.manifest("fusion", key).config.get("min_span", 16))
 
 
 def segments(text: str, labels: list[str]) -> list[dict]:

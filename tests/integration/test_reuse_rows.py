@@ -12,6 +12,7 @@ from llm_server import ScriptedServer
 
 from bonforge.config import Recipe
 from bonforge.engine import run_node
+from bonforge.llm.base import problem_seed
 from bonforge.llm.config import OpenAITeacher
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.stage import Ref
@@ -46,7 +47,7 @@ def test_n_8_to_16_draws_8_new_samples_per_problem(tmp_path):
         man = sampled(store, "pk", problems(5), teacher(server.url, n=16))
         assert server.count == 5 * 16
         assert sorted({b["seed"] for b in server.bodies[40:]}) == sorted(
-            sample.problem_seed(0, f"p{i:03d}") + j for i in range(5) for j in range(8, 16))
+            problem_seed(0, f"p{i:03d}") + j for i in range(5) for j in range(8, 16))
         assert (man["rows_computed"], man["rows_reused"], man["rows"]) == (40, 40, 80)
         fresh = sampled(scratch, "pk", problems(5), teacher(server.url, n=16))
     assert store.read("candidates", man["key"]).equals(scratch.read("candidates", fresh["key"]))

@@ -64,8 +64,7 @@ elif stage == "fusion":  # attribution (a suffix automaton per member text, ~20 
     upstream = {"fusion_pools": ref("fusion_pools", "fp"), "candidates": cands, "verdicts": verdicts, "fused": fused,
                 "fused_verdicts": fused_verdicts}
     inputs = {**upstream, "candidates": cands + [fused], "verdicts": verdicts + [fused_verdicts]}
-    run_node(store, small(fuse.FUSION_STAGE.bind({"min_span": 16}, upstream, inputs=inputs,
-                                                 params={"min_span": 16})))
+    run_node(store, small(fuse.FUSION_STAGE.bind(fuse.FusionParams(16), upstream, inputs=inputs)))
 else:
     shards = StoreInputs(store, {"genselect": [ref("genselect", genselect.key)]}).tables("genselect")
     publish(store.loc, "s", export.stream(shards, ["verl", "plain"], "bonforge/s"), {})

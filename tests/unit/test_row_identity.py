@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from bonforge import identity
+from bonforge.llm.base import problem_seed
 from bonforge.stages import sample
-from bonforge.stages.sample import Sampler, problem_seed
+from bonforge.stages.sample import Sampler
 from test_sample import EchoEngine, openai_teacher, problems
 
 

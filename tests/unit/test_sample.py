@@ -6,14 +6,15 @@ import pyarrow as pa
 import pytest
 
 from bonforge.errors import ConfigError, DataError
-from bonforge.llm.base import Completion, Request
+from bonforge.llm.base import Completion, Request, problem_seed
 from bonforge.llm.config import OpenAITeacher, TransformersTeacher
+from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.storage.store import StageStore
 from bonforge.engine import run_node
 from bonforge.stage import Ref
 from bonforge.stages import sample
-from bonforge.stages.sample import Sampler, key_config, model_identity, problem_seed
+from bonforge.stages.sample import Sampler, key_config
 from bonforge.templates import render
 
 

@@ -1,0 +1,59 @@
+"""The run record, ``runs/<run_id>.json``: what one run built and how (``bonforge runs``, the catalog's
+``runs`` view, the viewer and the report read it).
+
+Two kinds of run write one: a build (``RunRecord.build``, ``bonforge.engine.run.execute``) and a derived run,
+which adds one stage to the stages of a base build (``RunRecord.derived``: ``bonforge.flows.insight``). Fields
+that a run does not have (a build's ``kind``, a derived run's ``rows``, a failed build's dataset) are left out
+of the JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from bonforge.storage.store import new_run_id, utc_now
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    recipe_name: str | None
+    recipe: dict | None
+    stages: dict[str, list[str]]  # stage -> the keys this run used, in DAG order
+    cached: dict[str, list[str]]  # stage -> the keys it found committed
+    status: str = "running"  # running, succeeded, failed
+    started: str = field(default_factory=utc_now)
+    finished: str | None = None
+    wall_s: float | None = None
+    timings: dict[str, float] | None = None  # node label -> seconds
+    rows: dict[str, dict[str, int]] | None = None  # node label -> rows computed / reused (a build)
+    dataset: str | None = None
+    dataset_version: int | None = None
+    rl_dataset: str | None = None
+    fusion_dataset: str | None = None
+    error: str | None = None
+    kind: str | None = None  # a derived run: "eval-selector", "maxk"
+    base_run: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary
+
+    @classmethod
+    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]]) -> RunRecord:
+        """A build of ``recipe`` starting now; ``stages``/``cached``: the run's maps, filled as it goes."""
+        return cls(run_id or new_run_id(), recipe.name, recipe.model_dump(mode="json"), stages, cached)
+
+    @classmethod
+    def derived(cls, base: dict, kind: str, stage: str, key: str, label: str, cached: bool, secs: float,
+                **extra: Any) -> RunRecord:
+        """The run that added ``stage`` (key ``key``, node ``label``) to the stages of the build ``base``, just
+        now in ``secs`` seconds; ``cached``: it was committed already."""
+        now = utc_now()
+        was = {s: list(keys) for s, keys in base["stages"].items() if s != stage}
+        return cls(new_run_id(), base.get("recipe_name"), base.get("recipe"), {**base["stages"], stage: [key]},
+                   {**was, stage: [key]} if cached else was, "succeeded", now, now, round(secs, 3),
+                   {label: round(secs, 3)}, dataset=base.get("dataset"), dataset_version=base.get("dataset_version"),
+                   kind=kind, base_run=base["run_id"], extra=extra)
+
+    def json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**{k: v for k, v in out.items() if v is not None}, **self.extra}

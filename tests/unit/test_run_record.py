@@ -1,0 +1,39 @@
+"""One run record, two constructors: a build's and a derived run's, the JSON `bonforge runs` and the viewer read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bonforge.config import load_recipe
+from bonforge.engine.record import RunRecord
+
+BASE = {"run_id": "b1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
+        "stages": {"problems": ["p"], "verdicts": ["v1", "v2"], "selector_eval": ["old"]},
+        "cached": {}, "dataset": "/store/datasets/r/v1", "dataset_version": 1, "rows": {}}
+
+
+def test_a_derived_run_has_the_base_stages_cached_and_its_own_stage():
+    rec = RunRecord.derived(BASE, "eval-selector", "selector_eval", "new", "selector_eval", False, 1.23456,
+                            selector={"engine": "openai", "model": "m"}, summary={"prompts": 3}).json()
+    assert set(rec) == {"run_id", "kind", "base_run", "recipe_name", "recipe", "status", "started", "finished",
+                        "wall_s", "stages", "cached", "timings", "dataset", "dataset_version", "selector", "summary"}
+    assert rec["stages"] == {"problems": ["p"], "verdicts": ["v1", "v2"], "selector_eval": ["new"]}
+    assert rec["cached"] == {"problems": ["p"], "verdicts": ["v1", "v2"]}
+    assert (rec["kind"], rec["base_run"], rec["status"], rec["wall_s"], rec["timings"]) == (
+        "eval-selector", "b1", "succeeded", 1.235, {"selector_eval": 1.235})
+    assert rec["started"] == rec["finished"] and rec["dataset_version"] == 1 and rec["summary"] == {"prompts": 3}
+    again = RunRecord.derived(BASE, "maxk", "selector_eval", "new", "selector_eval", True, 0.0).json()
+    assert again["cached"]["selector_eval"] == ["new"] and again["run_id"] != rec["run_id"]
+
+
+def test_a_build_record_holds_only_what_the_build_has_so_far():
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml")
+    stages: dict[str, list[str]] = {}
+    record = RunRecord.build(recipe, "r1", stages, {})
+    stages["problems"] = ["p"]  # the run's own map, filled as the DAG is walked
+    start = record.json()
+    assert set(start) == {"run_id", "recipe_name", "recipe", "status", "started", "stages", "cached"}
+    assert start["status"] == "running" and start["stages"] == {"problems": ["p"]}
+    assert start["recipe"] == recipe.model_dump(mode="json")
+    record.status, record.error = "failed", "DataError: bad"
+    assert set(record.json()) - set(start) == {"error"}
