@@ -88,6 +88,7 @@ class Rows:
     * ``content``: the output columns a stored row supplies; ``schema``: the output's schema.
     * ``volatile``: column -> values of rows that say more about the run than the content (a sandbox
       failure, a verifier killed on a busy machine): they are never reused, so a later build tries again.
+    * ``optional``: content columns an earlier output may lack (added since): reused rows get nulls there.
 
     Where some rows of a shard are reused, ``compute`` gets ``todo=<the ids rows still to compute>`` and
     returns those rows only."""
@@ -97,6 +98,7 @@ class Rows:
     content: tuple[str, ...]
     schema: pa.Schema
     volatile: dict[str, tuple] = field(default_factory=dict)
+    optional: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
