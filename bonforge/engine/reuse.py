@@ -149,11 +149,11 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, li
     for key, columns, row_keys, positions in sources:
         try:
             read = [c for c in rows.content if c in columns or c not in rows.optional]
-            data = store.read(stage, key, [rows.key, *read])
+            data = store.read(stage, key, [*rows.keys, *read])
         except _UNREADABLE as e:
             log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
             continue
-        pos = match(row_keys, data.column(rows.key))
+        pos = match(row_keys, rows.row_keys(data))
         hit = pos >= 0
         got = data.take(pos[hit])
         found.append(pa.table({c: got.column(c).cast(rows.schema.field(c).type) if c in got.column_names
@@ -182,7 +182,7 @@ def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
     the file's metadata."""
     tables = [t.select(rows.schema.names).cast(rows.schema) for t in (computed, part.reused) if t is not None]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    order = pc.index_in(out.column(rows.key), value_set=part.ids.column(rows.key))
+    order = pc.index_in(rows.row_keys(out), value_set=rows.row_keys(part.ids))
     out = out.take(pc.sort_indices(order))
     reused = part.reused.num_rows if part.reused is not None else 0
     return out.replace_schema_metadata({**(out.schema.metadata or {}), REUSED: str(reused).encode()})
@@ -193,15 +193,15 @@ def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
 
 
 def write_index(store: StageStore, node: Node, parts: list[Part], written: pa.Table) -> str:
-    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key column
+    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key columns
     and the ``volatile`` ones) beside its shards; returns its file name, for the manifest."""
     rows = node.stage.rows
     assert rows is not None
-    ids = pa.concat_tables([p.ids.select([rows.key, "row_id"]) for p in parts])
-    kept = written.column(rows.key)
+    ids = pa.concat_tables([p.ids.select([*rows.keys, "row_id"]) for p in parts])
+    kept = rows.row_keys(written)
     for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
-    ids = ids.filter(pc.is_in(ids.column(rows.key), value_set=kept))
-    index = pa.table({"row_id": ids.column("row_id"), "row_key": ids.column(rows.key)})
+    index = pa.table({"row_id": ids.column("row_id"), "row_key": rows.row_keys(ids)})
+    index = index.filter(pc.is_in(index.column("row_key"), value_set=kept))
     store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
     return INDEX

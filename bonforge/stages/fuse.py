@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bonforge import judged_pool, prompts, templates
+from bonforge import judged_pool, prompts, selector, templates
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.config import FusionConfig, FusionExport, Recipe
 from bonforge.metrics import majority_at_k
@@ -228,7 +228,8 @@ def _selector(p: dict) -> contextlib.closing:
     return contextlib.closing(Selector(p["selector"], runs=1, skip_unanimous=False))
 
 
-SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, schema=SELECTOR_EVAL, open=_selector, table=_selection_prompts)
+SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, schema=SELECTOR_EVAL, open=_selector, table=_selection_prompts,
+                     rows=selector.rows(lambda p: (p["selector"], 1, False)))  # a pool selected before: not asked
 
 
 def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Node:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from bonforge import identity, templates
 from bonforge.errors import DataError
-from bonforge.llm.base import Engine, EngineError, Request, problem_seed
+from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, conform
@@ -138,7 +138,7 @@ class Sampler:
                 missing.setdefault(pid, []).append(index)
         out = []
         for pid, prompt in prompts(shard, t, self.templates):
-            runs = [(0, t.n)] if todo is None else _runs(sorted(missing.get(pid, ())))
+            runs = [(0, t.n)] if todo is None else consecutive(sorted(missing.get(pid, ())))
             for start, n in runs:
                 out.append((Request(
                     id=pid, messages=({"role": "user", "content": prompt},), n=n, temperature=t.temperature,
@@ -190,17 +190,6 @@ class Sampler:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
-
-
-def _runs(indices: list[int]) -> list[tuple[int, int]]:
-    """``(start, count)`` of each run of consecutive values in sorted ``indices``."""
-    out: list[tuple[int, int]] = []
-    for i in indices:
-        if out and out[-1][0] + out[-1][1] == i:
-            out[-1] = (out[-1][0], out[-1][1] + 1)
-        else:
-            out.append((i, 1))
-    return out
 
 
 def _summary(w: Written) -> dict:

@@ -7,9 +7,10 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
-from bonforge import identity, templates
+from bonforge import identity, selector, templates
 from bonforge.engine import reuse
 from bonforge.stages import sample
+from bonforge.selector import Selector
 from bonforge.stages.sample import Sampler, problem_seed
 from test_sample import EchoEngine, openai_teacher, problems
 
@@ -110,3 +111,29 @@ def test_the_sampler_asks_only_for_the_missing_indices_in_runs():
     rows = out.select(["candidate_id", "sample_index", "seed"]).to_pylist()
     assert [r["candidate_id"] for r in rows] == ["p0/t/0", "p0/t/1", "p0/t/3", "p0/t/6", "p0/t/7", "p1/t/2"]
     assert all(r["seed"] == problem_seed(0, r["candidate_id"][:2]) + r["sample_index"] for r in rows)
+
+
+def test_a_tuple_key_is_one_value_per_row_and_no_two_tuples_share_it():
+    rows = selector.rows(lambda p: (p["teacher"], 2, False))
+    table = pa.table({"prompt_id": ["a1", "a", "a#1"], "run": pa.array([1, 11, 1], pa.int32())})
+    keys = rows.row_keys(table).to_pylist()
+    assert len(set(keys)) == 3 and rows.keys == ("prompt_id", "run")
+
+
+def test_the_selector_asks_only_for_the_missing_runs_in_runs():
+    engine = EchoEngine()
+    t = openai_teacher()
+    shard = pa.table({"prompt_id": ["a#0", "b#0"], "problem_id": ["a", "b"], "prompt": ["pick a", "pick b"],
+                      "n_candidates": pa.array([2, 2], pa.int32()), "correct_indices": [[0], [1]],
+                      "n_tokens": pa.array([3, 3], pa.int32()), "answer_groups": [[0, 1], [0, 1]]})
+    todo = pa.table({"prompt_id": ["a#0", "a#0", "b#0"], "run": pa.array([1, 2, 0], pa.int32())})
+    out = Selector(t, 4, False, engine)(shard, todo=todo)
+    assert [(r.id, r.n, r.seed - problem_seed(0, r.id)) for r in engine.requests] == [("a#0", 2, 1), ("b#0", 1, 0)]
+    assert [(r["prompt_id"], r["run"], r["seed"] - problem_seed(0, r["prompt_id"])) for r in out.to_pylist()] == [
+        ("a#0", 1, 1), ("a#0", 2, 2), ("b#0", 0, 0)]
+    ids = selector.selection_ids(shard, t, 4, False)
+    assert [(r["prompt_id"], r["run"]) for r in ids.select(["prompt_id", "run"]).to_pylist()] == [
+        (p, run) for p in ("a#0", "b#0") for run in range(4)]  # in the order the selector writes them
+    assert len(set(ids.column("row_id").to_pylist())) == 8
+    assert set(selector.selection_ids(shard, t, 4, True).column("row_id").to_pylist()).isdisjoint(
+        ids.column("row_id").to_pylist())
