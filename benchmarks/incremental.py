@@ -7,10 +7,12 @@
   it switched off (the stages' ``rows`` declarations removed), and the time the reuse code itself spent
   in the driver (identities, look-up, row index) as a share of the build (target <= 3 %);
 * ``lookup``: the look-up for 100,000 problems x 16 candidates (1.6 M rows) that an earlier output holds:
-  identities, index read and join, rows fetched (target <= 2 s), for the verdicts and for the samples; and
-  the verdicts' identities side by side with the layout before (a SHA-256 over every part by DuckDB).
+  identities, index read and join (target <= 2 s), then the rows fetched, for the verdicts (over candidates with
+  their ``text_digest``, each text hashed where it was written, and without, as in a store written before the
+  column) and for the samples; with ``--baseline DIR`` (another checkout, e.g. ``git archive main``) that code's
+  look-up of the same rows first, in a process of its own, and the ratios.
 
-    python benchmarks/incremental.py [grow|overhead|lookup[:PROBLEMS] ...]     (default: all three)
+    python benchmarks/incremental.py [grow|overhead|lookup[:PROBLEMS] ...] [--baseline DIR]   (default: all three)
 
 The load average is printed with the figures (this machine is shared).
 """
@@ -86,25 +88,6 @@ def grow() -> None:
     print(f"  sampling stage, +10 % / from scratch: {ratio:.3f}x (target <= 0.15x)")
 
 
-def sha256_verdict_ids(settings_hex: str, problems, candidates):
-    """The verdict identities before the buffer read (``bonforge.identity`` until then, for the ratio): a SHA-256 by
-    DuckDB over the problem's digest and the candidate's length-prefixed text."""
-    import duckdb
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from bonforge import identity
-
-    parts = zip(*(problems.column(c).to_pylist() for c in ("domain", "gold")))
-    prefix = pa.array([identity.hashlib.sha256(b"".join([settings_hex.encode(), *map(identity._field, v)])).hexdigest()
-                       for v in parts])
-    pos = pc.index_in(candidates.column("problem_id"), value_set=problems.column("problem_id"))
-    con = duckdb.connect()
-    con.register("r", pa.table({"h": prefix.take(pos), "text": candidates.column("text")}))
-    text = "(CASE WHEN text IS NULL THEN '~' ELSE strlen(text)::VARCHAR || ':' || text END)"
-    return con.sql(f"SELECT unhex(left(sha256(h || {text}), 32)) AS id FROM r").to_arrow_table().column("id")
-
-
 class Timed:
     """Wraps the reuse functions the driver calls and adds up their time."""
 
@@ -157,14 +140,45 @@ def overhead() -> None:
           f"(target <= +3 %)")
 
 
-def lookup(n_problems: int = 100_000) -> None:
+def lookup(n_problems: int = 100_000, baseline: str | None = None) -> None:
+    """This code's look-up, and with ``baseline`` (another checkout, e.g. of main) that code's on the same rows,
+    run first in a process of its own."""
+    before = json.loads(_child(baseline, n_problems)) if baseline else {}
+    print(f"lookup: {n_problems:,} problems x 16 = {n_problems * 16:,} rows held by an earlier output ({load()})")
+    figures = _figures(n_problems)
+    print(f"  {'':<9} {'':<44} {'look-up':>8} {'of which: identities':>20} {'index':>6} {'rows fetched':>12}")
+    for name, rows in [(f"baseline: {k}", v) for k, v in before.items()] + list(figures.items()):
+        total, ids_s, index_s, fetch_s, found = rows
+        what, _, how = name.rpartition(" ")
+        print(f"  {how:<9} {what:<44} {total - fetch_s:>6.2f} s {ids_s:>18.2f} s {index_s:>4.2f} s {fetch_s:>10.2f} s"
+              f"  ({found:,} found)")
+    for what in ("verdicts", "samples"):
+        after = figures[f"this code: {what}"]
+        line = f"  {what}: look-up {after[0] - after[3]:.2f} s (target <= 2 s)"
+        if what in before:
+            b = before[what]
+            line += (f", this code / baseline {(after[0] - after[3]) / (b[0] - b[3]):.2f}x "
+                     f"(identities {after[1] / b[1]:.2f}x, index {after[2] / b[2]:.2f}x)")
+        print(line)
+
+
+def _child(code: str, n_problems: int) -> str:
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(code).resolve())}
+    return subprocess.run([sys.executable, __file__, f"figures:{n_problems}"], env=env, check=True,
+                          capture_output=True, text=True).stdout.strip().splitlines()[-1]
+
+
+def _figures(n_problems: int) -> dict[str, tuple]:
+    """(whole plan s, identities s, index look-up s, rows fetched s, rows found) of each case the code that runs
+    knows: verdicts (over candidates with their ``text_digest``, and without, as written before it existed)
+    and samples."""
     import numpy as np
     import pyarrow as pa
 
     from bonforge import identity
     from bonforge.config import Recipe
-    from bonforge.engine import reuse
-    from bonforge.engine.shards import StoreInputs, plan_shards
     from bonforge.llm.config import OpenAITeacher
     from bonforge.schema import CANDIDATES, PROBLEMS as PROBLEMS_SCHEMA, VERDICTS, conform
     from bonforge.stage import Ref
@@ -192,58 +206,77 @@ def lookup(n_problems: int = 100_000) -> None:
                                     "teachers": [{"name": "t", "engine": "pool", "source": {"path": "x"}}],
                                     "export": {"name": "d"}})
     teacher = OpenAITeacher(engine="openai", name="t", model="m", n=per, shard_problems=64)
-    print(f"lookup: {n_problems:,} problems x {per} = {rows:,} rows held by an earlier output ({load()})")
-    gold = pa.table({"problem_id": problems.column("problem_id"), "domain": problems.column("domain"),
-                     "gold": problems.column("answer")})
-    times = {}
-    for name, ids in (("SHA-256 by DuckDB (before)", sha256_verdict_ids),
-                      ("SHA-256 of the texts alone, by DuckDB", identity.verdict_ids)):
+    cases = [("verdicts", cands)]
+    if hasattr(identity, "with_digests"):  # the candidates' text_digest: each text hashed where it is written
         t0 = time.perf_counter()
-        ids("s", gold, cands)
-        times[name] = time.perf_counter() - t0
-        print(f"  verdict identities, {name:<26} {times[name]:5.2f} s")
-    before, after = times.values()
-    print(f"  verdict identities, after / before: {after / before:.2f}x")
-    with tempfile.TemporaryDirectory() as tmp:
-        store = StageStore(tmp)
-        for key in ("old", "new"):
-            for stage, table, extra in (("problems", problems, None), ("candidates", cands, {"teacher": "t"})):
-                store.write_shard(stage, key, 0, table)
-                store.commit(stage, key, 1, version="1", config={}, upstream={}, extra=extra)
-        cases = [("verdicts", lambda k: verify.node(recipe, Ref("problems", k), Ref("candidates", k), {"math"}),
-                  verdicts, lambda i: i.read("candidates"), lambda i: {"problems": i.read("problems")}),
-                 ("samples", lambda k: sample.node(Ref("problems", k), teacher), cands,
-                  lambda i: i.read("problems", ["problem_id", "domain", "question"]), lambda i: {})]
-        for name, make, output, table_of, context_of in cases:
-            old, new = make("old"), make("new")
-            inputs = StoreInputs(store, new.inputs, new.params)
-            table, context = table_of(inputs), context_of(inputs)
-            shards = plan_shards(table, new.stage.shard_rows)
-            t0 = time.perf_counter()
-            parts = reuse.plan(store, old, shards, context, [], look_up=False)  # the earlier build's ids
-            ids_s = time.perf_counter() - t0
-            store.write_shard(old.stage.name, old.key, 0, output)
-            store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
-            man = store.manifest(old.stage.name, old.key).json()
-            man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id",
-                                                                                   *old.stage.rows.volatile]))
-            store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"),
-                                  json.dumps(man).encode())
-            located, fetched = Timed(), Timed()
-            located.wrap(reuse, "locate")
-            fetched.wrap(reuse, "fetch")
-            t0 = time.perf_counter()
-            parts = reuse.plan(store, new, shards, context, list(range(len(shards))), look_up=True)
-            total = time.perf_counter() - t0
-            reuse.locate, reuse.fetch = located.fn, fetched.fn
-            found = sum(p.reused.num_rows for p in parts)
-            look_up = ids_s + located.seconds
-            print(f"  {name:<9} {len(shards):>5} shards: identities {ids_s:5.2f} s + index look-up "
-                  f"{located.seconds:5.2f} s = {look_up:5.2f} s (target <= 2 s); rows read and placed "
-                  f"{total - look_up:5.2f} s; {found:,} found")
+        digested = identity.with_digests(cands)
+        print(f"  hashing the texts once, where the candidates are written: {time.perf_counter() - t0:5.2f} s")
+        cases = [("this code: verdicts", digested), ("this code, a store without text_digest: verdicts", cands),
+                 ("this code: samples", digested)]
+    else:
+        cases += [("samples", cands)]
+    figures = {}
+    for name, candidates in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = StageStore(tmp)
+            for key in ("old", "new"):
+                for stage, table, extra in (("problems", problems, None), ("candidates", candidates, {"teacher": "t"})):
+                    store.write_shard(stage, key, 0, table)
+                    store.commit(stage, key, 1, version="1", config={}, upstream={}, extra=extra)
+            if name.endswith("verdicts"):
+                figures[name] = _look_up(store, lambda k: verify.node(recipe, Ref("problems", k),
+                                                                       Ref("candidates", k), {"math"}),
+                                         verdicts, lambda i: i.read("candidates"),
+                                         lambda i: {"problems": i.read("problems")})
+            else:
+                figures[name] = _look_up(store, lambda k: sample.node(Ref("problems", k), teacher), candidates,
+                                         lambda i: i.read("problems", ["problem_id", "domain", "question"]),
+                                         lambda i: {})
+    return figures
+
+
+def _look_up(store, make, output, table_of, context_of) -> tuple[float, float, float, float, int]:
+    """An earlier build's output of ``make("old")`` with its row index, then the look-up of ``make("new")``
+    over the same rows: (whole plan s, identities s, index look-up s, rows fetched s, rows found)."""
+    from bonforge.engine import reuse
+    from bonforge.engine.shards import StoreInputs, plan_shards
+
+    old, new = make("old"), make("new")
+    inputs = StoreInputs(store, new.inputs, new.params)
+    table, context = table_of(inputs), context_of(inputs)
+    shards = plan_shards(table, new.stage.shard_rows)
+    parts = reuse.plan(store, old, shards, context, [], look_up=False)  # the earlier build's ids
+    store.write_shard(old.stage.name, old.key, 0, output)
+    store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
+    man = store.manifest(old.stage.name, old.key).json()
+    man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id", *old.stage.rows.volatile]))
+    store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"), json.dumps(man).encode())
+    t0 = time.perf_counter()
+    new.stage.rows.ids(table, context, new.params)
+    ids_s = time.perf_counter() - t0
+    located, fetched = Timed(), Timed()
+    located.wrap(reuse, "locate")
+    fetched.wrap(reuse, "fetch")
+    try:
+        t0 = time.perf_counter()
+        parts = reuse.plan(store, new, shards, context, list(range(len(shards))), look_up=True)
+        total = time.perf_counter() - t0
+    finally:
+        reuse.locate, reuse.fetch = located.fn, fetched.fn
+    return total, ids_s, located.seconds, fetched.seconds, sum(p.reused.num_rows for p in parts)
 
 
 if __name__ == "__main__":
-    for what in sys.argv[1:] or ["grow", "overhead", "lookup"]:
+    args = sys.argv[1:]
+    base = None
+    if "--baseline" in args:  # lookup --baseline DIR: that checkout's look-up first, side by side
+        at = args.index("--baseline")
+        base, args = args[at + 1], args[:at] + args[at + 2:]
+    for what in args or ["grow", "overhead", "lookup"]:
         name, _, size = what.partition(":")  # lookup:12500 for a smaller pool
-        {"grow": grow, "overhead": overhead, "lookup": lookup}[name](*map(int, filter(None, [size])))
+        if name == "figures":  # the child of lookup --baseline
+            print(json.dumps(_figures(int(size))))
+        elif name == "lookup":
+            lookup(int(size or 100_000), base)
+        else:
+            {"grow": grow, "overhead": overhead}[name](*map(int, filter(None, [size])))

@@ -9,7 +9,9 @@ stage is about to compute (``bonforge.engine.reuse`` takes a row from the store 
 A sample's identity is 16 bytes of a SHA-256 over length-prefixed parts (no two different part lists
 give the same input: the settings and the prompt), then its index and seed. A verdict's is 16 bytes of a
 SHA-256 over the settings and its problem's parts (once per problem), then a byte that says whether the
-text is null and 16 bytes of the text's SHA-256 (``text_digests``, by DuckDB over the Arrow column). The
+text is null and 16 bytes of the text's SHA-256: its ``text_digest``, hashed once where the candidate is
+written (``with_digests``: the sampler, imported pools), or by DuckDB over the text column where a stored
+candidate has none (written before the column existed). The
 text hash is cryptographic on purpose: a candidate's text comes from a policy that may search for a
 collision (XXH3 was 3.7x faster, but pairs of texts that collide under it can be constructed), and a text
 must never take another's verdict. The widths (28 bytes for a sample, 33 for a verdict, 16 in the layout
@@ -42,23 +44,61 @@ def _field(value: str | None) -> bytes:
     return b"%d:%s" % (len(data), data)
 
 
-def text_digests(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """One row of 17 bytes per text: 1 and 16 bytes of the text's SHA-256, or 17 zero bytes for a null.
-    DuckDB hashes the Arrow column where it lies, on every core (2x a loop over hashlib on 2 cores)."""
+def sha256(columns: list[pa.Array | pa.ChunkedArray], prefix: str = "", raw: bool = False) -> np.ndarray:
+    """The SHA-256 (32 bytes a row) of ``prefix`` and each row's values, length-prefixed as ``_field``
+    does (``raw``: of one column's string as it is, '' for a null). DuckDB hashes the Arrow columns where
+    they lie, on every core (2x a loop over hashlib on 2 cores)."""
     import duckdb
 
+    if not len(columns[0]):
+        return np.zeros((0, 32), np.uint8)
+    con = duckdb.connect()
+    con.register("t", pa.table({f"c{i}": c for i, c in enumerate(columns)}))
+    parts = ["coalesce(c0, '')"] if raw else [f"coalesce(strlen(c{i})::VARCHAR || ':' || c{i}, '~')"
+                                              for i in range(len(columns))]
+    query = f"SELECT unhex(sha256($prefix || {' || '.join(parts)})) AS d FROM t"
+    digests = con.sql(query, params={"prefix": prefix}).to_arrow_table().column("d").combine_chunks()
+    return _rows(digests.cast(pa.binary(32)), 32)
+
+
+def _rows(values: pa.Array, width: int) -> np.ndarray:
+    """The values of a fixed-size binary array as a 2-D uint8 array (garbage where null)."""
+    data = np.frombuffer(values.buffers()[1], np.uint8)
+    return data[values.offset * width:(values.offset + len(values)) * width].reshape(len(values), width)
+
+
+def text_digests(texts: pa.Array | pa.ChunkedArray, known: pa.Array | pa.ChunkedArray | None = None) -> np.ndarray:
+    """One row of 17 bytes per text: 1 and 16 bytes of the text's SHA-256, or 17 zero bytes for a null.
+    ``known``: the texts' ``text_digest`` column (``with_digests``, written with each candidate): a text
+    is hashed here only where its digest is null (an output written before the column existed)."""
     out = np.zeros((len(texts), 1 + SIZE), np.uint8)
     if not len(texts):
         return out
-    con = duckdb.connect()
-    con.register("t", pa.table({"text": texts}))
-    query = f"SELECT unhex(left(sha256(coalesce(text, '')), {2 * SIZE})) AS d FROM t"
-    digests = con.sql(query).to_arrow_table().column("d").combine_chunks().cast(pa.binary(SIZE))
-    out[:, 0] = 1
-    out[:, 1:] = np.frombuffer(digests.buffers()[1], np.uint8).reshape(len(texts), SIZE)
-    if texts.null_count:
-        out[pc.is_null(texts).to_numpy(zero_copy_only=False)] = 0
+    valid = pc.is_valid(texts).to_numpy(zero_copy_only=False)
+    need = valid
+    if known is not None and known.null_count < len(known):
+        known = known.combine_chunks() if isinstance(known, pa.ChunkedArray) else known
+        have = valid & pc.is_valid(known).to_numpy(zero_copy_only=False)
+        out[have, 1:] = _rows(known.cast(pa.binary(SIZE)), SIZE)[have]
+        need = valid & ~have
+    if need.any():
+        out[need, 1:] = sha256([texts.filter(pa.array(need))], raw=True)[:, :SIZE]
+    out[valid, 0] = 1
     return out
+
+
+def with_digests(candidates: pa.Table) -> pa.Table:
+    """``candidates`` with its ``text_digest`` column (16 bytes of each text's SHA-256, null for a null text)
+    filled where it is null: a candidate's text is hashed once, where it is written, and verification's
+    row identity reads the digest instead of hashing the text again."""
+    known = candidates.column("text_digest") if "text_digest" in candidates.column_names else None
+    rows = text_digests(candidates.column("text"), known)
+    digests = pa.FixedSizeBinaryArray.from_buffers(pa.binary(SIZE), len(rows),
+                                                   [None, pa.py_buffer(np.ascontiguousarray(rows[:, 1:]).tobytes())])
+    digests = pc.if_else(pa.array(rows[:, 0] == 1), digests, pa.nulls(len(rows), pa.binary(SIZE)))
+    if known is None:
+        return candidates.append_column("text_digest", digests)
+    return candidates.set_column(candidates.column_names.index("text_digest"), "text_digest", digests)
 
 
 def _fixed(rows: np.ndarray) -> pa.Array:
@@ -68,32 +108,29 @@ def _fixed(rows: np.ndarray) -> pa.Array:
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(rows.shape[1]), len(rows), buffers).cast(TYPE)
 
 
-def sample_ids(settings_hex: str, prompts: pa.Table, samples: pa.Table) -> pa.Array:
-    """The identity of each sample (``problem_id``, ``sample_index``, ``seed``) of the rendered prompts
-    (``problem_id``, ``prompt``): 16 bytes of SHA-256 over the settings and the prompt, then the sample
-    index (4 bytes) and the seed (8 bytes), big-endian: nothing to hash per sample."""
-    prompt = b"".join(hashlib.sha256(settings_hex.encode() + _field(text)).digest()[:SIZE]
-                      for text in prompts.column("prompt").to_pylist())
-    digests = np.frombuffer(prompt, dtype=np.uint8).reshape(-1, SIZE)
-    pos = pc.index_in(samples.column("problem_id"), value_set=prompts.column("problem_id")).to_numpy()
-    index = samples.column("sample_index").to_numpy().astype(">i4").view(np.uint8).reshape(-1, 4)
-    seed = samples.column("seed").to_numpy().astype(">i8").view(np.uint8).reshape(-1, 8)
-    return _fixed(np.concatenate([digests[pos], index, seed], axis=1))
+def sample_ids(settings_hex: str, prompts: pa.Array, prompt_of: np.ndarray, index: np.ndarray,
+               seed: np.ndarray) -> pa.Array:
+    """The identity of each sample: 16 bytes of SHA-256 over the settings and its prompt (``prompts``,
+    rendered, one per prompt; ``prompt_of``: each sample's position in it), then its index (4 bytes) and
+    its seed (8 bytes), big-endian: nothing to hash per sample."""
+    digests = sha256([prompts], settings_hex)[:, :SIZE]
+    index = np.asarray(index).astype(">i4").view(np.uint8).reshape(-1, 4)
+    seed = np.asarray(seed).astype(">i8").view(np.uint8).reshape(-1, 8)
+    return _fixed(np.concatenate([digests[prompt_of], index, seed], axis=1))
 
 
 def verdict_ids(settings_hex: str, problems: pa.Table, candidates: pa.Table) -> pa.Array:
-    """The identity of the verdict on each candidate (``problem_id``, ``text``) of ``problems``
-    (``problem_id``, ``domain``, ``gold``: the gold answer, or for code everything the judge reads of the
-    problem: its test spec and question)."""
-    parts = [problems.column(c).to_pylist() for c in ("domain", "gold")]
-    prefix = [hashlib.sha256(b"".join([settings_hex.encode(), *map(_field, values)])).digest()[:SIZE]
-              for values in zip(*parts)]
+    """The identity of the verdict on each candidate (``problem_id``, ``text``, and ``text_digest`` where
+    it was written) of ``problems`` (``problem_id``, ``domain``, ``gold``: the gold answer, or for code
+    everything the judge reads of the problem: its test spec and question)."""
+    prefix = [sha256([problems.column("domain"), problems.column("gold")], settings_hex)[:, :SIZE]]
     pids = candidates.column("problem_id")
     pos = pc.index_in(pids, value_set=problems.column("problem_id"))
     if pos.null_count:  # a candidate without its problem: a prefix of its own problem id, never another's
         orphans = pc.unique(pids.filter(pc.is_null(pos)))
-        prefix += [hashlib.sha256(b"no problem\0" + _field(pid)).digest()[:SIZE] for pid in orphans.to_pylist()]
+        prefix += [np.frombuffer(b"".join(hashlib.sha256(b"no problem\0" + _field(pid)).digest()[:SIZE]
+                                          for pid in orphans.to_pylist()), np.uint8).reshape(-1, SIZE)]
         pos = pc.coalesce(pos, pc.add(pc.index_in(pids, value_set=orphans), problems.num_rows))
-    digests = np.frombuffer(b"".join(prefix), np.uint8).reshape(-1, SIZE)
-    rows = digests[pos.to_numpy(zero_copy_only=False).astype(np.int64)]
-    return _fixed(np.concatenate([rows, text_digests(candidates.column("text"))], axis=1))
+    rows = np.concatenate(prefix)[pos.to_numpy(zero_copy_only=False).astype(np.int64)]
+    known = candidates.column("text_digest") if "text_digest" in candidates.column_names else None
+    return _fixed(np.concatenate([rows, text_digests(candidates.column("text"), known)], axis=1))

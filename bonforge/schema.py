@@ -32,6 +32,7 @@ CANDIDATES = pa.schema(
         pa.field("completion_tokens", pa.int32()),
         pa.field("seed", pa.int64()),
         pa.field("reference_correct", pa.bool_()),  # a published label from an imported pool, else null
+        pa.field("text_digest", pa.binary(16)),  # 16 bytes of the text's SHA-256 (bonforge.identity), null: none
     ]
 )
 

@@ -13,18 +13,22 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Callable
 
+import numpy as np
 import pyarrow as pa
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
+from bonforge import identity
 from bonforge.errors import ConfigError
 from bonforge.judging.judgment import parse_judgment
-from bonforge.llm.base import Engine, EngineError, Request, problem_seed
+from bonforge.keys import canonical_json
+from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import SELECTOR_EVAL
+from bonforge.stage import Rows
 
 _SPEC = re.compile(r"^(?P<engine>openai|transformers|vllm):(?P<model>[^@]+)(?:@(?P<url>\S+))?$")
 _Config = TypeAdapter(Annotated[OpenAITeacher | TransformersTeacher | VLLMTeacher, Field(discriminator="engine")])
@@ -72,36 +76,71 @@ def unanimous(groups: list[int]) -> bool:
     return bool(groups) and groups[0] >= 0 and all(g == groups[0] for g in groups)
 
 
+ROW_VERSION = "1"  # what shapes a row besides the selector's settings and the prompt: bump it with _row
+
+
+def selection_ids(shard: pa.Table, teacher: SampledTeacher, runs: int, skip_unanimous: bool) -> pa.Table:
+    """The rows a shard of prompts gets (``bonforge.stage.Rows``): every run of every prompt, each with its
+    identity (``identity.sample_ids``: the selector's settings and ``skip_unanimous``; as the prompt, the
+    canonical JSON of the whole prompt row, label included; the run and its seed ``problem_seed + run``)."""
+    settings = identity.settings("selection", {"version": ROW_VERSION, "selector": selector_key(teacher),
+                                               "skip_unanimous": skip_unanimous})
+    prompts = pa.array([canonical_json(p) for p in shard.to_pylist()], pa.string())
+    prompt_ids = shard.column("prompt_id").combine_chunks()
+    at = np.repeat(np.arange(len(prompts)), runs)
+    run = np.tile(np.arange(runs, dtype=np.int32), len(prompts))
+    seed = np.array([problem_seed(teacher.seed, p) for p in prompt_ids.to_pylist()], np.int64)[at] + run
+    return pa.table({"prompt_id": prompt_ids.take(at), "run": run,
+                     "problem_id": shard.column("problem_id").combine_chunks().take(at),
+                     "row_id": identity.sample_ids(settings, prompts, at, run, seed)})
+
+
+def rows(settings: Callable[[dict], tuple[SampledTeacher, int, bool]]) -> Rows:
+    """Row reuse for a stage whose compute is a ``Selector``; ``settings(params)``: its teacher, runs and
+    ``skip_unanimous``. A stored row of the same identity is taken as it is; only the missing runs are asked."""
+    return Rows(("prompt_id", "run"), lambda shard, _context, params: selection_ids(shard, *settings(params)),
+                tuple(n for n in SELECTOR_EVAL.names if n not in ("prompt_id", "run", "problem_id")), SELECTOR_EVAL)
+
+
 class Selector:
     """A shard of prompts → SELECTOR_EVAL rows. Creates the engine on first use and keeps it."""
 
     def __init__(self, teacher: SampledTeacher, runs: int, skip_unanimous: bool, engine: Engine | None = None):
         self.teacher, self.runs, self.skip_unanimous, self.engine = teacher, runs, skip_unanimous, engine
 
-    def __call__(self, shard: pa.Table) -> pa.Table:
+    def __call__(self, shard: pa.Table, todo: pa.Table | None = None) -> pa.Table:
+        """Every run of every prompt, or with ``todo`` (``prompt_id``, ``run``: the rows still to compute)
+        those only, asked as one request per run of consecutive missing runs (seed ``problem_seed + start``)."""
         prompts = shard.to_pylist()
-        ask = [p for p in prompts if not (self.skip_unanimous and unanimous(p["answer_groups"]))]
+        wanted: dict[str, list[int]] = {p["prompt_id"]: list(range(self.runs)) for p in prompts}
+        if todo is not None:
+            wanted = {pid: [] for pid in wanted}
+            for pid, run in zip(todo.column("prompt_id").to_pylist(), todo.column("run").to_pylist()):
+                wanted[pid].append(run)
         t = self.teacher
-        requests = [Request(id=p["prompt_id"], messages=({"role": "user", "content": p["prompt"]},), n=self.runs,
+        planned = [(Request(id=p["prompt_id"], messages=({"role": "user", "content": p["prompt"]},), n=n,
                             temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
-                            seed=problem_seed(t.seed, p["prompt_id"]), stop=tuple(t.stop)) for p in ask]
-        answers: dict[str, list] = {}
-        if requests:
+                            seed=problem_seed(t.seed, p["prompt_id"]) + start, stop=tuple(t.stop)), start)
+                   for p in prompts if not (self.skip_unanimous and unanimous(p["answer_groups"]))
+                   for start, n in consecutive(sorted(wanted[p["prompt_id"]]))]
+        answers: dict[str, dict[int, object]] = {}
+        if planned:
             if self.engine is None:
                 from bonforge.llm import make_engine
 
                 self.engine = make_engine(t)
             self.engine.start()
-            results = self.engine.generate(requests)
-            if len(results) != len(requests):
+            results = self.engine.generate([r for r, _ in planned])
+            if len(results) != len(planned):
                 raise EngineError(f"selector {t.model}: engine returned {len(results)} results for "
-                                  f"{len(requests)} prompts")
-            answers = {r.id: comps for r, comps in zip(requests, results)}
+                                  f"{len(planned)} requests")
+            for (r, start), comps in zip(planned, results):
+                answers.setdefault(r.id, {}).update({start + c.index: c for c in comps})
         rows = []
         for p in prompts:
-            comps = {c.index: c for c in answers.get(p["prompt_id"], [])}
-            for run in range(self.runs):
-                rows.append(_row(p, run, p["prompt_id"] not in answers, comps.get(run)))
+            asked = not (self.skip_unanimous and unanimous(p["answer_groups"]))
+            for run in sorted(wanted[p["prompt_id"]]):
+                rows.append(_row(p, run, not asked, answers.get(p["prompt_id"], {}).get(run)))
         return pa.Table.from_pylist(rows, schema=SELECTOR_EVAL)
 
     def close(self) -> None:

@@ -135,21 +135,40 @@ class Rows:
     output will hold are known before it is computed, each with its content identity (``bonforge.identity``).
 
     * ``ids(shard, context, params) -> table`` (``params``: the node's ``Params``): one row per output row,
-      in the order ``compute`` writes them: ``key`` (the output's row key column), ``row_id`` (the identity)
-      and the output columns that belong to this build rather than to the content (ids, the teacher's name,
-      the seed).
+      in the order ``compute`` writes them: ``key`` (the output's row key: a column, or a tuple of columns
+      such as ``("prompt_id", "run")``), ``row_id`` (the identity), ``problem_id`` and the output columns that
+      belong to this build rather than to the content (ids, the teacher's name, the seed).
     * ``content``: the output columns a stored row supplies; ``schema``: the output's schema.
     * ``volatile``: column -> values of rows that say more about the run than the content (a sandbox
       failure, a verifier killed on a busy machine): they are never reused, so a later build tries again.
+    * ``optional``: content columns an earlier output may lack (added since): reused rows get nulls there.
 
     Where some rows of a shard are reused, ``compute`` gets ``todo=<the ids rows still to compute>`` and
     returns those rows only."""
 
-    key: str
+    key: str | tuple[str, ...]
     ids: Callable[[pa.Table, dict, Any], pa.Table]
     content: tuple[str, ...]
     schema: pa.Schema
     volatile: dict[str, tuple] = field(default_factory=dict)
+    optional: tuple[str, ...] = ()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (self.key,) if isinstance(self.key, str) else self.key
+
+    def row_keys(self, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+        """Each row's key as one value: the key column, or the key columns as strings, each prefixed by its
+        length (no two different tuples give the same value)."""
+        if isinstance(self.key, str):
+            return table.column(self.key)
+        import pyarrow.compute as pc
+
+        parts = []
+        for name in self.key:
+            text = table.column(name).cast(pa.string())
+            parts += [pc.binary_length(text).cast(pa.string()), pa.scalar(":"), text]
+        return pc.binary_join_element_wise(*parts, "")
 
 
 @dataclass(frozen=True)

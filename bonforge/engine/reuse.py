@@ -5,7 +5,8 @@ stage's own key, in the order a from-scratch computation writes it: readers see 
 
 The look-up is an index written with each commit: ``stages/<stage>/<key>/rows.parquet`` (``row_id``, the
 identity; ``row_key``, the row's key in that output), named by the manifest, so an entry is usable only
-once its output is committed (the manifest is written last). An index or data file that is gone or
+once its output is committed (the manifest is written last). The identities are matched by a DuckDB hash
+join (``match``), each taken from the newest output that holds it. An index or data file that is gone or
 unreadable only means its rows are computed again.
 
 Each shard's written file records in its Parquet metadata how many of its rows were reused
@@ -18,11 +19,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge import identity
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Rows
 from bonforge.storage.store import StageStore
@@ -57,21 +58,26 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     rows = node.stage.rows
     assert rows is not None
     table = shards[0] if len(shards) == 1 else pa.concat_tables(shards)
-    ids = rows.ids(table, context, node.params)
-    problems = [pc.unique(s.column("problem_id")) for s in shards]  # each problem in one shard only
-    shard_of = np.repeat(np.arange(len(shards)), [len(p) for p in problems])
-    pos = pc.index_in(ids.column("problem_id"), value_set=pa.concat_arrays(problems) if problems else pa.array([]))
-    per_row = shard_of[pos.to_numpy(zero_copy_only=False)] if ids.num_rows else np.array([], dtype=int)
+    ids = rows.ids(table, context, node.params).combine_chunks()  # one chunk: slices cost nothing
+    starts = _runs(table.column("problem_id"))  # each problem in one shard only
+    problems = table.column("problem_id").take(starts)
+    shard_of = np.repeat(np.arange(len(shards)), [s.num_rows for s in shards])[starts]
+    runs = _runs(ids.column("problem_id"))
+    pos = pc.index_in(ids.column("problem_id").take(runs), value_set=problems).to_numpy(zero_copy_only=False)
+    per_row = np.repeat(shard_of[pos], np.diff(np.append(runs, ids.num_rows))) if ids.num_rows else np.zeros(0, int)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(per_row, minlength=len(shards)))])
     parts = [Part(ids.slice(bounds[i], bounds[i + 1] - bounds[i])) for i in range(len(shards))]
     if not look_up or not todo:
         return parts
-    wanted = pc.unique(pa.concat_arrays([parts[i].ids.column("row_id").combine_chunks() for i in todo]))
-    found = find(store, node.stage.name, rows, wanted)
-    pos = pc.index_in(ids.column("row_id"), value_set=found.column("row_id"))  # once, over every shard
-    hit = pc.is_valid(pos).to_numpy(zero_copy_only=False)
+    computing = np.zeros(len(shards), bool)
+    computing[todo] = True
+    wanted = computing[per_row]  # the rows of the shards to compute
+    where = np.full(ids.num_rows, -1)
+    at, found = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)))
+    where[wanted] = at
+    hit = where >= 0
     fresh = ids.filter(pa.array(hit))
-    content = found.take(pos.filter(pa.array(hit)))
+    content = found.take(where[hit])
     cols = {**{c: fresh.column(c) for c in fresh.column_names}, **{c: content.column(c) for c in rows.content}}
     reused = pa.table({f.name: cols[f.name].cast(f.type) for f in rows.schema}, schema=rows.schema)
     missing = ids.filter(pa.array(~hit))
@@ -83,51 +89,79 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     return parts
 
 
-def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> pa.Table:
-    """``row_id`` + the content columns of every wanted identity some committed output of ``stage`` holds
-    (newest output first)."""
-    return fetch(store, stage, rows, locate(store, stage, wanted))
+def _runs(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """The start of each run of equal values."""
+    if len(values) < 2:
+        return np.zeros(len(values), np.int64)
+    change = pc.not_equal(values.slice(1), values.slice(0, len(values) - 1))
+    return np.concatenate([[0], np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1])
 
 
-def locate(store: StageStore, stage: str, wanted: pa.Array) -> list[tuple[str, pa.Table]]:
+def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> tuple[np.ndarray, pa.Table]:
+    """The content columns of every wanted identity some committed output of ``stage`` holds (newest output
+    first), and for each wanted identity its row there (-1: none)."""
+    return fetch(store, stage, rows, locate(store, stage, wanted), len(wanted))
+
+
+def locate(store: StageStore, stage: str, wanted: pa.Array) -> list[tuple[str, list[str], pa.Array, np.ndarray]]:
     """The committed outputs of ``stage`` holding some of the ``wanted`` identities, newest first, each with
-    the entries of its row index that match (``row_id``, ``row_key``)."""
+    its column names, the row keys of the wanted identities it holds and their positions in ``wanted``
+    (each identity from the first output that has it)."""
     sources = []
+    todo = np.arange(len(wanted))
     for key, man in _committed(store, stage):
+        if not len(todo):
+            break
         try:
             index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
-            index = index.filter(pc.is_in(index.column("row_id"), value_set=wanted))
-        except _UNREADABLE as e:
+            at = match(wanted.take(todo) if len(todo) < len(wanted) else wanted, index.column("row_id"))
+            row_keys = index.column("row_key").take(at[at >= 0])
+        except (*_UNREADABLE, duckdb.Error) as e:
             log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage, key, e)
             continue
-        if index.num_rows:
-            sources.append((key, index))
+        if len(row_keys):
+            sources.append((key, [f.split(":")[0] for f in man.get("schema") or []], row_keys, todo[at >= 0]))
+            todo = todo[at < 0]
     return sources
 
 
-def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, pa.Table]]) -> pa.Table:
-    """The content of the located rows, each identity from the first source that has it and can be read."""
-    empty = pa.table({"row_id": pa.array([], identity.TYPE),
-                      **{c: pa.array([], rows.schema.field(c).type) for c in rows.content}})
-    found: list[pa.Table] = []
-    seen = pa.array([], identity.TYPE)
-    for key, index in sources:
-        if found:
-            index = index.filter(pc.invert(pc.is_in(index.column("row_id"), value_set=seen)))
-        if not index.num_rows:
-            continue
+def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """For each of ``wanted`` the position of an equal value in ``values`` (-1: none; nulls match nothing): a
+    hash join by DuckDB, on every core (1.8x Arrow's ``index_in`` for 1.6 M identities on 2 cores)."""
+    out = np.full(len(wanted), -1)
+    if not len(wanted) or not len(values):
+        return out
+    con = duckdb.connect()
+    con.register("w", pa.table({"v": wanted, "i": np.arange(len(wanted))}))
+    con.register("x", pa.table({"v": values, "j": np.arange(len(values))}))
+    pairs = con.sql("SELECT i, j FROM w JOIN x USING (v)").to_arrow_table()
+    out[pairs.column("i").to_numpy()] = pairs.column("j").to_numpy()
+    return out
+
+
+def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, list[str], pa.Array, np.ndarray]],
+          n_wanted: int) -> tuple[np.ndarray, pa.Table]:
+    """The content of the located rows and, for each of the ``n_wanted`` identities, its row there (-1: not
+    found, or in files that cannot be read). An ``optional`` content column a source lacks (written before the
+    column existed) comes back null."""
+    where = np.full(n_wanted, -1)
+    found = [pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})]
+    count = 0
+    for key, columns, row_keys, positions in sources:
         try:
-            data = store.read(stage, key, [rows.key, *rows.content])
-            pos = pc.index_in(index.column("row_key"), value_set=data.column(rows.key))
-        except _UNREADABLE as e:
+            read = [c for c in rows.content if c in columns or c not in rows.optional]
+            data = store.read(stage, key, [*rows.keys, *read])
+            pos = match(row_keys, rows.row_keys(data))
+        except (*_UNREADABLE, duckdb.Error) as e:
             log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
             continue
-        hit = pc.is_valid(pos)
-        index, got = index.filter(hit), data.take(pos.filter(hit))
-        found.append(pa.table({"row_id": index.column("row_id").cast(identity.TYPE),
-                               **{c: got.column(c) for c in rows.content}}))
-        seen = pa.concat_arrays([seen, index.column("row_id").combine_chunks().cast(identity.TYPE)])
-    return pa.concat_tables([empty, *found], promote_options="permissive") if found else empty
+        hit = pos >= 0
+        got = data.take(pos[hit])
+        found.append(pa.table({c: got.column(c).cast(rows.schema.field(c).type) if c in got.column_names
+                               else pa.nulls(got.num_rows, rows.schema.field(c).type) for c in rows.content}))
+        where[positions[hit]] = count + np.arange(got.num_rows)
+        count += got.num_rows
+    return where, pa.concat_tables(found)
 
 
 def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:
@@ -149,7 +183,7 @@ def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
     the file's metadata."""
     tables = [t.select(rows.schema.names).cast(rows.schema) for t in (computed, part.reused) if t is not None]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    order = pc.index_in(out.column(rows.key), value_set=part.ids.column(rows.key))
+    order = pc.index_in(rows.row_keys(out), value_set=rows.row_keys(part.ids))
     out = out.take(pc.sort_indices(order))
     reused = part.reused.num_rows if part.reused is not None else 0
     return out.replace_schema_metadata({**(out.schema.metadata or {}), REUSED: str(reused).encode()})
@@ -160,15 +194,15 @@ def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
 
 
 def write_index(store: StageStore, node: Node, parts: list[Part], written: pa.Table) -> str:
-    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key column
+    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key columns
     and the ``volatile`` ones) beside its shards; returns its file name, for the manifest."""
     rows = node.stage.rows
     assert rows is not None
-    ids = pa.concat_tables([p.ids.select([rows.key, "row_id"]) for p in parts])
-    kept = written.column(rows.key)
+    ids = pa.concat_tables([p.ids.select([*rows.keys, "row_id"]) for p in parts])
+    kept = rows.row_keys(written)
     for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
-    ids = ids.filter(pc.is_in(ids.column(rows.key), value_set=kept))
-    index = pa.table({"row_id": ids.column("row_id"), "row_key": ids.column(rows.key)})
+    index = pa.table({"row_id": ids.column("row_id"), "row_key": rows.row_keys(ids)})
+    index = index.filter(pc.is_in(index.column("row_key"), value_set=kept))
     store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
     return INDEX

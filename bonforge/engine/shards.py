@@ -264,7 +264,7 @@ def _row_counts(store: StageStore, node: Node, parts: list[Part], written: Shard
     """The row index (written before the manifest names it) and how many rows were computed and reused."""
     rows = node.stage.rows
     assert rows is not None
-    keys = written.read([rows.key, *rows.volatile])
+    keys = written.read([*rows.keys, *rows.volatile])
     reused = reuse.reused_count(written.shard_metadata())
     return {"row_index": reuse.write_index(store, node, parts, keys),
             "rows_reused": reused, "rows_computed": keys.num_rows - reused}

@@ -99,6 +99,18 @@ def problem_seed(base: int, problem_id: str) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
+def consecutive(indices: list[int]) -> list[tuple[int, int]]:
+    """``(start, count)`` of each run of consecutive values in sorted ``indices``: the requests (seed
+    ``problem_seed + start``, ``n = count``) that draw exactly those samples."""
+    out: list[tuple[int, int]] = []
+    for i in indices:
+        if out and out[-1][0] + out[-1][1] == i:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
+
+
 def fits(prompt_tokens: int, max_tokens: int, window: int) -> bool:
     """Whether a prompt leaves ``max_tokens`` of the model window. A request that does not fit gets no
     completions and is logged with ``log_skipped`` (the sampling stage reports it as short of ``n``)."""

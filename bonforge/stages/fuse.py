@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bonforge import judged_pool, prompts, templates
+from bonforge import judged_pool, prompts, selector, templates
 from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.config import FusionConfig, FusionExport, GenSelectConfig, Recipe
 from bonforge.llm.config import SampledTeacher
@@ -249,7 +249,8 @@ def _selector(p: SelectParams) -> contextlib.closing:
 
 
 SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, params=SelectParams, schema=SELECTOR_EVAL, open=_selector,
-                     table=_selection_prompts)
+                     table=_selection_prompts,
+                     rows=selector.rows(lambda p: (p.selector, 1, False)))  # a pool selected before: not asked
 
 
 def select_node(recipe: Recipe, problems: Ref, pools: Ref, candidates: list[Ref], verdicts: list[Ref]) -> Node:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bonforge import data
+from bonforge import data, identity
 from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.records import get_field, read_records, require_str
@@ -83,17 +83,17 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match!r} "
                         f"(field {teacher.match_field!r})", src)
     n = len(rows["candidate_id"])
-    for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed"):
+    for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed", "text_digest"):
         rows[name] = [None] * n
     return pa.Table.from_pydict(rows, schema=CANDIDATES)
 
 
 def _import(_: pa.Table, problems: pa.Table, teacher: PoolTeacher, recipe_dir: Path) -> pa.Table:
-    return import_pool(teacher, data.resolve(teacher.source, recipe_dir), problems)
+    return identity.with_digests(import_pool(teacher, data.resolve(teacher.source, recipe_dir), problems))
 
 
 def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
-    return load_code.reference_candidates(problems)
+    return identity.with_digests(conform(load_code.reference_candidates(problems), CANDIDATES))
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,9 @@ class PoolParams(Params):
 
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
                  summary=lambda w: {"text_chars": text_chars(w.each(["text"]))})
-POOL = Stage("candidates", "pool-1", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
-REFERENCE = Stage("candidates", "reference-1", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
+# 2: the text_digest column (each text hashed once, here, for verification's row identity)
+POOL = Stage("candidates", "pool-2", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
+REFERENCE = Stage("candidates", "reference-2", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 
 
 def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:

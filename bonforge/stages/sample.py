@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from bonforge import identity, templates
 from bonforge.errors import DataError
-from bonforge.llm.base import Engine, EngineError, Request, problem_seed
+from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, conform, text_chars
@@ -33,7 +33,8 @@ from bonforge.stage import Node, Params, Ref, Rows, Stage, Written, unkeyed
 
 log = logging.getLogger("bonforge")
 
-VERSION = "1"
+VERSION = "2"  # 2: the text_digest column
+SAMPLE_VERSION = "1"  # what shapes a sample's content (its identity), apart from the stage's output
 
 
 def read_template(teacher: SampledTeacher, domain: str) -> str:
@@ -59,41 +60,62 @@ def sample_settings(teacher: SampledTeacher) -> dict:
     """What shapes each sample besides its prompt, index and seed (``bonforge.identity``): the stage key's
     teacher settings without the teacher's name, ``n`` and the template (the rendered prompt covers it)."""
     cfg = {k: v for k, v in key_config(teacher).items() if k not in ("name", "n", "prompt_template")}
-    return {"version": VERSION, **cfg}
+    return {"version": SAMPLE_VERSION, **cfg}
 
 
 def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> list[tuple[str, str]]:
     """``(problem_id, rendered prompt)`` of each problem of ``shard``; ``cache``: templates by domain."""
-    out = []
-    for row in shard.select(["problem_id", "domain", "question"]).to_pylist():
-        pid, question = row["problem_id"], row["question"]
-        if not isinstance(question, str) or not question.strip():
-            raise DataError("empty question", "problems", pid, "question")
-        domain = row["domain"] or "math"
+    rendered = rendered_prompts(shard, teacher, cache)
+    return list(zip(shard.column("problem_id").to_pylist(), rendered.to_pylist()))
+
+
+def rendered_prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> pa.Array:
+    """The rendered prompt of each problem of ``shard`` (``problem_id``, ``domain``, ``question``), built
+    by Arrow: the template's text around each ``{question}`` joined with the question (``templates.render``)."""
+    questions = shard.column("question")
+    blank = [not (isinstance(q, str) and q.strip()) for q in questions.to_pylist()]
+    if any(blank):
+        raise DataError("empty question", "problems", shard.column("problem_id")[blank.index(True)].as_py(),
+                        "question")
+    domain_col = shard.column("domain")
+    domains = pc.fill_null(pc.if_else(pc.equal(domain_col, ""), pa.scalar(None, pa.string()), domain_col), "math")
+    out = pa.nulls(shard.num_rows, pa.string())
+    for domain in pc.unique(domains).to_pylist():
         if domain not in ("math", "code"):
-            raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems", pid, "domain")
+            bad = pc.index(domains, domain).as_py()
+            raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems",
+                            shard.column("problem_id")[bad].as_py(), "domain")
         if domain not in cache:
             cache[domain] = read_template(teacher, domain)
-        out.append((pid, templates.render(cache[domain], question)))
-    return out
+        parts = cache[domain].split("{question}")
+        pieces = [pa.scalar(parts[0])]
+        for part in parts[1:]:
+            pieces += [questions, pa.scalar(part)]
+        joined = pc.binary_join_element_wise(*pieces, "") if len(parts) > 1 else pa.repeat(parts[0], shard.num_rows)
+        out = pc.if_else(pc.equal(domains, domain), joined, out)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def seeds(base: int, problem_ids: pa.Array) -> np.ndarray:
+    """``problem_seed(base, id)`` of each problem id, by DuckDB's SHA-256."""
+    digest = identity.sha256([problem_ids], f"{base}/", raw=True)[:, :4]
+    return (digest.copy().view(">u4").reshape(-1) >> 1).astype(np.int64)
 
 
 def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
     """The candidates a problems shard gets (``bonforge.stage.Rows``): every sample index of every problem."""
     t = params.teacher
-    rendered = prompts(shard, t, {})
-    pids = [pid for pid, _ in rendered]
+    rendered = rendered_prompts(shard, t, {})
+    pids = shard.column("problem_id").combine_chunks()
     n = len(pids)
+    prompt_of = np.repeat(np.arange(n), t.n)
     index = np.tile(np.arange(t.n, dtype=np.int32), n)
-    seeds = np.repeat(np.array([problem_seed(t.seed, pid) for pid in pids], dtype=np.int64), t.n) + index
-    samples = pa.table({"problem_id": pa.array(pids, pa.string()).take(np.repeat(np.arange(n), t.n)),
-                        "sample_index": index, "seed": seeds})
-    ids = identity.sample_ids(identity.settings("sample", sample_settings(t)),
-                              pa.table({"problem_id": pids, "prompt": [p for _, p in rendered]}), samples)
-    cids = pc.binary_join_element_wise(samples.column("problem_id"), pa.scalar(t.name),
-                                       samples.column("sample_index").cast(pa.string()), "/")
-    return pa.table({"candidate_id": cids, "row_id": ids, **{c: samples.column(c) for c in samples.column_names},
-                     "teacher": pa.repeat(pa.scalar(t.name, pa.string()), samples.num_rows)})
+    seed = seeds(t.seed, pids)[prompt_of] + index
+    ids = identity.sample_ids(identity.settings("sample", sample_settings(t)), rendered, prompt_of, index, seed)
+    problem = pids.take(prompt_of)
+    cids = pc.binary_join_element_wise(problem, pa.scalar(t.name), pa.array(index).cast(pa.string()), "/")
+    return pa.table({"candidate_id": cids, "row_id": ids, "problem_id": problem, "sample_index": index, "seed": seed,
+                     "teacher": pa.repeat(pa.scalar(t.name, pa.string()), len(index))})
 
 
 class Sampler:
@@ -117,7 +139,7 @@ class Sampler:
                 missing.setdefault(pid, []).append(index)
         out = []
         for pid, prompt in prompts(shard, t, self.templates):
-            runs = [(0, t.n)] if todo is None else _runs(sorted(missing.get(pid, ())))
+            runs = [(0, t.n)] if todo is None else consecutive(sorted(missing.get(pid, ())))
             for start, n in runs:
                 out.append((Request(
                     id=pid, messages=({"role": "user", "content": prompt},), n=n, temperature=t.temperature,
@@ -140,7 +162,7 @@ class Sampler:
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
                               f"{len(requests)} requests")
         name = self.teacher.name
-        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES}
+        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name != "text_digest"}
         for (req, start), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
@@ -163,23 +185,12 @@ class Sampler:
         self.stats["generate_s"] += secs
         log.info("sample %s: %d problems, %d samples, %d completion tokens in %.1fs (%.0f tokens/s)", name,
                  len(requests), len(rows["candidate_id"]), completion, secs, completion / secs if secs else 0.0)
-        return conform(pa.table(rows), CANDIDATES)
+        return identity.with_digests(conform(pa.table(rows), CANDIDATES))
 
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
-
-
-def _runs(indices: list[int]) -> list[tuple[int, int]]:
-    """``(start, count)`` of each run of consecutive values in sorted ``indices``."""
-    out: list[tuple[int, int]] = []
-    for i in indices:
-        if out and out[-1][0] + out[-1][1] == i:
-            out[-1] = (out[-1][0], out[-1][1] + 1)
-        else:
-            out.append((i, 1))
-    return out
 
 
 def _summary(w: Written) -> dict:
@@ -217,7 +228,8 @@ class SampleParams(Params):
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct"), CANDIDATES)
+                                   "reference_correct", "text_digest"), CANDIDATES,
+            optional=("text_digest",))  # null: verification hashes the text
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
               table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary, rows=ROWS)

@@ -4,7 +4,8 @@ with distinct seeds; each answer is scored against the prompt's label.
 Reads selection prompts with their answer groups (see ``prompt_table``: the build's GenSelect prompts, or
 ``pool_prompts``: one per problem over its whole pool), writes SELECTOR_EVAL (one row per prompt and run).
 With ``skip_unanimous`` the rows of prompts not sent stay, marked ``skipped``, with the prompt's token count
-as the compute saved.
+as the compute saved. Row reuse (``selector.rows``): a (prompt, run) row whose identity a committed output
+holds is taken from there; the selector is asked only for the missing runs (more ``runs``: only the new ones).
 
 ``summarize`` gives the GenSelect paper's Table 1 layout on the same prompts: pass@1 (a random candidate),
 majority@N (a vote over the prompt's extracted answers, ties split), pass@N (an oracle pick), and the
@@ -28,6 +29,7 @@ from bonforge.llm.config import SampledTeacher
 from bonforge.metrics import majority_at_k
 from bonforge.prompts import SELECTION, UNRELIABLE, answer_groups, key_config, render_all, template_text, token_counter
 from bonforge.schema import SELECTOR_EVAL
+from bonforge import selector
 from bonforge.selector import Selector, selector_key
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, unkeyed
 
@@ -115,7 +117,8 @@ class SelectEvalParams(Params):
 READS = {"genselect": ("genselect", "verdicts"), "pool": ("problems", "candidates", "verdicts")}
 STAGE = Stage("selector_eval", VERSION, params=SelectEvalParams, schema=SELECTOR_EVAL,
               open=lambda p: contextlib.closing(Selector(p.teacher, p.runs, p.skip_unanimous, p.engine)),
-              table=_prompts, shard_rows=256)
+              table=_prompts, shard_rows=256,
+              rows=selector.rows(lambda p: (p.teacher, p.runs, p.skip_unanimous)))
 
 
 def node(recipe: Recipe, teacher: SampledTeacher, runs: int, skip_unanimous: bool,

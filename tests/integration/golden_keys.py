@@ -12,22 +12,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "9f0c79233233ffd15f29"
         ],
         "candidates": [
-            "8fc964a3d9483cf608a6",
-            "e331369213bf3476598c",
-            "76f840af943dcabf88b2",
-            "1018e667253dda0bf05b"
+            "89dd663feb909e8e1e9d",
+            "e182902b6b9c5b2fe5fd",
+            "0b379730130ebf39d369",
+            "f592476a65930446eb96"
         ],
         "verdicts": [
-            "d0f7d29e88ae24922e63",
-            "7363248a9d627d6a9031",
-            "47b247ec16eb0c076e57",
-            "56b20c6c92084b41ca01"
+            "3da3ad737e460b9cfe65",
+            "61339a6ee5e10d6fecea",
+            "6f1c3fb5dbe8c0af26a7",
+            "db49c3056a813a721e6c"
         ],
         "problem_stats": [
-            "cbc4160d3763638cdd60"
+            "1a5bf3a9c10715e83fd0"
         ],
         "genselect": [
-            "9603dfadce403860e1e7"
+            "0d87dbe93fd87b6df039"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -35,22 +35,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "9f0c79233233ffd15f29"
         ],
         "candidates": [
-            "8fc964a3d9483cf608a6",
-            "e331369213bf3476598c",
-            "76f840af943dcabf88b2",
-            "1018e667253dda0bf05b"
+            "89dd663feb909e8e1e9d",
+            "e182902b6b9c5b2fe5fd",
+            "0b379730130ebf39d369",
+            "f592476a65930446eb96"
         ],
         "verdicts": [
-            "d0f7d29e88ae24922e63",
-            "7363248a9d627d6a9031",
-            "47b247ec16eb0c076e57",
-            "56b20c6c92084b41ca01"
+            "3da3ad737e460b9cfe65",
+            "61339a6ee5e10d6fecea",
+            "6f1c3fb5dbe8c0af26a7",
+            "db49c3056a813a721e6c"
         ],
         "problem_stats": [
-            "c952e481226a461a59e7"
+            "aff844689b8576cf587f"
         ],
         "genselect": [
-            "124659568a8349707c23"
+            "d1291c803e4ff5d8025a"
         ]
     },
     "apps-genselect": {
@@ -58,18 +58,18 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b5b1c546a4cd55c23d8f"
         ],
         "candidates": [
-            "90ed21e92038f490508c",
-            "ea40b289d63edbe4f7a3"
+            "9751180c6ec0a8fca3db",
+            "e4cca685f3e8ea26cf50"
         ],
         "verdicts": [
-            "0201ad09f321dcce4147",
-            "96b001456ccc217158be"
+            "12cf322713fe923ea507",
+            "ef713f44d544903ff5e8"
         ],
         "problem_stats": [
-            "4fc94fa55ec5deb4106c"
+            "626d32fdbc63373ccba5"
         ],
         "genselect": [
-            "5f8fc9c67352cba5a808"
+            "f0e2141726e9c4696320"
         ]
     },
     "humaneval-genselect": {
@@ -77,18 +77,18 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "38ebd970ff3bfea8c4a6"
         ],
         "candidates": [
-            "7668031a10892e3df04c",
-            "614d661c47c13a17779b"
+            "15919391f08fe6e1d221",
+            "9a8aa9e6cc0e3ab70c26"
         ],
         "verdicts": [
-            "0e1973d1eddcb49cb847",
-            "2961a2d10ef42697ac95"
+            "a78df9950bf8894231fc",
+            "a9676eb581b962caf52b"
         ],
         "problem_stats": [
-            "7d6b792fd89739487a79"
+            "8661e9b3b9fb62c9a253"
         ],
         "genselect": [
-            "0df65810906e81995b36"
+            "6dccf7a518b404f33d07"
         ]
     },
     "gsm8k-fusion": {
@@ -96,128 +96,128 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "0f9262a9d543b511f070"
         ],
         "candidates": [
-            "1bf8037741f33b65f73a",
-            "8a9513acbcbf3c3b2b78",
-            "646fea8028124c036e75",
-            "cc24e889a2778f4a4228",
-            "000c586e67a18ab78e30"
+            "9e5c8bb40e05ee1ef7ea",
+            "a30cd51345582851898b",
+            "234825e520bb82e9faff",
+            "ca630d158a69bdd76809",
+            "f6862ae99f8a217501f1"
         ],
         "verdicts": [
-            "3fd8ece4a6bfd746e0b9",
-            "809676746069116adead",
-            "c782c2c0b5d1d1f023f8",
-            "b49c8db26cdbf921fdeb",
-            "b031fec7d69e5472f9ef"
+            "fdedfa631157266c3f7f",
+            "a93a6a48bacaeddd2f2f",
+            "60a090372a3b7176c2b2",
+            "e108f3bfad97794fa886",
+            "58a72d70c6def28c8b94"
         ],
         "problem_stats": [
-            "5f27224b38c92fe974ba"
+            "26a17bd4707e90be73cd"
         ],
         "genselect": [
-            "1d56ab2ff80152c165e1"
+            "a7a5c75173328e3390cd"
         ],
         "fusion_pools": [
-            "ac443973c9b1b0cd2120"
+            "d95c5463fe8064835e84"
         ],
         "fusion_select": [
-            "eed97710ab755a7e74ec"
+            "f5b7380837399f1eb6a2"
         ],
         "fusion": [
-            "8fd3eb5809efd2de4813"
+            "2054b2983ec6be6c91e0"
         ]
     },
     "gsm8k-300-maxk": {
         "candidates": [
-            "33cd4b8e294cb7579d0a",
-            "f91c5b1c92fcd5cad681",
-            "05e50149b032e58cd949",
-            "0e594e3956cd29b8017c"
+            "76faa56b6902c1e2715d",
+            "abe4b15fb4d2370b6087",
+            "04332cd7048998e45f95",
+            "bc8d3342402c2f8ff644"
         ],
         "genselect": [
-            "c55aa4e46718572518d7"
+            "767bec8cee5deaa938be"
         ],
         "maxk_weights": [
-            "671a18ab957411e0b107"
+            "66217927c49232820b29"
         ],
         "problem_stats": [
-            "4221ff1a3a7ae2aafddb"
+            "6684232ca8fc735fc09c"
         ],
         "problems": [
             "04c4ca407dfd600d8be4"
         ],
         "verdicts": [
-            "a8f483bef3b6ca08f3a4",
-            "9116f6e861fc40b9f0b5",
-            "ff7a9172adbebddc9797",
-            "3705d97183b30d8626d7"
+            "dcc993ad030f6348021f",
+            "aae09943f52e4d47a18a",
+            "b613162e5fb58fe9adf4",
+            "852e5652ccfd03b0a04b"
         ]
     },
     "sampled": {
         "candidates": [
-            "653c614ae9f0ecfd7f0c"
+            "eeb7966a20e88e061cff"
         ],
         "genselect": [
-            "e8b59f96cae73ce566fc"
+            "16c3a6edaaa3d80287e9"
         ],
         "problem_stats": [
-            "594954f0b2361cafaa72"
+            "cacf0c869e13b0d79d7b"
         ],
         "problems": [
             "68f34b98a5e0d3b22470"
         ],
         "verdicts": [
-            "5e151231a590cd4742ef"
+            "810567ed5f7c03de8f45"
         ]
     },
     "gsm8k-300-selector-eval": {
         "candidates": [
-            "33cd4b8e294cb7579d0a",
-            "f91c5b1c92fcd5cad681",
-            "05e50149b032e58cd949",
-            "0e594e3956cd29b8017c"
+            "76faa56b6902c1e2715d",
+            "abe4b15fb4d2370b6087",
+            "04332cd7048998e45f95",
+            "bc8d3342402c2f8ff644"
         ],
         "genselect": [
-            "c55aa4e46718572518d7"
+            "767bec8cee5deaa938be"
         ],
         "problem_stats": [
-            "4221ff1a3a7ae2aafddb"
+            "6684232ca8fc735fc09c"
         ],
         "problems": [
             "04c4ca407dfd600d8be4"
         ],
         "selector_eval": [
-            "565f0393fc65626958c3"
+            "ef9f4ff782545f0a24c7"
         ],
         "verdicts": [
-            "a8f483bef3b6ca08f3a4",
-            "9116f6e861fc40b9f0b5",
-            "ff7a9172adbebddc9797",
-            "3705d97183b30d8626d7"
+            "dcc993ad030f6348021f",
+            "aae09943f52e4d47a18a",
+            "b613162e5fb58fe9adf4",
+            "852e5652ccfd03b0a04b"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
         "candidates": [
-            "33cd4b8e294cb7579d0a",
-            "f91c5b1c92fcd5cad681",
-            "05e50149b032e58cd949",
-            "0e594e3956cd29b8017c"
+            "76faa56b6902c1e2715d",
+            "abe4b15fb4d2370b6087",
+            "04332cd7048998e45f95",
+            "bc8d3342402c2f8ff644"
         ],
         "genselect": [
-            "c55aa4e46718572518d7"
+            "767bec8cee5deaa938be"
         ],
         "problem_stats": [
-            "4221ff1a3a7ae2aafddb"
+            "6684232ca8fc735fc09c"
         ],
         "problems": [
             "04c4ca407dfd600d8be4"
         ],
         "selector_eval": [
-            "a478ed017fcbdb827d8c"
+            "b14a019dba6d02ab29b9"
         ],
         "verdicts": [
-            "a8f483bef3b6ca08f3a4",
-            "9116f6e861fc40b9f0b5",
-            "ff7a9172adbebddc9797",
-            "3705d97183b30d8626d7"
+            "dcc993ad030f6348021f",
+            "aae09943f52e4d47a18a",
+            "b613162e5fb58fe9adf4",
+            "852e5652ccfd03b0a04b"
         ]
     }
 }
