@@ -24,7 +24,7 @@ from bonforge import identity
 from bonforge.errors import ConfigError
 from bonforge.judging.judgment import parse_judgment
 from bonforge.keys import canonical_json
-from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed
+from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import SELECTOR_EVAL
@@ -89,7 +89,7 @@ def selection_ids(shard: pa.Table, teacher: SampledTeacher, runs: int, skip_unan
     prompt_ids = shard.column("prompt_id").combine_chunks()
     at = np.repeat(np.arange(len(prompts)), runs)
     run = np.tile(np.arange(runs, dtype=np.int32), len(prompts))
-    seed = np.array([problem_seed(teacher.seed, p) for p in prompt_ids.to_pylist()], np.int64)[at] + run
+    seed = problem_seeds(teacher.seed, prompt_ids)[at] + run
     return pa.table({"prompt_id": prompt_ids.take(at), "run": run,
                      "problem_id": shard.column("problem_id").combine_chunks().take(at),
                      "row_id": identity.sample_ids(settings, prompts, at, run, seed)})

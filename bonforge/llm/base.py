@@ -13,6 +13,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol, TypeVar
 
+import numpy as np
+import pyarrow as pa
+
 from bonforge.errors import BonforgeError, TransientError
 
 log = logging.getLogger("bonforge")
@@ -97,6 +100,14 @@ def problem_seed(base: int, problem_id: str) -> int:
     """The seed of sample 0 of a problem; sample i uses this + i. Stable across runs and shard plans."""
     digest = hashlib.sha256(f"{base}/{problem_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") >> 1
+
+
+def problem_seeds(base: int, problem_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``problem_seed(base, id)`` of every id of a column at once (DuckDB's SHA-256 over the column)."""
+    from bonforge import identity
+
+    digest = identity.sha256([problem_ids], f"{base}/", raw=True)[:, :4]
+    return (digest.copy().view(">u4").reshape(-1) >> 1).astype(np.int64)
 
 
 def consecutive(indices: list[int]) -> list[tuple[int, int]]:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from bonforge import identity, templates
 from bonforge.errors import DataError
-from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed
+from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, conform, text_chars
@@ -71,7 +71,7 @@ def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> 
 
 def rendered_prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> pa.Array:
     """The rendered prompt of each problem of ``shard`` (``problem_id``, ``domain``, ``question``), built
-    by Arrow: the template's text around each ``{question}`` joined with the question (``templates.render``)."""
+    by Arrow (``templates.render_column``)."""
     questions = shard.column("question")
     blank = [not (isinstance(q, str) and q.strip()) for q in questions.to_pylist()]
     if any(blank):
@@ -87,19 +87,8 @@ def rendered_prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, 
                             shard.column("problem_id")[bad].as_py(), "domain")
         if domain not in cache:
             cache[domain] = read_template(teacher, domain)
-        parts = cache[domain].split("{question}")
-        pieces = [pa.scalar(parts[0])]
-        for part in parts[1:]:
-            pieces += [questions, pa.scalar(part)]
-        joined = pc.binary_join_element_wise(*pieces, "") if len(parts) > 1 else pa.repeat(parts[0], shard.num_rows)
-        out = pc.if_else(pc.equal(domains, domain), joined, out)
+        out = pc.if_else(pc.equal(domains, domain), templates.render_column(cache[domain], questions), out)
     return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
-
-
-def seeds(base: int, problem_ids: pa.Array) -> np.ndarray:
-    """``problem_seed(base, id)`` of each problem id, by DuckDB's SHA-256."""
-    digest = identity.sha256([problem_ids], f"{base}/", raw=True)[:, :4]
-    return (digest.copy().view(">u4").reshape(-1) >> 1).astype(np.int64)
 
 
 def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
@@ -110,7 +99,7 @@ def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
     n = len(pids)
     prompt_of = np.repeat(np.arange(n), t.n)
     index = np.tile(np.arange(t.n, dtype=np.int32), n)
-    seed = seeds(t.seed, pids)[prompt_of] + index
+    seed = problem_seeds(t.seed, pids)[prompt_of] + index
     ids = identity.sample_ids(identity.settings("sample", sample_settings(t)), rendered, prompt_of, index, seed)
     problem = pids.take(prompt_of)
     cids = pc.binary_join_element_wise(problem, pa.scalar(t.name), pa.array(index).cast(pa.string()), "/")

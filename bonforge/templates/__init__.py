@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from bonforge.errors import ConfigError
 
 HERE = Path(__file__).resolve().parent
@@ -26,3 +29,15 @@ def load(path: str | Path | None, default: str, slots: tuple[str, ...], field: s
 def render(template: str, question: str) -> str:
     """The template with its ``{question}`` placeholder filled (other braces, e.g. LaTeX, stay as they are)."""
     return template.replace("{question}", question)
+
+
+def render_column(template: str, questions: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``render`` of every question of a column at once, by Arrow: the template's text around each
+    ``{question}`` joined with the question (the same strings)."""
+    parts = template.split("{question}")
+    if len(parts) == 1:
+        return pa.repeat(template, len(questions))
+    pieces: list = [pa.scalar(parts[0])]
+    for part in parts[1:]:
+        pieces += [questions, pa.scalar(part)]
+    return pc.binary_join_element_wise(*pieces, "")

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from bonforge import identity, selector, templates
 from bonforge.engine import reuse
-from bonforge.llm.base import problem_seed
+from bonforge.llm.base import problem_seed, problem_seeds
 from bonforge.selector import Selector
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler
@@ -66,7 +66,7 @@ def test_the_sampler_identities_seeds_and_prompts_are_those_of_its_requests():
     ids = sample._ids(shard, {}, sample.SampleParams(t))
     requests = Sampler(t, EchoEngine()).requests(shard)
     assert ids.column("seed").to_pylist() == [r.seed + i for r, _ in requests for i in range(3)]
-    assert sample.seeds(5, pa.array(["a", "b"])).tolist() == [problem_seed(5, "a"), problem_seed(5, "b")]
+    assert problem_seeds(5, pa.array(["a", "b"])).tolist() == [problem_seed(5, "a"), problem_seed(5, "b")]
     prompts = [r.messages[0]["content"] for r, _ in requests]
     assert prompts == [templates.render(sample.read_template(t, "math"), q) for q in ("1+{x}?", "é")]
     settings = identity.settings("sample", sample.sample_settings(t)).encode()
