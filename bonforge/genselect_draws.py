@@ -17,7 +17,7 @@ import random
 import numpy as np
 
 SMALL = 21  # random.Random.sample takes its pool branch for populations up to this size
-_WORDS = 256  # 32-bit outputs taken from each generator at a time
+_WORDS = 192  # 32-bit outputs taken from each generator at a time
 _FEW = 50  # the side-by-side draws stop once fewer than 1 in _FEW problems lack draws
 _SHIFT = np.array([32 - n.bit_length() for n in range(1 << 10)], dtype=np.int64)
 
@@ -35,22 +35,21 @@ class _Streams:
         block = b"".join(r.getrandbits(32 * _WORDS).to_bytes(4 * _WORDS, "little") for r in self.rngs)
         more = np.frombuffer(block, "<u4").reshape(len(self.rngs), _WORDS).astype(np.int64)
         self.words = np.hstack([self.words, more])
+        self.width, self.flat = self.words.shape[1], self.words.ravel()
 
     def below(self, n: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """For each problem of ``rows``, ``Random._randbelow(n)`` of its generator."""
-        out = np.empty(len(rows), dtype=np.int64)
-        shift = _SHIFT[n]
-        pending = np.arange(len(rows))
-        while len(pending):
-            at = rows[pending]
-            if len(at) and self.cur[at].max() >= self.words.shape[1]:
+        shift, cur = _SHIFT[n], self.cur[rows]
+        todo = np.arange(len(rows))
+        r = np.empty(len(rows), dtype=np.int64)
+        while len(todo):
+            if cur[todo].max() >= self.width:
                 self._more()
-            r = self.words[at, self.cur[at]] >> shift[pending]
-            self.cur[at] += 1
-            ok = r < n[pending]
-            out[pending[ok]] = r[ok]
-            pending = pending[~ok]
-        return out
+            r[todo] = self.flat[rows[todo] * self.width + cur[todo]] >> shift[todo]
+            cur[todo] += 1
+            todo = todo[r[todo] >= n[todo]]
+        self.cur[rows] = cur
+        return r
 
 
 def _menus(shapes: list[tuple[int, int]], menu) -> tuple[np.ndarray, ...]:

@@ -79,8 +79,13 @@ def _draws(rng: random.Random, correct: list[int], wrong: list[int], ids: list, 
             yield chosen
 
 
-def _rest(seed: str, good: list[int], bad: list[int], ids: dict, cfg: GenSelectConfig, skip: int):
-    """A problem's draws after its first ``skip`` ones (drawn one problem at a time)."""
+def _rest(seed: str, t: pa.Table, lo: int, n: int, ok: np.ndarray, correct: np.ndarray, cfg: GenSelectConfig,
+          skip: int):
+    """The draws of the problem of rows ``lo`` to ``lo + n`` after its first ``skip`` ones (drawn one problem
+    at a time; only where a problem needs more, so what it takes is gathered here)."""
+    rows = np.flatnonzero(ok[lo:lo + n]) + lo
+    good, bad = rows[correct[rows]].tolist(), rows[~correct[rows]].tolist()
+    ids = dict(zip(range(lo, lo + n), t.column("candidate_id").slice(lo, n).to_pylist()))
     yield from itertools.islice(_draws(random.Random(seed), good, bad, ids, cfg), skip, None)
 
 
@@ -116,19 +121,17 @@ def _problem_draws(t: pa.Table, first: np.ndarray, length: np.ndarray, ok: np.nd
     found, n_found, used = draw_many([f"{seed}/{names[g]}" for g in side.tolist()], padded(good_rows, nc),
                                      padded(bad_rows, nw), nc[side], nw[side], lambda a, b: _menu(a, b, cfg),
                                      want * 8, want)
-    first_draws = {g: ([[r for r in row if r >= 0] for row in found[i, :n_found[i]].tolist()], used[i])
-                   for i, g in enumerate(side.tolist())}
     draws = {}
+    heads_at = dict(zip(side.tolist(), range(len(side))))
+    heads = dict(zip(side.tolist(), zip(found.tolist(), n_found.tolist())))
     for g in np.flatnonzero(feasible).tolist():
-        lo, n = int(first[g]), int(length[g])
-        rows = np.flatnonzero(ok[lo:lo + n]) + lo
-        head, took = first_draws.get(g, ([], 0))
-        if took >= want * 8:
+        rows, k = heads.get(g, ((), 0))
+        head = [[r for r in row if r >= 0] for row in rows[:k]]
+        if k and used[heads_at[g]] >= want * 8:
             draws[g] = iter(head)
-            continue
-        good, bad = rows[correct[rows]].tolist(), rows[~correct[rows]].tolist()
-        ids = dict(zip(range(lo, lo + n), cid.slice(lo, n).to_pylist()))
-        draws[g] = itertools.chain(head, _rest(f"{seed}/{names[g]}", good, bad, ids, cfg, len(head)))
+        else:
+            rest = _rest(f"{seed}/{names[g]}", t, int(first[g]), int(length[g]), ok, correct, cfg, len(head))
+            draws[g] = itertools.chain(head, rest)
     return draws
 
 
