@@ -76,6 +76,8 @@ def draw_many(seeds: list[str], good: np.ndarray, bad: np.ndarray, nc: np.ndarra
     the caller's: they are few). Returns the draws' row numbers in prompt order (problem x draw x place, -1
     past a draw's size), how many draws each problem found and how many it took."""
     p = len(seeds)
+    if not p:
+        return np.zeros((0, want, 1), dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     streams = _Streams(seeds)
     shapes, shape = np.unique(np.stack([nc, nw], axis=1), axis=0, return_inverse=True)
     menus = _menus([tuple(s) for s in shapes.tolist()], menu)
