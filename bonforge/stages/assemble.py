@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from bonforge import judged_pool
 from bonforge.config import GenSelectConfig, Recipe
+from bonforge.engine.streams import sort_by
 from bonforge.genselect_draws import SMALL, draw_many
 from bonforge.prompts import UNRELIABLE, key_config, render_many, template_text, token_counter, token_counts
 from bonforge.schema import GENSELECT
@@ -173,7 +174,7 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     question, domain, candidate_id, text, correct, status (a shard of whole problems). The numbers of
     prompts and of candidates left out for length are in the schema metadata, keys ``dropped_too_long``
     and ``candidates_too_long``."""
-    t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
+    t = sort_by(pool, ["problem_id", "candidate_id"])
     pid = t.column("problem_id").combine_chunks()
     first = np.flatnonzero(np.r_[True, pc.not_equal(pid[1:], pid[:-1]).to_numpy(zero_copy_only=False)]) \
         if len(pid) else np.zeros(0, dtype=np.int64)
