@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from bonforge import genselect_draws
 from bonforge.config import GenSelectConfig
 from bonforge.stages.assemble import _draws, _problem_draws, feasible_sizes
 
@@ -29,7 +30,9 @@ def _pools(rng: np.random.Generator, problems: int):
 
 @pytest.mark.parametrize("cfg", [GenSelectConfig(), GenSelectConfig(min_candidates=3, max_candidates=8,
                                                                     prompts_per_problem=6, max_correct_fraction=0.75)])
-def test_side_by_side_draws_equal_drawing_one_problem_at_a_time(cfg):
+@pytest.mark.parametrize("words", [192, 8])  # 8: each stream is drawn from its generator again and again
+def test_side_by_side_draws_equal_drawing_one_problem_at_a_time(cfg, words, monkeypatch):
+    monkeypatch.setattr(genselect_draws, "_WORDS", words)
     t, ok, correct, first, length = _pools(np.random.default_rng(5), 400)
     draws = _problem_draws(t, first, length, ok, correct, cfg, seed=11)
     ids = t.column("candidate_id").to_pylist()
