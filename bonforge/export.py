@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge.engine.streams import sort_by
 from bonforge.errors import DataError
 from bonforge.templates import render
 
@@ -87,10 +88,7 @@ def to_verl(genselect: pa.Table, data_source: str, start: int = 0) -> pa.Table:
 
 def to_plain(genselect: pa.Table) -> pa.Table:
     """The genselect rows in (problem_id, prompt_index) order (as the stage writes them: then untouched)."""
-    order = pc.sort_indices(genselect, ORDER)
-    if np.array_equal(order.to_numpy(), np.arange(genselect.num_rows)):
-        return genselect
-    return genselect.take(order)
+    return sort_by(genselect, [k for k, _ in ORDER])
 
 
 def formats(genselect: pa.Table, names: list[str], data_source: str, start: int = 0) -> dict[str, pa.Table]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -80,7 +81,7 @@ class Ordered:
         with store.loc.fs.open_input_file(store.loc.key(files[0])) as handle:
             self.schema = pq.read_schema(handle).remove_metadata()
         self.schema = pa.schema([self.schema.field(c) for c in columns])
-        self._batches = self._read(store, files)
+        self._batches = _ahead(self._read(store, files))
         self._buf: pa.Table | None = None
         self.exhausted = False
 
@@ -115,6 +116,16 @@ class Ordered:
             parts.append(buf)
             self._buf = None
         return parts
+
+
+def _ahead(batches: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """``batches``, each next one read on a thread while this one is used (Parquet decoding releases the
+    GIL, so reading takes the other core); one batch ahead, so the memory stays that of two batches."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        coming = pool.submit(next, batches, None)
+        while (batch := coming.result()) is not None:
+            coming = pool.submit(next, batches, None)
+            yield batch
 
 
 def _sorted_copy(store: StageStore, files: list, columns: list[str], path: Path) -> str:
@@ -158,6 +169,29 @@ def opened(store: StageStore, refs: dict[str, list[Ref]], columns: dict[str, lis
         yield {name: [Ordered(store, r, cols, Path(scratch)) for r in refs[name]] for name, cols in columns.items()}
 
 
+def in_key_order(t: pa.Table, keys: list[str]) -> bool:
+    """Whether the rows of ``t`` never decrease by ``keys`` (compared in turn; a null: not known to be)."""
+    n = t.num_rows
+    tied = np.ones(max(n - 1, 0), dtype=bool)  # rows equal to the next one on the keys so far
+    for k in keys:
+        if not tied.any():
+            return True
+        col = t.column(k)
+        if col.null_count:
+            return False
+        before, after = col.slice(0, n - 1), col.slice(1)
+        if (tied & pc.greater(before, after).to_numpy()).any():
+            return False
+        tied &= pc.equal(before, after).to_numpy()
+    return True
+
+
+def sort_by(t: pa.Table, keys: list[str]) -> pa.Table:
+    """``t`` sorted by ``keys`` (ascending, stable, as ``Table.sort_by``); a table already in that order
+    (what most chunks and shards are) is returned as it is, neither sorted nor copied."""
+    return t if in_key_order(t, keys) else t.sort_by([(k, "ascending") for k in keys])
+
+
 def _stringy(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
 
@@ -185,8 +219,7 @@ def cut(chunks: Iterable[pa.Table], shard_rows: int | None, shard_bytes: int | N
     for chunk in chunks:
         if not chunk.num_rows and carry is not None:
             continue
-        chunk = chunk.sort_by([("problem_id", "ascending")]
-                              + ([("candidate_id", "ascending")] if "candidate_id" in chunk.column_names else []))
+        chunk = sort_by(chunk, ["problem_id"] + (["candidate_id"] if "candidate_id" in chunk.column_names else []))
         t = chunk if carry is None else pa.concat_tables([carry, chunk])
         carry = t
         if not shard_rows and not shard_bytes:

@@ -24,6 +24,8 @@ import pyarrow.compute as pc
 
 from bonforge import judged_pool
 from bonforge.config import GenSelectConfig, Recipe
+from bonforge.engine.streams import sort_by
+from bonforge.genselect_draws import SMALL, draw_many
 from bonforge.prompts import UNRELIABLE, key_config, render_many, template_text, token_counter, token_counts
 from bonforge.schema import GENSELECT
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, Written
@@ -78,6 +80,62 @@ def _draws(rng: random.Random, correct: list[int], wrong: list[int], ids: list, 
             yield chosen
 
 
+def _rest(seed: str, t: pa.Table, lo: int, n: int, ok: np.ndarray, correct: np.ndarray, cfg: GenSelectConfig,
+          skip: int):
+    """The draws of the problem of rows ``lo`` to ``lo + n`` after its first ``skip`` ones (drawn one problem
+    at a time; only where a problem needs more, so what it takes is gathered here)."""
+    rows = np.flatnonzero(ok[lo:lo + n]) + lo
+    good, bad = rows[correct[rows]].tolist(), rows[~correct[rows]].tolist()
+    ids = dict(zip(range(lo, lo + n), t.column("candidate_id").slice(lo, n).to_pylist()))
+    yield from itertools.islice(_draws(random.Random(seed), good, bad, ids, cfg), skip, None)
+
+
+def _problem_draws(t: pa.Table, first: np.ndarray, length: np.ndarray, ok: np.ndarray, correct: np.ndarray,
+                   cfg: GenSelectConfig, seed: int) -> dict:
+    """Each problem's draws (problem number -> an iterator of row lists, for problems that allow a prompt):
+    the first ones of all problems side by side (``genselect_draws``), the rest one problem at a time, each
+    from the generator seeded by the problem's name."""
+    problem = np.repeat(np.arange(len(first)), length)
+    good_rows, bad_rows = np.flatnonzero(ok & correct), np.flatnonzero(ok & ~correct)
+    nc = np.bincount(problem[good_rows], minlength=len(first))
+    nw = np.bincount(problem[bad_rows], minlength=len(first))
+    pairs = np.stack([nc, nw], axis=1)
+    shapes, shape = np.unique(pairs, axis=0, return_inverse=True)
+    feasible = np.array([bool(feasible_sizes(a, b, cfg)) for a, b in shapes.tolist()], dtype=bool)[shape.ravel()]
+    cid = t.column("candidate_id").combine_chunks()
+    repeats = np.zeros(len(first), dtype=bool)  # the draws are sets of ids: ids seen twice need the slow path
+    if len(cid) > 1:
+        same = pc.equal(cid[1:], cid[:-1]).to_numpy(zero_copy_only=False)
+        repeats[problem[1:][same & (problem[1:] == problem[:-1])]] = True
+    side = np.flatnonzero(feasible & (nc <= SMALL) & (nw <= SMALL) & ~repeats)
+    names = t.column("problem_id").take(pa.array(first)).to_pylist()
+
+    def padded(rows: np.ndarray, n: np.ndarray) -> np.ndarray:
+        out = np.full((len(first), SMALL), -1, dtype=np.int64)
+        fit = n[problem[rows]] <= SMALL
+        rows = rows[fit]
+        rank = np.arange(len(rows)) - np.r_[0, np.cumsum(np.where(n <= SMALL, n, 0))][problem[rows]]
+        out[problem[rows], rank] = rows
+        return out[side]
+
+    want = cfg.prompts_per_problem
+    found, n_found, used = draw_many([f"{seed}/{names[g]}" for g in side.tolist()], padded(good_rows, nc),
+                                     padded(bad_rows, nw), nc[side], nw[side], lambda a, b: _menu(a, b, cfg),
+                                     want * 8, want)
+    draws = {}
+    heads_at = dict(zip(side.tolist(), range(len(side))))
+    heads = dict(zip(side.tolist(), zip(found.tolist(), n_found.tolist())))
+    for g in np.flatnonzero(feasible).tolist():
+        rows, k = heads.get(g, ((), 0))
+        head = [[r for r in row if r >= 0] for row in rows[:k]]
+        if k and used[heads_at[g]] >= want * 8:
+            draws[g] = iter(head)
+        else:
+            rest = _rest(f"{seed}/{names[g]}", t, int(first[g]), int(length[g]), ok, correct, cfg, len(head))
+            draws[g] = itertools.chain(head, rest)
+    return draws
+
+
 def _strip(texts: pa.Array) -> pa.Array:
     """``str.strip()`` of each text (null: ""), in Arrow: ASCII whitespace is trimmed at once; the few texts
     that then begin or end with a non-ASCII or separator character (which Python may count as
@@ -116,20 +174,14 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     question, domain, candidate_id, text, correct, status (a shard of whole problems). The numbers of
     prompts and of candidates left out for length are in the schema metadata, keys ``dropped_too_long``
     and ``candidates_too_long``."""
-    t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
+    t = sort_by(pool, ["problem_id", "candidate_id"])
     pid = t.column("problem_id").combine_chunks()
     first = np.flatnonzero(np.r_[True, pc.not_equal(pid[1:], pid[:-1]).to_numpy(zero_copy_only=False)]) \
         if len(pid) else np.zeros(0, dtype=np.int64)
     length = np.diff(np.r_[first, len(pid)])
     ok, texts, candidates_too_long = _eligible(t, first, length, cfg)
     correct = t.column("correct").to_numpy(zero_copy_only=False).astype(bool)
-    ids, names = t.column("candidate_id").to_pylist(), pid.take(pa.array(first)).to_pylist()
-    draws = {}
-    for g, (lo, n) in enumerate(zip(first.tolist(), length.tolist())):
-        rows = np.flatnonzero(ok[lo:lo + n]) + lo
-        good, bad = rows[correct[rows]].tolist(), rows[~correct[rows]].tolist()
-        if feasible_sizes(len(good), len(bad), cfg):
-            draws[g] = _draws(random.Random(f"{seed}/{names[g]}"), good, bad, ids, cfg)
+    draws = _problem_draws(t, first, length, ok, correct, cfg, seed)
     questions = pa.array([q.strip() for q in t.column("question").take(pa.array(first)).to_pylist()], pa.large_string())
     problem, chosen, prompts, n_tokens, too_long = _rounds(draws, questions, texts, cfg)
     schema = GENSELECT.with_metadata({"dropped_too_long": str(too_long),

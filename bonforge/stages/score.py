@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from bonforge.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
+from bonforge.engine.streams import sort_by
 from bonforge.schema import PROBLEM_STATS
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
@@ -50,9 +51,8 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
 def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) -> pa.Table:
     """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems): per problem the
     overall row (teacher ``*``), then one per teacher, in problem and teacher order."""
-    t = verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]).sort_by(
-        [("problem_id", "ascending"), ("teacher", "ascending"), ("candidate_id", "ascending")]
-    )
+    t = sort_by(verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]),
+                ["problem_id", "teacher", "candidate_id"])
     if not t.num_rows:
         return PROBLEM_STATS.empty_table()
 
