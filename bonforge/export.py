@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.engine.streams import sort_by
+from bonforge.ordering import sort_by
 from bonforge.errors import DataError
 from bonforge.templates import render
 

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from bonforge import judged_pool
 from bonforge.config import GenSelectConfig, Recipe
-from bonforge.engine.streams import sort_by
+from bonforge.ordering import sort_by
 from bonforge.genselect_draws import SMALL, draw_many
 from bonforge.prompts import UNRELIABLE, key_config, render_many, template_text, token_counter, token_counts
 from bonforge.schema import GENSELECT

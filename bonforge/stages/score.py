@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from bonforge.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
-from bonforge.engine.streams import sort_by
+from bonforge.ordering import sort_by
 from bonforge.schema import PROBLEM_STATS
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 

@@ -1,9 +1,9 @@
-"""streams.sort_by: Table.sort_by's rows, and an input already in order comes back as it is (not copied)."""
+"""ordering.sort_by: Table.sort_by's rows, and an input already in order comes back as it is (not copied)."""
 
 import numpy as np
 import pyarrow as pa
 
-from bonforge.engine.streams import in_key_order, sort_by
+from bonforge.ordering import in_key_order, sort_by
 
 
 def test_sort_by_equals_arrow_sort_and_keeps_an_ordered_table_as_it_is():
