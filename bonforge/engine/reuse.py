@@ -72,15 +72,14 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     computing = np.zeros(len(shards), bool)
     computing[todo] = True
     wanted = computing[per_row]  # the rows of the shards to compute
-    where = np.full(ids.num_rows, -1)
-    at, found = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)))
-    where[wanted] = at
-    hit = where >= 0
-    fresh = ids.filter(pa.array(hit))
-    content = found.take(where[hit])
+    hit = np.zeros(ids.num_rows, bool)
+    found, content = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)))
+    hit[wanted] = found
+    everything = bool(hit.all())  # a rebuild over the same rows: no copy of the ids
+    fresh = ids if everything else ids.filter(pa.array(hit))
     cols = {**{c: fresh.column(c) for c in fresh.column_names}, **{c: content.column(c) for c in rows.content}}
     reused = pa.table({f.name: cols[f.name].cast(f.type) for f in rows.schema}, schema=rows.schema)
-    missing = ids.filter(pa.array(~hit))
+    missing = ids.slice(0, 0) if everything else ids.filter(pa.array(~hit))
     hits = np.concatenate([[0], np.cumsum(np.bincount(per_row[hit], minlength=len(shards)))])
     misses = np.concatenate([[0], np.cumsum(np.bincount(per_row[~hit], minlength=len(shards)))])
     for i in todo:
@@ -98,8 +97,8 @@ def _runs(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> tuple[np.ndarray, pa.Table]:
-    """The content columns of every wanted identity some committed output of ``stage`` holds (newest output
-    first), and for each wanted identity its row there (-1: none)."""
+    """Which wanted identities some committed output of ``stage`` holds (newest output first), and the
+    content columns of those, in the order of ``wanted``."""
     return fetch(store, stage, rows, locate(store, stage, wanted), len(wanted))
 
 
@@ -141,12 +140,12 @@ def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
 
 def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, list[str], pa.Array, np.ndarray]],
           n_wanted: int) -> tuple[np.ndarray, pa.Table]:
-    """The content of the located rows and, for each of the ``n_wanted`` identities, its row there (-1: not
-    found, or in files that cannot be read). An ``optional`` content column a source lacks (written before the
-    column existed) comes back null."""
-    where = np.full(n_wanted, -1)
-    found = [pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})]
-    count = 0
+    """Which of the ``n_wanted`` identities were found (not found: also in files that cannot be read), and the
+    content of those, in wanted order: each source's rows are taken once, where they land. An ``optional``
+    content column a source lacks (written before the column existed) comes back null."""
+    source = np.full(n_wanted, -1)  # for each wanted identity: the table it is read from, and its row there
+    row = np.zeros(n_wanted, np.int64)
+    tables = []
     for key, columns, row_keys, positions in sources:
         try:
             read = [c for c in rows.content if c in columns or c not in rows.optional]
@@ -156,12 +155,16 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, li
             log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
             continue
         hit = pos >= 0
-        got = data.take(pos[hit])
-        found.append(pa.table({c: got.column(c).cast(rows.schema.field(c).type) if c in got.column_names
-                               else pa.nulls(got.num_rows, rows.schema.field(c).type) for c in rows.content}))
-        where[positions[hit]] = count + np.arange(got.num_rows)
-        count += got.num_rows
-    return where, pa.concat_tables(found)
+        source[positions[hit]] = len(tables)
+        row[positions[hit]] = pos[hit]
+        tables.append(pa.table({c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
+                                else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content}))
+    found = source >= 0
+    if not tables:
+        return found, pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})
+    offsets = np.cumsum([0] + [t.num_rows for t in tables])
+    rows_at = pa.array(offsets[source[found]] + row[found])
+    return found, (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).take(rows_at)
 
 
 def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:
