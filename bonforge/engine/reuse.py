@@ -196,16 +196,35 @@ def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
     return sum(int(m.get(REUSED, b"0")) for m in metadata)
 
 
-def write_index(store: StageStore, node: Node, parts: list[Part], written: pa.Table) -> str:
-    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key columns
-    and the ``volatile`` ones) beside its shards; returns its file name, for the manifest."""
-    rows = node.stage.rows
-    assert rows is not None
-    ids = pa.concat_tables([p.ids.select([*rows.keys, "row_id"]) for p in parts])
+def _piece(shard: int) -> str:
+    return f"rows-{shard:05d}.parquet"
+
+
+def write_piece(store: StageStore, stage: str, key: str, shard: int, part: Part, written: pa.Table,
+                rows: Rows) -> None:
+    """Write one shard's piece of the row index (the ids of the rows it holds, less the ``volatile`` ones),
+    before the shard itself: a written shard always has its piece."""
     kept = rows.row_keys(written)
     for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
-    index = pa.table({"row_id": ids.column("row_id"), "row_key": rows.row_keys(ids)})
+    index = pa.table({"row_id": part.ids.column("row_id"), "row_key": rows.row_keys(part.ids)})
     index = index.filter(pc.is_in(index.column("row_key"), value_set=kept))
-    store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
+    store.loc.write_parquet(index, store.loc.path("stages", stage, key, _piece(shard)))
+
+
+def write_index(store: StageStore, node: Node, n_shards: int) -> str:
+    """Write the row index of ``node``'s output beside its shards from their pieces (then removed), one
+    piece in memory at a time plus the index itself (two columns); returns its file name, for the manifest."""
+    folder = ("stages", node.stage.name, node.key)
+    pieces = [store.loc.path(*folder, _piece(i)) for i in range(n_shards)]
+    tables = [pa.table({"row_id": pa.array([], pa.binary()), "row_key": pa.array([], pa.string())})]
+    for p in pieces:
+        try:
+            tables.append(store.read_file(p))
+        except _UNREADABLE as e:  # a shard written by an older version: its rows are not offered for reuse
+            log.warning("%s %s: the row index of %s is unreadable (%s)", node.stage.name, node.key, p, e)
+    index = pa.concat_tables(tables, promote_options="permissive")
+    store.loc.write_parquet(index, store.loc.path(*folder, INDEX))
+    for p in pieces:
+        store.loc.remove(p)
     return INDEX
