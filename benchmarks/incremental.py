@@ -251,9 +251,13 @@ def _look_up(store, make, output, table_of, context_of) -> tuple[float, float, f
     store.write_shard(old.stage.name, old.key, 0, output)
     store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
     man = store.manifest(old.stage.name, old.key).json()
-    whole = reuse.Part(pa.concat_tables([p.ids for p in parts]))
-    reuse.write_piece(store, old.stage.name, old.key, 0, whole, output, old.stage.rows)
-    man["row_index"] = reuse.write_index(store, old, 1)
+    if hasattr(reuse, "write_piece"):  # the index written from each shard's piece
+        whole = reuse.Part(pa.concat_tables([p.ids for p in parts]))
+        reuse.write_piece(store, old.stage.name, old.key, 0, whole, output, old.stage.rows)
+        man["row_index"] = reuse.write_index(store, old, 1)
+    else:
+        keys = output.select(["candidate_id", *old.stage.rows.volatile])
+        man["row_index"] = reuse.write_index(store, old, parts, keys)
     store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"), json.dumps(man).encode())
     t0 = time.perf_counter()
     new.stage.rows.ids(table, context, new.params)

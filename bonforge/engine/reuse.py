@@ -141,30 +141,36 @@ def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
 def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, list[str], pa.Array, np.ndarray]],
           n_wanted: int) -> tuple[np.ndarray, pa.Table]:
     """Which of the ``n_wanted`` identities were found (not found: also in files that cannot be read), and the
-    content of those, in wanted order: each source's rows are taken once, where they land. An ``optional``
-    content column a source lacks (written before the column existed) comes back null."""
-    source = np.full(n_wanted, -1)  # for each wanted identity: the table it is read from, and its row there
-    row = np.zeros(n_wanted, np.int64)
-    tables = []
+    content of those, in wanted order. Each source is read a file at a time: its key columns, then the content
+    of the files holding some of the rows, each row taken once (memory: one file and the rows found). An
+    ``optional`` content column a source lacks (written before the column existed) comes back null."""
+    found = np.zeros(n_wanted, bool)
+    blocks: list[tuple[np.ndarray, pa.Table]] = []  # (positions in wanted, ascending; their content)
     for key, columns, row_keys, positions in sources:
+        read = [c for c in rows.content if c in columns or c not in rows.optional]
         try:
-            read = [c for c in rows.content if c in columns or c not in rows.optional]
-            data = store.read(stage, key, [*rows.keys, *read])
-            pos = match(row_keys, rows.row_keys(data))
+            for path in store.paths(stage, key):
+                pos = match(row_keys, rows.row_keys(store.read_file(path, list(rows.keys))))
+                hit = np.flatnonzero(pos >= 0)
+                if not len(hit):
+                    continue
+                hit = hit[np.argsort(positions[hit], kind="stable")]
+                data = store.read_file(path, read).take(pa.array(pos[hit]))
+                blocks.append((positions[hit], pa.table(
+                    {c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
+                     else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content})))
+                found[positions[hit]] = True
+                row_keys, positions = row_keys.filter(pa.array(pos < 0)), positions[pos < 0]
         except (*_UNREADABLE, duckdb.Error) as e:
             log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
-            continue
-        hit = pos >= 0
-        source[positions[hit]] = len(tables)
-        row[positions[hit]] = pos[hit]
-        tables.append(pa.table({c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
-                                else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content}))
-    found = source >= 0
-    if not tables:
+            continue  # the rows of files read before the error stay found
+    if not blocks:
         return found, pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})
-    offsets = np.cumsum([0] + [t.num_rows for t in tables])
-    rows_at = pa.array(offsets[source[found]] + row[found])
-    return found, (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).take(rows_at)
+    at = np.concatenate([b[0] for b in blocks])
+    content = pa.concat_tables([b[1] for b in blocks]) if len(blocks) > 1 else blocks[0][1]
+    if len(at) > 1 and (np.diff(at) < 0).any():  # files in another order than the rows wanted
+        content = content.take(pa.array(np.argsort(at, kind="stable")))
+    return found, content
 
 
 def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:

@@ -109,7 +109,9 @@ class Shards:
         return [self.store.read_schema(p).metadata or {} for p in paths]
 
 
-WINDOW_ROWS = 200_000  # rows of consecutive shards whose reuse is looked up at once (one index read each)
+# Consecutive shards whose rows are looked up in the store at once (one read of each row index): a window
+# closes at this many rows or bytes; the driver holds one window and the shards in flight.
+WINDOW_ROWS, WINDOW_BYTES = 200_000, 64 << 20
 IN_FLIGHT_PER_CPU = 2  # Ray: shards submitted and not yet written, per CPU of the cluster (back-pressure)
 
 
@@ -156,9 +158,10 @@ def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Ta
 
 
 class _Plan:
-    """The shards of a node as they come, cut into windows (``WINDOW_ROWS``) whose rows are looked up in the
-    store at once. Yields (shard, table, part) for each shard still to compute; shards written by an earlier
-    run are skipped, and shards whose every row is reused are written here. ``count``: the shards seen."""
+    """The shards of a node as they come, cut into windows (``WINDOW_ROWS``, ``WINDOW_BYTES``) whose rows
+    are looked up in the store at once. Yields (shard, table, part) for each shard still to compute; shards
+    written by an earlier run are skipped, and shards whose every row is reused are written here.
+    ``count``: the shards seen."""
 
     def __init__(self, store: StageStore, node: Node, shards: Iterable[pa.Table], done: set[int], context: dict,
                  look_up: bool):
@@ -171,7 +174,8 @@ class _Plan:
             self.count = i + 1
             if i not in self.done:
                 window.append((i, shard))
-            if window and (self.node.stage.rows is None or sum(t.num_rows for _, t in window) >= WINDOW_ROWS):
+            if window and (self.node.stage.rows is None or sum(t.num_rows for _, t in window) >= WINDOW_ROWS
+                           or sum(t.nbytes for _, t in window) >= WINDOW_BYTES):
                 yield from self._window(window)
                 window = []
         yield from self._window(window)
