@@ -170,14 +170,15 @@ class _Plan:
 
     def __iter__(self) -> Iterator[tuple[int, pa.Table, Part | None]]:
         window: list[tuple[int, pa.Table]] = []
+        rows = size = 0
         for i, shard in enumerate(self.shards):
             self.count = i + 1
             if i not in self.done:
                 window.append((i, shard))
-            if window and (self.node.stage.rows is None or sum(t.num_rows for _, t in window) >= WINDOW_ROWS
-                           or sum(t.nbytes for _, t in window) >= WINDOW_BYTES):
+                rows, size = rows + shard.num_rows, size + shard.nbytes
+            if window and (self.node.stage.rows is None or rows >= WINDOW_ROWS or size >= WINDOW_BYTES):
                 yield from self._window(window)
-                window = []
+                window, rows, size = [], 0, 0
         yield from self._window(window)
 
     def _window(self, window: list[tuple[int, pa.Table]]) -> Iterator[tuple[int, pa.Table, Part | None]]:
