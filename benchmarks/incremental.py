@@ -117,7 +117,7 @@ def overhead() -> None:
     declared = {"MATH": verify.MATH, "CODE": verify.CODE, "STAGE": sample.STAGE}
     walls = {}
     timer = Timed()
-    for name in ("plan", "write_index"):
+    for name in ("plan", "write_piece", "write_index"):
         timer.wrap(reuse, name)
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("without reuse", "with reuse", "without reuse ", "with reuse "):
@@ -238,6 +238,8 @@ def _figures(n_problems: int) -> dict[str, tuple]:
 def _look_up(store, make, output, table_of, context_of) -> tuple[float, float, float, float, int]:
     """An earlier build's output of ``make("old")`` with its row index, then the look-up of ``make("new")``
     over the same rows: (whole plan s, identities s, index look-up s, rows fetched s, rows found)."""
+    import pyarrow as pa
+
     from bonforge.engine import reuse
     from bonforge.engine.shards import StoreInputs, plan_shards
 
@@ -249,7 +251,13 @@ def _look_up(store, make, output, table_of, context_of) -> tuple[float, float, f
     store.write_shard(old.stage.name, old.key, 0, output)
     store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
     man = store.manifest(old.stage.name, old.key).json()
-    man["row_index"] = reuse.write_index(store, old, parts, output.select(["candidate_id", *old.stage.rows.volatile]))
+    if hasattr(reuse, "write_piece"):  # the index written from each shard's piece
+        whole = reuse.Part(pa.concat_tables([p.ids for p in parts]))
+        reuse.write_piece(store, old.stage.name, old.key, 0, whole, output, old.stage.rows)
+        man["row_index"] = reuse.write_index(store, old, 1)
+    else:
+        keys = output.select(["candidate_id", *old.stage.rows.volatile])
+        man["row_index"] = reuse.write_index(store, old, parts, keys)
     store.loc.write_bytes(store.loc.path("stages", old.stage.name, old.key, "manifest.json"), json.dumps(man).encode())
     t0 = time.perf_counter()
     new.stage.rows.ids(table, context, new.params)

@@ -72,15 +72,14 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     computing = np.zeros(len(shards), bool)
     computing[todo] = True
     wanted = computing[per_row]  # the rows of the shards to compute
-    where = np.full(ids.num_rows, -1)
-    at, found = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)))
-    where[wanted] = at
-    hit = where >= 0
-    fresh = ids.filter(pa.array(hit))
-    content = found.take(where[hit])
+    hit = np.zeros(ids.num_rows, bool)
+    found, content = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)))
+    hit[wanted] = found
+    everything = bool(hit.all())  # a rebuild over the same rows: no copy of the ids
+    fresh = ids if everything else ids.filter(pa.array(hit))
     cols = {**{c: fresh.column(c) for c in fresh.column_names}, **{c: content.column(c) for c in rows.content}}
     reused = pa.table({f.name: cols[f.name].cast(f.type) for f in rows.schema}, schema=rows.schema)
-    missing = ids.filter(pa.array(~hit))
+    missing = ids.slice(0, 0) if everything else ids.filter(pa.array(~hit))
     hits = np.concatenate([[0], np.cumsum(np.bincount(per_row[hit], minlength=len(shards)))])
     misses = np.concatenate([[0], np.cumsum(np.bincount(per_row[~hit], minlength=len(shards)))])
     for i in todo:
@@ -98,8 +97,8 @@ def _runs(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> tuple[np.ndarray, pa.Table]:
-    """The content columns of every wanted identity some committed output of ``stage`` holds (newest output
-    first), and for each wanted identity its row there (-1: none)."""
+    """Which wanted identities some committed output of ``stage`` holds (newest output first), and the
+    content columns of those, in the order of ``wanted``."""
     return fetch(store, stage, rows, locate(store, stage, wanted), len(wanted))
 
 
@@ -141,27 +140,37 @@ def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
 
 def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, list[str], pa.Array, np.ndarray]],
           n_wanted: int) -> tuple[np.ndarray, pa.Table]:
-    """The content of the located rows and, for each of the ``n_wanted`` identities, its row there (-1: not
-    found, or in files that cannot be read). An ``optional`` content column a source lacks (written before the
-    column existed) comes back null."""
-    where = np.full(n_wanted, -1)
-    found = [pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})]
-    count = 0
+    """Which of the ``n_wanted`` identities were found (not found: also in files that cannot be read), and the
+    content of those, in wanted order. Each source is read a file at a time: its key columns, then the content
+    of the files holding some of the rows, each row taken once (memory: one file and the rows found). An
+    ``optional`` content column a source lacks (written before the column existed) comes back null."""
+    found = np.zeros(n_wanted, bool)
+    blocks: list[tuple[np.ndarray, pa.Table]] = []  # (positions in wanted, ascending; their content)
     for key, columns, row_keys, positions in sources:
+        read = [c for c in rows.content if c in columns or c not in rows.optional]
         try:
-            read = [c for c in rows.content if c in columns or c not in rows.optional]
-            data = store.read(stage, key, [*rows.keys, *read])
-            pos = match(row_keys, rows.row_keys(data))
+            for path in store.paths(stage, key):
+                pos = match(row_keys, rows.row_keys(store.read_file(path, list(rows.keys))))
+                hit = np.flatnonzero(pos >= 0)
+                if not len(hit):
+                    continue
+                hit = hit[np.argsort(positions[hit], kind="stable")]
+                data = store.read_file(path, read).take(pa.array(pos[hit]))
+                blocks.append((positions[hit], pa.table(
+                    {c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
+                     else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content})))
+                found[positions[hit]] = True
+                row_keys, positions = row_keys.filter(pa.array(pos < 0)), positions[pos < 0]
         except (*_UNREADABLE, duckdb.Error) as e:
             log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
-            continue
-        hit = pos >= 0
-        got = data.take(pos[hit])
-        found.append(pa.table({c: got.column(c).cast(rows.schema.field(c).type) if c in got.column_names
-                               else pa.nulls(got.num_rows, rows.schema.field(c).type) for c in rows.content}))
-        where[positions[hit]] = count + np.arange(got.num_rows)
-        count += got.num_rows
-    return where, pa.concat_tables(found)
+            continue  # the rows of files read before the error stay found
+    if not blocks:
+        return found, pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})
+    at = np.concatenate([b[0] for b in blocks])
+    content = pa.concat_tables([b[1] for b in blocks]) if len(blocks) > 1 else blocks[0][1]
+    if len(at) > 1 and (np.diff(at) < 0).any():  # files in another order than the rows wanted
+        content = content.take(pa.array(np.argsort(at, kind="stable")))
+    return found, content
 
 
 def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:
@@ -193,16 +202,35 @@ def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
     return sum(int(m.get(REUSED, b"0")) for m in metadata)
 
 
-def write_index(store: StageStore, node: Node, parts: list[Part], written: pa.Table) -> str:
-    """Write the row index of ``node``'s output (the ids of the rows it holds: ``written``, its key columns
-    and the ``volatile`` ones) beside its shards; returns its file name, for the manifest."""
-    rows = node.stage.rows
-    assert rows is not None
-    ids = pa.concat_tables([p.ids.select([*rows.keys, "row_id"]) for p in parts])
+def _piece(shard: int) -> str:
+    return f"rows-{shard:05d}.parquet"
+
+
+def write_piece(store: StageStore, stage: str, key: str, shard: int, part: Part, written: pa.Table,
+                rows: Rows) -> None:
+    """Write one shard's piece of the row index (the ids of the rows it holds, less the ``volatile`` ones),
+    before the shard itself: a written shard always has its piece."""
     kept = rows.row_keys(written)
     for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
-    index = pa.table({"row_id": ids.column("row_id"), "row_key": rows.row_keys(ids)})
+    index = pa.table({"row_id": part.ids.column("row_id"), "row_key": rows.row_keys(part.ids)})
     index = index.filter(pc.is_in(index.column("row_key"), value_set=kept))
-    store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
+    store.loc.write_parquet(index, store.loc.path("stages", stage, key, _piece(shard)))
+
+
+def write_index(store: StageStore, node: Node, n_shards: int) -> str:
+    """Write the row index of ``node``'s output beside its shards from their pieces (then removed), one
+    piece in memory at a time plus the index itself (two columns); returns its file name, for the manifest."""
+    folder = ("stages", node.stage.name, node.key)
+    pieces = [store.loc.path(*folder, _piece(i)) for i in range(n_shards)]
+    tables = [pa.table({"row_id": pa.array([], pa.binary()), "row_key": pa.array([], pa.string())})]
+    for p in pieces:
+        try:
+            tables.append(store.read_file(p))
+        except _UNREADABLE as e:  # a shard written by an older version: its rows are not offered for reuse
+            log.warning("%s %s: the row index of %s is unreadable (%s)", node.stage.name, node.key, p, e)
+    index = pa.concat_tables(tables, promote_options="permissive")
+    store.loc.write_parquet(index, store.loc.path(*folder, INDEX))
+    for p in pieces:
+        store.loc.remove(p)
     return INDEX

@@ -9,15 +9,17 @@ recomputes only the shards that are missing. Ray is joined or started in ``bonfo
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import time
 from collections import Counter
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from bonforge.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
@@ -107,20 +109,29 @@ class Shards:
         return [self.store.read_schema(p).metadata or {} for p in paths]
 
 
+# Consecutive shards whose rows are looked up in the store at once (one read of each row index): a window
+# closes at this many rows or bytes; the driver holds one window and the shards in flight.
+WINDOW_ROWS, WINDOW_BYTES = 200_000, 64 << 20
+IN_FLIGHT_PER_CPU = 2  # Ray: shards submitted and not yet written, per CPU of the cluster (back-pressure)
+
+
 def _compute_and_write(
-    root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table],
+    root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table] | None,
     part: Part | None = None, rows: Rows | None = None, **context
 ) -> tuple[float, str, str | None]:
     """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute,
-    merged with its reused ones); returns (seconds, hostname, Ray node id or None)."""
+    merged with its reused ones, and the shard's piece of the row index first); returns (seconds, hostname,
+    Ray node id or None)."""
     import socket
 
     t0 = time.perf_counter()
+    store = StageStore(root)
     if part is None:
         out = compute(table, **context)
     else:
         out = reuse.merge(part, None if part.idle else compute(table, **context, **_todo(part)), rows)
-    StageStore(root).write_shard(stage, key, shard, out)
+        reuse.write_piece(store, stage, key, shard, part, out, rows)
+    store.write_shard(stage, key, shard, out)
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
 
 
@@ -146,31 +157,97 @@ def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Ta
                                  else stage.compute)
 
 
-def _computed(store: StageStore, node: Node, shards: list[pa.Table], todo: list[int],
+class _Plan:
+    """The shards of a node as they come, cut into windows (``WINDOW_ROWS``, ``WINDOW_BYTES``) whose rows
+    are looked up in the store at once. Yields (shard, table, part) for each shard still to compute; shards
+    written by an earlier run are skipped, and shards whose every row is reused are written here.
+    ``count``: the shards seen."""
+
+    def __init__(self, store: StageStore, node: Node, shards: Iterable[pa.Table], done: set[int], context: dict,
+                 look_up: bool):
+        self.store, self.node, self.shards, self.done = store, node, shards, done
+        self.context, self.look_up, self.count = context, look_up, 0
+
+    def __iter__(self) -> Iterator[tuple[int, pa.Table, Part | None]]:
+        window: list[tuple[int, pa.Table]] = []
+        rows = size = 0
+        for i, shard in enumerate(self.shards):
+            self.count = i + 1
+            if i not in self.done:
+                window.append((i, shard))
+                rows, size = rows + shard.num_rows, size + shard.nbytes
+            if window and (self.node.stage.rows is None or rows >= WINDOW_ROWS or size >= WINDOW_BYTES):
+                yield from self._window(window)
+                window, rows, size = [], 0, 0
+        yield from self._window(window)
+
+    def _window(self, window: list[tuple[int, pa.Table]]) -> Iterator[tuple[int, pa.Table, Part | None]]:
+        rows = self.node.stage.rows
+        if rows is None or not window:
+            yield from ((i, t, None) for i, t in window)
+            return
+        parts = reuse.plan(self.store, self.node, [t for _, t in window], self.context, list(range(len(window))),
+                           self.look_up)
+        for (i, table), part in zip(window, parts):
+            if part.idle:  # every row reused: written here, nothing opened
+                _compute_and_write(str(self.store.root), self.node.stage.name, self.node.key, i, table, None, part,
+                                   rows)
+            else:
+                yield i, table, part
+
+
+def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table, Part | None]],
               compute: Callable[..., pa.Table], context: dict,
-              parts: list[Part] | None) -> Iterator[tuple[int, float, str, str | None]]:
-    """Compute and write the shards ``todo``, yielding (shard, seconds, host, Ray node) as each finishes."""
+              first: list) -> Iterator[tuple[int, float, str, str | None]]:
+    """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (its rows,
+    seconds, host, Ray node) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the cluster's CPUs are
+    submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one is
+    done, so the driver holds a bounded number of shards whatever the size of the build."""
     root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
-    extra = (lambda i: {}) if parts is None else (lambda i: {"part": parts[i], "rows": rows})
-    if node.stage.executor == "ray" and (len(todo) > 1 or ray_up()):
+    work = itertools.chain(first, work)
+    if node.stage.executor == "ray" and (len(first) > 1 or ray_up()):
         import ray
 
         ensure_ray()
         remote = ray.remote(_compute_and_write)
         ctx = {k: ray.put(v) for k, v in context.items()}
-        pending = {remote.remote(root, name, key, i, shards[i], compute, **extra(i), **ctx): i for i in todo}
+        bound = in_flight_bound()
+        pending: dict = {}
+        for i, table, part in work:
+            while len(pending) >= bound:
+                yield _finished(ray, pending)
+            extra = {} if part is None else {"part": part, "rows": rows}
+            pending[remote.remote(root, name, key, i, table, compute, **extra, **ctx)] = table.num_rows
         while pending:
-            (ready,), _ = ray.wait(list(pending), num_returns=1)
-            yield (pending.pop(ready), *ray.get(ready))
+            yield _finished(ray, pending)
     else:
-        for i in todo:
-            yield (i, *_compute_and_write(root, name, key, i, shards[i], compute, **extra(i), **context))
+        for i, table, part in work:
+            extra = {} if part is None else {"part": part, "rows": rows}
+            yield (table.num_rows, *_compute_and_write(root, name, key, i, table, compute, **extra, **context))
+
+
+def in_flight_bound() -> int:
+    """How many shards the driver submits to Ray before it waits for one: ``IN_FLIGHT_PER_CPU`` per CPU."""
+    import ray
+
+    return max(1, int(IN_FLIGHT_PER_CPU * ray.cluster_resources().get("CPU", 1)))
+
+
+def _finished(ray, pending: dict) -> tuple[int, float, str, str | None]:
+    (ready,), _ = ray.wait(list(pending), num_returns=1)
+    return (pending.pop(ready), *ray.get(ready))
 
 
 def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
-    ``reuse: false``): a committed output is computed again, and no row is taken from the store."""
+    ``reuse: false``): a committed output is computed again, and no row is taken from the store.
+
+    One loop for every stage: its shards as they come (``plan_shards`` of ``stage.table``, or ``cut`` from
+    ``stage.stream``: each shard read only when it is to be computed), their rows looked up a window at a
+    time, computed in process or on Ray with a bounded number in flight, each written as it finishes. A
+    rerun skips the shards already written: the shard plan is the shards' row counts, or a streamed
+    stage's limits (the same limits over the same input give the same shards)."""
     stage, key = node.stage, node.key
     if reuse_rows and store.exists(stage.name, key):
         return store.manifest(stage.name, key).with_cached(True)
@@ -178,40 +255,40 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         store.uncommit(stage.name, key)
     inputs = StoreInputs(store, node.inputs, node.params)
     if stage.stream is not None:
-        return run_streamed(store, node, inputs)
-    table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
-    context = stage.context(inputs) if stage.context else {}
-    shards = plan_shards(table, stage.shard_rows)
-    done = store.begin(stage.name, key, [s.num_rows for s in shards])
-    todo = [i for i in range(len(shards)) if i not in done]
+        shards: Iterable[pa.Table] = streams.cut(stage.stream(inputs), stage.shard_rows, stage.shard_bytes)
+        plan = [-1, stage.shard_rows or 0, stage.shard_bytes or 0]
+    else:
+        table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
+        shards = plan_shards(table, stage.shard_rows)
+        plan = [s.num_rows for s in shards]
+    done = store.begin(stage.name, key, plan)
     if done:
-        log.info("%s: resuming, %d of %d shards already written", node.label, len(done), len(shards))
+        log.info("%s: resuming, %d shards already written", node.label, len(done))
     t0 = time.perf_counter()
-    parts = reuse.plan(store, node, shards, context, todo, reuse_rows) if stage.rows else None
-    idle = [i for i in todo if parts and parts[i].idle]  # every row reused: written here, nothing opened
-    todo = [i for i in todo if i not in idle]
+    context = stage.context(inputs) if stage.context else {}
+    work = _Plan(store, node, shards, done, context, reuse_rows)
     compute_s, hosts, per_node = 0.0, set(), Counter()
     from bonforge.progress import stage_progress
 
-    for i in idle:
-        store.write_shard(stage.name, key, i, reuse.merge(parts[i], None, stage.rows))
-    with _opened(node) if todo else contextlib.nullcontext(None) as compute:
-        with stage_progress(node.label, total=sum(shards[i].num_rows for i in todo)) as advance:
-            for i, secs, host, ray_node in _computed(store, node, shards, todo, compute, context, parts):
+    taken = iter(work)
+    first = list(itertools.islice(taken, 2))  # nothing to compute: nothing opened; one shard: no Ray
+    with _opened(node) if first else contextlib.nullcontext(None) as compute:
+        with stage_progress(node.label, total=None if stage.stream else sum(plan)) as advance:
+            for n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first):
                 compute_s += secs
                 hosts.add(host)
                 if ray_node:
                     per_node[ray_node] += 1
-                advance(shards[i].num_rows)
+                advance(n_rows)
         wall = time.perf_counter() - t0
-        written = Shards(store, node, len(shards), compute)
+        written = Shards(store, node, work.count, compute)
         summary = stage.summary(written) if stage.summary else {}
-    if parts is not None:
-        summary.update(_row_counts(store, node, parts, written))
+    if stage.rows is not None:
+        summary.update(_row_counts(store, node, written))
     man = store.commit(
         stage.name,
         key,
-        len(shards),
+        work.count,
         version=stage.version,
         config=node.config,
         upstream=node.upstream_keys,
@@ -220,7 +297,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
             "hosts": sorted(hosts),
             "ray_nodes": sorted(per_node),
             "shards_per_node": dict(sorted(per_node.items())),  # Ray node id -> the shards it computed
-            "shards_resumed": len(done),
+            "shards_resumed": len(done & set(range(work.count))),
+            **({"streamed": True} if stage.stream else {}),
             **node.note,
             **summary,
         },
@@ -229,42 +307,11 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
     return man.with_cached(False)
 
 
-def run_streamed(store: StageStore, node: Node, inputs) -> Manifest:
-    """Compute a streamed stage in this process: shards as ``cut`` makes them from ``stage.stream``, each
-    computed and written before the next is read; a rerun skips the shards already written (the shard plan
-    is the stage's limits: the same limits over the same input give the same shards)."""
-    from bonforge.progress import stage_progress
-
-    stage, key = node.stage, node.key
-    done = store.begin(stage.name, key, [-1, stage.shard_rows or 0, stage.shard_bytes or 0])
-    if done:
-        log.info("%s: resuming, %d shards already written", node.label, len(done))
-    t0 = time.perf_counter()
-    compute_s, hosts, n = 0.0, set(), 0
-    with _opened(node) as compute, stage_progress(node.label, total=None) as advance:
-        for i, shard in enumerate(streams.cut(stage.stream(inputs), stage.shard_rows, stage.shard_bytes)):
-            n = i + 1
-            if i in done:
-                continue
-            secs, host, _ = _compute_and_write(str(store.root), stage.name, key, i, shard, compute)
-            compute_s += secs
-            hosts.add(host)
-            advance(shard.num_rows)
-        wall = time.perf_counter() - t0
-        summary = stage.summary(Shards(store, node, n, compute)) if stage.summary else {}
-    man = store.commit(stage.name, key, n, version=stage.version, config=node.config, upstream=node.upstream_keys,
-                       timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
-                       extra={"hosts": sorted(hosts), "ray_nodes": [], "shards_per_node": {},
-                              "shards_resumed": len(done & set(range(n))), "streamed": True, **node.note, **summary},
-                       compact_rows=stage.compact_rows)
-    return man.with_cached(False)
-
-
-def _row_counts(store: StageStore, node: Node, parts: list[Part], written: Shards) -> dict:
-    """The row index (written before the manifest names it) and how many rows were computed and reused."""
-    rows = node.stage.rows
-    assert rows is not None
-    keys = written.read([*rows.keys, *rows.volatile])
-    reused = reuse.reused_count(written.shard_metadata())
-    return {"row_index": reuse.write_index(store, node, parts, keys),
-            "rows_reused": reused, "rows_computed": keys.num_rows - reused}
+def _row_counts(store: StageStore, node: Node, written: Shards) -> dict:
+    """The row index (written before the manifest names it, from the shards' pieces) and how many rows were
+    computed and reused (from each shard's file footer)."""
+    footers = [pq.read_metadata(store.loc.key(store.shard_path(node.stage.name, node.key, i)), filesystem=store.loc.fs)
+               for i in range(written.n_shards)]
+    reused = reuse.reused_count([f.metadata or {} for f in footers])
+    return {"row_index": reuse.write_index(store, node, written.n_shards),
+            "rows_reused": reused, "rows_computed": sum(f.num_rows for f in footers) - reused}

@@ -11,7 +11,7 @@ size of the build.
 * ``cut``: chunks into shards by the rule of ``plan_shards`` (a shard closes at the first problem that
   starts once it holds ``shard_rows`` rows), and by bytes as well: also once it holds ``shard_bytes`` bytes
   of strings, so that a shard of long texts fits where a shard of short ones does.
-* ``run_streamed``: the engine's loop for such a stage (in process; resumable: the plan is its limits).
+* ``shards.run_node`` cuts such a stage's shards as they come and computes them like any other stage's.
 """
 
 from __future__ import annotations

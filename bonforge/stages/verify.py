@@ -1,6 +1,6 @@
 """Stage ``verdicts``: one per candidates stage, by math-verify (``verify_math``) or in the code sandbox
-(``verify_code``), chosen by the problems' domain. Shards of 256 candidates run as Ray tasks; readers get
-files of 100,000 verdicts.
+(``verify_code``), chosen by the problems' domain. The candidates are read in problem_id order a bounded
+batch at a time (streamed); shards of 256 candidates run as Ray tasks; readers get files of 100,000 verdicts.
 
 A verdict's content identity (``bonforge.identity``) is the verification settings, the problem's domain, its
 gold answer (math) or test spec and question (code: what extraction and the judge read) and the candidate's
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +23,7 @@ from bonforge.judging import math as verify_math
 from bonforge.config import MathVerifyConfig, Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import VERDICTS
-from bonforge.stage import Node, Params, Ref, Rows, Stage, whole_key
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, whole_key
 
 
 def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
@@ -73,8 +74,18 @@ class VerifyParams(Params):
 # What judging and the verdict identity read: not the reasoning, token counts or the problems' metadata.
 _JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
            "problems": ["problem_id", "domain", "question", "answer", "tests"]}
-_SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000,
-               table=lambda i: i.read("candidates", _JUDGED["candidates"]),
+
+
+def _candidates(i: Inputs) -> Iterator[pa.Table]:
+    """The candidates in problem_id order, a bounded batch of bytes at a time (never the whole table), with
+    each text's ``text_digest`` where every candidates output has one."""
+    digested = "text_digest" in i.sql("SELECT * FROM candidates LIMIT 0").column_names
+    with i.aligned({"candidates": _JUDGED["candidates"] + ["text_digest"] * digested}) as chunks:
+        for chunk in chunks:
+            yield chunk["candidates"]
+
+
+_SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000, stream=_candidates,
                context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
