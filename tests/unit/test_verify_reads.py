@@ -3,6 +3,8 @@ candidates' reasoning (a thinking model's is many times its answer) or the probl
 
 from __future__ import annotations
 
+import contextlib
+
 import pyarrow as pa
 import pytest
 
@@ -21,11 +23,21 @@ class Recorder:
         schema = CANDIDATES if name == "candidates" else PROBLEMS
         return schema.empty_table() if columns is None else schema.empty_table().select(columns)
 
+    def sql(self, query: str) -> pa.Table:
+        assert query == "SELECT * FROM candidates LIMIT 0"
+        return CANDIDATES.empty_table()
+
+    @contextlib.contextmanager
+    def aligned(self, columns: dict[str, list[str]]):
+        self.asked.update(columns)
+        yield iter([{name: self.read(name, cols) for name, cols in columns.items()}])
+
 
 @pytest.mark.parametrize("stage", [verify.MATH, verify.CODE], ids=["math", "code"])
 def test_verification_reads_only_the_columns_it_judges(stage):
     inputs = Recorder()
-    stage.table(inputs)
+    assert stage.table is None  # streamed: read in problem_id order, a bounded batch at a time
+    list(stage.stream(inputs))
     stage.context(inputs)
-    assert inputs.asked == {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
+    assert inputs.asked == {"candidates": ["candidate_id", "problem_id", "teacher", "text", "text_digest"],
                             "problems": ["problem_id", "domain", "question", "answer", "tests"]}
