@@ -85,11 +85,13 @@ def prefect_api() -> Iterator[str]:
 
 
 @pytest.fixture
-def shared_prefect(prefect_api: str) -> Iterator[str]:
-    """The test's builds use the session's Prefect server, as a configured ``PREFECT_API_URL`` (and, like a
-    build's own server, without heartbeats), instead of starting one per build (seconds each)."""
+def shared_prefect(prefect_api: str, monkeypatch) -> Iterator[str]:
+    """The test's builds, in this process and in its children, use the session's Prefect server as a
+    configured ``PREFECT_API_URL`` (in this process, like a build's own server, without heartbeats), instead
+    of starting one per build (10-30 s each on a loaded 2-core machine)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
     with temporary_settings(updates={PREFECT_API_URL: prefect_api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield prefect_api
 
