@@ -84,15 +84,16 @@ def prefect_api() -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture
-def shared_prefect(prefect_api: str, monkeypatch) -> Iterator[str]:
-    """The test's builds, in this process and in its children, use the session's Prefect server as a
+@pytest.fixture(scope="module")
+def shared_prefect(prefect_api: str) -> Iterator[str]:
+    """The module's builds, in this process and in its children, use the session's Prefect server as a
     configured ``PREFECT_API_URL`` (in this process, like a build's own server, without heartbeats), instead
     of starting one per build (10-30 s each on a loaded 2-core machine)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
-    with temporary_settings(updates={PREFECT_API_URL: prefect_api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    updates = {PREFECT_API_URL: prefect_api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    with pytest.MonkeyPatch.context() as env, temporary_settings(updates=updates):
+        env.setenv("PREFECT_API_URL", prefect_api)
         yield prefect_api
 
 
