@@ -31,12 +31,15 @@ def engine(smollm2, monkeypatch):
     it). Its replica computes on every core, like the recipe's, but reserves only half of the local Ray's
     (twice the cores, logically), so that the build's verification tasks find CPUs while it stays loaded."""
     pytest.importorskip("vllm")
+    import ray
+
     import bonforge.llm
     from bonforge.cluster import ensure_ray
     from bonforge.llm.vllm_engine import VLLMEngine
 
     cores = os.cpu_count() or 1
     ensure_ray(num_cpus=2 * cores)
+    assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
     (teacher,) = recipe(8).teachers
     real = VLLMEngine(teacher.model_copy(update={"cpus_per_replica": cores}))
     real.start()
