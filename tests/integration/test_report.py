@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow  # Prefect + Ray start-up
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, gsm8k_pool):
+def built(tmp_path_factory, gsm8k_pool, shared_prefect):
     import ray
 
     root = tmp_path_factory.mktemp("store")

@@ -59,7 +59,7 @@ def rows(record: dict, label: str) -> dict:
     return record["rows"][label]
 
 
-def test_reuse_pays_only_for_what_is_new(tmp_path):
+def test_reuse_pays_only_for_what_is_new(tmp_path, shared_prefect):
     with ScriptedServer(solver) as server:
         write_recipe(tmp_path / "recipe.yaml", server.url)
         builds = Builds(tmp_path, server)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from crash_build import Forks
 from llm_server import ScriptedServer
-from procs import kill_group, start
+from procs import kill_group
 from test_reuse import solver, write_problems, write_recipe
 
 from bonforge.storage.store import StageStore
@@ -32,13 +33,6 @@ Variant = tuple[int, int, float]
 
 def env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
-
-
-def build(store: Path, recipe: Path, variant: Variant) -> dict:
-    out = subprocess.run([sys.executable, str(HERE / "crash_build.py"), str(store), str(recipe), *args(variant)],
-                         env=env(), capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def args(variant: Variant) -> list[str]:
@@ -81,10 +75,14 @@ def assert_consistent(root: Path) -> int:
 def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
     rng = random.Random(int(os.environ.get("BONFORGE_CRASH_SEED", "7")))
     write_problems(tmp_path, "problems.jsonl", 12)
-    with ScriptedServer(solver, delay_s=0.3) as server:  # a shard of samples takes 0.3 s at least
+    # a shard of samples takes 0.3 s at least; each build is a child forked by one pre-imported server
+    with ScriptedServer(solver, delay_s=0.3) as server, Forks(env(), tmp_path / "logs") as forks:
         write_recipe(tmp_path / "recipe.yaml", server.url)
         recipe, store = tmp_path / "recipe.yaml", tmp_path / "store"
         references: dict[Variant, str] = {}
+
+        def build(store: Path, recipe: Path, variant: Variant) -> dict:
+            return forks.run([str(store), str(recipe), *args(variant)])
 
         def reference(variant: Variant) -> str:
             if variant not in references:
@@ -105,7 +103,7 @@ def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
                 variant = (variant[0], variant[1], 0.8 + tries / 1000)
             argv = [str(store), "--gc", "0"] if kind == "gc" else [str(store), str(recipe), *args(variant)]
             t0, before = time.perf_counter(), in_flight(store)
-            proc = start([str(HERE / "crash_build.py"), *argv], env=env())
+            proc = forks.start(argv)
             if kind == "sample":  # a random point inside sampling: once its first shard plan is written
                 while proc.poll() is None and not any(s == "candidates" for s, _ in in_flight(store) - before):
                     time.sleep(0.01)

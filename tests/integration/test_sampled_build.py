@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # Prefect + Ray start-up
 solver = adder("<think>add them</think>So the answer is \\boxed{{{value}}}.")  # pass rate 0.25: GenSelect keeps it
 
 
-def test_run_samples_then_builds_the_dataset(tmp_path):
+def test_run_samples_then_builds_the_dataset(tmp_path, shared_prefect):
     problems = tmp_path / "problems.jsonl"
     problems.write_text("".join(json.dumps({"question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}) + "\n"
                                 for i in range(1, 7)))

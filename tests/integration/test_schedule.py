@@ -22,7 +22,7 @@ def wait_for(check, timeout: float, what: str, log: Path):
     deadline = time.monotonic() + timeout
     while not (result := check()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + log.read_text()[-3000:]
-        time.sleep(1)
+        time.sleep(0.25)
     return result
 
 

@@ -44,7 +44,7 @@ def judge(n: int, body: dict):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, gsm8k_pool):
+def store(tmp_path_factory, gsm8k_pool, shared_prefect):
     import ray
 
     root = tmp_path_factory.mktemp("store")
