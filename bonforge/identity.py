@@ -48,16 +48,16 @@ def sha256(columns: list[pa.Array | pa.ChunkedArray], prefix: str = "", raw: boo
     """The SHA-256 (32 bytes a row) of ``prefix`` and each row's values, length-prefixed as ``_field``
     does (``raw``: of one column's string as it is, '' for a null). DuckDB hashes the Arrow columns where
     they lie, on every core (2x a loop over hashlib on 2 cores)."""
-    import duckdb
+    from bonforge import scratch_db
 
     if not len(columns[0]):
         return np.zeros((0, 32), np.uint8)
-    con = duckdb.connect()
-    con.register("t", pa.table({f"c{i}": c for i, c in enumerate(columns)}))
     parts = ["coalesce(c0, '')"] if raw else [f"coalesce(strlen(c{i})::VARCHAR || ':' || c{i}, '~')"
                                               for i in range(len(columns))]
     query = f"SELECT unhex(sha256($prefix || {' || '.join(parts)})) AS d FROM t"
-    digests = con.sql(query, params={"prefix": prefix}).to_arrow_table().column("d").combine_chunks()
+    with scratch_db.cursor() as con:
+        con.register("t", pa.table({f"c{i}": c for i, c in enumerate(columns)}))
+        digests = con.sql(query, params={"prefix": prefix}).to_arrow_table().column("d").combine_chunks()
     return _rows(digests.cast(pa.binary(32)), 32)
 
 

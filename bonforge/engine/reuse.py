@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge import scratch_db
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Rows
 from bonforge.storage.store import StageStore
@@ -130,10 +131,10 @@ def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     out = np.full(len(wanted), -1)
     if not len(wanted) or not len(values):
         return out
-    con = duckdb.connect()
-    con.register("w", pa.table({"v": wanted, "i": np.arange(len(wanted))}))
-    con.register("x", pa.table({"v": values, "j": np.arange(len(values))}))
-    pairs = con.sql("SELECT i, j FROM w JOIN x USING (v)").to_arrow_table()
+    with scratch_db.cursor() as con:
+        con.register("w", pa.table({"v": wanted, "i": np.arange(len(wanted))}))
+        con.register("x", pa.table({"v": values, "j": np.arange(len(values))}))
+        pairs = con.sql("SELECT i, j FROM w JOIN x USING (v)").to_arrow_table()
     out[pairs.column("i").to_numpy()] = pairs.column("j").to_numpy()
     return out
 
