@@ -204,8 +204,9 @@ def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table,
     submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one is
     done, so the driver holds a bounded number of shards whatever the size of the build."""
     root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
-    work = itertools.chain(first, work)
-    if node.stage.executor == "ray" and (len(first) > 1 or ray_up()):
+    several = len(first) > 1
+    work = itertools.chain(_handed(first), work)
+    if node.stage.executor == "ray" and (several or ray_up()):
         import ray
 
         ensure_ray()
@@ -224,6 +225,13 @@ def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table,
         for i, table, part in work:
             extra = {} if part is None else {"part": part, "rows": rows}
             yield (table.num_rows, *_compute_and_write(root, name, key, i, table, compute, **extra, **context))
+
+
+def _handed(items: list) -> Iterator:
+    """The items of ``items``, each taken out of the list as it is handed on: a shard computed is not held
+    (by the caller's list) while the rest are."""
+    while items:
+        yield items.pop(0)
 
 
 def in_flight_bound() -> int:

@@ -34,7 +34,7 @@ from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
 
-BATCH_BYTES = 16 << 20  # decoded bytes of one batch read from a file (row count from the file's metadata)
+BATCH_BYTES = 8 << 20  # decoded bytes of one batch read from a file (row count from the file's metadata)
 _MIN_BATCH_ROWS, _MAX_BATCH_ROWS = 256, 1 << 17
 _SORT_MEMORY = "1GB"  # DuckDB's limit when it sorts an input that is not in problem_id order
 
@@ -121,7 +121,8 @@ class Ordered:
 
 def _ahead(batches: Iterator[pa.Table]) -> Iterator[pa.Table]:
     """``batches``, each next one read on a thread while this one is used (Parquet decoding releases the
-    GIL, so reading takes the other core); one batch ahead, so the memory stays that of two batches."""
+    GIL, so reading takes the other core); one batch ahead, so a reader holds two batches of BATCH_BYTES
+    (8 MB: the 16 MB of one batch read in turn; a stage reads several inputs, one reader each)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         coming = pool.submit(next, batches, None)
         while (batch := coming.result()) is not None:

@@ -214,7 +214,35 @@ def assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-_RENDER = 2048  # prompts rendered at once (bounds the memory of rendering long candidates)
+_RENDER, _RENDER_BYTES = 2048, 16 << 20  # prompts rendered (or gathered) at once: at most this many, and bytes
+
+
+def _runs(need: np.ndarray) -> Iterator[slice]:
+    """Consecutive runs of items of ``need`` bytes each: at most _RENDER items holding at most _RENDER_BYTES
+    (an item alone where it passes the bound). Rendering and gathering copy a run's texts a few times: their
+    memory then follows the bytes, not the number of prompts."""
+    total = np.r_[0, np.cumsum(need)]
+    lo = 0
+    while lo < len(need):
+        fit = int(np.searchsorted(total, total[lo] + _RENDER_BYTES, "right")) - 1  # the last end within the bytes
+        hi = min(len(need), lo + _RENDER, max(lo + 1, fit))
+        yield slice(lo, hi)
+        lo = hi
+
+
+def _gather(prompts: pa.ChunkedArray, order: np.ndarray) -> pa.ChunkedArray:
+    """``prompts.take(order)``, a run at a time from the chunks that hold it (a chunked array's ``take`` joins
+    all of its chunks first: a copy of every prompt of the shard)."""
+    starts = np.r_[0, np.cumsum([len(c) for c in prompts.chunks])]
+    sizes = pc.binary_length(prompts).to_numpy().astype(np.int64)[order]
+    out = []
+    for run in _runs(sizes):
+        rows = order[run]
+        chunk = np.searchsorted(starts, rows, "right") - 1
+        by = np.argsort(chunk, kind="stable")
+        parts = [prompts.chunk(k).take(pa.array(rows[by][chunk[by] == k] - starts[k])) for k in np.unique(chunk)]
+        out.append(pa.concat_arrays(parts).take(pa.array(np.argsort(by))))
+    return pa.chunked_array(out, prompts.type)
 
 
 def _render_batch(template: str, questions: pa.Array, texts: pa.Array, of: np.ndarray, batch: list) -> pa.Array:
@@ -223,51 +251,52 @@ def _render_batch(template: str, questions: pa.Array, texts: pa.Array, of: np.nd
     return render_many(template, questions.take(pa.array(of)), pa.ListArray.from_arrays(offsets, texts.take(flat)))
 
 
-def _concat(arrays: list[pa.Array]) -> pa.Array:
-    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
-
-
 def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectConfig):
     """The kept prompts of every problem, from its ``draws`` (problem number -> ``_draws``), as (problem
     number, row numbers, prompt, token count of each, the number dropped for ``max_tokens``), in problem
-    and draw order.
+    and draw order; the prompts a chunked array, one chunk per rendered batch (no copy of them all).
 
     Each round takes as many draws of each problem as it still lacks; then all of the round's prompts are
-    rendered and counted at once. A problem whose prompts all fit is done; one that lost some draws again
-    in the next round. So the draws and what is kept are those of drawing and checking one prompt at a
-    time, stopping at ``prompts_per_problem``."""
+    rendered and counted, a bounded batch at a time. A problem whose prompts all fit is done; one that lost
+    some draws again in the next round. So the draws and what is kept are those of drawing and checking one
+    prompt at a time, stopping at ``prompts_per_problem``."""
     template, want = template_text(cfg), cfg.prompts_per_problem
+    sizes = pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64)
     kept = dict.fromkeys(draws, 0)
     problem, chosen, prompts, n_tokens, too_long = [], [], [], [], 0
     while draws:
         batch = [(g, c) for g, gen in draws.items() for c in itertools.islice(gen, want - kept[g])]
         if not batch:
             break
-        of = np.array([g for g, _ in batch], dtype=np.int64)
-        rendered = _concat([_render_batch(template, questions, texts, of[i:i + _RENDER], batch[i:i + _RENDER])
-                            for i in range(0, len(batch), _RENDER)])
-        counts = token_counts(cfg, rendered)
-        fits = counts <= cfg.max_tokens
-        for g in of[fits].tolist():
-            kept[g] += 1
-        too_long += int((~fits).sum())
-        draws = {g: draws[g] for g in sorted(set(of[~fits].tolist()))}
-        if not fits.all():
-            keep = np.flatnonzero(fits)
-            of, counts, batch = of[keep], counts[keep], [batch[i] for i in keep]
-            rendered = rendered.take(pa.array(keep))
-        problem.append(of)
-        chosen.extend(c for _, c in batch)
-        prompts.append(rendered.cast(pa.string()))
-        n_tokens.append(counts)
+        of_all = np.array([g for g, _ in batch], dtype=np.int64)
+        lost = []
+        need = np.fromiter((sizes[c].sum() for _, c in batch), dtype=np.int64, count=len(batch))
+        for part in _runs(need):
+            of, rows = of_all[part], batch[part]
+            rendered = _render_batch(template, questions, texts, of, rows)
+            counts = token_counts(cfg, rendered)
+            fits = counts <= cfg.max_tokens
+            for g in of[fits].tolist():
+                kept[g] += 1
+            too_long += int((~fits).sum())
+            lost.append(of[~fits])
+            if not fits.all():
+                keep = np.flatnonzero(fits)
+                of, counts, rows = of[keep], counts[keep], [rows[i] for i in keep]
+                rendered = rendered.take(pa.array(keep))
+            problem.append(of)
+            chosen.extend(c for _, c in rows)
+            prompts.append(rendered.cast(pa.string()))
+            n_tokens.append(counts)
+        draws = {g: draws[g] for g in sorted(set(np.concatenate(lost).tolist()))}
     if not chosen:
         return np.zeros(0, dtype=np.int64), [], None, None, too_long
-    problem, prompts = np.concatenate(problem), _concat(prompts)
+    problem, n_tokens, prompts = np.concatenate(problem), np.concatenate(n_tokens), pa.chunked_array(prompts)
     if (problem[1:] < problem[:-1]).any():  # later rounds after earlier ones: draw order
         order = np.argsort(problem, kind="stable")
-        problem, chosen, prompts = problem[order], [chosen[i] for i in order.tolist()], prompts.take(pa.array(order))
-        n_tokens = [np.concatenate(n_tokens)[order]]
-    return problem, chosen, prompts, np.concatenate(n_tokens), too_long
+        problem, chosen, prompts = problem[order], [chosen[i] for i in order.tolist()], _gather(prompts, order)
+        n_tokens = n_tokens[order]
+    return problem, chosen, prompts, n_tokens, too_long
 
 
 _POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems", "candidate_id": "candidates",

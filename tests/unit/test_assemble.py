@@ -277,6 +277,31 @@ def test_vectorised_assembly_equals_the_per_row_loop(cfg, seed, monkeypatch):
     assert _parquet_bytes(got) == _parquet_bytes(want)
 
 
+def test_prompts_are_rendered_in_batches_bounded_in_bytes(monkeypatch):
+    """Each rendering takes at most _RENDER_BYTES of candidate text (one prompt alone where it holds more):
+    its memory follows the bytes of long candidates, not a count of prompts. Later rounds are gathered back
+    into draw order a bounded run at a time; the rows and bytes are those of the per-row loop."""
+    import bonforge.stages.assemble as stage
+
+    bound, seen = 3000, []
+    render = stage.render_many
+
+    def counted(template, questions, texts):
+        seen.append((len(questions), sum(len(t.encode()) for t in texts.flatten().to_pylist())))
+        return render(template, questions, texts)
+
+    monkeypatch.setattr(stage, "_RENDER_BYTES", bound, raising=False)  # the old code: fails below
+    monkeypatch.setattr(stage, "render_many", counted)
+    cfg = GenSelectConfig(max_tokens=700, max_candidate_tokens=300, prompts_per_problem=3)
+    p = _random_pool(12, 60)
+    got = assemble(p, cfg, 0)
+    assert len(seen) > 10 and all(n == 1 or size <= bound for n, size in seen), seen
+    assert any(n > 1 for n, _ in seen)
+    want = _reference_assemble(p, cfg, 0)
+    assert got.equals(want, check_metadata=True)
+    assert _parquet_bytes(got) == _parquet_bytes(want)
+
+
 def test_vectorised_assembly_equals_the_per_row_loop_with_a_tokenizer(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
