@@ -144,6 +144,32 @@ def test_a_stage_s_peak_memory_does_not_grow_with_the_problem_count(stores, stag
     assert large <= 1.5 * small + 24, f"{stage}: peak RSS grew {small:.0f} MB at 600 problems, {large:.0f} MB at 6000"
 
 
+def test_a_streamed_stage_holds_the_shard_it_computes_not_the_ones_before(tmp_path):
+    """While a shard is computed the engine holds it and the next input chunk (the cut looks one ahead), not
+    shards already computed (Arrow's own count of its bytes: exact). The first two shards are taken up front
+    (nothing to compute: nothing opened); they were then held to the end of the stage: two shards more, a
+    shard of long texts being ~64 MB of them."""
+    from bonforge.engine import run_node
+    from bonforge.stage import Stage
+
+    text, held = 8 << 20, []
+
+    def chunks(inputs):
+        for i in range(6):
+            yield pa.table({"problem_id": [f"p{i}"], "text": ["x" * text]})
+
+    def compute(shard):
+        held.append(pa.total_allocated_bytes() - before)
+        return pa.table({"problem_id": shard.column("problem_id")})
+
+    stage = Stage("holds", "1", compute=compute, stream=chunks, shard_rows=1, executor="local")
+    before = pa.total_allocated_bytes()
+    run_node(StageStore(tmp_path), stage.bind({}, {}))
+    assert len(held) == 6
+    assert held[0] <= 3.5 * text, held  # the two taken up front and the next chunk
+    assert max(held[1:]) <= 2.5 * text, [f"{h / text:.1f}" for h in held]  # then this shard and the next chunk
+
+
 # Verification (h14): the verdicts stage of one teacher in a child, judging stubbed (memory only: every
 # candidate wrong), in process, its row look-up on (windows of 1 MB, so that 10x the problems is 10x the
 # windows, not a bigger one).
