@@ -270,7 +270,9 @@ def _rounds(draws: dict, questions: pa.Array, texts: pa.Array, cfg: GenSelectCon
             break
         of_all = np.array([g for g, _ in batch], dtype=np.int64)
         lost = []
-        need = np.fromiter((sizes[c].sum() for _, c in batch), dtype=np.int64, count=len(batch))
+        lengths = np.fromiter((len(c) for _, c in batch), dtype=np.int64, count=len(batch))
+        flat = np.fromiter(itertools.chain.from_iterable(c for _, c in batch), dtype=np.int64, count=int(lengths.sum()))
+        need = np.add.reduceat(sizes[flat], np.r_[0, np.cumsum(lengths)[:-1]])  # each prompt's candidate bytes
         for part in _runs(need):
             of, rows = of_all[part], batch[part]
             rendered = _render_batch(template, questions, texts, of, rows)
