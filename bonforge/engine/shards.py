@@ -273,7 +273,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
     taken = iter(work)
     first = list(itertools.islice(taken, 2))  # nothing to compute: nothing opened; one shard: no Ray
     with _opened(node) if first else contextlib.nullcontext(None) as compute:
-        with stage_progress(node.label, total=None if stage.stream else sum(plan)) as advance:
+        with stage_progress(node.label, total=_total(node, plan)) as advance:
             for n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first):
                 compute_s += secs
                 hosts.add(host)
@@ -305,6 +305,15 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         compact_rows=stage.compact_rows,
     )
     return man.with_cached(False)
+
+
+def _total(node: Node, plan: list[int]) -> int | None:
+    """The rows of the progress bar: the shard plan's, or a streamed stage's input's (``Stage.stream_of``, from
+    its manifests); None where unknown."""
+    if node.stage.stream is None:
+        return sum(plan)
+    rows = [r.manifest.get("rows") for r in node.inputs.get(node.stage.stream_of or "", [])]
+    return sum(rows) if rows and None not in rows else None
 
 
 def _row_counts(store: StageStore, node: Node, written: Shards) -> dict:
