@@ -10,10 +10,11 @@ join (``match``), each taken from the newest output that holds it. An index or d
 unreadable only means its rows are computed again.
 
 Each shard's written file records in its Parquet metadata how many of its rows were reused
-(``bonforge.rows_reused``), and its piece of the row index (``bonforge.row_index``: the ids and row keys of its
-rows, less the volatile ones): written with the shard (no file of its own: no more requests to an object
-store), joined into the index at commit from the shards' footers, which the manifest's ``rows_reused`` /
-``rows_computed`` count from too, also over the shards an interrupted run wrote.
+(``bonforge.rows_reused``), and in the file's own metadata (not the tables read) its piece of the row index
+(``bonforge.row_index``: the ids and row keys of its rows, less the volatile ones): written with the shard (no
+file of its own: no more requests to an object store), joined into the index at commit from the shards'
+footers, which the manifest's ``rows_reused`` / ``rows_computed`` count from too, also over the shards an
+interrupted run wrote.
 """
 
 from __future__ import annotations
@@ -193,15 +194,24 @@ def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:
 
 
 def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
-    """The shard as written: computed and reused rows in the order of ``part.ids``; in the file's metadata its
-    reused count and its piece of the row index (in the shard itself: a written shard always has its piece)."""
+    """The shard as written: computed and reused rows in the order of ``part.ids``, its reused count in the
+    file's metadata."""
     tables = [t.select(rows.schema.names).cast(rows.schema) for t in (computed, part.reused) if t is not None]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     order = pc.index_in(rows.row_keys(out), value_set=rows.row_keys(part.ids))
     out = out.take(pc.sort_indices(order))
     reused = part.reused.num_rows if part.reused is not None else 0
-    notes = {REUSED: str(reused).encode(), PIECE: _encoded(piece(part, out, rows))}
-    return out.replace_schema_metadata({**(out.schema.metadata or {}), **notes})
+    return out.replace_schema_metadata({**(out.schema.metadata or {}), REUSED: str(reused).encode()})
+
+
+def notes(part: Part, written: pa.Table, rows: Rows) -> dict[bytes, bytes]:
+    """The shard file's own metadata: its piece of the row index (in the shard itself: a written shard always
+    has its piece), an Arrow stream (zstd) in base64 (Parquet metadata is text to some readers)."""
+    sink = pa.BufferOutputStream()
+    index = piece(part, written, rows)
+    with pa.ipc.new_stream(sink, index.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(index)
+    return {PIECE: base64.b64encode(sink.getvalue().to_pybytes())}
 
 
 def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
@@ -211,14 +221,6 @@ def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
     index = pa.table({"row_id": part.ids.column("row_id"), "row_key": rows.row_keys(part.ids)})
     return index.filter(pc.is_in(index.column("row_key"), value_set=kept))
-
-
-def _encoded(index: pa.Table) -> bytes:
-    """An Arrow stream (zstd) in base64: Parquet metadata is text to some readers."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, index.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
-        w.write_table(index)
-    return base64.b64encode(sink.getvalue().to_pybytes())
 
 
 def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:

@@ -119,17 +119,17 @@ def _compute_and_write(
     part: Part | None = None, rows: Rows | None = None, **context
 ) -> tuple[float, str, str | None]:
     """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute, merged
-    with its reused ones, its piece of the row index in its metadata); returns (seconds, hostname, Ray node id
-    or None)."""
+    with its reused ones, its piece of the row index in the file's own metadata); returns (seconds, hostname,
+    Ray node id or None)."""
     import socket
 
     t0 = time.perf_counter()
     store = StageStore(root)
     if part is None:
-        out = compute(table, **context)
+        store.write_shard(stage, key, shard, compute(table, **context))
     else:
         out = reuse.merge(part, None if part.idle else compute(table, **context, **_todo(part)), rows)
-    store.write_shard(stage, key, shard, out)
+        store.write_shard(stage, key, shard, out, reuse.notes(part, out, rows))
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
 
 

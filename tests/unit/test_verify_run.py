@@ -93,8 +93,8 @@ def test_each_shard_is_one_file_with_its_piece_of_the_row_index(tmp_path, monkey
     store = _store(tmp_path)
     written = []
     write = type(store.loc).write_parquet  # every store of this folder (each shard's writer opens its own)
-    monkeypatch.setattr(type(store.loc), "write_parquet",
-                        lambda loc, table, path: (written.append(path.name), write(loc, table, path)))
+    monkeypatch.setattr(type(store.loc), "write_parquet", lambda loc, table, path, notes=None: (
+        written.append(path.name), write(loc, table, path, notes)))
     man = run_node(store, _node(store))
     # two shards (256 and 144 candidates), the readers' file of both, the row index: no other file
     assert sorted(written) == ["data-00000.parquet", "part-00000.parquet", "part-00001.parquet", "rows.parquet"]
@@ -117,10 +117,9 @@ def test_a_shard_without_its_piece_is_committed_and_its_rows_are_not_offered(tmp
     node = _node(store, interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_node(store, node)
-    shard = store.shard_path("verdicts", node.key, 0)
-    table = store.read_file(shard)
-    store.write_shard("verdicts", node.key, 0, table.replace_schema_metadata(
-        {k: v for k, v in table.schema.metadata.items() if k != reuse.PIECE}))
+    table = store.read_file(store.shard_path("verdicts", node.key, 0))
+    assert reuse.PIECE not in table.schema.metadata  # the piece is the file's, not the table's
+    store.write_shard("verdicts", node.key, 0, table)  # without it
     with caplog.at_level(logging.WARNING, "bonforge"):
         man = run_node(store, _node(store))
     assert man["rows"] == 400 and man["shards_resumed"] == 1
