@@ -117,7 +117,7 @@ def overhead() -> None:
     declared = {"MATH": verify.MATH, "CODE": verify.CODE, "STAGE": sample.STAGE}
     walls = {}
     timer = Timed()
-    for name in ("plan", "write_piece", "write_index"):
+    for name in ("plan", "merge", "commit_rows"):
         timer.wrap(reuse, name)
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("without reuse", "with reuse", "without reuse ", "with reuse "):
@@ -251,7 +251,11 @@ def _look_up(store, make, output, table_of, context_of) -> tuple[float, float, f
     store.write_shard(old.stage.name, old.key, 0, output)
     store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
     man = store.manifest(old.stage.name, old.key).json()
-    if hasattr(reuse, "write_piece"):  # the index written from each shard's piece
+    if hasattr(reuse, "commit_rows"):  # the index joined from the shards' pieces: here one piece, the whole output's
+        index = reuse.piece(reuse.Part(pa.concat_tables([p.ids for p in parts])), output, old.stage.rows)
+        store.loc.write_parquet(index, store.loc.path("stages", old.stage.name, old.key, reuse.INDEX))
+        man["row_index"] = reuse.INDEX
+    elif hasattr(reuse, "write_piece"):  # the index written from each shard's piece
         whole = reuse.Part(pa.concat_tables([p.ids for p in parts]))
         reuse.write_piece(store, old.stage.name, old.key, 0, whole, output, old.stage.rows)
         man["row_index"] = reuse.write_index(store, old, 1)

@@ -194,6 +194,8 @@ class Stage:
     * ``stream(inputs)``: instead of ``table``, the input as tables of whole problems in problem_id order
       (read with ``inputs.aligned``), which the engine cuts into shards as they come: the whole input is
       never in memory. ``shard_bytes``: a shard also closes once its strings hold this many bytes.
+      ``stream_of``: the input whose rows the stream yields, every one of them (the progress bar's total, from
+      that input's manifests; without it a streamed stage's bar has no total).
     * ``early``: computed in the build's own process before any service starts (cheap source stages that
       read the recipe's data files, so that bad input is reported at once).
     * ``schema``: the output table's schema (``bonforge.schema``): what ``bonforge show``, ``sql --help``, the
@@ -210,6 +212,7 @@ class Stage:
     open: Callable[[Any], ContextManager[Callable[..., pa.Table]]] | None = None
     table: Callable[[Inputs], pa.Table] | None = None
     stream: Callable[[Inputs], Iterator[pa.Table]] | None = None
+    stream_of: str | None = None
     context: Callable[[Inputs], dict] | None = None
     shard_rows: int | None = None
     shard_bytes: int | None = None

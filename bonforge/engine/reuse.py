@@ -10,12 +10,16 @@ join (``match``), each taken from the newest output that holds it. An index or d
 unreadable only means its rows are computed again.
 
 Each shard's written file records in its Parquet metadata how many of its rows were reused
-(``bonforge.rows_reused``): the manifest's ``rows_reused`` / ``rows_computed`` count them, also over the
-shards an interrupted run wrote.
+(``bonforge.rows_reused``), and in the file's own metadata (not the tables read) its piece of the row index
+(``bonforge.row_index``: the ids and row keys of its rows, less the volatile ones): written with the shard (no
+file of its own: no more requests to an object store), joined into the index at commit from the shards'
+footers, which the manifest's ``rows_reused`` / ``rows_computed`` count from too, also over the shards an
+interrupted run wrote.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 from dataclasses import dataclass
 
@@ -23,6 +27,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from bonforge import scratch_db
 from bonforge.manifest import Manifest
@@ -33,6 +38,7 @@ log = logging.getLogger("bonforge")
 
 INDEX = "rows.parquet"
 REUSED = b"bonforge.rows_reused"
+PIECE = b"bonforge.row_index"
 _UNREADABLE = (OSError, pa.ArrowException, ValueError, KeyError)
 
 
@@ -189,8 +195,8 @@ def _committed(store: StageStore, stage: str) -> list[tuple[str, Manifest]]:
 
 
 def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
-    """The shard as written: computed and reused rows in the order of ``part.ids``, its reused count in
-    the file's metadata."""
+    """The shard as written: computed and reused rows in the order of ``part.ids``, its reused count in the
+    file's metadata."""
     tables = [t.select(rows.schema.names).cast(rows.schema) for t in (computed, part.reused) if t is not None]
     out = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     order = pc.index_in(rows.row_keys(out), value_set=rows.row_keys(part.ids))
@@ -199,39 +205,42 @@ def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
     return out.replace_schema_metadata({**(out.schema.metadata or {}), REUSED: str(reused).encode()})
 
 
-def reused_count(metadata: list[dict[bytes, bytes]]) -> int:
-    return sum(int(m.get(REUSED, b"0")) for m in metadata)
+def notes(part: Part, written: pa.Table, rows: Rows) -> dict[bytes, bytes]:
+    """The shard file's own metadata: its piece of the row index (in the shard itself: a written shard always
+    has its piece), an Arrow stream (zstd) in base64 (Parquet metadata is text to some readers)."""
+    sink = pa.BufferOutputStream()
+    index = piece(part, written, rows)
+    with pa.ipc.new_stream(sink, index.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(index)
+    return {PIECE: base64.b64encode(sink.getvalue().to_pybytes())}
 
 
-def _piece(shard: int) -> str:
-    return f"rows-{shard:05d}.parquet"
-
-
-def write_piece(store: StageStore, stage: str, key: str, shard: int, part: Part, written: pa.Table,
-                rows: Rows) -> None:
-    """Write one shard's piece of the row index (the ids of the rows it holds, less the ``volatile`` ones),
-    before the shard itself: a written shard always has its piece."""
+def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
+    """The row index of the rows of ``written`` (their ids in ``part``), less the ``volatile`` ones."""
     kept = rows.row_keys(written)
     for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
     index = pa.table({"row_id": part.ids.column("row_id"), "row_key": rows.row_keys(part.ids)})
-    index = index.filter(pc.is_in(index.column("row_key"), value_set=kept))
-    store.loc.write_parquet(index, store.loc.path("stages", stage, key, _piece(shard)))
+    return index.filter(pc.is_in(index.column("row_key"), value_set=kept))
 
 
-def write_index(store: StageStore, node: Node, n_shards: int) -> str:
-    """Write the row index of ``node``'s output beside its shards from their pieces (then removed), one
-    piece in memory at a time plus the index itself (two columns); returns its file name, for the manifest."""
-    folder = ("stages", node.stage.name, node.key)
-    pieces = [store.loc.path(*folder, _piece(i)) for i in range(n_shards)]
+def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
+    """Write the row index of ``node``'s output beside its shards, from the pieces in their footers (a shard
+    written without one, by an older version: its rows are not offered for reuse), one footer in memory at a
+    time plus the index itself (two columns); returns the manifest's ``row_index`` (its file name),
+    ``rows_reused`` and ``rows_computed``."""
     tables = [pa.table({"row_id": pa.array([], pa.binary()), "row_key": pa.array([], pa.string())})]
-    for p in pieces:
+    rows = reused = 0
+    for i in range(n_shards):
+        path = store.shard_path(node.stage.name, node.key, i)
+        footer = pq.read_metadata(store.loc.key(path), filesystem=store.loc.fs)
+        notes = footer.metadata or {}
+        rows, reused = rows + footer.num_rows, reused + int(notes.get(REUSED, b"0"))
         try:
-            tables.append(store.read_file(p))
-        except _UNREADABLE as e:  # a shard written by an older version: its rows are not offered for reuse
-            log.warning("%s %s: the row index of %s is unreadable (%s)", node.stage.name, node.key, p, e)
+            tables.append(pa.ipc.open_stream(base64.b64decode(notes[PIECE], validate=True)).read_all())
+        except _UNREADABLE as e:
+            log.warning("%s %s: shard %d has no readable piece of the row index (%s): its rows are not offered "
+                        "for reuse", node.stage.name, node.key, i, e)
     index = pa.concat_tables(tables, promote_options="permissive")
-    store.loc.write_parquet(index, store.loc.path(*folder, INDEX))
-    for p in pieces:
-        store.loc.remove(p)
-    return INDEX
+    store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
+    return {"row_index": INDEX, "rows_reused": reused, "rows_computed": rows - reused}

@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from bonforge.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
@@ -119,19 +118,18 @@ def _compute_and_write(
     root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table] | None,
     part: Part | None = None, rows: Rows | None = None, **context
 ) -> tuple[float, str, str | None]:
-    """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute,
-    merged with its reused ones, and the shard's piece of the row index first); returns (seconds, hostname,
+    """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute, merged
+    with its reused ones, its piece of the row index in the file's own metadata); returns (seconds, hostname,
     Ray node id or None)."""
     import socket
 
     t0 = time.perf_counter()
     store = StageStore(root)
     if part is None:
-        out = compute(table, **context)
+        store.write_shard(stage, key, shard, compute(table, **context))
     else:
         out = reuse.merge(part, None if part.idle else compute(table, **context, **_todo(part)), rows)
-        reuse.write_piece(store, stage, key, shard, part, out, rows)
-    store.write_shard(stage, key, shard, out)
+        store.write_shard(stage, key, shard, out, reuse.notes(part, out, rows))
     return time.perf_counter() - t0, socket.gethostname(), _ray_node()
 
 
@@ -281,7 +279,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
     taken = iter(work)
     first = list(itertools.islice(taken, 2))  # nothing to compute: nothing opened; one shard: no Ray
     with _opened(node) if first else contextlib.nullcontext(None) as compute:
-        with stage_progress(node.label, total=None if stage.stream else sum(plan)) as advance:
+        with stage_progress(node.label, total=_total(node, plan)) as advance:
             for n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first):
                 compute_s += secs
                 hosts.add(host)
@@ -292,7 +290,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         written = Shards(store, node, work.count, compute)
         summary = stage.summary(written) if stage.summary else {}
     if stage.rows is not None:
-        summary.update(_row_counts(store, node, written))
+        summary.update(reuse.commit_rows(store, node, work.count))
     man = store.commit(
         stage.name,
         key,
@@ -315,11 +313,10 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
     return man.with_cached(False)
 
 
-def _row_counts(store: StageStore, node: Node, written: Shards) -> dict:
-    """The row index (written before the manifest names it, from the shards' pieces) and how many rows were
-    computed and reused (from each shard's file footer)."""
-    footers = [pq.read_metadata(store.loc.key(store.shard_path(node.stage.name, node.key, i)), filesystem=store.loc.fs)
-               for i in range(written.n_shards)]
-    reused = reuse.reused_count([f.metadata or {} for f in footers])
-    return {"row_index": reuse.write_index(store, node, written.n_shards),
-            "rows_reused": reused, "rows_computed": sum(f.num_rows for f in footers) - reused}
+def _total(node: Node, plan: list[int]) -> int | None:
+    """The rows of the progress bar: the shard plan's, or a streamed stage's input's (``Stage.stream_of``, from
+    its manifests); None where unknown."""
+    if node.stage.stream is None:
+        return sum(plan)
+    rows = [r.manifest.get("rows") for r in node.inputs.get(node.stage.stream_of or "", [])]
+    return sum(rows) if rows and None not in rows else None

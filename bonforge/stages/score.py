@@ -133,7 +133,7 @@ class ScoreParams(Params):
 
 
 STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS, compute=score, shard_rows=200_000,
-              stream=_verdicts)
+              stream=_verdicts, stream_of="verdicts")
 
 
 def node(recipe: Recipe, verdicts: list[Ref]) -> Node:

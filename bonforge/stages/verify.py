@@ -86,7 +86,7 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
 
 
 _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000, stream=_candidates,
-               context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
+               stream_of="candidates", context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,

@@ -95,9 +95,19 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, json_bytes(obj))
 
 
-def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+def write_parquet(table: pa.Table, where, filesystem: pafs.FileSystem | None = None,
+                  notes: dict[bytes, bytes] | None = None) -> None:
+    """Parquet (zstd). ``notes``: key-value metadata of the file alone (read by ``pq.read_metadata``), not
+    copied into the Arrow schema that pyarrow stores in the file (nor so into the tables read from it)."""
+    with pq.ParquetWriter(where, table.schema, filesystem=filesystem, compression="zstd") as w:
+        w.write_table(table)
+        if notes:
+            w.add_key_value_metadata(notes)
+
+
+def write_parquet_atomic(table: pa.Table, path: Path, notes: dict[bytes, bytes] | None = None) -> None:
     with _writing(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        write_parquet(table, tmp, notes=notes)
 
 
 class LocalDir:
@@ -129,8 +139,8 @@ class LocalDir:
     def write_bytes(self, path: Path, data: bytes) -> None:
         atomic_write_bytes(Path(path), data)
 
-    def write_parquet(self, table: pa.Table, path: Path) -> None:
-        write_parquet_atomic(table, Path(path))
+    def write_parquet(self, table: pa.Table, path: Path, notes: dict[bytes, bytes] | None = None) -> None:
+        write_parquet_atomic(table, Path(path), notes)
 
     def remove(self, path: Path) -> None:
         Path(path).unlink(missing_ok=True)
@@ -211,8 +221,8 @@ class S3Prefix:
         with self.fs.open_output_stream(self.key(path)) as f:
             f.write(data)
 
-    def write_parquet(self, table: pa.Table, path: str) -> None:
-        pq.write_table(table, self.key(path), filesystem=self.fs, compression="zstd")
+    def write_parquet(self, table: pa.Table, path: str, notes: dict[bytes, bytes] | None = None) -> None:
+        write_parquet(table, self.key(path), self.fs, notes)
 
     def remove(self, path: str) -> None:
         try:

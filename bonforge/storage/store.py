@@ -136,8 +136,10 @@ class StageStore:
             self.loc.write_bytes(path, json_bytes(plan))
         return self.done_shards(stage, key)
 
-    def write_shard(self, stage: str, key: str, shard: int, table: pa.Table) -> int:
-        self.loc.write_parquet(table, self.shard_path(stage, key, shard))
+    def write_shard(self, stage: str, key: str, shard: int, table: pa.Table,
+                    notes: dict[bytes, bytes] | None = None) -> int:
+        """``notes``: the file's own key-value metadata (``bonforge.storage.fs.write_parquet``)."""
+        self.loc.write_parquet(table, self.shard_path(stage, key, shard), notes)
         return table.num_rows
 
     def commit(

