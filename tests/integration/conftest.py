@@ -135,7 +135,9 @@ def vllm_server(smollm2, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"
     proc = start(["-m", "vllm.entrypoints.openai.api_server", "--model", smollm2, "--served-model-name", SMOLLM2,
                   "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096",
-                  "--enforce-eager", "--gpu-memory-utilization", "0.1", "--seed", "0",
+                  # on CPU the share of the memory node's RAM that the worker (~1.4 GiB itself) and its KV
+                  # cache get: 0.1 of a 12 GiB node leaves the KV cache nothing (vLLM refuses to start)
+                  "--enforce-eager", "--gpu-memory-utilization", "0.2", "--seed", "0",
                   # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
                   "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],
                  env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"}, log=log)
