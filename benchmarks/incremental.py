@@ -248,15 +248,16 @@ def _look_up(store, make, output, table_of, context_of) -> tuple[float, float, f
     table, context = table_of(inputs), context_of(inputs)
     shards = plan_shards(table, new.stage.shard_rows)
     parts = reuse.plan(store, old, shards, context, [], look_up=False)  # the earlier build's ids
-    store.write_shard(old.stage.name, old.key, 0, output)
+    whole = reuse.Part(pa.concat_tables([p.ids for p in parts]))
+    if hasattr(reuse, "commit_rows"):  # the shard's piece of the row index in its footer, as a build writes it
+        store.write_shard(old.stage.name, old.key, 0, output, reuse.notes(whole, output, old.stage.rows))
+    else:
+        store.write_shard(old.stage.name, old.key, 0, output)
     store.commit(old.stage.name, old.key, 1, version="1", config={}, upstream={})
     man = store.manifest(old.stage.name, old.key).json()
-    if hasattr(reuse, "commit_rows"):  # the index joined from the shards' pieces: here one piece, the whole output's
-        index = reuse.piece(reuse.Part(pa.concat_tables([p.ids for p in parts])), output, old.stage.rows)
-        store.loc.write_parquet(index, store.loc.path("stages", old.stage.name, old.key, reuse.INDEX))
-        man["row_index"] = reuse.INDEX
+    if hasattr(reuse, "commit_rows"):  # the index joined from the footers' pieces, as at a build's commit
+        man["row_index"] = reuse.commit_rows(store, old, 1)["row_index"]
     elif hasattr(reuse, "write_piece"):  # the index written from each shard's piece
-        whole = reuse.Part(pa.concat_tables([p.ids for p in parts]))
         reuse.write_piece(store, old.stage.name, old.key, 0, whole, output, old.stage.rows)
         man["row_index"] = reuse.write_index(store, old, 1)
     else:

@@ -234,10 +234,10 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
     for i in range(n_shards):
         path = store.shard_path(node.stage.name, node.key, i)
         footer = pq.read_metadata(store.loc.key(path), filesystem=store.loc.fs)
-        notes = footer.metadata or {}
-        rows, reused = rows + footer.num_rows, reused + int(notes.get(REUSED, b"0"))
+        meta = footer.metadata or {}
+        rows, reused = rows + footer.num_rows, reused + int(meta.get(REUSED, b"0"))
         try:
-            tables.append(pa.ipc.open_stream(base64.b64decode(notes[PIECE], validate=True)).read_all())
+            tables.append(pa.ipc.open_stream(base64.b64decode(meta[PIECE], validate=True)).read_all())
         except _UNREADABLE as e:
             log.warning("%s %s: shard %d has no readable piece of the row index (%s): its rows are not offered "
                         "for reuse", node.stage.name, node.key, i, e)
