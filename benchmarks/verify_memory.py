@@ -71,12 +71,11 @@ def child(root: str, keys: tuple[str, str], window_bytes: int | None) -> dict:
             "rows_computed": man.get("rows_computed")}
 
 
-def run_child(code: Path, root: str, keys: tuple[str, str] = ("k", "k"), window_bytes: int | None = None,
-              env: dict | None = None) -> dict:
+def run_child(code: Path, root: str, keys: tuple[str, str] = ("k", "k"), window_bytes: int | None = None) -> dict:
     """``child`` in a process of its own, importing bonforge from the checkout ``code``."""
     argv = [sys.executable, __file__, "--child", root, "--keys", *keys] + (
         ["--window-bytes", str(window_bytes)] if window_bytes else [])
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(code)}
+    env = {**os.environ, "PYTHONPATH": str(code)}
     out = subprocess.run(argv, env=env, cwd=code, check=True, capture_output=True, text=True, timeout=1200)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

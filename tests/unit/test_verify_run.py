@@ -49,9 +49,9 @@ def _store(root) -> StageStore:
     return store
 
 
-def _node(store: StageStore, judged=_judged):
+def _node(store: StageStore, judged=_judged, candidates: Ref | None = None):
     ref = lambda name, key: Ref(name, key, store.manifest(name, key))  # noqa: E731
-    node = verify.node(RECIPE, ref("problems", "p"), ref("candidates", "c"), {"math"})
+    node = verify.node(RECIPE, ref("problems", "p"), candidates or ref("candidates", "c"), {"math"})
     return dataclasses.replace(node, stage=dataclasses.replace(node.stage, compute=judged, executor="local"))
 
 
@@ -83,9 +83,7 @@ def test_without_a_known_input_a_streamed_stage_s_bar_has_no_total(tmp_path, mon
 
     monkeypatch.setattr(bonforge.progress, "stage_progress", progress)
     store = _store(tmp_path)
-    node = verify.node(RECIPE, Ref("problems", "p", store.manifest("problems", "p")), Ref("candidates", "c"), {"math"})
-    node = dataclasses.replace(node, stage=dataclasses.replace(node.stage, compute=_judged, executor="local"))
-    run_node(store, node)
+    run_node(store, _node(store, candidates=Ref("candidates", "c")))
     assert totals == [None]  # a ref without its manifest: rows unknown
 
 
