@@ -26,7 +26,7 @@ MAX_TOKENS = 16
 def teacher(**kw) -> VLLMTeacher:
     base = dict(engine="vllm", name="smol", model="smollm2-135m-instruct", device="cpu", dtype="float32",
                 max_model_len=1024, n=3, temperature=1.0, top_p=0.95, max_tokens=MAX_TOKENS,
-                gpu_memory_utilization=0.2, cpus_per_replica=1, shard_problems=2)  # see conftest's vllm_server
+                cpus_per_replica=1, shard_problems=2)  # gpu_memory_utilization: the CPU default (0.2)
     return VLLMTeacher(**{**base, **kw})
 
 
