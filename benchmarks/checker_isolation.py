@@ -17,7 +17,7 @@ from _common import side_by_side
 
 PROBE = """
 import json, time
-from bonforge.sandbox import runner
+from bonforge.sandbox import codec
 from bonforge.sandbox.checker import Checker
 from bonforge.sandbox.config import CodeVerifyConfig
 n, c = {n}, {c}
@@ -31,8 +31,8 @@ planned = time.perf_counter() - t0
 t0 = time.perf_counter()
 for p in plans:
     for k in range(c):  # answers that differ (no replay remembered), right for even k
-        calls = ["v " + json.dumps(runner.encode_value(args[0] + 1 + k % 2 * (k + 1))) for args, _ in
-                 ([[runner.decode_value(a) for a in call[0]], call[1]] for call in p["plan"])]
+        calls = ["v " + json.dumps(codec.encode_value(args[0] + 1 + k % 2 * (k + 1))) for args, _ in
+                 ([[codec.decode_value(a) for a in call[0]], call[1]] for call in p["plan"])]
         got = checker.replay(p["key"], None, calls, {{"status": "ok"}}, 2.0, False)["status"]
         assert got == ("passed" if k % 2 == 0 else "wrong_answer"), got
 replayed = time.perf_counter() - t0

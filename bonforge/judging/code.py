@@ -39,7 +39,7 @@ from bonforge.judging.extract import extract_program
 from bonforge.sandbox.pool import Background
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
-from bonforge.sandbox.runner import decode_value
+from bonforge.sandbox.codec import decode_value
 from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")

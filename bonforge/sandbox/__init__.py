@@ -7,7 +7,9 @@ Importing this package starts nothing (no Docker call); pools start on first use
 * ``pool.SandboxPool``: the warm pool (backends 'docker' and 'process'); ``ray_pool.node_pool``: one
   pool per Ray node, shared by that node's workers;
 * ``image.build_image`` / ``image.cleanup_containers``: the image with no registry, leftover containers;
-* ``runner.py``: the standalone in-sandbox runner; ``checker.py``: the process that runs assert-style checks.
+* ``runner.py`` (+ ``zygote.py``, ``oskit.py``): the standalone in-sandbox runner; ``wire.py`` and ``codec.py``:
+  the typed wire and the value codec; ``check_process.py``: the process that runs assert-style checks,
+  ``checker.py`` its host side; ``worker.py``: one worker of the pool.
 """
 
 from bonforge.sandbox.config import CodeVerifyConfig

@@ -2,9 +2,9 @@
 
 The image is a Debian bookworm root filesystem made by ``debootstrap --variant=minbase
 --include=python3`` from the machine's apt mirror and imported into the engine (the *base*, built once,
-~1 minute), plus the runner copied into a container of it and committed (seconds), all through the Docker
-SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The
-tag carries a hash of the runner, so a changed runner gets a new image and an old image never runs new
+~1 minute), plus the runner's files (``IN_IMAGE``) copied into a container of it and committed (seconds), all through
+the Docker SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The
+tag carries a hash of those files, so a changed runner gets a new image and an old image never runs new
 code. ``Dockerfile`` beside this module builds the equivalent image where a registry is reachable.
 """
 
@@ -29,6 +29,8 @@ log = logging.getLogger("bonforge.sandbox")
 
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 RUNNER_IN_IMAGE = "/opt/bonforge/runner.py"
+# The runner's program, in the image beside runner.py (standard library only, imported by their flat names).
+IN_IMAGE = ("runner.py", "zygote.py", "oskit.py", "codec.py", "wire.py")
 BASE_IMAGE = "bonforge-sandbox-base:bookworm"
 LABEL = "bonforge.sandbox"
 OWNER_LABEL = "bonforge.sandbox.owner"
@@ -36,7 +38,12 @@ APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 
 def default_tag() -> str:
-    digest = hashlib.sha256(RUNNER_PATH.read_bytes()).hexdigest()[:12]
+    """``bonforge-sandbox:<hash>`` of every file the image gets from here: a changed file is a new image."""
+    h = hashlib.sha256()
+    for name in IN_IMAGE:
+        data = RUNNER_PATH.with_name(name).read_bytes()
+        h.update(b"%s %d\n" % (name.encode(), len(data)) + data)
+    digest = h.hexdigest()[:12]
     return f"bonforge-sandbox:{digest}"
 
 
@@ -143,17 +150,20 @@ def import_tar(path: str, tag: str, message: str) -> None:
 
 
 def _runner_tar() -> bytes:
-    """A tar archive holding the runner at its place in the image."""
-    data = RUNNER_PATH.read_bytes()
+    """A tar archive holding the runner's files at their place in the image."""
     buf = io.BytesIO()
+    folder = os.path.dirname(RUNNER_IN_IMAGE).lstrip("/")
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for folder in ("opt", "opt/bonforge"):
-            info = tarfile.TarInfo(folder)
+        for path in ("opt", folder):
+            info = tarfile.TarInfo(path)
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(info)
-        info = tarfile.TarInfo(RUNNER_IN_IMAGE.lstrip("/"))
-        info.size, info.mode, info.mtime = len(data), 0o644, int(RUNNER_PATH.stat().st_mtime)
-        tar.addfile(info, io.BytesIO(data))
+        for name in IN_IMAGE:
+            source = RUNNER_PATH.with_name(name)
+            data = source.read_bytes()
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, int(source.stat().st_mtime)
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

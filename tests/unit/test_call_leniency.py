@@ -10,7 +10,7 @@ import pytest
 from bonforge.judging.code import judge_outcome
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.runner import encode_value
+from bonforge.sandbox.codec import encode_value
 from bonforge.sources.spec_formats import Where, to_spec
 
 W = Where("t.jsonl", "line 1")

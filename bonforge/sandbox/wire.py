@@ -1,0 +1,57 @@
+"""The typed wire between the host and the runner: the closed set of a test's statuses, the request kinds,
+and the check of a runner's answer. Standard library only: the runner (in the image beside ``runner.py``)
+answers in these terms, the host (``worker.py``) reads them back through ``answer_problem``.
+
+A request (host -> runner, one JSON line; fields in ``runner.py``'s docstring) carries one candidate with all
+its test inputs; the answer carries one result per test run, each with a ``Status``. The runner never sees an
+expected output: the host judges (``bonforge.judging``).
+"""
+
+import enum
+
+
+class Status(enum.StrEnum):
+    """What one test's run did, as the runner reports it: a closed set (anything else on the wire is a
+    broken runner, never a verdict). ``str`` values: they travel as themselves in JSON."""
+
+    OK = "ok"
+    RUNTIME_ERROR = "runtime_error"
+    COMPILE_ERROR = "compile_error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+
+
+STATUSES = frozenset(s.value for s in Status)
+KINDS = ("stdio", "call", "assert")  # how a program is fed its tests (``runner.py``'s docstring)
+
+
+def max_answer_bytes(request):
+    """The most a runner's answer to ``request`` may take on the channel: per test, stdout and call lines
+    (``output_limit`` together, at most 6 bytes each once JSON-escaped), a stderr tail, small fields."""
+    return len(request["tests"]) * (6 * (int(request["output_limit"]) + 4096) + 4096) + 65536
+
+
+def _result_ok(res, request):
+    return (isinstance(res, dict) and res.get("status") in STATUSES
+            and all(isinstance(res.get(k, ""), str) for k in ("stdout", "stderr", "error", "value"))
+            and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool)
+                    for k in ("cpu_s", "wall_s"))
+            and (request["kind"] != "assert" or res["status"] == Status.COMPILE_ERROR
+                 or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"])))  # fmt: skip
+
+
+def answer_problem(answer, request, line=b""):
+    """What is wrong with ``answer`` (a runner's parsed answer line) as the answer to ``request``, or None.
+    The runner is inside the sandbox: its answer is checked field by field, never trusted."""
+    if not isinstance(answer, dict) or answer.get("id") != request["id"]:
+        return f"an answer that is not for request {request['id']!r}: {line[:200]!r}"
+    if "error" in answer:
+        return None if isinstance(answer["error"], str) else "garbled fault report"
+    results = answer.get("results")
+    if not (isinstance(results, list) and len(results) <= len(request["tests"])
+            and isinstance(answer.get("clean"), bool)):  # fmt: skip
+        return f"malformed answer {line[:200]!r}"
+    if not all(_result_ok(res, request) for res in results):
+        return f"malformed result in answer {line[:200]!r}"
+    return None
