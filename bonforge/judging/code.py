@@ -35,11 +35,13 @@ import pyarrow as pa
 from bonforge.errors import DataError
 from bonforge.sandbox.checker import Checker, shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.judging.extract import extract_program
+from bonforge.judging.extract import extract_code
 from bonforge.sandbox.pool import Background
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.codec import decode_value
+from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
+from bonforge.sandbox.testlib import PROBLEM_ERROR, Checkers
 from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
@@ -49,7 +51,9 @@ log = logging.getLogger("bonforge.sandbox")
 # checks run in a container of their own; the output cap scales with the expected output; call outputs
 # compared strictly unless the format wraps them (APPS); the runner's exit, streams and stack as CPython's.
 # 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer.
-VERSION = "4"
+# 5: C++, Java and PyPy programs (the fence's tag or the record's language); testlib checker programs; a
+# problem's memory limit; the last fenced block of any language the sandbox runs is the program.
+VERSION = "5"
 MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 
@@ -66,32 +70,51 @@ def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
     return cfg.time_limit_s
 
 
-def budget_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
+def memory_mb(spec: TestSpec, cfg: CodeVerifyConfig, problem_mb: float | None = None) -> int:
+    """A test's memory limit, MiB: the spec's ``memory_mb``, else the problem's recorded limit (its metadata's
+    ``memory_limit_mb``), capped by the recipe's ``memory_mb`` (the sandbox is sized for it); the recipe's when
+    the problem names none."""
+    own = spec.memory_mb if spec.memory_mb is not None else problem_mb
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and own > 0:
+        return max(16, min(int(own), cfg.memory_mb))
+    return cfg.memory_mb
+
+
+def budget_s(spec: TestSpec, cfg: CodeVerifyConfig, language: str = "python") -> float:
     """A candidate's wall-clock budget over all its tests (and all runs of an assert-style check)."""
     if spec.kind == "assert":
         return cfg.candidate_wall_s
-    return min(len(spec.inputs) * (time_limit_s(spec, cfg) * cfg.wall_factor + 1.0), cfg.candidate_wall_s)
+    limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
+    return min(len(spec.inputs) * (limit * cfg.wall_factor + 1.0), cfg.candidate_wall_s)
 
 
 def build_request(
-    spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False
+    spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False,
+    language: str = "python", problem_mb: float | None = None,
 ) -> dict:
     """The runner request for one candidate (inputs only: expected outputs and checks stay out of the
-    sandbox); ``plan``: the calls an assert-style check makes (``Checker.plan``)."""
-    limit = time_limit_s(spec, cfg)
+    sandbox); ``plan``: the calls an assert-style check makes (``Checker.plan``); ``language``: a name of
+    ``languages.LANGUAGES`` (a compiled language is built once, before its tests, under its own limits)."""
+    limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
+    memory = memory_mb(spec, cfg, problem_mb)
     if spec.kind == "stdio":
         tests = [{"input": i} for i in spec.inputs]
     elif spec.kind == "call":
         tests = [{"args": a} for a in spec.inputs]
     else:
         tests = [{"calls": plan or [], "go_on": go_on}]
-    return {
+    request = {
         "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
         "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
-        "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "budget": budget_s(spec, cfg),
-        "memory_mb": cfg.memory_mb, "output_limit": cfg.output_limit(_expected_bytes(spec)),
+        "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "budget": budget_s(spec, cfg, language),
+        "memory_mb": memory, "output_limit": cfg.output_limit(_expected_bytes(spec)),
         "stop_on_failure": cfg.stop_on_first_failure,
     }  # fmt: skip
+    if language != PYTHON.name:
+        build = {"time_limit": cfg.build_time_limit_s, "wall_limit": cfg.build_time_limit_s * cfg.wall_factor + 1.0,
+                 "memory_mb": cfg.memory_mb, "output_limit": cfg.build_output_bytes}  # fmt: skip
+        request.update(native_fields(LANGUAGES[language], program, memory, build))
+    return request
 
 
 def _expected_bytes(spec: TestSpec) -> int:
@@ -173,6 +196,10 @@ def _judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
     results = []
     for i, res in enumerate(outcome["results"]):
         status, note = res["status"], res.get("error", "")
+        if status == "ok" and spec.checker is not None:  # judged by the problem's checker program (later)
+            results.append({"status": "ok", "error": "", "stdout": res["stdout"],
+                            "stderr": _tail(res.get("stderr", ""), cfg.detail_chars), "wall_s": res.get("wall_s", 0.0)})
+            continue
         if status == "ok" and spec.kind == "stdio":
             ok = tokens_match(res["stdout"], spec.outputs[i], cfg.float_tolerance, cfg.case_insensitive)
             note = "" if ok else f"expected {spec.outputs[i][:200]!r}, got {res['stdout'][:200]!r}"
@@ -200,17 +227,24 @@ def verdict(spec: TestSpec, kept: dict, cfg: CodeVerifyConfig) -> tuple[str, int
         return "sandbox_error", 0, total, _clip(kept["sandbox_error"], cfg.detail_chars)
     if "runner_killed" in kept:
         return "runtime_error", 0, total, _clip(kept["runner_killed"], cfg.detail_chars)
-    passed, first = 0, None
+    passed, first, problem = 0, None, None
     for i, res in enumerate(kept["results"]):
         status = res["status"]
         if status == "ok" and spec.kind == "assert":  # a replay that never came: never a pass
             status, res = "runtime_error", dict(res, error="the check was not replayed")
+        elif status == "ok" and spec.checker is not None:  # a checker's reading that never came: never a pass
+            status, res = PROBLEM_ERROR, dict(res, error="the problem's checker did not run")
+        if status == PROBLEM_ERROR:  # says nothing about the candidate: its verdict only if nothing else failed
+            problem = problem or (i, res["error"])
+            continue
         if status == "passed":
             passed += 1
         elif first is None:
             first = (i, status, res["error"], res["stderr"])
             if cfg.stop_on_first_failure:
                 break
+    if first is None and problem is not None:
+        return "sandbox_error", passed, total, _clip(f"test {problem[0]}: {problem[1]}", cfg.detail_chars)
     if first is None:
         return "passed", passed, total, ""
     i, status, note, stderr = first
@@ -228,14 +262,17 @@ def verify_code(
     its checker died, hung or misbehaved planning it) gives each of its candidates ``sandbox_error`` (a
     verdict that says nothing about the candidate); every other problem is judged."""
     checker = shared_checker(cfg)  # started only for assert-style problems, then kept for later calls
-    by_problem = {p["problem_id"]: p for p in problems.select(["problem_id", "question", "tests"]).to_pylist()}
+    cols = ["problem_id", "question", "tests"] + (["metadata"] if "metadata" in problems.column_names else [])
+    by_problem = {p["problem_id"]: p for p in problems.select(cols).to_pylist()}
     specs: dict[str, TestSpec] = {}
     plans: dict[str, tuple[str, list] | str] = {}  # problem -> (check key, plan), or why its check cannot run
     rows, requests, pending = [], [], []
     req_specs: list[TestSpec] = []
     asserts: dict[int, str] = {}  # request -> its check's key, for assert-style problems
-    first_of: dict[tuple[str, str], int] = {}  # (problem, program) -> its request: identical programs run once
-    for cand in candidates.select(["candidate_id", "problem_id", "teacher", "text"]).to_pylist():
+    first_of: dict[tuple[str, str, str], int] = {}  # (problem, language, program) -> its request: run once
+    has_language = "language" in candidates.column_names
+    for cand in candidates.select(["candidate_id", "problem_id", "teacher", "text"]
+                                  + (["language"] if has_language else [])).to_pylist():  # fmt: skip
         pid = cand["problem_id"]
         if pid not in by_problem:
             raise DataError(f"problem {pid!r} is not in the problems table", "candidates", cand["candidate_id"],
@@ -257,22 +294,33 @@ def verify_code(
         if isinstance(plans.get(pid), str):
             row.update(status="sandbox_error", tests_passed=0, detail=_clip(plans[pid], cfg.detail_chars))
             continue
-        program = extract_program(cand["text"], by_problem[pid]["question"], spec.kind, cfg.extraction)
+        program, tag = extract_code(cand["text"], by_problem[pid]["question"], spec.kind, cfg.extraction)
         if not program.strip():
             row.update(status="compile_error", tests_passed=0, detail="no program found in the candidate's text")
             continue
-        key = (pid, program)
+        language, why = _language(cand.get("language"), tag, spec, cfg)
+        if why:
+            row.update(status="compile_error", tests_passed=0, detail=why)
+            continue
+        key = (pid, language, program)
         if key not in first_of:
             first_of[key] = len(requests)
             plan = None
             if spec.kind == "assert":
                 asserts[len(requests)], plan = plans[pid]
-            requests.append(build_request(spec, program, cfg, cand["candidate_id"], plan))
+            requests.append(build_request(spec, program, cfg, cand["candidate_id"], plan, language=language,
+                                          problem_mb=_recorded_memory(by_problem[pid])))  # fmt: skip
             req_specs.append(spec)
         pending.append((row, spec, first_of[key]))
     if requests:
         with _pool(cfg, pool) as run:
             kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg)
+        if any(s.checker is not None for s in req_specs):
+            checkers = Checkers(cfg)  # a pool of their own: never a candidate's containers
+            try:
+                run_checkers(req_specs, kept, checkers)
+            finally:
+                checkers.close()
         for row, spec, i in pending:
             status, passed, total, detail = verdict(spec, kept[i], cfg)
             row.update(status=status, tests_passed=passed, tests_total=total, detail=detail or None)
@@ -283,6 +331,56 @@ def verify_code(
         row["correct"] = row["status"] == "passed"
         row["reward"] = row["tests_passed"] / row["tests_total"] if row["tests_total"] else 0.0
     return pa.Table.from_pylist(rows, schema=VERDICTS)
+
+
+def _language(named: str | None, tag: str | None, spec: TestSpec, cfg: CodeVerifyConfig) -> tuple[str, str]:
+    """(the program's language, "") or ("", why it cannot run): the record's ``language`` when it names one,
+    else the fence's tag, else the recipe's ``default_language``. Only Python runs call and assert tests."""
+    if named:
+        lang = language_of(named)
+        if lang is None:
+            return "", f"the candidate names an unknown language {named[:40]!r} (known: {', '.join(LANGUAGES)})"
+    else:
+        lang = language_of(tag) or LANGUAGES[cfg.default_language]
+    if spec.kind != "stdio" and lang is not PYTHON:
+        return "", f"a {lang.name} program cannot run {spec.kind}-style tests (they call Python functions)"
+    return lang.name, ""
+
+
+def _recorded_memory(problem: dict) -> float | None:
+    """The memory limit a loader recorded in the problem's metadata (``memory_limit_mb``), if any."""
+    try:
+        meta = json.loads(problem.get("metadata") or "{}")
+    except (ValueError, RecursionError):
+        return None
+    return meta.get("memory_limit_mb") if isinstance(meta, dict) else None
+
+
+def run_checkers(specs: list[TestSpec], kept: list[dict], checkers: Checkers) -> None:
+    """Judge, with their problem's checker program, the tests that ran to the end (status ``ok``) of every
+    request whose problem has one: each checker compiled once (``Checkers.compile``), then one checker
+    request per candidate. A test whose checker failed is the problem's error (``PROBLEM_ERROR``)."""
+    todo = [i for i, s in enumerate(specs) if s.checker is not None and kept[i].get("results")]
+    by_checker: dict[str, dict] = {}
+    for i in todo:
+        by_checker.setdefault(json.dumps(specs[i].checker, sort_keys=True), specs[i].checker)
+    binaries = dict(zip(by_checker, checkers.compile(list(by_checker.values())), strict=True))
+    jobs, where = [], []
+    for i in todo:
+        binary = binaries[json.dumps(specs[i].checker, sort_keys=True)]
+        waiting = [k for k, r in enumerate(kept[i]["results"]) if r["status"] == "ok"]
+        if binary.startswith("!"):
+            for k in waiting:
+                kept[i]["results"][k].update(status=PROBLEM_ERROR, error=binary[1:])
+                kept[i]["results"][k].pop("stdout", None)
+            continue
+        if waiting:
+            items = [(specs[i].inputs[k], kept[i]["results"][k].pop("stdout"), specs[i].outputs[k]) for k in waiting]
+            jobs.append((binary, items))
+            where.append((i, waiting))
+    for (i, waiting), readings in zip(where, checkers.check(jobs), strict=True):
+        for k, (status, note) in zip(waiting, readings, strict=True):
+            kept[i]["results"][k].update(status=status, error=note)
 
 
 def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:

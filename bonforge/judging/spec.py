@@ -29,6 +29,19 @@ one over ``MAX_TIME_LIMIT_S`` is capped to it (the most a recipe's ``time_limit_
 infinity, zero or a negative number is the problem's error. Expected outputs never enter the sandbox:
 the host compares them (see ``bonforge.judging.compare``).
 
+Every kind may carry ``memory_mb`` (the problem's memory limit, MiB: a finite positive number; the recipe's
+``memory_mb`` is the ceiling, and a problem without one gets the recipe's).
+
+``stdio`` specs may carry a **checker**: a program that decides whether an output is right (any valid answer,
+a float within tolerance, ...), in C++ with testlib's conventions (``checker input output answer``; exit 0
+accepted, 1 wrong answer, 2 presentation error, 3 the checker failed), with the headers it includes::
+
+    {"kind": "stdio", "tests": [...], "checker": {"source": "#include \"testlib.h\"\n...",
+                                                  "files": {"testlib.h": "..."}}}
+
+It is compiled once per problem and run in a sandbox of its own, never the candidate's
+(``bonforge.sandbox.testlib``); without one, outputs are compared token by token (``bonforge.judging.compare``).
+
 ``call`` specs may carry ``"wrapped_outputs": true``: an expected value that is a one-element list also
 accepts its element (``[9]`` passes a function returning ``9``), as the APPS harness accepts either;
 the APPS converter sets it, other formats compare strictly.
@@ -46,6 +59,7 @@ from bonforge.records import json_error, load_json
 
 KINDS = ("stdio", "call", "assert")
 MAX_TIME_LIMIT_S = 600.0  # the bound of CodeVerifyConfig.time_limit_s: no problem asks for more
+MAX_MEMORY_MB = float(1 << 20)  # 1 TiB: a problem's memory limit over it is capped (the recipe's applies anyway)
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,8 @@ class TestSpec:
     starter: str = ""
     time_limit_s: float | None = None
     wrapped_outputs: bool = False  # call: a one-element list expected also accepts its element (APPS)
+    memory_mb: float | None = None  # the problem's memory limit (the recipe's is the ceiling)
+    checker: dict | None = None  # stdio: {"source": C++ text, "files": {name: text}} (testlib conventions)
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -81,6 +97,10 @@ class TestSpec:
                 doc[key] = getattr(self, key)
         if self.time_limit_s is not None:
             doc["time_limit_s"] = self.time_limit_s
+        if self.memory_mb is not None:
+            doc["memory_mb"] = self.memory_mb
+        if self.checker is not None:
+            doc["checker"] = self.checker
         return json.dumps(doc)
 
 
@@ -104,12 +124,29 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
         if not positive_finite(limit):
             raise bad(f"'time_limit_s' must be a finite positive number, got {limit!r:.50}")
         limit = float(min(limit, MAX_TIME_LIMIT_S))
+    memory = doc.get("memory_mb")
+    if memory is not None:
+        if not positive_finite(memory):
+            raise bad(f"'memory_mb' must be a finite positive number (MiB), got {memory!r:.50}")
+        memory = float(min(memory, MAX_MEMORY_MB))
+    checker = doc.get("checker")
+    if checker is not None:
+        if kind != "stdio":
+            raise bad("'checker' applies to stdio tests only")
+        files = checker.get("files", {}) if isinstance(checker, dict) else None
+        if not (isinstance(checker, dict) and isinstance(checker.get("source"), str) and checker["source"].strip()
+                and isinstance(files, dict) and all(isinstance(v, str) for v in files.values())
+                and all(isinstance(k, str) and k and "/" not in k and k not in (".", "..")
+                        for k in files)):  # fmt: skip
+            raise bad("'checker' must be {\"source\": C++ text, \"files\": {file name: text}}")
+        checker = {"source": checker["source"], "files": dict(files)}
     for key in ("prelude", "starter"):
         if not isinstance(doc.get(key) or "", str):
             raise bad(f"'{key}' must be a string")
     if not isinstance(doc.get("wrapped_outputs", False), bool):
         raise bad("'wrapped_outputs' must be true or false")
-    common = dict(prelude=doc.get("prelude") or "", starter=doc.get("starter") or "", time_limit_s=limit)
+    common = dict(prelude=doc.get("prelude") or "", starter=doc.get("starter") or "", time_limit_s=limit,
+                  memory_mb=memory)  # fmt: skip
     if kind == "assert":
         if not isinstance(doc.get("check"), str) or not doc["check"].strip():
             raise bad("assert spec needs a non-empty 'check' string")
@@ -137,7 +174,7 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
         outputs.append(t["output"])
     if kind == "call" and not (isinstance(doc.get("fn_name"), str) and doc["fn_name"].isidentifier()):
         raise bad("call spec needs 'fn_name', a Python identifier")
-    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"),
+    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"), checker=checker,
                     wrapped_outputs=kind == "call" and doc.get("wrapped_outputs", False), **common)  # fmt: skip
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bonforge.config_model import Model, added, exec_only
+from bonforge.sandbox.languages import LANGUAGES, language_of
 
+DEFAULT_TIME_MULTIPLIERS = {"python": 1.0, "cpp": 1.0, "java": 2.0, "pypy": 2.0}
 OUTPUT_PER_EXPECTED = 2  # a problem's output cap is at least this many times its largest expected output
 
 
@@ -74,6 +76,43 @@ class CodeVerifyConfig(Model):
         300.0, gt=0, description="A process's shared pool (the one reward functions and local verification use) "
         "stops its workers after this many seconds without a request; the next request starts them again.")
     detail_chars: int = Field(2000, ge=0, description="Characters of error text and stderr kept in a verdict's detail.")
+    default_language: str = added(
+        "python", description="Language of a program whose fence has no language tag and whose record names "
+        "none: python, cpp (C++17, g++), java (OpenJDK) or pypy (PyPy 3); also their tags (c++, py, pypy3, "
+        "...).")  # fmt: skip
+    time_multipliers: dict[str, float] = added(
+        dict(DEFAULT_TIME_MULTIPLIERS), description="Per-language factor on a test's time limit (the problem's, "
+        "capped by time_limit_s) and its wall limit: {language: factor}; a language left out gets 1. Defaults: "
+        "java 2 (a JVM's start-up is CPU time), pypy 2 (its JIT warms up), python and cpp 1.")  # fmt: skip
+    build_time_limit_s: float = added(
+        30.0, gt=0, le=600, description="CPU-time limit of compiling one candidate (C++, Java; PyPy's syntax check), "
+        "seconds; its wall limit is this * wall_factor + 1. Over it: compile_error.")  # fmt: skip
+    build_output_bytes: int = added(
+        1 << 16, gt=0, description="Cap on a compiler's output (its messages; a build past it is a compile_error).")
+
+    @field_validator("default_language")
+    @classmethod
+    def _known_language(cls, v: str) -> str:
+        lang = language_of(v)
+        if lang is None:
+            raise ValueError(f"unknown language {v!r}; choose one of {', '.join(LANGUAGES)}")
+        return lang.name
+
+    @field_validator("time_multipliers")
+    @classmethod
+    def _known_languages(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for name, factor in v.items():
+            lang = language_of(name)
+            if lang is None:
+                raise ValueError(f"time_multipliers: unknown language {name!r}; choose from {', '.join(LANGUAGES)}")
+            if not (0 < factor <= 100):
+                raise ValueError(f"time_multipliers: {name}'s factor must be in (0, 100], got {factor}")
+            out[lang.name] = float(factor)
+        return out
+
+    def time_multiplier(self, language: str) -> float:
+        return self.time_multipliers.get(language, 1.0)
 
     @model_validator(mode="after")
     def _image_needs_docker(self) -> CodeVerifyConfig:

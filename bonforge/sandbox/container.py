@@ -153,7 +153,7 @@ def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str
     caps = ["SETUID", "SETGID", "KILL", *(["SYS_RESOURCE"] if sys_resource else [])]
     host_config = api.create_host_config(
         binds=binds, auto_remove=True, init=True, network_mode="none", read_only=True,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"}, mem_limit=mem, memswap_limit=mem,
+        tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"}, mem_limit=mem, memswap_limit=mem,
         pids_limit=cfg.pids_limit, nano_cpus=round(cfg.cpus_per_container * 1e9), ipc_mode="private",
         cap_drop=["ALL"], cap_add=caps, security_opt=["no-new-privileges"], log_config={"type": "none"},
     )  # fmt: skip

@@ -1,11 +1,13 @@
 """Build the sandbox image with no image registry, and remove leftover sandbox containers.
 
 The image is a Debian bookworm root filesystem made by ``debootstrap --variant=minbase
---include=python3`` from the machine's apt mirror and imported into the engine (the *base*, built once,
-~1 minute), plus the runner's files (``IN_IMAGE``) copied into a container of it and committed (seconds), all through
-the Docker SDK (``client()``: ``DOCKER_HOST`` and the other ``DOCKER_*`` settings apply; no ``docker`` binary). The
-tag carries a hash of those files, so a changed runner gets a new image and an old image never runs new
-code. ``Dockerfile`` beside this module builds the equivalent image where a registry is reachable.
+--include=<BASE_PACKAGES>`` (Python 3, g++, OpenJDK 17, PyPy 3) from the machine's apt mirror and imported
+into the engine (the *base*, built once, a few minutes), plus the runner's files (``IN_IMAGE``) copied into
+a container of it and committed (seconds), all through the Docker SDK (``client()``: ``DOCKER_HOST`` and
+the other ``DOCKER_*`` settings apply; no ``docker`` binary). The base's tag carries a hash of the package
+list, the image's tag a hash of the base's tag and of those files: a changed runner or package list gets a
+new image, and an old image never runs new code. ``Dockerfile`` beside this module builds the equivalent
+image where a registry is reachable.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ RUNNER_PATH = Path(__file__).with_name("runner.py")
 RUNNER_IN_IMAGE = "/opt/bonforge/runner.py"
 # The runner's program, in the image beside runner.py (standard library only, imported by their flat names).
 IN_IMAGE = ("runner.py", "zygote.py", "oskit.py", "codec.py", "wire.py")
-BASE_IMAGE = "bonforge-sandbox-base:bookworm"
+# Debian packages of the base: the languages the sandbox runs (``languages.py``). The base's tag carries a hash
+# of this list, and the image's tag the base's: a changed list is a new base and a new image, never a stale one.
+BASE_PACKAGES = ("python3", "g++", "openjdk-17-jdk-headless", "pypy3")
+BASE_IMAGE = "bonforge-sandbox-base:bookworm-" + hashlib.sha256(" ".join(BASE_PACKAGES).encode()).hexdigest()[:8]
 LABEL = "bonforge.sandbox"
 OWNER_LABEL = "bonforge.sandbox.owner"
 APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
@@ -39,7 +44,7 @@ APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 def default_tag() -> str:
     """``bonforge-sandbox:<hash>`` of every file the image gets from here: a changed file is a new image."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(BASE_IMAGE.encode() + b"\n")
     for name in IN_IMAGE:
         data = RUNNER_PATH.with_name(name).read_bytes()
         h.update(b"%s %d\n" % (name.encode(), len(data)) + data)
@@ -112,7 +117,7 @@ def debian_mirror() -> str:
 
 
 def build_base(force: bool = False) -> str:
-    """Import a debootstrapped Debian root filesystem with python3 as ``BASE_IMAGE``."""
+    """Import a debootstrapped Debian root filesystem with ``BASE_PACKAGES`` as ``BASE_IMAGE``."""
     if not force and image_exists(BASE_IMAGE):
         return BASE_IMAGE
     if shutil.which("debootstrap") is None:
@@ -125,18 +130,33 @@ def build_base(force: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="bonforge-rootfs-") as tmp:
         root = os.path.join(tmp, "root")
         proc = subprocess.run(
-            ["debootstrap", "--variant=minbase", "--include=python3", "bookworm", root, mirror],
+            ["debootstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES), "bookworm", root, mirror],
             capture_output=True,
         )
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).decode(errors="replace")[-2000:]
             raise SandboxError(f"debootstrap from {mirror} failed: {tail}")
+        _slim(root)
         archive = os.path.join(tmp, "root.tar")
         proc = subprocess.run(["tar", "-C", root, "-cf", archive, "."], capture_output=True)
         if proc.returncode != 0:
             raise SandboxError(f"packing the root filesystem failed: {proc.stderr.decode(errors='replace')[-2000:]}")
-        import_tar(archive, BASE_IMAGE, "bonforge sandbox base (debootstrap bookworm + python3)")
+        import_tar(archive, BASE_IMAGE, f"bonforge sandbox base (debootstrap bookworm + {' '.join(BASE_PACKAGES)})")
     return BASE_IMAGE
+
+
+def _slim(root: str) -> None:
+    """Drop what no program needs from the root filesystem: the downloaded package files debootstrap keeps,
+    documentation and manual pages (about half the image)."""
+    for sub in ("var/cache/apt/archives", "usr/share/doc", "usr/share/man", "usr/share/info"):
+        folder = os.path.join(root, sub)
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.name != "lock":
+                os.unlink(entry.path)
 
 
 def import_tar(path: str, tag: str, message: str) -> None:

@@ -59,6 +59,7 @@ zygote's limits, affinity and priority (what every test inherits) are as they we
 ``clean: false`` and exits (the host replaces the sandbox).
 """
 
+import base64
 import errno
 import fcntl
 import json
@@ -81,6 +82,8 @@ from wire import Status
 from zygote import MEM_EXIT, serve, compile_program
 
 STDERR_KEEP = 4096
+# What a compiled program's runtime writes to stderr when an allocation fails under the limits (C++, the JVM).
+OUT_OF_MEMORY = (b"std::bad_alloc", b"java.lang.OutOfMemoryError")
 # Signals the runner blocks (a program may not stop it with them); each child unblocks them.
 BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                    signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
@@ -306,6 +309,9 @@ def run_test(req, index, test, payload_fd, sandbox):
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     result = {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4)}
+    native = req.get("exec") is not None  # a compiled program (or a compiler): its exit status is reported
+    if native:
+        result["exit_code"] = code if code is not None else -sig
     kind = req["kind"]
     if kind == "call":
         values = [ln[2:] for ln in lines if ln.startswith("v ")]
@@ -317,7 +323,8 @@ def run_test(req, index, test, payload_fd, sandbox):
         status = Status.OUTPUT_LIMIT
     elif killed == Status.TIMEOUT or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = Status.TIMEOUT
-    elif "m" in events or code == MEM_EXIT or oskit.oom_kills() > oom_before:
+    elif ("m" in events or code == MEM_EXIT and not native or oskit.oom_kills() > oom_before
+          or native and code != 0 and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
         status = Status.MEMORY_LIMIT
     elif code == 0 and "e" not in events and (kind == "stdio" or "value" in result or "d" in events):
         status = Status.OK
@@ -333,35 +340,110 @@ def run_test(req, index, test, payload_fd, sandbox):
     return result
 
 
+def _note(req, status, error):
+    """The result of a test that did not run (``status``, ``error``)."""
+    return {"status": status, "error": error, "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0,
+            **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
+
+
+def _write_files(files, workdir, ids):
+    """Write a request's or a test's files into the work directory, as the sandbox uid (the clean-up, which
+    runs as that uid, can remove them): ``{"name", "text"}`` or ``{"name", "b64", "executable"}``."""
+    with oskit.as_uid(ids):
+        for f in files:
+            name = f["name"]
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"bad file name {name[:50]!r}")
+            data = f["text"].encode() if "text" in f else base64.b64decode(f["b64"])
+            fd = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                         0o755 if f.get("executable") else 0o644)  # fmt: skip
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+
+
+def _payload_fd(payload):
+    fd = os.memfd_create("bonforge-request", os.MFD_CLOEXEC)
+    view = memoryview(marshal.dumps(payload))
+    while view:
+        view = view[os.write(fd, view) :]
+    return fd
+
+
+def _build(req, workdir, sandbox):
+    """Compile a native program once for the request, in the sandbox under the build's own limits:
+    (None, artifact) when it built (the ``keep`` file's bytes, base64, when asked for), else (the compiler's
+    message, None)."""
+    build = req["build"]
+    payload = {"kind": "stdio", "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
+               "file_limit": build.get("file_limit") or req.get("file_limit"), "argv": build["argv"],
+               "address_limit": req.get("address_limit", True), "workdir": workdir,
+               "tests": [{"input": ""}]}  # fmt: skip
+    breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"],
+            "wall_limit": build["wall_limit"], "output_limit": build["output_limit"]}  # fmt: skip
+    pfd = _payload_fd(payload)
+    try:
+        res = run_test(breq, 0, payload["tests"][0], pfd, sandbox)
+    finally:
+        os.close(pfd)
+    if res["status"] != Status.OK:
+        why = {Status.TIMEOUT: f"the compiler ran over its time limit ({float(build['time_limit']):g} s)",
+               Status.MEMORY_LIMIT: f"the compiler ran out of memory ({build['memory_mb']} MiB)",
+               Status.OUTPUT_LIMIT: "the compiler's output ran over its limit"}.get(res["status"])  # fmt: skip
+        message = (res.get("stderr") or res.get("error") or "").strip()
+        return ((why + "\n" if why else "") + message)[-4000:] or f"the build failed ({res['status']})", None
+    keep = build.get("keep")
+    if not keep:
+        return None, None
+    try:
+        with open(os.path.join(workdir, keep), "rb") as f:
+            data = f.read(int(build["output_limit"]) + 1)
+    except OSError as e:
+        return f"the build made no {keep!r} ({e.strerror})", None
+    if len(data) > int(build["output_limit"]):
+        return f"the build's {keep!r} is over {build['output_limit']} bytes", None
+    return None, base64.b64encode(data).decode()
+
+
 def handle(req, workdir, sandbox):
     tests = req.pop("tests")
-    try:
-        compiled = compile_program(req)
-    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as e:
-        error = {"status": Status.COMPILE_ERROR, "error": f"{type(e).__name__}: {e}"[:1000], "stdout": "", "stderr": "",
-                 "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
-        results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
-        return {"id": req.get("id"), "results": results, "clean": True, "cleanup": ""}
-    source, code = compiled
     payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
-    payload.update(source=source, code=code, tests=tests, workdir=workdir)
-    pfd = os.memfd_create("bonforge-request", os.MFD_CLOEXEC)
+    artifact = failure = None
+    if req.get("exec"):  # a native program (C++, Java, PyPy, ...): its files, then its build, once
+        _write_files(req.get("files") or (), workdir, sandbox.ids)
+        if req.get("build"):
+            failure, artifact = _build(req, workdir, sandbox)
+        payload.update(argv=req["exec"], address_limit=req.get("address_limit", True))
+    else:
+        try:
+            payload["source"], payload["code"] = compile_program(req)
+        except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as e:
+            failure = f"{type(e).__name__}: {e}"[:1000]
+    if failure is not None:
+        error = {"status": Status.COMPILE_ERROR, "error": failure, "stdout": "", "stderr": "", "cpu_s": 0.0,
+                 "wall_s": 0.0}  # fmt: skip
+        results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
+        problems = sandbox.cleanup(workdir)
+        return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems),
+                "build_error": failure}  # fmt: skip
+    payload.update(tests=tests, workdir=workdir)
     problems = []
     results = []
+    pfd = _payload_fd(payload)
     try:
-        view = memoryview(marshal.dumps(payload))
-        while view:
-            view = view[os.write(pfd, view) :]
         begun, budget = time.monotonic(), req.get("budget")
         for i, test in enumerate(tests):
             left = float(req["wall_limit"]) if budget is None else float(budget) - (time.monotonic() - begun)
             if left <= 0:  # the candidate's time budget ran out: the tests left count as timeout
-                note = {"status": Status.TIMEOUT,
-                        "error": f"not run: the candidate's time budget ({float(budget):.1f} s) ran out",
-                        "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0,
-                        **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
+                note = _note(req, Status.TIMEOUT, f"not run: the candidate's time budget ({float(budget):.1f} s) "
+                             "ran out")  # fmt: skip
                 results += [dict(note) for _ in tests[i:]]
                 break
+            if test.get("files"):
+                _write_files(test["files"], workdir, sandbox.ids)
             results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left)), i, test, pfd, sandbox))
             if left < float(req["wall_limit"]) and results[-1]["status"] == Status.TIMEOUT:
                 results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
@@ -369,13 +451,15 @@ def handle(req, workdir, sandbox):
                 break
     except _Stuck as e:
         problems.append(str(e))
-        note = {"status": Status.RUNTIME_ERROR, "error": f"not run: {e}", "stdout": "", "stderr": "", "cpu_s": 0.0,
-                "wall_s": 0.0, **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
+        note = _note(req, Status.RUNTIME_ERROR, f"not run: {e}")
         results += [dict(note) for _ in tests[len(results) :]]
     finally:
         os.close(pfd)
     problems += sandbox.cleanup(workdir)
-    return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems)}
+    answer = {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems)}
+    if artifact is not None:
+        answer["artifact"] = artifact
+    return answer
 
 
 def _ids(argv):

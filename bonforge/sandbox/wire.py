@@ -29,7 +29,11 @@ KINDS = ("stdio", "call", "assert")  # how a program is fed its tests (``runner.
 def max_answer_bytes(request):
     """The most a runner's answer to ``request`` may take on the channel: per test, stdout and call lines
     (``output_limit`` together, at most 6 bytes each once JSON-escaped), a stderr tail, small fields."""
-    return len(request["tests"]) * (6 * (int(request["output_limit"]) + 4096) + 4096) + 65536
+    size = len(request["tests"]) * (6 * (int(request["output_limit"]) + 4096) + 4096) + 65536
+    build = request.get("build")
+    if isinstance(build, dict):  # the compiler's message, and the kept file in base64
+        size += 6 * 4096 + (4 * int(build["output_limit"]) // 3 + 8 if build.get("keep") else 0)
+    return size
 
 
 def _result_ok(res, request):
@@ -37,6 +41,7 @@ def _result_ok(res, request):
             and all(isinstance(res.get(k, ""), str) for k in ("stdout", "stderr", "error", "value"))
             and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool)
                     for k in ("cpu_s", "wall_s"))
+            and (type(res.get("exit_code", 0)) is int)
             and (request["kind"] != "assert" or res["status"] == Status.COMPILE_ERROR
                  or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"])))  # fmt: skip
 
@@ -52,6 +57,8 @@ def answer_problem(answer, request, line=b""):
     if not (isinstance(results, list) and len(results) <= len(request["tests"])
             and isinstance(answer.get("clean"), bool)):  # fmt: skip
         return f"malformed answer {line[:200]!r}"
+    if not (isinstance(answer.get("artifact", ""), str) and isinstance(answer.get("build_error", ""), str)):
+        return "garbled build artifact or message"
     if not all(_result_ok(res, request) for res in results):
         return f"malformed result in answer {line[:200]!r}"
     return None

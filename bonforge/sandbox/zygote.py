@@ -138,7 +138,8 @@ def _enter_sandbox(fds, ids, nproc):
         cpu = max(1, int(payload["time_limit"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         mem = int(payload["memory_mb"]) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        if payload.get("address_limit", True):  # off for a JVM: its heap is capped by -Xmx, memory by the cgroup
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         # No stack limit of its own where the hard limit allows: the main thread's stack may grow up to the
         # address-space limit (deep recursion), while a new process's threads get the C library's default
         # stack size (it takes the soft limit when finite: a soft limit of ``mem`` would make every thread of
@@ -171,6 +172,8 @@ def _child(fds, index, ids, nproc):
     """In a child forked from the zygote: enter the sandbox, run the program on test ``index``, report on
     the result pipe (fd 3). Never returns."""
     req = _enter_sandbox(fds, ids, nproc)
+    if req.get("argv"):
+        _exec(req["argv"])
     compiled = (req["source"], req["code"])
     test = req["tests"][index]
     result_fd = RESULT_FD
@@ -246,6 +249,17 @@ def _child(fds, index, ids, nproc):
         os._exit(MEM_EXIT)
     except BaseException as e:
         failed(e)
+
+
+def _exec(argv):
+    """Replace the child by a compiled program (or a compiler): ``argv`` searched on PATH. The result pipe is
+    closed on exec (a program cannot write claims there); a program that cannot start reports it."""
+    fcntl.fcntl(RESULT_FD, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        os.write(RESULT_FD, f"e cannot start {argv[0]}: {e.strerror}".encode() + b"\n")
+    os._exit(127)
 
 
 def compile_program(req):

@@ -1,0 +1,134 @@
+"""Checker programs (testlib's conventions): compiled once per problem, run in a sandbox of their own.
+
+A problem's checker decides whether an output is right when many are (any shortest path, a construction, a
+float within tolerance). It comes with the problem table, so it is not trusted code either: it runs in a
+pool of containers of its own (``SandboxPool`` with the recipe's sandbox settings), never in a candidate's,
+and what it says is read as exit codes and a capped stderr tail. Invocation and exit codes as testlib's::
+
+    ./checker input.txt output.txt answer.txt     # output: the candidate's stdout; answer: the jury's
+    0 accepted · 1 wrong answer · 2 presentation error (4, 8: also the output's fault) · 3 the checker failed
+
+A checker that fails (exit 3, a crash, its time or memory limit) is the problem's error, never the
+candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``). A checker is
+compiled once per process for its content (the source, its files and the build's argv, hashed): the binary
+is kept here and sent with each request that runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+
+from bonforge.sandbox.config import CodeVerifyConfig
+
+BUILD_ARGV = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "checker", "checker.cpp")
+BUILD_TIME_S = 60.0  # CPU seconds to compile a checker (testlib.h is a large header)
+CHECK_TIME_S = 10.0  # CPU seconds per run of a checker
+MAX_BINARY = 32 << 20  # bytes of a compiled checker
+MESSAGE_BYTES = 1 << 16  # a checker's stdout cap (its verdict text goes to stderr, of which a tail is kept)
+PROBLEM_ERROR = "problem_error"  # a test whose checker failed: the problem's error, not the candidate's
+ACCEPTED, WRONG = {0}, {1, 2, 4, 7, 8}  # testlib: ok; wa, pe, dirt, points, unexpected eof
+PARTIAL = range(16, 117)  # testlib's partial scores (16 + points): not accepted
+
+_binaries: dict[str, str] = {}  # content digest -> base64 executable, or "!" + why it does not build
+_lock = threading.Lock()
+MAX_KEPT = 256  # compiled checkers kept in this process (the oldest dropped first)
+
+
+def digest(checker: dict) -> str:
+    """The checker's identity: its source, its files and the build's argv."""
+    doc = [list(BUILD_ARGV), checker["source"], sorted(checker.get("files", {}).items())]
+    return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
+
+
+def _base(cfg: CodeVerifyConfig, name: str) -> dict:
+    return {"id": name, "kind": "stdio", "program": "", "prelude": "", "fn_name": None, "time_limit": CHECK_TIME_S,
+            "wall_limit": CHECK_TIME_S * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
+            "output_limit": MESSAGE_BYTES, "stop_on_failure": False}  # fmt: skip
+
+
+def build_request(checker: dict, cfg: CodeVerifyConfig) -> dict:
+    files = [{"name": "checker.cpp", "text": checker["source"]}]
+    files += [{"name": n, "text": v} for n, v in sorted(checker.get("files", {}).items())]
+    build = {"argv": list(BUILD_ARGV), "time_limit": BUILD_TIME_S, "wall_limit": BUILD_TIME_S * cfg.wall_factor + 1.0,
+             "memory_mb": cfg.memory_mb, "output_limit": MAX_BINARY, "keep": "checker"}  # fmt: skip
+    return dict(_base(cfg, "checker-build-" + digest(checker)[:16]), files=files, build=build, exec=["./checker"],
+                tests=[])  # fmt: skip
+
+
+def check_request(binary: str, items: list[tuple[str, str, str]], cfg: CodeVerifyConfig, name: str) -> dict:
+    """One checker run per ``(input, output, answer)``, in one request (the binary sent once)."""
+    tests = [{"input": "", "files": [{"name": "input.txt", "text": i}, {"name": "output.txt", "text": o},
+                                     {"name": "answer.txt", "text": a}]} for i, o, a in items]  # fmt: skip
+    return dict(_base(cfg, name), files=[{"name": "checker", "b64": binary, "executable": True}],
+                exec=["./checker", "input.txt", "output.txt", "answer.txt"], tests=tests)
+
+
+def reading(result: dict) -> tuple[str, str]:
+    """(``passed`` | ``wrong_answer`` | ``PROBLEM_ERROR``, note) from one run of a checker."""
+    said = (result.get("stderr") or result.get("error") or "").strip()[-300:]
+    code = result.get("exit_code")
+    if result.get("status") in ("ok", "runtime_error") and code in ACCEPTED:
+        return "passed", ""
+    if result.get("status") == "runtime_error" and (code in WRONG or code in PARTIAL):
+        kind = "presentation error" if code in (2, 4, 8) else "wrong answer"
+        return "wrong_answer", f"the checker says {kind}" + (f": {said}" if said else "")
+    what = "reported its own failure (exit 3)" if code == 3 else f"failed ({result.get('status')}" + (
+        f", exit code {code})" if code is not None else ")")  # fmt: skip
+    return PROBLEM_ERROR, f"the problem's checker {what}" + (f": {said}" if said else "")
+
+
+class Checkers:
+    """The checker programs of one verification call, run on a pool of their own (started on first use)."""
+
+    def __init__(self, cfg: CodeVerifyConfig, pool=None):
+        self.cfg = cfg
+        self._pool = pool
+        self._own = None
+
+    def _run(self, requests: list[dict]) -> list[dict]:
+        if self._pool is None:
+            from bonforge.sandbox.pool import SandboxPool
+
+            own = self.cfg.model_copy(update={"pool_size": max(1, self.cfg.pool_size // 2)})
+            self._own = self._pool = SandboxPool(own)
+        return self._pool.run(requests)
+
+    def compile(self, checkers: list[dict]) -> list[str]:
+        """The base64 binary of each checker, or ``"!" + why`` it does not build; built once per content."""
+        keys = [digest(c) for c in checkers]
+        with _lock:
+            todo = {k: c for k, c in zip(keys, checkers, strict=True) if k not in _binaries}
+        if todo:
+            outcomes = self._run([build_request(c, self.cfg) for c in todo.values()])
+            with _lock:
+                for k, outcome in zip(todo, outcomes, strict=True):
+                    if outcome.get("artifact"):
+                        _binaries[k] = outcome["artifact"]
+                    else:
+                        why = outcome.get("build_error") or outcome.get("sandbox_error") or outcome.get(
+                            "runner_killed") or "no binary came back"  # fmt: skip
+                        _binaries[k] = "!the problem's checker does not compile: " + why[-2000:]
+                while len(_binaries) > MAX_KEPT:
+                    del _binaries[next(iter(_binaries))]
+        with _lock:
+            return [_binaries.get(k, "!the problem's checker was dropped from the cache; run again") for k in keys]
+
+    def check(self, jobs: list[tuple[str, list[tuple[str, str, str]]]]) -> list[list[tuple[str, str]]]:
+        """For each ``(binary, items)``: per item the checker's reading (``reading``)."""
+        requests = [check_request(b, items, self.cfg, f"checker-{n}") for n, (b, items) in enumerate(jobs)]
+        out = []
+        for (_, items), outcome in zip(jobs, self._run(requests) if requests else [], strict=True):
+            results = outcome.get("results")
+            if not isinstance(results, list) or len(results) != len(items):
+                why = outcome.get("sandbox_error") or outcome.get("runner_killed") or "no answer"
+                out.append([(PROBLEM_ERROR, f"the problem's checker could not run: {why}"[:500])] * len(items))
+            else:
+                out.append([reading(r) for r in results])
+        return out
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.close()
+            self._own = self._pool = None

@@ -1,0 +1,97 @@
+"""A competitive-programming problem package in the Library Checker layout, as a problems row and its solutions.
+
+A package folder holds ``task.md`` (the statement), ``info.toml`` (``timelimit`` in seconds, ``[[solutions]]``
+with their expected outcomes), ``checker.cpp`` (a testlib checker), ``sol/*`` (solutions) and ``tests/*.in`` /
+``tests/*.out`` (inputs and the jury's answers, paired by name). Headers a checker includes in quotes
+(``testlib.h``) are taken from the package or from the ``common`` folders given (Library Checker keeps them
+in ``common/`` beside the packages) and travel with the checker in the spec.
+
+Solution outcomes, from ``info.toml``: ``pass`` (no entry, or no flags), ``fail`` (``expect = "WA"`` or
+``"RE"``, or ``wrong = true``), ``tle`` (``expect = "TLE"``: correct but too slow), ``tle_ok``
+(``allow_tle = true``: passes, or runs out of time on some tests). A solution with ``function = true`` is a
+function linked with a grader: not a program on its own (``expected`` is ``None``: not judged as one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from bonforge.errors import DataError
+from bonforge.judging.spec import TestSpec
+
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"/\n]{1,100})"', re.M)
+LANGUAGE_OF_SUFFIX = {".cpp": "cpp", ".cc": "cpp", ".java": "java", ".py": "python"}
+
+
+def _outcome(entry: dict) -> str | None:
+    if entry.get("function"):
+        return None
+    if entry.get("wrong") or entry.get("expect") in ("WA", "RE"):
+        return "fail"
+    if entry.get("expect") == "TLE":
+        return "tle"
+    if entry.get("allow_tle"):
+        return "tle_ok"
+    return "pass"
+
+
+def _checker(folder: Path, common: list[Path]) -> dict | None:
+    path = folder / "checker.cpp"
+    if not path.is_file():
+        return None
+    source = path.read_text()
+    files: dict[str, str] = {}
+    todo = _QUOTED_INCLUDE.findall(source)
+    while todo:
+        name = todo.pop()
+        if name in files:
+            continue
+        found = next((d / name for d in [folder, *common] if (d / name).is_file()), None)
+        if found is None:
+            raise DataError(f"the checker includes {name!r}, found neither in the package nor in "
+                            f"{', '.join(map(str, common)) or 'a common folder'}", str(path), folder.name, "checker")
+        files[name] = found.read_text()
+        todo += _QUOTED_INCLUDE.findall(files[name])
+    return {"source": source, "files": files}
+
+
+def load_package(folder: str | Path, common: list[str | Path] = ()) -> tuple[dict, list[dict]]:
+    """(a ``problems`` row, the package's solutions ``{name, language, text, expected}``)."""
+    folder = Path(folder)
+    common_dirs = [Path(c) for c in common]
+    info_path = folder / "info.toml"
+    try:
+        info = tomllib.loads(info_path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise DataError(f"cannot read it ({e})", str(info_path), folder.name, "info.toml") from None
+    limit = info.get("timelimit")
+    if not (isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0):
+        raise DataError(f"'timelimit' must be a positive number of seconds, got {limit!r:.50}", str(info_path),
+                        folder.name, "timelimit")  # fmt: skip
+    inputs = sorted((folder / "tests").glob("*.in"))
+    if not inputs:
+        raise DataError("no tests (tests/*.in)", str(folder / "tests"), folder.name, "tests")
+    outputs = [p.with_suffix(".out") for p in inputs]
+    missing = [p.name for p in outputs if not p.is_file()]
+    if missing:
+        raise DataError(f"inputs without an answer: {', '.join(missing[:5])}", str(folder / "tests"), folder.name,
+                        "tests")  # fmt: skip
+    spec = TestSpec("stdio", [p.read_text() for p in inputs], [p.read_text() for p in outputs],
+                    time_limit_s=float(limit), checker=_checker(folder, common_dirs))  # fmt: skip
+    statement = folder / "task.md"
+    row = {"problem_id": folder.name, "source": "problem-package", "domain": "code",
+           "question": statement.read_text() if statement.is_file() else None, "answer": None,
+           "tests": spec.to_json(),
+           "metadata": json.dumps({"title": info.get("title"), "tests": [p.stem for p in inputs]})}  # fmt: skip
+    entries = {e.get("name"): e for e in info.get("solutions", []) if isinstance(e, dict)}
+    solutions = []
+    for path in sorted((folder / "sol").glob("*")):
+        language = LANGUAGE_OF_SUFFIX.get(path.suffix)
+        if language is None or not path.is_file():
+            continue
+        solutions.append({"name": path.name, "language": language, "text": path.read_text(),
+                          "expected": _outcome(entries.get(path.name, {}))})  # fmt: skip
+    return row, solutions
