@@ -15,6 +15,14 @@ request::
      "time_limit": s, "wall_limit": s, "memory_mb": int, "output_limit": bytes, "stop_on_failure": bool,
      "budget": s}
 
+A native program (C++, Java, PyPy: ``languages.py`` on the host) adds ``"files": [{"name", "text"} | {"name",
+"b64", "executable"}]`` (written into the work directory as the sandbox uid), ``"build": {"argv", "time_limit",
+"wall_limit", "memory_mb", "output_limit"[, "keep"]}`` (run once, in the sandbox, before the tests: a failure
+answers every test ``compile_error`` with the compiler's message, also in ``build_error``; ``keep`` names a
+file whose bytes come back base64 in ``artifact``), ``"exec": [argv]`` (each test's child execs it) and
+``"address_limit": bool`` (RLIMIT_AS, off for a JVM). A test may carry its own ``files`` (a checker's input,
+output and answer). Its results add ``exit_code`` (negative: the signal).
+
 ``budget`` (optional): the wall-clock seconds all the request's tests may take together; each test's wall
 limit is cut to what is left, and once nothing is left the remaining tests are not run (``timeout``).
 
