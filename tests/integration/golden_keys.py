@@ -62,14 +62,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "e4cca685f3e8ea26cf50"
         ],
         "verdicts": [
-            "12cf322713fe923ea507",
-            "ef713f44d544903ff5e8"
+            "e75b85ffe2bb9d7a1d0b",
+            "364fe0562f1954f04f4a"
         ],
         "problem_stats": [
-            "626d32fdbc63373ccba5"
+            "bd645bace11627a1673b"
         ],
         "genselect": [
-            "f0e2141726e9c4696320"
+            "f3d25e3344126cecd3cf"
         ]
     },
     "humaneval-genselect": {
@@ -81,14 +81,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "9a8aa9e6cc0e3ab70c26"
         ],
         "verdicts": [
-            "a78df9950bf8894231fc",
-            "a9676eb581b962caf52b"
+            "aebba96dc73d871ec65a",
+            "f3631ca809d5aa7985c0"
         ],
         "problem_stats": [
-            "8661e9b3b9fb62c9a253"
+            "5ec66ef5b42b96797d2c"
         ],
         "genselect": [
-            "6dccf7a518b404f33d07"
+            "948b4a3d1b2775dbe3e2"
         ]
     },
     "gsm8k-fusion": {
