@@ -10,7 +10,8 @@ Each stage module ends with its declaration and a ``node()`` constructor, e.g. `
         def key_config(self) -> dict:
             return {"score": self.score_cfg.key_config(), "filter": self.filter_cfg.key_config()}
 
-    STAGE = Stage("problem_stats", VERSION, params=ScoreParams, compute=score, shard_rows=200_000, stream=_verdicts)
+    STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS, compute=score,
+                  shard_rows=200_000, stream=_verdicts, stream_of="verdicts")
 
     def node(recipe, verdicts: list[Ref]) -> Node:
         return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})

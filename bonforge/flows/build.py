@@ -16,7 +16,7 @@ from pathlib import Path
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.errors import EmptyDataset
-from bonforge import export
+from bonforge.storage import export
 from bonforge.stages import assemble, decontaminate, fuse, load, load_pool, sample, score, verify
 
 

@@ -1,7 +1,7 @@
 """Stage `problem_stats`: per problem, overall (teacher ``*``) and per teacher — n, n_correct, pass rate,
 unbiased pass@k, majority@k, max@k — and the keep/drop decision of the recipe's filter.
 
-k in 1, 2, 4, ... <= n unless the recipe lists ks; the definitions are in ``bonforge.metrics``.
+k in 1, 2, 4, ... <= n unless the recipe lists ks; the definitions are in ``bonforge.selection.metrics``.
 
 The stage streams its input (``Stage.stream``): shards of whole problems as they are read. It works on
 whole shards at once: groups of equal size are scored as matrices, and majority@k is
@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
+from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
-from bonforge.ordering import sort_by
+from bonforge.tables.ordering import sort_by
 from bonforge.schema import PROBLEM_STATS
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 

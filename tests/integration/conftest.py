@@ -102,14 +102,14 @@ SMOLLM2 = "smollm2-135m-instruct"
 
 
 def _need(module: str) -> None:
-    """Skip without the CPU-model set-up (`python -m bonforge.cpu_models`), unless ``BONFORGE_REQUIRE_MODELS=1``
+    """Skip without the CPU-model set-up (`python -m bonforge.llm.cpu_models`), unless ``BONFORGE_REQUIRE_MODELS=1``
     (CI: then fail)."""
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
         if os.environ.get("BONFORGE_REQUIRE_MODELS") == "1":
-            pytest.fail(f"BONFORGE_REQUIRE_MODELS=1 but {module} is not installed (python -m bonforge.cpu_models)")
-        pytest.skip(f"{module} is not installed (python -m bonforge.cpu_models)")
+            pytest.fail(f"BONFORGE_REQUIRE_MODELS=1 but {module} is not installed (python -m bonforge.llm.cpu_models)")
+        pytest.skip(f"{module} is not installed (python -m bonforge.llm.cpu_models)")
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def engine(smollm2, monkeypatch):
     import ray
 
     import bonforge.llm
-    from bonforge.cluster import ensure_ray
+    from bonforge.runtime.cluster import ensure_ray
     from bonforge.llm.vllm_engine import VLLMEngine
 
     cores = os.cpu_count() or 1

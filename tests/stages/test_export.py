@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 from bonforge.schema import GENSELECT
 from bonforge.storage.datasets import publish
 from bonforge.storage.fs import sha256_file
-from bonforge.export import VERL_SCHEMA, formats
+from bonforge.storage.export import VERL_SCHEMA, formats
 
 
 def genselect(n: int) -> pa.Table:
@@ -47,7 +47,7 @@ def test_identical_content_reuses_the_version_and_new_content_gets_the_next(tmp_
 def test_stream_of_shards_equals_one_table(tmp_path):
     """Export streams genselect shard by shard: the same rows and indices as one whole table (one row
     group per shard, so the bytes differ)."""
-    from bonforge.export import stream
+    from bonforge.storage.export import stream
 
     whole = genselect(7)
     shards = [whole.slice(0, 3), whole.slice(3, 0), whole.slice(3)]
@@ -69,7 +69,7 @@ def test_ground_truth_is_the_json_list_of_correct_indices():
 def test_stream_refuses_shards_out_of_problem_order():
     import pytest
 
-    from bonforge.export import stream
+    from bonforge.storage.export import stream
 
     whole = genselect(4)
     with pytest.raises(ValueError, match="out of problem order"):
@@ -77,7 +77,7 @@ def test_stream_refuses_shards_out_of_problem_order():
 
 
 def test_manifest_carries_the_trainers_section_and_it_is_part_of_the_content(tmp_path):
-    from bonforge.export import trainers
+    from bonforge.storage.export import trainers
 
     section = trainers("genselect", "verl/train.parquet", 16384)
     assert section["verl"]["overrides"] == [
@@ -108,7 +108,7 @@ def kept_problems(domain: str = "math") -> pa.Table:
 def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
     from bonforge.config import MathVerifyConfig
     from bonforge.sandbox.config import CodeVerifyConfig
-    from bonforge.export import RL_SCHEMA, to_rl
+    from bonforge.storage.export import RL_SCHEMA, to_rl
 
     verify = {"math": MathVerifyConfig(patterns=[r"(?m)^A:\s*(.+?)\s*$", r"####\s*(.+?)\s*$"]),
               "code": CodeVerifyConfig()}
@@ -133,7 +133,7 @@ def test_rl_export_refuses_a_kept_problem_without_ground_truth():
     from bonforge.config import MathVerifyConfig
     from bonforge.errors import DataError
     from bonforge.sandbox.config import CodeVerifyConfig
-    from bonforge.export import to_rl
+    from bonforge.storage.export import to_rl
 
     t = kept_problems("code").set_column(5, "tests", pa.array([None, "{}"], pa.string()))
     with pytest.raises(DataError, match=r"problems, record gsm8k/2, field 'tests': a kept problem has no ground truth"):

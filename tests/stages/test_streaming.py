@@ -32,7 +32,7 @@ from bonforge.stage import Ref
 from bonforge.stages import assemble, fuse, score
 from bonforge.storage.datasets import publish
 from bonforge.storage.store import StageStore
-from bonforge import export
+from bonforge.storage import export
 
 root, stage, teachers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 streams.BATCH_BYTES = 1 << 20

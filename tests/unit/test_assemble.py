@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
-from bonforge.prompts import template_text
+from bonforge.selection.prompts import template_text
 from bonforge.stages.assemble import assemble, check_prompts, feasible_sizes
 
 
@@ -145,7 +145,7 @@ def _reference_assemble(pool: pa.Table, cfg: GenSelectConfig, seed: int) -> pa.T
     import random
 
     from bonforge.schema import GENSELECT
-    from bonforge.prompts import UNRELIABLE, token_counter
+    from bonforge.selection.prompts import UNRELIABLE, token_counter
 
     template = template_text(cfg)
     count, counter_name = token_counter(cfg)
@@ -325,7 +325,7 @@ def test_vectorised_assembly_of_nothing_equals_the_per_row_loop():
 
 
 def test_template_placeholders_render_as_str_format_does(tmp_path):
-    from bonforge.prompts import render_all
+    from bonforge.selection.prompts import render_all
 
     path = tmp_path / "t.txt"
     path.write_text("{{lit}} {n:>3}|{last_index!r}|{question}|{question:.3}\n{candidates}")

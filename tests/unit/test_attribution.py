@@ -1,6 +1,6 @@
 """Contribution analysis on constructed cases with exact expected counts."""
 
-from bonforge.attribution import attribute, counts, coverage
+from bonforge.selection.attribution import attribute, counts, coverage
 
 A = "First we add the two numbers together to get twelve. "  # 52 chars
 B = "Then multiplying by three gives thirty six in total. "  # 52 chars

@@ -1,4 +1,4 @@
-"""The side-by-side draws (bonforge/genselect_draws.py) equal drawing each problem on its own with
+"""The side-by-side draws (bonforge/selection/draws.py) equal drawing each problem on its own with
 random.Random's choice / sample / shuffle (assemble._draws), for every pool shape, including pools too
 large for the side-by-side path, pools with repeated candidate ids and pools of few distinct draws."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from bonforge import genselect_draws
+from bonforge.selection import draws as genselect_draws
 from bonforge.config import GenSelectConfig
 from bonforge.stages.assemble import _draws, _problem_draws, feasible_sizes
 

@@ -138,13 +138,15 @@ DOWNWARD = [
     ("bonforge.llm", ("bonforge.engine", "bonforge.stages", "bonforge.storage", "bonforge.services")),
     ("bonforge.judging", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
     ("bonforge.engine", ("bonforge.services.builder", "bonforge.services.warm", "bonforge.services.prefect_server")),
-    # what the stages share is library code below them
-    ("bonforge.metrics", ("bonforge.stages",)),
-    ("bonforge.prompts", ("bonforge.stages",)),
-    ("bonforge.selector", ("bonforge.stages", "bonforge.engine", "bonforge.storage")),
-    ("bonforge.sources", ("bonforge.stages", "bonforge.engine", "bonforge.storage")),
-    ("bonforge.templates", ("bonforge.stages",)),
-    ("bonforge.export", ("bonforge.stages",)),
+    # what the stages share is library code below them: the GenSelect/FusioN library, sources, tables, runtime
+    ("bonforge.selection", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                            "bonforge.flows")),
+    ("bonforge.sources", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
+    ("bonforge.tables", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                         "bonforge.selection", "bonforge.sources", "bonforge.judging", "bonforge.llm")),
+    ("bonforge.runtime", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                          "bonforge.selection", "bonforge.sources", "bonforge.judging", "bonforge.llm")),
+    ("bonforge.storage.export", ("bonforge.stages",)),
 ]  # fmt: skip
 
 
@@ -160,3 +162,14 @@ def test_a_stage_module_imports_no_other_stage_module(name):
     """A stage module holds its declaration and its compute; what two stages share lives in a library module
     (``metrics``, ``prompts``, ``selector``, ``sources``, ``judged_pool``, ...)."""
     assert reaches(name, "bonforge.stages") == [], f"{name} imports {reaches(name, 'bonforge.stages')}"
+
+
+# The top level holds the contracts (a stage's declaration, keys and row identities, manifests, schemas,
+# errors, the recipe's model) and the entry points; everything else lives in a package named for what it holds.
+TOP_LEVEL = {"bonforge", "bonforge.__main__", "bonforge.cli", "bonforge.stage", "bonforge.keys", "bonforge.identity",
+             "bonforge.manifest", "bonforge.schema", "bonforge.errors", "bonforge.config", "bonforge.config_model"}
+
+
+def test_the_top_level_holds_only_contracts_and_entry_points():
+    loose = {m for m, p in MODULES.items() if p.parent == PACKAGE}
+    assert loose == TOP_LEVEL, f"new top-level modules {sorted(loose - TOP_LEVEL)}: put them in a package"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from bonforge.schema import MAXK_WEIGHTS
 from bonforge.stages.maxk import gradient_weights, maxk_table, maxk_weights
-from bonforge.metrics import max_at_k
+from bonforge.selection.metrics import max_at_k
 
 
 def brute_weights(rewards, k):

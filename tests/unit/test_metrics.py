@@ -1,4 +1,4 @@
-"""``bonforge.metrics`` against brute force over every k-subset."""
+"""``bonforge.selection.metrics`` against brute force over every k-subset."""
 
 import itertools
 from collections import Counter
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bonforge.metrics import default_ks, majority_at_k, max_at_k, pass_at_k
+from bonforge.selection.metrics import default_ks, majority_at_k, max_at_k, pass_at_k
 
 def brute_pass(correct, k):
     subsets = list(itertools.combinations(correct, k))

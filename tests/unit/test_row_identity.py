@@ -7,10 +7,11 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
-from bonforge import identity, selector, templates
+from bonforge import identity
+from bonforge.selection import selector, templates
 from bonforge.engine import reuse
 from bonforge.llm.base import problem_seed, problem_seeds
-from bonforge.selector import Selector
+from bonforge.selection.selector import Selector
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler
 from test_sample import EchoEngine, openai_teacher, problems

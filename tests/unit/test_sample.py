@@ -15,7 +15,7 @@ from bonforge.engine import run_node
 from bonforge.stage import Ref
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler, key_config
-from bonforge.templates import render
+from bonforge.selection.templates import render
 
 
 def openai_teacher(**kw) -> OpenAITeacher:

@@ -8,7 +8,7 @@ import pytest
 from test_metrics import brute_majority
 
 from bonforge.config import FilterConfig, ScoreConfig
-from bonforge.metrics import default_ks, max_at_k, pass_at_k
+from bonforge.selection.metrics import default_ks, max_at_k, pass_at_k
 from bonforge.stages.score import drop_reason, score
 
 
@@ -44,7 +44,7 @@ def test_score_table_overall_and_per_teacher():
 def _old_majority(answers, correct, k, seed_text):
     """majority@k as the stage computed it before it was vectorised: exact enumeration when C(n, k) <= 512,
     else 512 seeded random subsets."""
-    from bonforge.metrics import _answer_groups, _sampled_majority, _votes
+    from bonforge.selection.metrics import _answer_groups, _sampled_majority, _votes
 
     groups, gc = _answer_groups(answers, correct)
     if not len(gc):

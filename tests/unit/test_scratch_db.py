@@ -12,7 +12,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from bonforge import identity, scratch_db
+from bonforge import identity
+from bonforge.runtime import scratch_db
 from bonforge.engine import reuse
 
 

@@ -6,8 +6,8 @@ from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion
 from bonforge.schema import SELECTOR_EVAL
 from bonforge.judging.judgment import parse_judgment
-from bonforge.prompts import answer_groups
-from bonforge.selector import Selector, selector_from_spec, unanimous
+from bonforge.selection.prompts import answer_groups
+from bonforge.selection.selector import Selector, selector_from_spec, unanimous
 from bonforge.stages.select_eval import pool_prompts, summarize
 
 

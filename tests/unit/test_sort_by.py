@@ -3,7 +3,7 @@
 import numpy as np
 import pyarrow as pa
 
-from bonforge.ordering import in_key_order, sort_by
+from bonforge.tables.ordering import in_key_order, sort_by
 
 
 def test_sort_by_equals_arrow_sort_and_keeps_an_ordered_table_as_it_is():

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from bonforge.errors import DataError
 from bonforge.judging.spec import MAX_TIME_LIMIT_S, parse_spec
-from bonforge.records import get_field
+from bonforge.tables.records import get_field
 from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s, to_spec
 
 W = Where("t.jsonl", "line 1")

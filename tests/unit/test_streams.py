@@ -82,7 +82,7 @@ def test_inputs_are_read_side_by_side_in_chunks_of_whole_problems(store, monkeyp
 
 def test_a_pool_is_the_join_of_its_inputs_kept_problems_only(store):
     from bonforge.engine.shards import StoreInputs
-    from bonforge import judged_pool
+    from bonforge.selection import judged_pool
 
     pids = [f"p{i:02d}" for i in range(30)]
     cands = pa.table({"problem_id": [p for p in pids for _ in range(3)],
@@ -106,7 +106,7 @@ def test_a_pool_is_the_join_of_its_inputs_kept_problems_only(store):
 
 
 def test_rebatched_gives_parts_of_exactly_n_rows():
-    from bonforge import judged_pool
+    from bonforge.selection import judged_pool
 
     parts = [pa.table({"x": pa.array(range(n), pa.int64())}) for n in (3, 0, 11, 5, 1)]
     assert [t.num_rows for t in judged_pool.rebatched(iter(parts), 4)] == [4, 4, 4, 4, 4]

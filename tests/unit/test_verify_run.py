@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import bonforge.progress
+import bonforge.runtime.progress
 from bonforge.config import Recipe
 from bonforge.engine import reuse, run_node
 from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
@@ -63,7 +63,7 @@ def test_a_streamed_stage_s_bar_counts_the_rows_of_the_input_it_streams(tmp_path
         totals.append(total)
         yield advanced.append
 
-    monkeypatch.setattr(bonforge.progress, "stage_progress", progress)
+    monkeypatch.setattr(bonforge.runtime.progress, "stage_progress", progress)
     store = _store(tmp_path)
     node = _node(store)
     verdicts = run_node(store, node)
@@ -81,7 +81,7 @@ def test_without_a_known_input_a_streamed_stage_s_bar_has_no_total(tmp_path, mon
         totals.append(total)
         yield lambda n: None
 
-    monkeypatch.setattr(bonforge.progress, "stage_progress", progress)
+    monkeypatch.setattr(bonforge.runtime.progress, "stage_progress", progress)
     store = _store(tmp_path)
     run_node(store, _node(store, candidates=Ref("candidates", "c")))
     assert totals == [None]  # a ref without its manifest: rows unknown

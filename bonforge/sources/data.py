@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bonforge.config import DataSource
 from bonforge.errors import FetchError
-from bonforge.storage.fs import sha256_file
+from bonforge.keys import sha256_file
 
 
 def cache_dir() -> Path:

@@ -1,4 +1,4 @@
-"""The LLM selector of GenSelect: a model that reads a selection prompt (``bonforge.prompts``) and answers
+"""The LLM selector of GenSelect: a model that reads a selection prompt (``bonforge.selection.prompts``) and answers
 with the index of the best candidate. ``Selector`` answers a shard of prompts ``runs`` times with distinct
 seeds and scores each answer against the prompt's label (SELECTOR_EVAL rows).
 

@@ -28,9 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.ordering import sort_by
+from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
-from bonforge.templates import render
+from bonforge.selection.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
@@ -168,7 +168,7 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> It
     """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
     ``problem_stats``, in parts of _BATCH rows in problem_id order: the kept problems, then their candidates
     (streamed in chunks of whole problems: never all the texts at once)."""
-    from bonforge import judged_pool
+    from bonforge.selection import judged_pool
 
     start = 0
     for batch in i.con.sql(KEPT_PROBLEMS).to_arrow_reader(_BATCH):
@@ -184,7 +184,7 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> It
 def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     """(parts, trainers) of the RL dataset of the kept problems (``export.rl``), with the reward of the
     recipe's domain."""
-    from bonforge import templates
+    from bonforge.selection import templates
 
     cfg, domain = recipe.export.rl, recipe.problems.domain
     prompt = templates.load(cfg.template, f"sample_{domain}.txt", ("{question}",), "export.rl.template")

