@@ -9,16 +9,17 @@ from test_metrics import brute_majority
 
 from bonforge.config import FilterConfig, ScoreConfig
 from bonforge.selection.metrics import default_ks, max_at_k, pass_at_k
+from bonforge.schema import DropReason
 from bonforge.stages.score import drop_reason, score
 
 
 def test_filter_keeps_open_interval_and_records_why():
     cfg = FilterConfig()
-    assert drop_reason(4, 0.0, cfg).startswith("too hard")
+    assert drop_reason(4, 0.0, cfg) is DropReason.TOO_HARD
     assert drop_reason(4, 0.25, cfg) is None
     assert drop_reason(4, 0.5, cfg) is None
-    assert drop_reason(4, 0.75, cfg).startswith("too easy")
-    assert drop_reason(1, 0.0, cfg).startswith("too few candidates")
+    assert drop_reason(4, 0.75, cfg) is DropReason.TOO_EASY
+    assert drop_reason(1, 0.0, cfg) is DropReason.TOO_FEW_CANDIDATES
 
 
 def test_score_table_overall_and_per_teacher():
@@ -38,7 +39,7 @@ def test_score_table_overall_and_per_teacher():
     assert dict(a["majority_at_k"])[4] == 0.0  # "4" wins 2 votes to 1
     assert out[("a", "t2")]["n_correct"] == 0
     b = out[("b", "*")]
-    assert b["keep"] is False and b["drop_reason"].startswith("too easy")
+    assert b["keep"] is False and b["drop_reason"] == "too_easy"
 
 
 def _old_majority(answers, correct, k, seed_text):
@@ -138,3 +139,19 @@ def test_vectorised_stage_matches_the_per_problem_loop(ks):
             elif gv == wv:
                 n_sampled += 1  # still sampled: the same seeded draws
     assert n_sampled >= 10
+
+
+def test_a_drop_reason_is_one_code_whatever_the_numbers():
+    """Two problems too easy at different pass rates carry the same code (a GROUP BY gives one row per reason;
+    before, the rate was written into the reason)."""
+    v = pa.table({
+        "problem_id": ["a"] * 4 + ["b"] * 4,
+        "teacher": ["t"] * 8,
+        "candidate_id": [f"{p}/t/{i}" for p in "ab" for i in range(4)],
+        "correct": [True, True, True, False, True, True, True, True],
+        "reward": [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        "extracted": ["1"] * 8,
+    })
+    out = score(v, ScoreConfig(), FilterConfig()).filter(pc.equal(pc.field("teacher"), "*"))
+    assert out.column("drop_reason").to_pylist() == ["too_easy", "too_easy"]
+    assert {DropReason(r).words for r in out.column("drop_reason").to_pylist()} == {"too easy"}
