@@ -137,7 +137,8 @@ def test_verl_loads_our_rewards_from_the_manifests_and_scores_real_responses(
     spec = tmp_path / "cases.json"
     spec.write_text(json.dumps({"tokenizer": model, "cases": cases}))
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_DEDUP_LOGS": "0"}
-    done = subprocess.run([verl_python, str(Path(__file__).with_name("verl_payload.py")), str(spec)],
+    payload = REPO / "tests" / "helpers" / "verl_payload.py"
+    done = subprocess.run([verl_python, str(payload), str(spec)],
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
