@@ -1,0 +1,67 @@
+"""The sandbox's language settings, testlib's exit codes as verdicts, the typed wire and the image's key."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from bonforge.sandbox import image, wire
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.languages import LANGUAGES, language_of
+from bonforge.sandbox.testlib import PROBLEM_ERROR, reading
+
+
+def test_language_settings_are_checked_at_load():
+    assert CodeVerifyConfig(time_multipliers={"C++": 3, "pypy3": 1.5}).time_multipliers == {"cpp": 3.0, "pypy": 1.5}
+    with pytest.raises(ValidationError, match="unknown language 'rust'"):
+        CodeVerifyConfig(time_multipliers={"rust": 1})
+    with pytest.raises(ValidationError, match="factor must be in"):
+        CodeVerifyConfig(time_multipliers={"java": 0})
+    with pytest.raises(ValidationError, match="unknown language 'go'"):
+        CodeVerifyConfig(default_language="go")
+    assert CodeVerifyConfig().key_config() == CodeVerifyConfig(default_language="python").key_config()
+    assert "time_multipliers" in CodeVerifyConfig(time_multipliers={"java": 3}).key_config()
+
+
+@pytest.mark.parametrize(
+    "result,status,words",
+    [
+        ({"status": "ok", "exit_code": 0}, "passed", ""),
+        ({"status": "runtime_error", "exit_code": 1, "stderr": "wrong answer 1st words differ"}, "wrong_answer",
+         "the checker says wrong answer: wrong answer 1st words differ"),
+        ({"status": "runtime_error", "exit_code": 2, "stderr": "wrong output format"}, "wrong_answer",
+         "presentation error"),
+        ({"status": "runtime_error", "exit_code": 3, "stderr": "FAIL Judge can't find solution"}, PROBLEM_ERROR,
+         "reported its own failure (exit 3): FAIL"),
+        ({"status": "runtime_error", "exit_code": -6}, PROBLEM_ERROR, "failed (runtime_error, exit code -6)"),
+        ({"status": "runtime_error", "exit_code": 127, "error": "cannot start ./checker"}, PROBLEM_ERROR,
+         "cannot start"),
+        ({"status": "timeout"}, PROBLEM_ERROR, "failed (timeout)"),
+    ],
+)
+def test_testlib_exit_codes(result, status, words):
+    got, note = reading(result)
+    assert got == status and words in note
+
+
+def test_the_wire_closes_the_status_set_and_checks_an_answers_shape():
+    assert {s.value for s in wire.Status} == wire.STATUSES == {"ok", "runtime_error", "compile_error", "timeout",
+                                                                "memory_limit", "output_limit"}
+    request = {"id": 7, "kind": "stdio", "tests": [{"input": ""}], "output_limit": 10}
+    good = {"id": 7, "clean": True, "results": [{"status": "ok", "cpu_s": 0.1, "wall_s": 0.2, "exit_code": 0}]}
+    assert wire.answer_problem(good, request) is None
+    assert "malformed result" in wire.answer_problem(
+        dict(good, results=[dict(good["results"][0], exit_code="0")]), request)
+    assert "malformed result" in wire.answer_problem(dict(good, results=[dict(good["results"][0], status="ac")]),
+                                                     request)
+    assert wire.answer_problem(dict(good, artifact=5), request) == "garbled build artifact or message"
+    assert wire.max_answer_bytes(dict(request, build={"output_limit": 3000, "keep": "x"})) > wire.max_answer_bytes(
+        request) + 4000
+
+
+def test_the_images_tag_changes_with_its_package_list(monkeypatch):
+    before = image.default_tag()
+    assert image.BASE_IMAGE.startswith("bonforge-sandbox-base:bookworm-")
+    monkeypatch.setattr(image, "BASE_IMAGE", "bonforge-sandbox-base:bookworm-other")
+    assert image.default_tag() != before
+    assert set(LANGUAGES) == {"python", "cpp", "java", "pypy"} and language_of("GNU++17").name == "cpp"
