@@ -362,7 +362,7 @@ def _write_files(files, workdir, ids):
             name = f["name"]
             if not name or "/" in name or name in (".", ".."):
                 raise ValueError(f"bad file name {name[:50]!r}")
-            data = f["text"].encode() if "text" in f else base64.b64decode(f["b64"])
+            data = f["text"].encode("utf-8", "surrogatepass") if "text" in f else base64.b64decode(f["b64"])
             fd = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
                          0o755 if f.get("executable") else 0o644)  # fmt: skip
             try:

@@ -66,10 +66,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "364fe0562f1954f04f4a"
         ],
         "problem_stats": [
-            "bd645bace11627a1673b"
+            "e1e868a89c745205387a"
         ],
         "genselect": [
-            "f3d25e3344126cecd3cf"
+            "f60e0032986288e5261a"
         ]
     },
     "humaneval-genselect": {
@@ -85,10 +85,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f3631ca809d5aa7985c0"
         ],
         "problem_stats": [
-            "5ec66ef5b42b96797d2c"
+            "e4ea9d3fd1ec4a540087"
         ],
         "genselect": [
-            "948b4a3d1b2775dbe3e2"
+            "54ae0ec2c344c0a5bd91"
         ]
     },
     "gsm8k-fusion": {
