@@ -27,8 +27,13 @@ The whole CodeT run is compared with its floor: the limited candidates' CPU seco
 plus the time of the rest. A scheduling table runs long programs on the slots: two 2 s programs on two
 slots side by side (their latencies), and four infinite loops (two rounds of the limit on two slots).
 
+The C++ line (``--cpp N``, default 8; ``--cpp-only``) judges N distinct copies of Library Checker's
+``aplusb/sol/correct.cpp`` on its 12 tests, one at a time on one warm container: the compile-once cost (a
+request that only builds) and the cost per test (the rest over 12), against ``g++`` with the same flags
+and a plain run of the binary per test, unisolated.
+
     python benchmarks/sandbox_throughput.py [--samples 8] [--docker-run-samples 2] [--workers N] [--overhead 400]
-                                            [--overhead-only] [--scheduling-only]
+                                            [--overhead-only] [--scheduling-only] [--cpp 8] [--cpp-only]
 """
 
 from __future__ import annotations
@@ -142,6 +147,8 @@ def main() -> None:
     ap.add_argument("--overhead", type=int, default=400, help="trivial candidates for the overhead table (0: skip)")
     ap.add_argument("--overhead-only", action="store_true", help="only the table of trivial candidates")
     ap.add_argument("--scheduling-only", action="store_true", help="only the table of long programs")
+    ap.add_argument("--cpp", type=int, default=8, help="C++ candidates for the C++ line (0: skip)")
+    ap.add_argument("--cpp-only", action="store_true", help="only the C++ line")
     args = ap.parse_args()
     data = Path(args.data) / "humaneval"
     problems = load_humaneval(data / "HumanEval.jsonl.gz")
@@ -152,6 +159,8 @@ def main() -> None:
         return overhead(problems, cfg, docker_run_argv(cfg), args)
     if args.scheduling_only:
         return scheduling(cfg)
+    if args.cpp_only:
+        return cpp_line(cfg, Path(args.data), args.cpp)
 
     print(f"HumanEval CodeT pool, {args.workers} parallel slots, {TIME_LIMIT:.0f} s limit; {os.cpu_count()} cores")
     print(f"{'method':<34} {'cands':>6} {'seconds':>9} {'cands/s':>12} {'pass@1':>8}")
@@ -202,6 +211,48 @@ def main() -> None:
     scheduling(cfg)
     if args.overhead:
         overhead(problems, cfg, run_argv, args)
+    if args.cpp:
+        cpp_line(cfg, Path(args.data), args.cpp)
+
+
+def cpp_line(cfg: CodeVerifyConfig, data: Path, n: int) -> None:
+    """Compile-once and per-test cost of C++ candidates in the sandbox against g++ and a plain run."""
+    from bonforge.sandbox.languages import LANGUAGES
+    from bonforge.sources.problem_package import load_package
+
+    folder = data / "library-checker" / "aplusb"
+    row, sols = load_package(folder, [folder.parent / "common"])
+    spec = parse_spec(row["tests"], row["problem_id"])
+    source = next(s["text"] for s in sols if s["name"] == "correct.cpp")
+    progs = [f"{source}\n// copy {k}\n" for k in range(n)]  # distinct programs: none shares a build
+    one = cfg.model_copy(update={"pool_size": 1})
+    with SandboxPool(one) as pool:
+        pool.start()
+        pool.run([build_request(spec, progs[0], one, "warm", language="cpp")])  # the container warm (not timed)
+        builds = pool.run([dict(build_request(spec, p, one, f"b{k}", language="cpp"), tests=[])
+                           for k, p in enumerate(progs)])  # fmt: skip
+        full = pool.run([build_request(spec, p, one, f"f{k}", language="cpp") for k, p in enumerate(progs)])
+    build_s = sum(o["latency_s"] for o in builds) / n
+    full_s = sum(o["latency_s"] for o in full) / n
+    passed = sum(all(r["status"] == "ok" for r in o.get("results", [])) for o in full)
+    tests = len(spec.inputs)
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [a.format(src="main.cpp") for a in LANGUAGES["cpp"].build]
+        start = time.monotonic()
+        for p in progs:
+            Path(tmp, "main.cpp").write_text(p)
+            subprocess.run(argv, cwd=tmp, check=True)
+        plain_build = (time.monotonic() - start) / n
+        start = time.monotonic()
+        for _ in range(n):
+            for text in spec.inputs:
+                subprocess.run(["./main"], cwd=tmp, input=text.encode(), capture_output=True, check=True)
+        plain_test = (time.monotonic() - start) / (n * tests)
+    print(f"C++ (aplusb, {tests} tests, {n} distinct programs, one slot; {passed}/{n} passed):")
+    print(f"  compile once: sandbox {build_s:.2f} s, g++ unisolated {plain_build:.2f} s "
+          f"({build_s / plain_build:.2f}x)")
+    print(f"  per test:     sandbox {(full_s - build_s) / tests * 1000:.1f} ms, plain run {plain_test * 1000:.1f} ms "
+          f"({(full_s - build_s) / tests / plain_test:.2f}x)")
 
 
 def scheduling(cfg: CodeVerifyConfig) -> None:
