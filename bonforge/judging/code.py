@@ -361,13 +361,13 @@ def run_checkers(specs: list[TestSpec], kept: list[dict], checkers: Checkers) ->
     request whose problem has one: each checker compiled once (``Checkers.compile``), then one checker
     request per candidate. A test whose checker failed is the problem's error (``PROBLEM_ERROR``)."""
     todo = [i for i, s in enumerate(specs) if s.checker is not None and kept[i].get("results")]
-    by_checker: dict[str, dict] = {}
+    by_spec: dict[int, dict] = {}  # a problem's spec is one object shared by its requests
     for i in todo:
-        by_checker.setdefault(json.dumps(specs[i].checker, sort_keys=True), specs[i].checker)
-    binaries = dict(zip(by_checker, checkers.compile(list(by_checker.values())), strict=True))
+        by_spec.setdefault(id(specs[i]), specs[i].checker)
+    binaries = dict(zip(by_spec, checkers.compile(list(by_spec.values())), strict=True))
     jobs, where = [], []
     for i in todo:
-        binary = binaries[json.dumps(specs[i].checker, sort_keys=True)]
+        binary = binaries[id(specs[i])]
         waiting = [k for k, r in enumerate(kept[i]["results"]) if r["status"] == "ok"]
         if binary.startswith("!"):
             for k in waiting:
