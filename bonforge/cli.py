@@ -179,17 +179,24 @@ def view(
     port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; any but loopback needs the token "
                              "printed in the URL."),
+    memory_limit: str = typer.Option("2GiB", "--memory-limit", help="DuckDB's memory limit for each open run's "
+                                     "queries (at most 4 runs are open); past it a query is refused."),
+    max_result: str = typer.Option("64MiB", "--max-result", help="The most bytes one query's result may hold "
+                                   "(SQL box and SQL export); past it the query is refused."),
 ) -> None:
     """Browse a store in a web page: runs, problems, candidates, GenSelect prompts, FusioN, SQL."""
     from bonforge.viewer import serve
+    from bonforge.viewer.sql import Limits, parse_size
 
     st = _store(store)
     try:
+        limits = Limits(memory_bytes=parse_size(memory_limit, "--memory-limit"),
+                        result_bytes=parse_size(max_result, "--max-result"))
         if run_id:
             st.run(run_id)
     except BonforgeError as e:
         _fail(e)
-    serve(st, host, port, run_id, typer.echo)
+    serve(st, host, port, run_id, typer.echo, limits)
 
 
 @app.command()
