@@ -137,7 +137,10 @@ def sql(
         _fail(e)
     except (duckdb.Error, pa.ArrowException) as e:  # parser, binder and execution errors: one line each
         _fail(BonforgeError(_one_line(e)))
-    _emit(table, fmt, output)
+    try:
+        _emit(table, fmt, output)
+    except pa.ArrowException as e:  # a column the format cannot hold (CSV: lists, structs)
+        _fail(BonforgeError(f"--format {fmt}: {_one_line(e)} (use --format json or parquet)"))
 
 
 def _one_line(err: Exception) -> str:

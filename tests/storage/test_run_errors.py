@@ -42,11 +42,12 @@ def test_runs_of_a_failed_run_is_one_error_line(tmp_path):
     ("SELECT nope FROM problems", 'error: Binder Error: Referenced column "nope" not found in FROM clause! '
                                   'Candidate bindings: "problem_id"'),
     ("SELEC 1", 'error: Parser Error: syntax error at or near "SELEC"'),
+    ("SELECT [1, 2] AS l", "error: --format csv: Unsupported Type:list<l: int32> (use --format json or parquet)"),
 ])
 def test_sql_errors_are_one_line(tmp_path, query, line):
     store = StageStore(tmp_path / "store")
     commit(store, "problems", "kp")
     store.record_run({"run_id": "r", "started": "1", "status": "succeeded", "stages": {"problems": ["kp"]}})
-    res = CliRunner().invoke(app, ["sql", query, "--store", str(store.root)])
+    res = CliRunner().invoke(app, ["sql", query, "--store", str(store.root), "--format", "csv"])
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [line]
