@@ -166,3 +166,19 @@ def test_a_source_edited_while_the_build_runs_is_an_error(tmp_path, monkeypatch)
     write_rows(tmp_path / "p.jsonl", [{"question": "1+1?", "answer": "3"}])
     with pytest.raises(DataError, match="changed while the build was running"):
         node.stage.compute(None, **node.params.compute_args())
+
+
+def test_a_local_tokenizer_keys_by_its_files_not_its_path(tmp_path, monkeypatch):
+    from bonforge.config import GenSelectConfig
+    from bonforge.prompts import key_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text('{"v": 1}')
+    (tmp_path / "tok" / "model.safetensors").write_bytes(b"weights")
+    a = key_config(GenSelectConfig(tokenizer="tok"), 0)
+    assert key_config(GenSelectConfig(tokenizer=str(tmp_path / "tok")), 0) == a
+    (tmp_path / "tok" / "model.safetensors").write_bytes(b"other weights")  # not the tokenizer
+    assert key_config(GenSelectConfig(tokenizer="tok"), 0) == a
+    (tmp_path / "tok" / "tokenizer.json").write_text('{"v": 2}')
+    assert key_config(GenSelectConfig(tokenizer="tok"), 0) != a
