@@ -155,7 +155,7 @@ def benchmark_table(bench: Benchmark, path: Path) -> pa.Table:
     ids, texts = [], []
     for file in dataset_files(path, bench.files, bench.split):
         src = str(file)
-        for n, rec in read_records(file):
+        for n, rec in read_records(file, bench.source.byte_limits()):
             where = f"{'row' if file.suffix in ('.parquet', '.arrow') else 'line'} {n}"
             texts.append(require_str(get_field(rec, bench.field, source=src, record=where), source=src, record=where,
                                      field=bench.field))  # fmt: skip

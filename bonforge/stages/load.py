@@ -13,7 +13,7 @@ import pyarrow as pa
 from bonforge import data
 from bonforge.config import ProblemsConfig, Recipe
 from bonforge.schema import PROBLEMS
-from bonforge.sources.problems import load_problems
+from bonforge.sources.problems import LEFT_OUT_NO_ANSWER, load_problems
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed
 
 VERSION = "4"  # 4: keyed by the source's content (a digest cached by stat), not its path, url and checksum: a
@@ -39,7 +39,13 @@ class LoadParams(Params):
         return data.keyed(self.cfg, self.content)
 
 
-STAGE = Stage("problems", VERSION, params=LoadParams, schema=PROBLEMS, compute=_load, early=True,
+def _summary(written) -> dict:
+    """Problems left out for a missing gold answer (``missing_answers: skip``), counted in the manifest."""
+    n = sum(int(m.get(LEFT_OUT_NO_ANSWER.encode(), 0)) for m in written.shard_metadata())
+    return {"left_out": {"no_gold_answer": n}} if n else {}
+
+
+STAGE = Stage("problems", VERSION, params=LoadParams, schema=PROBLEMS, compute=_load, early=True, summary=_summary,
               context=lambda i: {"drop": i.read("contamination", ["problem_id"])} if "contamination" in i else {})
 
 

@@ -28,7 +28,8 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     """Candidates of one teacher from a pool file, matched to ``problems``."""
     if teacher.format != "jsonl":
         if teacher.format == "codet":
-            table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name)
+            table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name,
+                                               limits=teacher.source.byte_limits())
         else:
             table = load_code.import_apps_pool(path, problems, teacher=teacher.name)
         return conform(table, CANDIDATES)
@@ -41,7 +42,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     src = str(path)
     rows: dict[str, list] = {f.name: [] for f in CANDIDATES}
     matched = 0
-    for order, (lineno, rec) in enumerate(read_records(path)):
+    for order, (lineno, rec) in enumerate(read_records(path, teacher.source.byte_limits())):
         where = f"line {lineno}"
         if teacher.match == "order":
             if order >= len(ids):
