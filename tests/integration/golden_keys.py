@@ -9,215 +9,215 @@ from __future__ import annotations
 GOLDEN: dict[str, dict[str, list[str]]] = {
     "gsm8k-genselect": {
         "problems": [
-            "9f0c79233233ffd15f29"
+            "faa90fddca56eefe13e7"
         ],
         "candidates": [
-            "89dd663feb909e8e1e9d",
-            "e182902b6b9c5b2fe5fd",
-            "0b379730130ebf39d369",
-            "f592476a65930446eb96"
+            "9e2f9c96bbf0919a3b2e",
+            "6099acfa2b617ca9f70f",
+            "dc92d2a930debb62d1a9",
+            "f224e8636eae1b7d9dd4"
         ],
         "verdicts": [
-            "3da3ad737e460b9cfe65",
-            "61339a6ee5e10d6fecea",
-            "6f1c3fb5dbe8c0af26a7",
-            "db49c3056a813a721e6c"
+            "fdd1e5dc69f90a93e410",
+            "cc48ed7e9b57eba17fcd",
+            "b101269efd5ded2f275d",
+            "3f7d24833537b7736147"
         ],
         "problem_stats": [
-            "1a5bf3a9c10715e83fd0"
+            "fbc7fd2bf34a9dd463da"
         ],
         "genselect": [
-            "0d87dbe93fd87b6df039"
+            "8e95c9ce6d9dc67ce123"
         ]
     },
     "gsm8k-genselect-looser": {
         "problems": [
-            "9f0c79233233ffd15f29"
+            "faa90fddca56eefe13e7"
         ],
         "candidates": [
-            "89dd663feb909e8e1e9d",
-            "e182902b6b9c5b2fe5fd",
-            "0b379730130ebf39d369",
-            "f592476a65930446eb96"
+            "9e2f9c96bbf0919a3b2e",
+            "6099acfa2b617ca9f70f",
+            "dc92d2a930debb62d1a9",
+            "f224e8636eae1b7d9dd4"
         ],
         "verdicts": [
-            "3da3ad737e460b9cfe65",
-            "61339a6ee5e10d6fecea",
-            "6f1c3fb5dbe8c0af26a7",
-            "db49c3056a813a721e6c"
+            "fdd1e5dc69f90a93e410",
+            "cc48ed7e9b57eba17fcd",
+            "b101269efd5ded2f275d",
+            "3f7d24833537b7736147"
         ],
         "problem_stats": [
-            "aff844689b8576cf587f"
+            "82f11b86d9f11c5e675f"
         ],
         "genselect": [
-            "d1291c803e4ff5d8025a"
+            "9860e6815a5e6d81bf37"
         ]
     },
     "apps-genselect": {
         "problems": [
-            "b5b1c546a4cd55c23d8f"
+            "3ad7d783da72e2943572"
         ],
         "candidates": [
-            "9751180c6ec0a8fca3db",
-            "e4cca685f3e8ea26cf50"
+            "a8372d24b34e91997036",
+            "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "12cf322713fe923ea507",
-            "ef713f44d544903ff5e8"
+            "9d963fbfeabb89eb4db5",
+            "0ec5ab5c864e75f093ff"
         ],
         "problem_stats": [
-            "626d32fdbc63373ccba5"
+            "2705f0e63844b53b5d7d"
         ],
         "genselect": [
-            "f0e2141726e9c4696320"
+            "8db7a2a720aa794d0159"
         ]
     },
     "humaneval-genselect": {
         "problems": [
-            "38ebd970ff3bfea8c4a6"
+            "4e8333a1c5672d5a6983"
         ],
         "candidates": [
-            "15919391f08fe6e1d221",
-            "9a8aa9e6cc0e3ab70c26"
+            "bb9eee58e900a50ecb74",
+            "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "a78df9950bf8894231fc",
-            "a9676eb581b962caf52b"
+            "1cb68cadfd1fbbef6958",
+            "cb6e581b3ff81a8c4738"
         ],
         "problem_stats": [
-            "8661e9b3b9fb62c9a253"
+            "da66e43b757b2bcb36cd"
         ],
         "genselect": [
-            "6dccf7a518b404f33d07"
+            "de89a02735a0a6ded90c"
         ]
     },
     "gsm8k-fusion": {
         "problems": [
-            "0f9262a9d543b511f070"
+            "269007f96e6825d5d20a"
         ],
         "candidates": [
-            "9e5c8bb40e05ee1ef7ea",
-            "a30cd51345582851898b",
-            "234825e520bb82e9faff",
-            "ca630d158a69bdd76809",
-            "f6862ae99f8a217501f1"
+            "460f5e0093e7afe2347d",
+            "f39a5e7b6d6e99f3f786",
+            "b23b03772a3088934e55",
+            "e7a5e7f32eb89d1cfb22",
+            "69f75a2dfdd8b1ed3f2d"
         ],
         "verdicts": [
-            "fdedfa631157266c3f7f",
-            "a93a6a48bacaeddd2f2f",
-            "60a090372a3b7176c2b2",
-            "e108f3bfad97794fa886",
-            "58a72d70c6def28c8b94"
+            "63e0427510e55610c813",
+            "39d25f22739c3abae0c0",
+            "7878d3a3ed13270858ad",
+            "01f59945d3a51a27eb63",
+            "5d0140cf95b21a1b98b6"
         ],
         "problem_stats": [
-            "26a17bd4707e90be73cd"
+            "6e8c7ceedc8749404182"
         ],
         "genselect": [
-            "a7a5c75173328e3390cd"
+            "06f487460b8af6a31909"
         ],
         "fusion_pools": [
-            "d95c5463fe8064835e84"
+            "3d674f181e138fbf63bb"
         ],
         "fusion_select": [
-            "f5b7380837399f1eb6a2"
+            "7106d0e5a918ea00f2ba"
         ],
         "fusion": [
-            "2054b2983ec6be6c91e0"
+            "e3c70fe2894af8b0ba04"
         ]
     },
     "gsm8k-300-maxk": {
         "candidates": [
-            "76faa56b6902c1e2715d",
-            "abe4b15fb4d2370b6087",
-            "04332cd7048998e45f95",
-            "bc8d3342402c2f8ff644"
+            "bbf713ca11c1f762f6fb",
+            "a8407b060dca9c386657",
+            "6d4e65ab4bc2d8319000",
+            "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "198531f9238038fb920a"
         ],
         "maxk_weights": [
-            "66217927c49232820b29"
+            "aa045ea4de4f31127685"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "d6ffa5d5f59496ca4bd2"
         ],
         "problems": [
-            "04c4ca407dfd600d8be4"
+            "c1613b206bf408a63a29"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "9828bab631ce92f7ea69",
+            "eb6036b878606c078a24",
+            "e210499d61f5d950d91e",
+            "6426fd6fee1212d1246d"
         ]
     },
     "sampled": {
         "candidates": [
-            "eeb7966a20e88e061cff"
+            "1eae7e0a7e9968b7b76e"
         ],
         "genselect": [
-            "16c3a6edaaa3d80287e9"
+            "85eff43a950c90ad8e12"
         ],
         "problem_stats": [
-            "cacf0c869e13b0d79d7b"
+            "247db9d275b2cb1b6426"
         ],
         "problems": [
-            "68f34b98a5e0d3b22470"
+            "b3727eca57ff9c1d78dd"
         ],
         "verdicts": [
-            "810567ed5f7c03de8f45"
+            "12abe40ec97f2a0cdf27"
         ]
     },
     "gsm8k-300-selector-eval": {
         "candidates": [
-            "76faa56b6902c1e2715d",
-            "abe4b15fb4d2370b6087",
-            "04332cd7048998e45f95",
-            "bc8d3342402c2f8ff644"
+            "bbf713ca11c1f762f6fb",
+            "a8407b060dca9c386657",
+            "6d4e65ab4bc2d8319000",
+            "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "198531f9238038fb920a"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "d6ffa5d5f59496ca4bd2"
         ],
         "problems": [
-            "04c4ca407dfd600d8be4"
+            "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "ef9f4ff782545f0a24c7"
+            "0d5f5f4a1f446b185fcd"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "9828bab631ce92f7ea69",
+            "eb6036b878606c078a24",
+            "e210499d61f5d950d91e",
+            "6426fd6fee1212d1246d"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
         "candidates": [
-            "76faa56b6902c1e2715d",
-            "abe4b15fb4d2370b6087",
-            "04332cd7048998e45f95",
-            "bc8d3342402c2f8ff644"
+            "bbf713ca11c1f762f6fb",
+            "a8407b060dca9c386657",
+            "6d4e65ab4bc2d8319000",
+            "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "198531f9238038fb920a"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "d6ffa5d5f59496ca4bd2"
         ],
         "problems": [
-            "04c4ca407dfd600d8be4"
+            "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "b14a019dba6d02ab29b9"
+            "ccf1830545b3323fa5ac"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "9828bab631ce92f7ea69",
+            "eb6036b878606c078a24",
+            "e210499d61f5d950d91e",
+            "6426fd6fee1212d1246d"
         ]
     }
 }
