@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from bonforge.config_model import Model, added, exec_only
 from bonforge.errors import ConfigError
-from bonforge.records import ByteLimits
+from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.sandbox.config import CodeVerifyConfig
 

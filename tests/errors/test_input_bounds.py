@@ -23,7 +23,7 @@ import yaml
 from typer.testing import CliRunner
 
 from bonforge.cli import app
-from bonforge.records import ByteLimits, read_records
+from bonforge.tables.records import ByteLimits, read_records
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -94,7 +94,7 @@ def test_the_bomb_costs_seconds_and_bounded_memory(tmp_path):
     """In a fresh interpreter: the read's time, and its peak RSS over the interpreter's own after imports."""
     one_line_bomb(tmp_path / "p.jsonl.gz")
     code = (  # VmHWM: this process's peak RSS (ru_maxrss would start from the parent's, inherited at fork)
-        "import re, sys, time; from pathlib import Path; from bonforge.records import read_records; "
+        "import re, sys, time; from pathlib import Path; from bonforge.tables.records import read_records; "
         "from bonforge.errors import DataError\n"
         "def hwm(): return int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))\n"
         "base, t0 = hwm(), time.perf_counter()\n"
@@ -155,7 +155,7 @@ def test_a_pool_bomb_and_a_benchmark_bomb(tmp_path):
 
 @pytest.mark.parametrize("chunk", [1, 7, MIB])
 def test_lines_are_read_the_same_across_chunk_edges(tmp_path, monkeypatch, chunk):
-    import bonforge.records as records
+    import bonforge.tables.records as records
 
     monkeypatch.setattr(records, "_CHUNK", chunk)
     text = '{"a": 1}\n\n{"b": "x\\ny"}\r\n  \n{"c": 3}'  # blank lines skipped, CRLF, no final newline
