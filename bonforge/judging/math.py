@@ -96,12 +96,11 @@ _WORD = re.compile(r"(?<![A-Za-z])(?!(?:and|or)\b)[A-Za-z]{2,}")  # an English w
 _FORMULA = re.compile(r"(?:\\.|[\w\s+\-*/^=<>()\[\]{}|,.!'&])+")  # no ':', '#', '?', ... ("A: 4" is text)
 _ONE_WORD = re.compile(r"[A-Za-z]+")
 # One-word answers that come in a closed pair: against such a gold, a text's answer is the pair's word it
-# states, wherever it is stated (a box, a recipe pattern's value, else the last sentence naming one, preferring
-# a sentence that says "answer"); a place naming both words of the pair states none
+# states, wherever it is stated (a recipe pattern's value, a box, else the last sentence naming one, preferring
+# what follows "answer" in a sentence); a place naming both words of the pair states none
 _PAIRS = {w: pair for pair in (("yes", "no"), ("true", "false"), ("odd", "even")) for w in pair}
 _GOLD_WORD = re.compile(r"(?:\\boxed\{|\\text\{)*([A-Za-z]+)\}*\.?")  # of a stripped gold: no blanks to trade
 _SENTENCES = re.compile(r"[^.!?;\n]+")
-_CUE = re.compile(r"answer", re.IGNORECASE)
 _MISSING_GOLD = {"nan", "<na>", "nat"}  # what pandas writes for a missing value: never a gold answer
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
@@ -228,10 +227,10 @@ def _judge_word(text: str, word: str, rules: _Rules) -> tuple[str, str | None, s
     pair = _PAIRS[word]
     places = [hit[1] for hit in [_pattern_answer(text, rules)] if hit] + [b for b in [_last_box(text)] if b]
     found = next((w for w in map(lambda p: _pair_words(p, pair), places) if w), set())
-    if not found:
-        sentences = [(s, w) for s in _SENTENCES.findall(text) if (w := _pair_words(s, pair))]
-        cued = [x for x in sentences if _CUE.search(x[0])]
-        found = (cued or sentences or [("", set())])[-1][1]
+    if not found:  # the last sentence saying "answer ..." with a word of the pair after it, else the last naming one
+        sentences = [s for s in _SENTENCES.findall(text) if _pair_words(s, pair)]
+        cued = [w for s in sentences if (i := s.lower().rfind("answer")) >= 0 and (w := _pair_words(s[i:], pair))]
+        found = cued[-1] if cued else _pair_words(sentences[-1], pair) if sentences else set()
     if len(found) != 1:
         return "no_answer", None, (f"the answer says both {pair[0]!r} and {pair[1]!r}" if found
                                    else f"no {pair[0]}/{pair[1]} answer in the text")  # fmt: skip
