@@ -83,9 +83,11 @@ def _lines(f, path: Path, limits: ByteLimits) -> Iterator[tuple[int, bytes]]:
         for part in parts[:-1]:
             if len(head) + len(part) > limits.line:
                 break
-            head += part
-            yield lineno, bytes(head)
-            head.clear()
+            if head:
+                head += part
+                part = bytes(head)
+                head.clear()
+            yield lineno, part
             lineno += 1
         else:
             part = parts[-1]
