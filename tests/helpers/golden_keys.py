@@ -24,10 +24,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "3f7d24833537b7736147"
         ],
         "problem_stats": [
-            "fbc7fd2bf34a9dd463da"
+            "30610593136373cb30ed"
         ],
         "genselect": [
-            "8e95c9ce6d9dc67ce123"
+            "328e65d11198c6afa55a"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -47,10 +47,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "3f7d24833537b7736147"
         ],
         "problem_stats": [
-            "82f11b86d9f11c5e675f"
+            "7667b4f3294406b5728f"
         ],
         "genselect": [
-            "9860e6815a5e6d81bf37"
+            "6a2d9c386b2929c7aca4"
         ]
     },
     "apps-genselect": {
@@ -66,10 +66,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "0ec5ab5c864e75f093ff"
         ],
         "problem_stats": [
-            "2705f0e63844b53b5d7d"
+            "9bf41c9dc54921c51adb"
         ],
         "genselect": [
-            "8db7a2a720aa794d0159"
+            "4a1b0a6a856c8d6ed0d4"
         ]
     },
     "humaneval-genselect": {
@@ -85,10 +85,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "cb6e581b3ff81a8c4738"
         ],
         "problem_stats": [
-            "da66e43b757b2bcb36cd"
+            "ae56e02c7495fa7621b3"
         ],
         "genselect": [
-            "de89a02735a0a6ded90c"
+            "2d5ba792744cc816ed85"
         ]
     },
     "gsm8k-fusion": {
@@ -100,29 +100,29 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f39a5e7b6d6e99f3f786",
             "b23b03772a3088934e55",
             "e7a5e7f32eb89d1cfb22",
-            "69f75a2dfdd8b1ed3f2d"
+            "eab5f392a395c7c53c3f"
         ],
         "verdicts": [
             "63e0427510e55610c813",
             "39d25f22739c3abae0c0",
             "7878d3a3ed13270858ad",
             "01f59945d3a51a27eb63",
-            "5d0140cf95b21a1b98b6"
+            "3226c3c72ff438a2d24e"
         ],
         "problem_stats": [
-            "6e8c7ceedc8749404182"
+            "c2b7e2875fcf08960aaa"
         ],
         "genselect": [
-            "06f487460b8af6a31909"
+            "bad866e61ab1e9cc0bec"
         ],
         "fusion_pools": [
-            "3d674f181e138fbf63bb"
+            "c950d28b6cb4fe28d219"
         ],
         "fusion_select": [
-            "7106d0e5a918ea00f2ba"
+            "16d266a3ebfbd7605590"
         ],
         "fusion": [
-            "e3c70fe2894af8b0ba04"
+            "03dc905d7c59d06e8b2f"
         ]
     },
     "gsm8k-300-maxk": {
@@ -133,13 +133,13 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "198531f9238038fb920a"
+            "c608a871fa2b6b795806"
         ],
         "maxk_weights": [
             "aa045ea4de4f31127685"
         ],
         "problem_stats": [
-            "d6ffa5d5f59496ca4bd2"
+            "13ff40290a8eebeb7e29"
         ],
         "problems": [
             "c1613b206bf408a63a29"
@@ -156,10 +156,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1eae7e0a7e9968b7b76e"
         ],
         "genselect": [
-            "85eff43a950c90ad8e12"
+            "fcd88193ae24d9f74474"
         ],
         "problem_stats": [
-            "247db9d275b2cb1b6426"
+            "768938ad02de394da672"
         ],
         "problems": [
             "b3727eca57ff9c1d78dd"
@@ -176,16 +176,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "198531f9238038fb920a"
+            "c608a871fa2b6b795806"
         ],
         "problem_stats": [
-            "d6ffa5d5f59496ca4bd2"
+            "13ff40290a8eebeb7e29"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "0d5f5f4a1f446b185fcd"
+            "766e9a7fa13b977ec529"
         ],
         "verdicts": [
             "9828bab631ce92f7ea69",
@@ -202,10 +202,10 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "198531f9238038fb920a"
+            "c608a871fa2b6b795806"
         ],
         "problem_stats": [
-            "d6ffa5d5f59496ca4bd2"
+            "13ff40290a8eebeb7e29"
         ],
         "problems": [
             "c1613b206bf408a63a29"
