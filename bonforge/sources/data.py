@@ -6,10 +6,14 @@ Resolution order for a ``DataSource(path, url, sha256)``:
 2. ``<path>`` as a local file or directory (absolute, or relative to the recipe's folder or the CWD);
 3. ``$BONFORGE_CACHE/<path>`` (default ``~/.cache/bonforge/data``), filled once by downloading ``url``.
 
+A ``path`` of the form ``s3://bucket/key`` is an S3 object, copied into the cache once per ETag
+(``bonforge.sources.s3_objects``).
+
 A download is written to a temporary name, checked against ``sha256`` and only then renamed into place.
 
-``content_key`` is what a stage key holds of a source: the recipe's ``sha256`` where it states one, else the
-content of the file or folder it resolves to (``bonforge.sources.digest``), never its path.
+``content_key`` is what a stage key holds of a source: the recipe's ``sha256`` where it states one, an S3
+object's ETag and size, else the content of the file or folder it resolves to (``bonforge.sources.digest``),
+never its path.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from bonforge.config import DataSource
 from bonforge.errors import DataError, FetchError
 from bonforge.keys import sha256_file
+from bonforge.sources import s3_objects
 from bonforge.sources.digest import content_key as _local_key, file_sha256
 
 
@@ -35,6 +40,9 @@ def _checked(path: Path, src: DataSource) -> Path:
 
 def resolve(src: DataSource, base: Path | None = None) -> Path:
     """Return a local path for ``src``, downloading it into the cache when needed."""
+    if s3_objects.is_s3(src.path):
+        etag, _ = s3_objects.head(src.path)
+        return _checked(s3_objects.fetch(src.path, etag, cache_dir()), src)
     mirror = os.environ.get("BONFORGE_DATA")
     if mirror and (Path(mirror) / src.path).exists():
         return _checked(Path(mirror) / src.path, src)
@@ -57,6 +65,9 @@ def content_key(src: DataSource, base: Path | None = None) -> dict[str, str]:
     an absolute path, a mirror or a download) give the same key, and a file edited in place another one."""
     if src.sha256:  # every copy that is read is checked against it
         return {"sha256": src.sha256}
+    if s3_objects.is_s3(src.path):
+        etag, size = s3_objects.head(src.path)
+        return {"s3_etag": etag, "size": str(size)}
     return _local_key(resolve(src, base))
 
 
