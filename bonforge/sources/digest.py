@@ -11,7 +11,8 @@ digest is the sha256 of its files' relative paths and digests, in sorted order.
 The cache is one SQLite file (``BONFORGE_DIGESTS``, default ``$XDG_CACHE_HOME/bonforge/digests.sqlite``,
 i.e. ``~/.cache/bonforge/digests.sqlite``): safe under concurrent builds (SQLite's locking; each write is
 one statement), and never a reason to fail: a cache that cannot be opened or written is skipped and the
-file is read. A file that changes while it is read gets its digest but no cache entry.
+file is read. A file that changes while it is read, or changed in the last ``RACY_S`` seconds (a rewrite in the
+same tick of a coarse filesystem clock would keep its stat), gets its digest but no cache entry.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 _BLOCK = 1 << 20
+# A file changed within this many seconds is read again next time rather than cached: a filesystem whose clock
+# ticks coarsely (a network mount, FAT: 1-2 s) could give a same-size rewrite in the same tick the same stat.
+RACY_S = 2.0
 
 
 def cache_path() -> Path:
@@ -88,7 +93,8 @@ def _file_digest(path: str, cache: _Cache) -> str:
     if (hit := cache.get(real, sig)) is not None:
         return hit
     digest = _read_digest(real)
-    if _signature(os.stat(real)) == sig:  # unchanged while read: the digest is the file's
+    settled = time.time_ns() - max(sig[3], sig[4]) > RACY_S * 1e9
+    if settled and _signature(os.stat(real)) == sig:  # unchanged while read: the digest is the file's
         cache.put(real, sig, digest)
     return digest
 

@@ -26,6 +26,22 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BONFORGE_DIGESTS", str(tmp_path / "cache" / "digests.sqlite"))
+    monkeypatch.setattr(digest, "RACY_S", 0.0)  # the files here are seconds old; test_a_fresh_file_... sets it
+
+
+def test_a_file_changed_in_the_last_seconds_is_read_again_not_cached(tmp_path, monkeypatch, reads):
+    monkeypatch.setattr(digest, "RACY_S", 2.0)
+    f = tmp_path / "p"
+    f.write_bytes(b"1")
+    digest.content_key(f)
+    digest.content_key(f)
+    assert len(reads) == 2  # a same-size rewrite in the same clock tick would have kept its stat
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns - 10**10))
+    monkeypatch.setattr(digest.time, "time_ns", lambda: max(st.st_mtime_ns, st.st_ctime_ns) + 3 * 10**9)
+    digest.content_key(f)
+    digest.content_key(f)
+    assert len(reads) == 3  # settled: cached
 
 
 @pytest.fixture
@@ -99,7 +115,7 @@ def test_concurrent_writers_share_one_cache(tmp_path):
         f = tmp_path / f"f{i}"
         f.write_bytes(os.urandom(1000 + i))
         files.append(f)
-    code = ("import sys, json; from bonforge.sources import digest; "
+    code = ("import sys, json; from bonforge.sources import digest; digest.RACY_S = 0; "
             "print(json.dumps([digest.content_key(p)['sha256'] for p in sys.argv[1:]]))")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [subprocess.Popen([sys.executable, "-c", code, *map(str, files[::step])], env=env, stdout=subprocess.PIPE,
@@ -143,10 +159,32 @@ def test_the_same_bytes_under_any_path_key_alike_and_an_edit_in_place_does_not(t
         f.write(json.dumps({"question": "2+2?", "answer": "4", "samples": ["4"]}) + "\n")
     grown = keys("problems.jsonl")
     assert all(a != b for a, b in zip(grown, first))
-    r = recipe("problems.jsonl", **bench)
-    bench_edit = r.model_copy(update={"decontaminate": r.decontaminate.model_copy(update={"benchmarks": [
-        r.decontaminate.benchmarks[0].model_copy(update={"source": data.DataSource(path="copy.jsonl")})]})})
-    assert decontaminate.node(bench_edit, tmp_path).key != grown[2]  # the benchmark list alone changed
+
+
+def test_a_pool_or_benchmark_list_edited_in_place_changes_its_stage_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("BONFORGE_DATA", raising=False)
+    write_rows(tmp_path / "problems.jsonl", [{"question": "1+1?", "answer": "2"}])
+    write_rows(tmp_path / "pool.jsonl", [{"samples": ["2"]}])
+    write_rows(tmp_path / "bench.jsonl", [{"question": "3+3?"}])
+    r = Recipe.model_validate({
+        "name": "r", "problems": {"name": "toy", "source": {"path": "problems.jsonl"}},
+        "teachers": [{"name": "pool", "engine": "pool", "source": {"path": "pool.jsonl"}, "match": "order"}],
+        "decontaminate": {"benchmarks": [{"name": "b", "source": {"path": "bench.jsonl"}, "field": "question",
+                                          "id": None}]},
+        "export": {"name": "d"}})  # fmt: skip
+
+    def keys() -> tuple[str, str, str]:
+        return (load.node(r, tmp_path).key, load_pool.node(tmp_path, Ref("problems", "k"), r.teachers[0]).key,
+                decontaminate.node(r, tmp_path).key)
+
+    before = keys()
+    write_rows(tmp_path / "pool.jsonl", [{"samples": ["3"]}])  # the same size, the same file
+    pooled = keys()
+    assert pooled[0] == before[0] and pooled[2] == before[2] and pooled[1] != before[1]
+    with open(tmp_path / "bench.jsonl", "a") as f:
+        f.write(json.dumps({"question": "4+4?"}) + "\n")
+    benched = keys()
+    assert benched[:2] == pooled[:2] and benched[2] != pooled[2]
 
 
 def test_a_stated_sha256_is_the_key_and_the_local_bytes_have_the_same(tmp_path, monkeypatch):
