@@ -303,7 +303,7 @@ CHUNK = 64  # requests per pool call when checks are replayed (bounds what a poo
 # The host's extra memory while a batch is judged on a pool that streams outcomes (``SandboxPool``: the stage
 # off Ray, the code reward), whatever the batch's size: at most about this many answers of one request
 # (its tests x the output cap) per worker of the pool: the channel's read buffer, the parsed answer, the
-# judged copy and, for an assert-style run, the checker's request. (``tests/integration/test_sandbox_memory.py``)
+# judged copy and, for an assert-style run, the checker's request. (``tests/sandbox/test_sandbox_memory.py``)
 HOST_ANSWERS_PER_WORKER = 4
 
 
