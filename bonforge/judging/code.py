@@ -46,12 +46,13 @@ from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
 
+# 5: the judge's fingerprint (sources, backend) in the key and identity; timeouts never reused.
 # 4: a candidate's time budget; problems' limits capped by the recipe's; an exit or StopIteration raised in a
 # call is a runtime error; a problem whose check or tests cannot be used is its candidates' sandbox_error;
 # checks run in a container of their own; the output cap scales with the expected output; call outputs
 # compared strictly unless the format wraps them (APPS); the runner's exit, streams and stack as CPython's.
 # 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer.
-VERSION = "4"
+VERSION = "5"
 MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 

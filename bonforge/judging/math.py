@@ -34,7 +34,8 @@ import pyarrow as pa
 from bonforge.config import MathVerifyConfig
 from bonforge.schema import VERDICTS
 
-VERSION = "3"
+# 4: the judge's fingerprint (``bonforge.judging.fingerprint``) in the verdicts key and every verdict's identity.
+VERSION = "4"
 
 MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 
