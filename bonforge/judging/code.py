@@ -162,8 +162,8 @@ def judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
     """A pool outcome reduced to what its verdict needs, judged as it arrives (a batch never holds every
     program's output): per test its status (``passed``, ``wrong_answer`` or the run's own), a note, a stderr
     tail and its wall time; an assert-style run keeps its call lines until its check is replayed, which
-    ``_Replays`` does as the outcome arrives. An outcome
-    that cannot be judged at all (a bug here, met by no program so far) is that candidate's runtime_error."""
+    ``_Replays`` does as the outcome arrives. An outcome that cannot be judged at all (a bug here, met by no
+    program so far) is that candidate's runtime_error."""
     try:
         return _judged(spec, outcome, cfg)
     except Exception as e:  # noqa: BLE001
