@@ -2,6 +2,13 @@
 
 A key changes only through a deliberate version bump (or key-config change) in the stage's own module;
 then update the pin here in the same commit. A key that changes as a side effect of a refactor fails here.
+
+The verdicts keys (and so every key downstream of them) also carry the judge's fingerprint
+(``bonforge.judging.fingerprint``): a change to the code of ``judging/math.py`` (maths) or of the code
+judge and ``sandbox/`` (code), or another installed version of math-verify, latex2sympy2_extended,
+antlr4-python3-runtime or sympy, changes them on purpose (comments, docstrings and formatting do not). The
+fingerprint names files by their path in the package and holds no image id, so the pins are the same
+on every machine with the same sources and libraries.
 """
 
 from __future__ import annotations
@@ -18,16 +25,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f592476a65930446eb96"
         ],
         "verdicts": [
-            "3da3ad737e460b9cfe65",
-            "61339a6ee5e10d6fecea",
-            "6f1c3fb5dbe8c0af26a7",
-            "db49c3056a813a721e6c"
+            "492df36fb88ba7f309a3",
+            "ba2cfa4e429b8a00d309",
+            "e02ba6d7510cb4a3d36b",
+            "c84cf89eff2326cd1363"
         ],
         "problem_stats": [
-            "1a5bf3a9c10715e83fd0"
+            "af845030d2d1128c0f7a"
         ],
         "genselect": [
-            "0d87dbe93fd87b6df039"
+            "e8b6fc89b63968465e91"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -41,16 +48,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f592476a65930446eb96"
         ],
         "verdicts": [
-            "3da3ad737e460b9cfe65",
-            "61339a6ee5e10d6fecea",
-            "6f1c3fb5dbe8c0af26a7",
-            "db49c3056a813a721e6c"
+            "492df36fb88ba7f309a3",
+            "ba2cfa4e429b8a00d309",
+            "e02ba6d7510cb4a3d36b",
+            "c84cf89eff2326cd1363"
         ],
         "problem_stats": [
-            "aff844689b8576cf587f"
+            "afb9f038b4e99ccd1b78"
         ],
         "genselect": [
-            "d1291c803e4ff5d8025a"
+            "79307fc9b964a9c3ed2a"
         ]
     },
     "apps-genselect": {
@@ -62,14 +69,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "e4cca685f3e8ea26cf50"
         ],
         "verdicts": [
-            "12cf322713fe923ea507",
-            "ef713f44d544903ff5e8"
+            "f3e117a3d1391958616e",
+            "41cbf28b6a3858147e99"
         ],
         "problem_stats": [
-            "626d32fdbc63373ccba5"
+            "8188900280fc97b77e3a"
         ],
         "genselect": [
-            "f0e2141726e9c4696320"
+            "677214df8dca511364ef"
         ]
     },
     "humaneval-genselect": {
@@ -81,14 +88,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "9a8aa9e6cc0e3ab70c26"
         ],
         "verdicts": [
-            "a78df9950bf8894231fc",
-            "a9676eb581b962caf52b"
+            "8a61f26035e83c78f5d4",
+            "bfd8ff90bf90d0f962f0"
         ],
         "problem_stats": [
-            "8661e9b3b9fb62c9a253"
+            "4db80f9ffc22e93afcde"
         ],
         "genselect": [
-            "6dccf7a518b404f33d07"
+            "18549a9b7831f7039d32"
         ]
     },
     "gsm8k-fusion": {
@@ -100,29 +107,29 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "a30cd51345582851898b",
             "234825e520bb82e9faff",
             "ca630d158a69bdd76809",
-            "f6862ae99f8a217501f1"
+            "8fd1ca7325d5616098ed"
         ],
         "verdicts": [
-            "fdedfa631157266c3f7f",
-            "a93a6a48bacaeddd2f2f",
-            "60a090372a3b7176c2b2",
-            "e108f3bfad97794fa886",
-            "58a72d70c6def28c8b94"
+            "ccec055f022aec673d05",
+            "13a9acb0910d2bd1ff8b",
+            "94fbba39c7c82763b36f",
+            "e1b04b4ad6bfaeadd022",
+            "27041fd4e6f62bd3df99"
         ],
         "problem_stats": [
-            "26a17bd4707e90be73cd"
+            "439bf8a5355922fbcb93"
         ],
         "genselect": [
-            "a7a5c75173328e3390cd"
+            "a96a66d04b8ef0aa8f01"
         ],
         "fusion_pools": [
-            "d95c5463fe8064835e84"
+            "b42df1183f1c7691ce82"
         ],
         "fusion_select": [
-            "f5b7380837399f1eb6a2"
+            "3f4993162dedacd80e05"
         ],
         "fusion": [
-            "2054b2983ec6be6c91e0"
+            "bfe653685861a837a331"
         ]
     },
     "gsm8k-300-maxk": {
@@ -133,22 +140,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "bc8d3342402c2f8ff644"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "87feb8fc800435134f73"
         ],
         "maxk_weights": [
-            "66217927c49232820b29"
+            "69fdcc09f2019a5c0e32"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "e1bb1faae6eff945ea9a"
         ],
         "problems": [
             "04c4ca407dfd600d8be4"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "25ed79cf0769deea88b5",
+            "ee2c95cf9a4f41401261",
+            "17a15c64384291904025",
+            "b88d5268793c30057b41"
         ]
     },
     "sampled": {
@@ -156,16 +163,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "eeb7966a20e88e061cff"
         ],
         "genselect": [
-            "16c3a6edaaa3d80287e9"
+            "5c7f56b00b606f477b69"
         ],
         "problem_stats": [
-            "cacf0c869e13b0d79d7b"
+            "c560bb2b2b65c6e752e5"
         ],
         "problems": [
             "68f34b98a5e0d3b22470"
         ],
         "verdicts": [
-            "810567ed5f7c03de8f45"
+            "7db251fb2cad6e710250"
         ]
     },
     "gsm8k-300-selector-eval": {
@@ -176,22 +183,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "bc8d3342402c2f8ff644"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "87feb8fc800435134f73"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "e1bb1faae6eff945ea9a"
         ],
         "problems": [
             "04c4ca407dfd600d8be4"
         ],
         "selector_eval": [
-            "ef9f4ff782545f0a24c7"
+            "ef785e288f1ae7af54d5"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "25ed79cf0769deea88b5",
+            "ee2c95cf9a4f41401261",
+            "17a15c64384291904025",
+            "b88d5268793c30057b41"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
@@ -202,22 +209,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "bc8d3342402c2f8ff644"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "87feb8fc800435134f73"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "e1bb1faae6eff945ea9a"
         ],
         "problems": [
             "04c4ca407dfd600d8be4"
         ],
         "selector_eval": [
-            "b14a019dba6d02ab29b9"
+            "19674f91e1c947951bbd"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "25ed79cf0769deea88b5",
+            "ee2c95cf9a4f41401261",
+            "17a15c64384291904025",
+            "b88d5268793c30057b41"
         ]
     }
 }
