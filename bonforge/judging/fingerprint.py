@@ -16,7 +16,7 @@ docstrings, is written out field by field (comments, blank lines, wrapping, quot
 nothing; a changed line of code, a local patch nobody versioned included, changes the fingerprint). The
 tree is written by ``_dump`` rather than ``ast.dump`` (whose text differs between Python versions), and
 files are named relative to the package: the same sources give the same fingerprint on every machine.
-Computed once per process and domain (about 0.1 s for the code domain's sources)."""
+Computed once per process and domain (0.2 s for both domains, measured on a 2-core machine)."""
 
 from __future__ import annotations
 
