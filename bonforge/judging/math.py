@@ -35,7 +35,8 @@ from bonforge.config import MathVerifyConfig
 from bonforge.schema import VERDICTS
 
 VERSION = "4"  # 4: one-word answers of a closed pair (yes/no, true/false, odd/even) read in plain text and in
-# sentences; a one-word reply read as a one-word gold is; a NaN gold ("nan", pandas' missing value) is an error
+# sentences; a one-word reply read as a one-word gold is; a NaN gold ("nan", pandas' missing value) is an error;
+# the judge's fingerprint (``bonforge.judging.fingerprint``) in the verdicts key and every verdict's identity
 
 MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 
