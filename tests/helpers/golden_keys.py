@@ -69,14 +69,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "9d963fbfeabb89eb4db5",
-            "0ec5ab5c864e75f093ff"
+            "dbdce266dc194c01c8a3",
+            "68e11cf77a5dd7f6cd1c"
         ],
         "problem_stats": [
-            "9bf41c9dc54921c51adb"
+            "560cd42cecc3caf9fb79"
         ],
         "genselect": [
-            "4a1b0a6a856c8d6ed0d4"
+            "b5976a28a95fdb326b52"
         ]
     },
     "humaneval-genselect": {
@@ -88,14 +88,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "1cb68cadfd1fbbef6958",
-            "cb6e581b3ff81a8c4738"
+            "fbaaed511508ce880b7d",
+            "fa1160ae83e551900372"
         ],
         "problem_stats": [
-            "ae56e02c7495fa7621b3"
+            "4d583d5adef7861ddab8"
         ],
         "genselect": [
-            "2d5ba792744cc816ed85"
+            "0e73bb67cb0c8f64c117"
         ]
     },
     "gsm8k-fusion": {
