@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import collections
 import itertools
+import json
 import logging
 import math
 import os
@@ -45,6 +46,11 @@ from bonforge.sandbox.worker import WorkerDied, WorkerHung, _HostRunner, _Worker
 log = logging.getLogger("bonforge.sandbox")
 
 PIPELINE_DEPTH = 2  # requests per worker while the queue is long: the next is already there when one finishes
+# A request larger than this is never sent ahead while another runs on its worker: the runner does not read
+# while it runs one, so a large request would fill the channel's buffer and block the host's write, while
+# the runner, done, blocks writing a large answer the host does not read (both stuck: measured with
+# Library Checker's megabyte tests). A request this small fits in a socket's or a pipe's buffer.
+PIPELINE_MAX_BYTES = 32 << 10
 HOST_MARGIN_S = 2.0  # the host's wall limit per request: the tests' wall limits (+0.25 s each) plus this
 CONTROL_INPUT = "bonforge control 42\n"  # a known-good program echoes it: is the sandbox itself sound?
 _names = itertools.count()
@@ -124,7 +130,8 @@ class _Lanes:
 
 
 class _Job:
-    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome", "done", "stolen")
+    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome", "done", "stolen",
+                 "_line")
 
     def __init__(self, index: int, request: dict, on_outcome=None):
         self.index, self.on_outcome = index, on_outcome
@@ -134,6 +141,13 @@ class _Job:
         self.errors: list[str] = []
         self.start: float | None = None
         self.outcome: dict | None = None
+        self._line: bytes | None = None
+
+    def line(self) -> bytes:
+        """The request as its line on the channel (encoded once, however often it is sent)."""
+        if self._line is None:
+            self._line = json.dumps(self.request).encode() + b"\n"
+        return self._line
 
 
 _netns_prefix: list[str] | None = None
@@ -332,10 +346,13 @@ class SandboxPool:
                             break
                     if job.done:
                         continue
+                    if inflight and len(job.line()) > PIPELINE_MAX_BYTES:
+                        todo.put(job)  # sent once the worker is free (see PIPELINE_MAX_BYTES)
+                        break
                     try:
                         self._ensure(slot)
                         job.start = job.start or time.monotonic()
-                        slot[0].send(job.request)
+                        slot[0].send(job.request, job.line())
                     except SandboxError as e:
                         if inflight:  # the worker died under an earlier job: the read below tells
                             todo.put(job)

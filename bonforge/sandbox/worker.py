@@ -213,9 +213,10 @@ class _Worker:
             raise WorkerDied(f"an answer over {limit} bytes")
         return line
 
-    def send(self, request: dict) -> None:
+    def send(self, request: dict, line: bytes | None = None) -> None:
+        """Write ``request`` (or its ``line``, already encoded) to the runner."""
         self.sent += 1
-        data = json.dumps(request).encode() + b"\n"
+        data = line if line is not None else json.dumps(request).encode() + b"\n"
         try:
             if self._sock is not None:
                 self._sock.sendall(data)

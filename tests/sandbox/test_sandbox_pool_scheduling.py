@@ -88,3 +88,29 @@ def test_the_ray_client_hands_outcomes_over_piece_by_piece():
         shutdown_node_pools()
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize("backend", ["process", pytest.param("docker", marks=pytest.mark.docker)])
+def test_large_requests_with_large_answers_never_block_the_channel(backend, request):
+    """Megabyte inputs echoed back (Library Checker's tests are this size), more requests than workers: a
+    large request is not sent ahead while its worker runs another (the host would block writing it while
+    the runner blocks writing its large answer). Before the fix this hung until the host's wall limit."""
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.sandbox.pool import Background, SandboxPool
+
+    image = request.getfixturevalue("sandbox_image") if backend == "docker" else None
+    cfg = CodeVerifyConfig(backend=backend, image=image, pool_size=1, time_limit_s=5.0, candidate_wall_s=60)
+    big = "7" * (1 << 20) + "\n"
+    spec = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": big, "output": big}] * 2}), "p")
+    reqs = [build_request(spec, f"import sys\nsys.stdout.write(sys.stdin.read())  # {i}\n", cfg, f"r{i}")
+            for i in range(3)]  # fmt: skip
+    with SandboxPool(cfg) as pool:
+        pool.start()
+        started = time.monotonic()
+        run = Background(pool.run, reqs)
+        while run._thread.is_alive() and time.monotonic() - started < 40:
+            time.sleep(0.2)
+        stuck = run._thread.is_alive()
+        pool.close()
+    assert not stuck, "the pool's channel blocked on a large request"
+    assert [[r["status"] for r in o["results"]] for o in run.result()] == [["ok", "ok"]] * 3
