@@ -53,6 +53,11 @@ def recipe():
     })
 
 
+def problem_id(i: int) -> str:
+    """The id of the i-th synthetic problem (what the viewer benchmark asks for)."""
+    return f"syn/{i:07d}"
+
+
 CHUNK = 25_000  # problems generated and written at a time (generation runs in bounded memory too)
 
 
@@ -157,7 +162,7 @@ def generate(store_root: str, n: int, texts: str = "short") -> int:
         return store.commit(stage, key, 1, version="1", config={}, upstream={}, extra=extra())
 
     chunks = [(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
-    pid_of = lambda lo, hi: np.array([f"syn/{i:07d}" for i in range(lo, hi)], dtype=object)  # noqa: E731
+    pid_of = lambda lo, hi: np.array([problem_id(i) for i in range(lo, hi)], dtype=object)  # noqa: E731
 
     def problems():
         for lo, hi in chunks:
