@@ -51,7 +51,7 @@ teachers:
   - {name: served, engine: openai, model: m, base_url: "URL", api_key_env: null, n: N, max_tokens: 256,
      max_concurrency: 32}
 verify: {math: {patterns: ['(?m)^A:\\s*(.+?)\\s*$', '####\\s*(.+?)\\s*$']}}
-export: {name: incremental}
+export: {name: incremental, allow_empty: true}  # its random answers pass no problem of a small build
 """
 
 
