@@ -159,7 +159,7 @@ FUSION_POOLS = pa.schema([
     pa.field("pool_seed", pa.int64(), nullable=False),
     pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),  # in prompt (position) order
     pa.field("teachers", pa.list_(pa.string()), nullable=False),
-    pa.field("question", pa.string(), nullable=False),  # the rendered fusion prompt (read by the fusor)
+    pa.field("prompt", pa.string(), nullable=False),  # the rendered fusion prompt (what the fusor is asked)
 ])
 
 FUSION = pa.schema([

@@ -318,5 +318,5 @@ def _total(node: Node, plan: list[int]) -> int | None:
     its manifests); None where unknown."""
     if node.stage.stream is None:
         return sum(plan)
-    rows = [r.manifest.get("rows") for r in node.inputs.get(node.stage.stream_of or "", [])]
+    rows = [r.manifest and r.manifest.rows for r in node.inputs.get(node.stage.stream_of or "", [])]
     return sum(rows) if rows and None not in rows else None

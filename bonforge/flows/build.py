@@ -42,7 +42,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         dataset["rl_dataset"] = run.publish(recipe.export.rl.name, *export.rl_dataset(kept, recipe))
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
-        fused = run(sample.node(pools, fuse.fusor_teacher(recipe.fusion)))
+        fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
         fused_verdicts = run(verify.node(recipe, problems, fused, domains))
         selection = recipe.fusion.selector and run(fuse.select_node(recipe, problems, pools, candidates, verdicts))
         run(fuse.fusion_node(recipe, pools, candidates, verdicts, fused, fused_verdicts, selection))

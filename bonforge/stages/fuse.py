@@ -31,7 +31,7 @@ from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
 from bonforge.selection.selector import Selector, selector_key
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-POOLS_VERSION = "1"
+POOLS_VERSION = "2"  # 2: the rendered pool is column `prompt` (was `question`, which held no question)
 FUSION_VERSION = "1"
 SELECT_VERSION = "1"
 PASSTHROUGH = templates.HERE / "passthrough.txt"
@@ -88,7 +88,7 @@ def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
         rows.append({
             "problem_id": pid, "domain": cands[0]["domain"], "pool_seed": seed,
             "candidate_ids": [c["candidate_id"] for c in chosen], "teachers": [c["teacher"] for c in chosen],
-            "question": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
+            "prompt": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
         })
     return pa.Table.from_pylist(rows, schema=FUSION_POOLS)
 

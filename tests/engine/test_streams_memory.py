@@ -109,7 +109,7 @@ def _fusion_inputs(store: StageStore, pids: list[str], rng) -> None:
     members = [[f"{p}/t{t}/0" for t in range(TEACHERS)] for p in pids]
     store.write_shard("fusion_pools", "fp", 0, pa.table({
         "problem_id": pids, "domain": ["math"] * n, "pool_seed": list(range(n)), "candidate_ids": members,
-        "teachers": [[f"t{t}" for t in range(TEACHERS)]] * n, "question": ["fuse these"] * n}))
+        "teachers": [[f"t{t}" for t in range(TEACHERS)]] * n, "prompt": ["fuse these"] * n}))
     store.commit("fusion_pools", "fp", 1, version="1", config={}, upstream={})
     texts = dict(zip(*(c.to_pylist() for c in store.read("candidates", "c0", ["candidate_id", "text"]).columns)))
     fid = [f"{p}/fusor/0" for p in pids]

@@ -105,8 +105,9 @@ def candidates_of(table: pa.Table, texts) -> pa.Table:
 def verdicts(store: StageStore, key: str, table: pa.Table, cands: pa.Table, recipe: Recipe, domain="math") -> dict:
     for stage, t in (("problems", table), ("candidates", cands)):
         store.write_shard(stage, key, 0, t)
-        store.commit(stage, key, 1, version="1", config={}, upstream={})
-    node = verify.node(recipe, Ref("problems", key), Ref("candidates", key, {"teacher": "t"}), {domain})
+        store.commit(stage, key, 1, version="1", config={}, upstream={}, extra={"teacher": "t"})
+    candidates = Ref("candidates", key, store.manifest("candidates", key))
+    node = verify.node(recipe, Ref("problems", key), candidates, {domain})
     return run_node(store, node)
 
 

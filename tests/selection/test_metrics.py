@@ -1,13 +1,14 @@
 """``bonforge.selection.metrics`` against brute force over every k-subset."""
 
 import itertools
-from collections import Counter
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bonforge.selection.metrics import default_ks, majority_at_k, max_at_k, pass_at_k
+from fakes import brute_majority
+
 
 def brute_pass(correct, k):
     subsets = list(itertools.combinations(correct, k))
@@ -19,18 +20,6 @@ def brute_max(rewards, k):
     return sum(max(s) for s in subsets) / len(subsets)
 
 
-def brute_majority(answers, correct, k):
-    good = {a for a, c in zip(answers, correct) if c and a is not None}
-    total = 0.0
-    subsets = list(itertools.combinations(range(len(answers)), k))
-    for s in subsets:
-        votes = Counter(answers[i] for i in s if answers[i] is not None)
-        if not votes:
-            continue
-        top = max(votes.values())
-        tied = [a for a, v in votes.items() if v == top]
-        total += sum(a in good for a in tied) / len(tied)
-    return total / len(subsets)
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.booleans(), min_size=1, max_size=10), st.data())

@@ -4,7 +4,7 @@ range, within its documented bound, and never raises (docs/training.md, "How lon
 Responses are built from pieces a degenerate policy repeats (runs of whitespace, fences, judgments, open
 brackets, digits, NUL bytes, lone surrogates) up to ``MAX_CHARS``. The code reward runs here without
 Docker through its whole host path (rows grouped into problems, specs, program extraction, the verdict)
-on a pool that answers at once; tests/integration/test_reward_bounds_docker.py runs the real sandbox.
+on a pool that answers at once; tests/rewards/test_reward_bounds_docker.py runs the real sandbox.
 """
 
 from __future__ import annotations

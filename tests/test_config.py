@@ -8,7 +8,7 @@ import pytest
 
 from bonforge.config import VLLMTeacher, load_recipe
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 
 @pytest.mark.parametrize("path", sorted(RECIPES.glob("*.yaml")), ids=lambda p: p.stem)

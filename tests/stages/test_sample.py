@@ -2,48 +2,20 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from bonforge.errors import ConfigError, DataError
-from bonforge.llm.base import Completion, Request, problem_seed
-from bonforge.llm.config import OpenAITeacher, TransformersTeacher
+from bonforge.llm.base import problem_seed
+from bonforge.llm.config import TransformersTeacher
 from bonforge.llm.models import model_identity
-from bonforge.schema import CANDIDATES, PROBLEMS
+from bonforge.schema import CANDIDATES
 from bonforge.storage.store import StageStore
 from bonforge.engine import run_node
 from bonforge.stage import Ref
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler, key_config
 from bonforge.selection.templates import render
-
-
-def openai_teacher(**kw) -> OpenAITeacher:
-    return OpenAITeacher(**{"engine": "openai", "name": "t", "model": "m", "n": 2, **kw})
-
-
-def problems(*questions: str, domain: str = "math") -> pa.Table:
-    return pa.Table.from_pylist([{"problem_id": f"p{i}", "source": "s", "domain": domain, "question": q}
-                                 for i, q in enumerate(questions)], schema=PROBLEMS)
-
-
-class EchoEngine:
-    name = "echo"
-
-    def __init__(self):
-        self.requests: list[Request] = []
-
-    def start(self):
-        pass
-
-    def generate(self, requests):
-        self.requests += requests
-        return [[Completion(request_id=r.id, index=i, text=f"answer {i}", reasoning="why" if i else None,
-                            finish_reason="stop", prompt_tokens=11, completion_tokens=5, seed=r.sample_seed(i),
-                            engine="echo", model="m") for i in range(r.n)] for r in requests]
-
-    def close(self):
-        pass
+from fakes import EchoEngine, openai_teacher, problems
 
 
 def test_render_keeps_other_braces():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "bonforge"
+PACKAGE = Path(__file__).resolve().parents[1] / "bonforge"
 SCRIPTS = {"bonforge.sandbox.runner"}  # runs alone inside the sandbox container; imports nothing of ours
 
 
@@ -173,3 +173,13 @@ TOP_LEVEL = {"bonforge", "bonforge.__main__", "bonforge.cli", "bonforge.stage", 
 def test_the_top_level_holds_only_contracts_and_entry_points():
     loose = {m for m, p in MODULES.items() if p.parent == PACKAGE}
     assert loose == TOP_LEVEL, f"new top-level modules {sorted(loose - TOP_LEVEL)}: put them in a package"
+
+
+TESTS = PACKAGE.parent / "tests"
+OWN_FOLDERS = {"builds", "errors", "helpers"}  # whole builds, the bad-input battery, shared test code
+
+
+def test_the_tests_mirror_the_package():
+    """Whoever changes ``bonforge/<package>/x.py`` finds its tests in ``tests/<package>/test_x*.py``."""
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert sorted(f for f in folders - OWN_FOLDERS if not (PACKAGE / f).is_dir()) == []

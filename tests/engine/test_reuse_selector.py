@@ -111,7 +111,7 @@ def fusion_select(store: StageStore, recipe: Recipe, count: int):
     problems = [{"problem_id": f"p{i}", "source": "t", "domain": "math", "question": f"What is {i}?", "answer": "0",
                  "metadata": "{}"} for i in range(count)]
     pools = [{"problem_id": f"p{i}", "domain": "math", "pool_seed": i, "teachers": ["t"] * 3,
-              "candidate_ids": [f"p{i}/t/{c}" for c in range(3)], "question": f"fuse {i}"} for i in range(count)]
+              "candidate_ids": [f"p{i}/t/{c}" for c in range(3)], "prompt": f"fuse {i}"} for i in range(count)]
     cands = [{"candidate_id": f"p{i}/t/{c}", "problem_id": f"p{i}", "teacher": "t", "sample_index": c,
               "text": f"answer {c}"} for i in range(count) for c in range(3)]
     return fuse.select_node(recipe, commit(store, "problems", key, conform(pa.Table.from_pylist(problems), PROBLEMS)),

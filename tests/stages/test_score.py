@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from test_metrics import brute_majority
+from fakes import brute_majority
 
 from bonforge.config import FilterConfig, ScoreConfig
 from bonforge.selection.metrics import default_ks, max_at_k, pass_at_k

@@ -14,7 +14,7 @@ from bonforge.llm.base import problem_seed, problem_seeds
 from bonforge.selection.selector import Selector
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler
-from test_sample import EchoEngine, openai_teacher, problems
+from fakes import EchoEngine, openai_teacher, problems
 
 
 def verdict(settings="s", domain="math", gold="4", text="x", pid="p") -> bytes:
