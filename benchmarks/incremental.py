@@ -30,7 +30,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))  # the test server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))  # the test server
 
 from _common import DATA, GSM8K_RECIPE  # noqa: E402
 
