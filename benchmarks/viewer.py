@@ -55,7 +55,7 @@ def measure(root: str, n: int, repeat: int) -> None:
     from bonforge.viewer.app import STATIC, create_app
 
     app = create_app(StageStore(root))
-    client = TestClient(app, base_url="http://127.0.0.1")
+    client = TestClient(app, base_url="http://127.0.0.1", headers={"X-Bonforge-Key": app.state.key})  # the page's
     t0 = time.perf_counter()
     assert client.get("/api/run").status_code == 200
     t1 = time.perf_counter()
