@@ -44,7 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 def recipe():
     from bonforge.config import Recipe
 
-    src = {"path": "synthetic/pool.jsonl"}  # never read: the stages that would read it are committed
+    # never read: the stages that would read it are committed; its stated sha256 keys it (the empty file's)
+    src = {"path": "synthetic/pool.jsonl", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
     return Recipe.model_validate({
         "name": "scale",
         "problems": {"name": "syn", "source": src},
