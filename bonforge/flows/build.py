@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
+from bonforge.engine.record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
 from bonforge.stages import assemble, decontaminate, fuse, load, load_pool, sample, score, verify
@@ -52,6 +53,6 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     return dataset
 
 
-def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset and return the run record."""
     return engine.build(dag, recipe, store_root, recipe_dir, run_id)
