@@ -1,0 +1,65 @@
+"""Scorers of open-ended answers: a value per (candidate, scorer) where no gold answer exists.
+
+One module per kind: ``reference`` (chrF / BLEU / embedding cosine against the problem's reference),
+``language`` (the answer's language, offline), ``reward_model`` (a sequence-classification model's raw logit
+through transformers, vLLM or a server). ``open_scorer(cfg)`` gives an object whose ``score(items)`` returns
+one ``Result`` per ``Item``, in order; ``identity(cfg)`` is what decides its values (the ``scores`` stage's row
+identity). A row failure is a ``Result`` with a status; a failure of the scorer itself (a model that does not
+load, a server that does not answer) raises ``ScorerError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bonforge.errors import ConfigError
+
+# ok: a value; no_reference: the problem has no reference (reference metrics); no_text: the candidate has none
+STATUSES = ("ok", "no_reference", "no_text")
+
+
+class ScorerError(ConfigError):
+    """A scorer that cannot run (its model, package or server), not a candidate's fault."""
+
+
+@dataclass(frozen=True)
+class Item:
+    question: str
+    text: str | None
+    reference: str | None = None
+    language: str | None = None  # the expected language (ISO 639-1), when the problem states it
+
+
+@dataclass(frozen=True)
+class Result:
+    value: float | None
+    status: str = "ok"
+    label: str | None = None
+    n_tokens: int | None = None
+    truncated: bool | None = None
+    detail: str | None = None
+
+
+class Scorer(Protocol):
+    def score(self, items: list[Item]) -> list[Result]: ...
+
+    def close(self) -> None: ...
+
+
+def _module(kind: str) -> Any:
+    from bonforge.scoring import language, reference, reward_model
+
+    return {"reference": reference, "language_id": language, "reward_model": reward_model}[kind]
+
+
+def open_scorer(cfg: Any) -> Scorer:
+    return _module(cfg.kind).open_scorer(cfg)
+
+
+def identity(cfg: Any) -> dict:
+    """What decides a scorer's values: its settings (less execution-only ones and its name), its module's
+    version and its model's identity."""
+    module = _module(cfg.kind)
+    out = {k: v for k, v in cfg.key_config().items() if k != "name"}
+    return {**out, "version": module.VERSION, **module.model_identity(cfg)}

@@ -1,0 +1,72 @@
+"""Open-ended Best-of-N on the real arena-hard files: requests without a gold answer load as problems, the
+models' answers import as pool teachers, every answer is scored, and the best one per request is exported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from bonforge.config import load_recipe
+from bonforge.flows.build import build
+from bonforge.sources.problems import load_problems
+from bonforge.stages.load_pool import import_pool
+from bonforge.storage.store import StageStore
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "arena-hard-bon.yaml"
+LANG_ONLY = ["scorers=[{name: lang, kind: language_id}, {name: chrf, kind: reference, metric: chrf}]",
+             "bon.scorer=lang", "bon.filter.language=null"]
+
+
+def _answers(path: Path) -> dict[str, str]:
+    return {r["uid"]: r["messages"][-1]["content"]["answer"] for r in map(json.loads, path.open())}
+
+
+def test_arena_hard_requests_and_answers_load(data_dir):
+    recipe = load_recipe(RECIPE, ["problems.limit=40"])
+    problems = load_problems(recipe.problems, data_dir / recipe.problems.source.path)
+    assert problems.num_rows == 40 and set(problems.column("domain").to_pylist()) == {"open"}
+    assert problems.column("answer").null_count == 40  # no reference answer
+    first = json.loads((data_dir / recipe.problems.source.path).open().readline())
+    assert problems.column("problem_id")[0].as_py() == first["uid"]
+    assert problems.column("question")[0].as_py() == first["prompt"]
+    assert json.loads(problems.column("metadata")[0].as_py())["cluster"] == first["cluster"]
+    for teacher in recipe.teachers:
+        path = data_dir / teacher.source.path
+        cands = import_pool(teacher, path, problems)
+        assert cands.num_rows == 40  # one answer per request, each matched by uid
+        truth = _answers(path)
+        for pid, text in zip(cands.column("problem_id").to_pylist(), cands.column("text").to_pylist()):
+            assert text == truth[pid]
+
+
+@pytest.mark.slow
+def test_open_build_scores_picks_and_reuses_rows(tmp_path, shared_prefect):
+    store = str(tmp_path / "store")
+    recipe = load_recipe(RECIPE, ["problems.limit=12", *LANG_ONLY[1:],
+                                  "scorers=[{name: lang, kind: language_id}]"])
+    record = build(recipe, store, str(RECIPE.parent))
+    st = StageStore(tmp_path / "store")
+    keys = record["stages"]
+    scores = pq.read_table([p for k in keys["scores"] for p in st.paths("scores", k)]).to_pylist()
+    assert len(scores) == 36 and {r["scorer"] for r in scores} == {"lang"}
+    assert all(r["status"] == "ok" and r["label"] == "en" and r["value"] == 1.0 for r in scores[:3])
+    bon = pq.read_table(st.paths("bon", keys["bon"][0])).to_pylist()
+    assert len(bon) == 12 * 4  # per request: all teachers together, and each teacher
+    # every answer is English (value 1): a tie, broken by the lowest candidate_id
+    every = [r for r in bon if r["pool"] == "*"]
+    assert all(r["tie"] and r["candidate_id"] == min(c["candidate_id"] for c in scores
+                                                     if c["problem_id"] == r["problem_id"]) for r in every)
+    sft = pq.read_table(Path(record["dataset"]) / "trl" / "train.parquet").to_pylist()
+    assert len(sft) == 12 and sft[0]["messages"][0]["role"] == "user"
+    # one more scorer: only its rows are computed
+    more = load_recipe(RECIPE, ["problems.limit=12", *LANG_ONLY])
+    again = build(more, store, str(RECIPE.parent))
+    mans = [st.manifest("scores", k) for k in again["stages"]["scores"]]
+    assert sum(m.rows_reused for m in mans) == 36
+    assert sum(m.rows_computed for m in mans) == 36
+    chrf = [r for k in again["stages"]["scores"] for p in st.paths("scores", k)
+            for r in pq.read_table(p).to_pylist() if r["scorer"] == "chrf"]
+    assert len(chrf) == 36 and {r["status"] for r in chrf} == {"no_reference"}
