@@ -339,6 +339,7 @@ class RewardModelScorer(_Scorer):
         return self
 
 
+SCORERS = {"reference": ReferenceScorer, "language_id": LanguageScorer, "reward_model": RewardModelScorer}
 ScorerConfig = Annotated[Union[ReferenceScorer, LanguageScorer, RewardModelScorer], Field(discriminator="kind")]
 
 
@@ -472,7 +473,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     """One line for one problem, else a header and a line per problem."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in ENGINES))
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (p in ENGINES or p in SCORERS)))
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
@@ -491,7 +492,7 @@ def _did_you_mean(loc: tuple) -> str:
             continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:  # a union member tag like 'pool'
-            model = ENGINES.get(part, model)
+            model = ENGINES.get(part, SCORERS.get(part, model))
             continue
         ann = field.annotation
         model = next((a for a in _flatten(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)

@@ -1,0 +1,28 @@
+"""Bad open-ended recipes fail at load, before any work, with one line naming the field."""
+
+from pathlib import Path
+
+import pytest
+
+from bonforge.config import load_recipe
+from bonforge.errors import ConfigError
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "arena-hard-bon.yaml"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["scorers.rm.model="], r"scorers\.1\.model: Input should be a valid string"),
+    (["scorers=[{name: rm, kind: reward_model}]"], r"scorers\.0\.model: Field required"),
+    (["scorers.lang.kind=bertscore"], r"scorers\.0: Input tag 'bertscore' found using 'kind' does not match"),
+    (["bon.scorer=judge"], r"bon\.scorer: no scorer named 'judge' \(scorers: lang, rm\)"),
+    (["bon.filter.language=rm"], r"bon\.filter\.language: scorer 'rm' is not a language_id one"),
+    (["bon.filter.min={bleu: 3}"], r"bon\.filter\.min: no scorer named 'bleu'"),
+    (["scorers.rm.engine=pooling"], r"base_url is needed by engine pooling"),
+    (["bon=null"], r"need scorers and bon"),
+    (["problems.domain=math"], r"scorers and bon apply to open-ended problems"),
+    (["scorers=[{name: a, kind: language_id}, {name: a, kind: language_id}]"], r"scorers: names must be unique"),
+])
+def test_bad_open_recipe_is_one_error_line(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_recipe(RECIPE, overrides)
+    assert "\n" not in str(err.value)
