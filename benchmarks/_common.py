@@ -32,7 +32,7 @@ def gsm8k_tables():
     import pyarrow as pa
 
     from bonforge.config import load_recipe
-    from bonforge.data import resolve
+    from bonforge.sources.data import resolve
     from bonforge.stages.load_pool import import_pool
     from bonforge.stages.load import load_problems
 

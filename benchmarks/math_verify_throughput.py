@@ -104,7 +104,7 @@ def main() -> None:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
     from bonforge.config import MathVerifyConfig
-    from bonforge.cluster import ensure_ray
+    from bonforge.runtime.cluster import ensure_ray
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     recipe, g_problems, g_cands = gsm8k_tables()

@@ -38,7 +38,7 @@ from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 from bonforge.stages import sample
 from bonforge.stages.sample import read_template
-from bonforge.templates import render
+from bonforge.selection.templates import render
 
 
 def make_problems(count: int) -> pa.Table:

@@ -265,7 +265,7 @@ def eval_selector(
     majority@N and pass@N (stored as stage selector_eval)."""
     from bonforge.config import load_recipe
     from bonforge.flows.insight import eval_selector as evaluate
-    from bonforge.selector import selector_from_spec
+    from bonforge.selection.selector import selector_from_spec
 
     if prompts not in ("genselect", "pool"):
         _fail(BonforgeError(f"--prompts must be genselect or pool, not {prompts!r}"))

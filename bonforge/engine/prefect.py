@@ -12,7 +12,7 @@ from prefect import flow, task
 from bonforge.config import Recipe
 from bonforge import services
 from bonforge.engine.run import Dag, Run, execute, failing_as
-from bonforge.cluster import ray_up
+from bonforge.runtime.cluster import ray_up
 from bonforge.engine.shards import run_node
 from bonforge.errors import BonforgeError, TransientError
 from bonforge.manifest import Manifest

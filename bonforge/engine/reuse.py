@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bonforge import scratch_db
+from bonforge.runtime import scratch_db
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Rows
 from bonforge.storage.store import StageStore

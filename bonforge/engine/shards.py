@@ -3,7 +3,7 @@ each shard atomically as it finishes, then commit the manifest from the node's o
 
 Shards are groups of whole problems (rows sharing a ``problem_id`` never straddle two shards) taken in
 ``problem_id`` order, so the shard plan is a pure function of the input and a rerun after a crash
-recomputes only the shards that are missing. Ray is joined or started in ``bonforge.cluster``.
+recomputes only the shards that are missing. Ray is joined or started in ``bonforge.runtime.cluster``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.cluster import ensure_ray, ray_up
+from bonforge.runtime.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
 from bonforge.engine.reuse import Part
@@ -274,7 +274,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
     context = stage.context(inputs) if stage.context else {}
     work = _Plan(store, node, shards, done, context, reuse_rows)
     compute_s, hosts, per_node = 0.0, set(), Counter()
-    from bonforge.progress import stage_progress
+    from bonforge.runtime.progress import stage_progress
 
     taken = iter(work)
     first = list(itertools.islice(taken, 2))  # nothing to compute: nothing opened; one shard: no Ray
@@ -318,5 +318,5 @@ def _total(node: Node, plan: list[int]) -> int | None:
     its manifests); None where unknown."""
     if node.stage.stream is None:
         return sum(plan)
-    rows = [r.manifest.get("rows") for r in node.inputs.get(node.stage.stream_of or "", [])]
+    rows = [r.manifest and r.manifest.rows for r in node.inputs.get(node.stage.stream_of or "", [])]
     return sum(rows) if rows and None not in rows else None

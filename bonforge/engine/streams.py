@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bonforge.ordering import sort_by
+from bonforge.tables.ordering import sort_by
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.errors import EmptyDataset
-from bonforge import export
+from bonforge.storage import export
 from bonforge.stages import assemble, bon, decontaminate, fuse, load, load_pool, rate, sample, score, verify
 
 
@@ -46,7 +46,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         dataset["rl_dataset"] = run.publish(recipe.export.rl.name, *export.rl_dataset(kept, recipe))
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
-        fused = run(sample.node(pools, fuse.fusor_teacher(recipe.fusion)))
+        fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
         fused_verdicts = run(verify.node(recipe, problems, fused, domains))
         selection = recipe.fusion.selector and run(fuse.select_node(recipe, problems, pools, candidates, verdicts))
         run(fuse.fusion_node(recipe, pools, candidates, verdicts, fused, fused_verdicts, selection))

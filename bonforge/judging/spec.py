@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bonforge.errors import DataError
-from bonforge.records import json_error, load_json
+from bonforge.tables.records import json_error, load_json
 
 KINDS = ("stdio", "call", "assert")
 MAX_TIME_LIMIT_S = 600.0  # the bound of CodeVerifyConfig.time_limit_s: no problem asks for more

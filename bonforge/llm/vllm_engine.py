@@ -154,7 +154,7 @@ class VLLMEngine:
             return
         import ray
 
-        from bonforge.cluster import ensure_ray
+        from bonforge.runtime.cluster import ensure_ray
 
         ensure_ray()
         actor = ray.remote(**actor_options(self.teacher, ray.cluster_resources()))(Worker)

@@ -47,7 +47,7 @@ def for_build(recipe: Recipe) -> Iterator[None]:
     configured server keep them."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    from bonforge.cluster import ensure_ray
+    from bonforge.runtime.cluster import ensure_ray
     from bonforge.services import builder, warm
     from bonforge.services.prefect_server import TemporaryServer, drain_prefect_clients
 

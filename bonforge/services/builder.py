@@ -26,7 +26,7 @@ log = logging.getLogger("bonforge")
 # What a build imports; the builder imports it before it forks. Not Ray: it reads its configuration (token
 # authentication among it) from the environment when imported, so a child imports it after taking the
 # caller's, when a stage runs on Ray (a filter change does not).
-PRELOAD = ("bonforge.cli", "bonforge.engine.prefect", "bonforge.flows.build", "bonforge.progress",
+PRELOAD = ("bonforge.cli", "bonforge.engine.prefect", "bonforge.flows.build", "bonforge.runtime.progress",
            "bonforge.report.plots", "bonforge.storage.catalog", "bonforge.storage.datasets", "prefect.flow_engine",
            "prefect.task_engine", "prefect.utilities.visualization", "fastapi", "anyio._backends._asyncio",
            "pyarrow.dataset")
@@ -272,7 +272,7 @@ def _after_the_reply() -> None:
     """What a build's process does at exit, once the caller has its answer: Prefect's events go to the warm
     server, the Ray driver leaves the head."""
     from bonforge.services.prefect_server import drain_prefect_clients
-    from bonforge.cluster import ray_up
+    from bonforge.runtime.cluster import ray_up
 
     drain_prefect_clients()
     if ray_up():

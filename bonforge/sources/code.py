@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from bonforge.config import FieldMap
 from bonforge.errors import DataError
-from bonforge.records import get_field, json_error, load_json, read_records
+from bonforge.tables.records import get_field, json_error, load_json, read_records
 from bonforge.judging.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s, to_spec

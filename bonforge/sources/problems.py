@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from bonforge.config import ProblemsConfig
 from bonforge.errors import DataError
-from bonforge.records import dataset_files, get_field, read_records, require_str
+from bonforge.tables.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import PROBLEMS
 
 

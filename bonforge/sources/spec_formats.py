@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bonforge.errors import DataError
-from bonforge.records import json_error, load_json
+from bonforge.tables.records import json_error, load_json
 from bonforge.judging.spec import MAX_TIME_LIMIT_S, TestSpec, parse_spec, positive_finite
 
 FORMATS = ("bonforge", "apps", "codecontests", "livecodebench", "assert")

@@ -6,7 +6,7 @@ between ``min_candidates`` and ``max_candidates`` candidates, at least one corre
 A prompt with the same set of candidates as an earlier one is a duplicate and is not kept. Candidates
 whose response is longer than ``max_candidate_tokens`` never enter a prompt (the seed recipe's 12K cut);
 prompts longer than ``max_tokens`` are dropped. The label is the list of 0-based indices of the correct candidates, in
-prompt order; the selector answers ``Judgment: <index>``. Templates and token counts: ``bonforge.prompts``.
+prompt order; the selector answers ``Judgment: <index>``. Templates and token counts: ``bonforge.selection.prompts``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge import judged_pool
+from bonforge.selection import judged_pool
 from bonforge.config import GenSelectConfig, Recipe
-from bonforge.ordering import sort_by
-from bonforge.genselect_draws import SMALL, draw_many
-from bonforge.prompts import UNRELIABLE, key_config, render_many, template_text, token_counter, token_counts
+from bonforge.tables.ordering import sort_by
+from bonforge.selection.draws import SMALL, draw_many
+from bonforge.selection.prompts import UNRELIABLE, key_config, render_many, template_text, token_counter, token_counts
 from bonforge.schema import GENSELECT
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, Written
 
@@ -93,7 +93,7 @@ def _rest(seed: str, t: pa.Table, lo: int, n: int, ok: np.ndarray, correct: np.n
 def _problem_draws(t: pa.Table, first: np.ndarray, length: np.ndarray, ok: np.ndarray, correct: np.ndarray,
                    cfg: GenSelectConfig, seed: int) -> dict:
     """Each problem's draws (problem number -> an iterator of row lists, for problems that allow a prompt):
-    the first ones of all problems side by side (``genselect_draws``), the rest one problem at a time, each
+    the first ones of all problems side by side (``selection.draws``), the rest one problem at a time, each
     from the generator seeded by the problem's name."""
     problem = np.repeat(np.arange(len(first)), length)
     good_rows, bad_rows = np.flatnonzero(ok & correct), np.flatnonzero(ok & ~correct)

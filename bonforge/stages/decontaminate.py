@@ -30,10 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge import data
+from bonforge.sources import data
 from bonforge.config import Benchmark, DecontaminateConfig, ProblemsConfig, Recipe
 from bonforge.errors import DataError
-from bonforge.records import dataset_files, get_field, read_records, require_str
+from bonforge.tables.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import CONTAMINATION
 from bonforge.sources.problems import load_problems
 from bonforge.stage import Node, Params, Stage, unkeyed

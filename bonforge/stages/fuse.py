@@ -7,7 +7,7 @@
   rendered prompts through a pass-through template), verified by the ordinary ``verdicts`` stage.
 * ``fusion`` — per problem: the fused answer's verdict beside best-of-N baselines on the same pool
   (oracle = pass@N, majority vote, a random pick) and the contribution analysis of the fused text
-  (per teacher, per pool position; see ``bonforge.attribution``).
+  (per teacher, per pool position; see ``bonforge.selection.attribution``).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bonforge import judged_pool, prompts, selector, templates
-from bonforge.attribution import MULTIPLE, UNMATCHED, attribute, counts
+from bonforge.selection import judged_pool, prompts, selector, templates
+from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.config import FusionConfig, FusionExport, GenSelectConfig, Recipe
 from bonforge.llm.config import SampledTeacher
-from bonforge.metrics import majority_at_k
+from bonforge.selection.metrics import majority_at_k
 from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
-from bonforge.selector import Selector, selector_key
+from bonforge.selection.selector import Selector, selector_key
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-POOLS_VERSION = "1"
+POOLS_VERSION = "2"  # 2: the rendered pool is column `prompt` (was `question`, which held no question)
 FUSION_VERSION = "1"
 SELECT_VERSION = "1"
 PASSTHROUGH = templates.HERE / "passthrough.txt"
@@ -88,7 +88,7 @@ def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
         rows.append({
             "problem_id": pid, "domain": cands[0]["domain"], "pool_seed": seed,
             "candidate_ids": [c["candidate_id"] for c in chosen], "teachers": [c["teacher"] for c in chosen],
-            "question": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
+            "prompt": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
         })
     return pa.Table.from_pylist(rows, schema=FUSION_POOLS)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bonforge import data
+from bonforge.sources import data
 from bonforge.config import ProblemsConfig, Recipe
 from bonforge.schema import PROBLEMS
 from bonforge.sources.problems import load_problems

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bonforge import data, identity
+from bonforge import identity
+from bonforge.sources import data
 from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
-from bonforge.records import get_field, read_records, require_str
+from bonforge.tables.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed, whole_key
 from bonforge.sources import code as load_code

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from bonforge.schema import MAXK_WEIGHTS
 from bonforge.stage import Node, Params, Ref, Stage
-from bonforge.metrics import ALL, default_ks, rank_weights
+from bonforge.selection.metrics import ALL, default_ks, rank_weights
 
 VERSION = "1"
 

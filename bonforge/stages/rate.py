@@ -125,7 +125,7 @@ STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scorin
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref) -> Node:
-    teacher = candidates.manifest.get("teacher", "")
+    teacher = candidates.manifest.extra.get("teacher", "") if candidates.manifest else ""
     return STAGE.bind(ScoresParams(tuple(recipe.scorers)), {"problems": problems, "candidates": candidates},
                       label=f"scores[{teacher}]", note={"teacher": teacher})
 

@@ -23,13 +23,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge import identity, templates
+from bonforge import identity
+from bonforge.selection import templates
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES, conform, text_chars
-from bonforge.stage import Node, Params, Ref, Rows, Stage, Written, unkeyed
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written, unkeyed
 
 log = logging.getLogger("bonforge")
 
@@ -223,11 +224,26 @@ ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt
             optional=("text_digest",))  # null: verification hashes the text
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
-              table=lambda i: i.read("problems", ["problem_id", "domain", "question"]), summary=_summary, rows=ROWS)
+              table=lambda i: _requests(i), summary=_summary, rows=ROWS)
+
+
+def _requests(i: Inputs) -> pa.Table:
+    """What each problem's teacher is asked (column ``question``, rendered by the teacher's template): the
+    problem's question, or for the fusor a fusion pool's rendered ``prompt``."""
+    if "fusion_pools" in i:
+        pools = i.read("fusion_pools", ["problem_id", "domain", "prompt"])
+        return pools.rename_columns(["problem_id", "domain", "question"])
+    return i.read("problems", ["problem_id", "domain", "question"])
 
 
 def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
-    """``teacher.n`` candidates per problem of ``problems`` (for the fusor: the rendered fusion pools);
-    the manifest's ``tokens`` / ``throughput`` give the token totals and this run's tokens/s."""
+    """``teacher.n`` candidates per problem of ``problems``; the manifest's ``tokens`` / ``throughput`` give the
+    token totals and this run's tokens/s."""
     return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
+                      shard_rows=teacher.shard_problems)
+
+
+def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
+    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is."""
+    return STAGE.bind(SampleParams(teacher, engine), {"fusion_pools": pools}, label=f"candidates[{teacher.name}]",
                       shard_rows=teacher.shard_problems)

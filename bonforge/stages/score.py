@@ -1,7 +1,7 @@
 """Stage `problem_stats`: per problem, overall (teacher ``*``) and per teacher — n, n_correct, pass rate,
 unbiased pass@k, majority@k, max@k — and the keep/drop decision of the recipe's filter.
 
-k in 1, 2, 4, ... <= n unless the recipe lists ks; the definitions are in ``bonforge.metrics``.
+k in 1, 2, 4, ... <= n unless the recipe lists ks; the definitions are in ``bonforge.selection.metrics``.
 
 The stage streams its input (``Stage.stream``): shards of whole problems as they are read. It works on
 whole shards at once: groups of equal size are scored as matrices, and majority@k is
@@ -17,22 +17,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
+from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
-from bonforge.ordering import sort_by
-from bonforge.schema import PROBLEM_STATS
+from bonforge.tables.ordering import sort_by
+from bonforge.schema import PROBLEM_STATS, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-VERSION = "3"  # 3: majority@k exact from answer-count vectors where they are few (sampled beyond C(n, k) = 512 before)
+VERSION = "4"  # 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
 
 
-def drop_reason(n: int, rate: float, cfg: FilterConfig) -> str | None:
+def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
     if n < cfg.min_candidates:
-        return f"too few candidates ({n} < {cfg.min_candidates})"
+        return DropReason.TOO_FEW_CANDIDATES
     if rate <= cfg.min_pass_rate:
-        return f"too hard: pass rate {rate:.3f} <= min_pass_rate {cfg.min_pass_rate}"
+        return DropReason.TOO_HARD
     if rate > cfg.max_pass_rate:
-        return f"too easy: pass rate {rate:.3f} > max_pass_rate {cfg.max_pass_rate}"
+        return DropReason.TOO_EASY
     return None
 
 
@@ -76,7 +76,7 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
-    reasons = np.array([drop_reason(n, c / n, filter_cfg)
+    reasons = np.array([(r := drop_reason(n, c / n, filter_cfg)) and r.value
                         for n, c in zip(length[overall].tolist(), n_correct[overall].tolist())], dtype=object)
 
     blocks, positions = [], []
@@ -141,7 +141,9 @@ def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
 
 
 def filter_counts(i: Inputs) -> dict[str, int]:
-    """Problems the filter kept (``kept``) and dropped, by reason ("too hard", "too easy", ...), most first."""
-    t = i.sql("SELECT CASE WHEN keep THEN 'kept' ELSE trim(regexp_extract(drop_reason, '^[a-z ]+')) END AS why, "
-              "count(*) AS n FROM problem_stats WHERE teacher = '*' GROUP BY why ORDER BY n DESC, why")
-    return dict(zip(t.column("why").to_pylist(), t.column("n").to_pylist()))
+    """Problems the filter kept (``kept``) and dropped, by reason in words ("too hard", "too easy", ...), most
+    first."""
+    t = i.sql("SELECT CASE WHEN keep THEN 'kept' ELSE drop_reason END AS why, count(*) AS n FROM problem_stats "
+              "WHERE teacher = '*' GROUP BY why ORDER BY n DESC, why")
+    return {why if why == "kept" else DropReason(why).words: n
+            for why, n in zip(t.column("why").to_pylist(), t.column("n").to_pylist())}

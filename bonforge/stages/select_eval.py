@@ -1,4 +1,4 @@
-"""Stage `selector_eval`: a selector model (``bonforge.selector``) answers selection prompts ``runs`` times
+"""Stage `selector_eval`: a selector model (``bonforge.selection.selector``) answers selection prompts ``runs`` times
 with distinct seeds; each answer is scored against the prompt's label.
 
 Reads selection prompts with their answer groups (see ``prompt_table``: the build's GenSelect prompts, or
@@ -26,11 +26,12 @@ from bonforge.config import GenSelectConfig, Recipe
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
-from bonforge.metrics import majority_at_k
-from bonforge.prompts import SELECTION, UNRELIABLE, answer_groups, key_config, render_all, template_text, token_counter
+from bonforge.selection.metrics import majority_at_k
+from bonforge.selection.prompts import (SELECTION, UNRELIABLE, answer_groups, key_config, render_all, template_text,
+                                        token_counter)
 from bonforge.schema import SELECTOR_EVAL
-from bonforge import selector
-from bonforge.selector import Selector, selector_key
+from bonforge.selection import selector
+from bonforge.selection.selector import Selector, selector_key
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, unkeyed
 
 VERSION = "1"

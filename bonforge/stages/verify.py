@@ -96,6 +96,6 @@ CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_c
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:
     """The verdicts of one candidates stage; ``domains``: those of the problems."""
     stage, cfg = (CODE, recipe.verify.code) if domains == {"code"} else (MATH, recipe.verify.math)
-    teacher = candidates.manifest.get("teacher", "")
+    teacher = candidates.manifest.extra.get("teacher", "") if candidates.manifest else ""
     return stage.bind(VerifyParams(cfg), {"problems": problems, "candidates": candidates},
                       label=f"verdicts[{teacher}]", note={"teacher": teacher})

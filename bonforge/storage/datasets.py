@@ -49,7 +49,7 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
     """Write ``tables`` (format → table, or a stream of such parts appended in turn, so that at most two
     parts are in memory: one being written, the next being read) into the store at ``root`` as a new
     version unless identical content exists; returns its manifest. ``trainers`` (what each trainer needs:
-    reward function, overrides; see ``bonforge.export``) is part of the content."""
+    reward function, overrides; see ``bonforge.storage.export``) is part of the content."""
     loc = open_location(root)
     base = loc.path("datasets", name)
     if loc.remote:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from bonforge.attribution import MULTIPLE, UNMATCHED, attribute
+from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute
 from bonforge.errors import BonforgeError
 from bonforge.viewer.catalog import CANDIDATE_COLUMNS, STATUSES, VERDICT_COLUMNS, NotFound, need
 

@@ -4,8 +4,6 @@ refused, never loaded."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,8 +13,7 @@ from bonforge.config import ProblemsConfig
 from bonforge.errors import DataError
 from bonforge.stages.load import load_problems
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from code_shapes import lcb_private_tests  # noqa: E402
+from code_shapes import lcb_private_tests
 
 GOOD = {"input": ["1\n"], "output": ["2\n"]}
 CASES = [

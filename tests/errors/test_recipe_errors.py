@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from bonforge.config import DataSource, FieldMap, ProblemsConfig, load_recipe
-from bonforge.data import resolve
+from bonforge.sources.data import resolve
 from bonforge.errors import ConfigError, DataError, FetchError
 from bonforge.stages.load import load_problems
 

@@ -7,9 +7,7 @@ set ``window.__pwned`` if the page ever rendered candidate text as HTML."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,16 +15,6 @@ from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"
-sys.path.insert(0, str(REPO / "tests" / "integration"))  # the integration tests' helpers (llm_server)
-
-_spec = importlib.util.spec_from_file_location("integration_conftest", REPO / "tests" / "integration" / "conftest.py")
-_integration = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_integration)
-sandbox_image = _integration.sandbox_image
-data_dir = _integration.data_dir
-seaweedfs = _integration.seaweedfs
-s3_env = _integration.s3_env
-
 HOSTILE = '<script>window.__pwned = "script"</script><img src=x onerror="window.__pwned = \'img\'">'
 FUSION_PROBLEMS = 12
 CODE_PROBLEMS = 4

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
-from procs import free_port, kill_group, start  # tests/integration (on the path through conftest.py)
+from procs import free_port, kill_group, start
 from typer.testing import CliRunner
 
 from bonforge.cli import app

@@ -1,0 +1,72 @@
+"""Obtaining public files: a mirror directory, a download cache, or a URL checked by sha256.
+
+Resolution order for a ``DataSource(path, url, sha256)``:
+
+1. ``$BONFORGE_DATA/<path>`` — a local mirror with the same relative layout (tests and CI use one);
+2. ``<path>`` as a local file or directory (absolute, or relative to the recipe's folder or the CWD);
+3. ``$BONFORGE_CACHE/<path>`` (default ``~/.cache/bonforge/data``), filled once by downloading ``url``.
+
+A download is written to a temporary name, checked against ``sha256`` and only then renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bonforge.config import DataSource
+from bonforge.errors import FetchError
+from bonforge.keys import sha256_file
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BONFORGE_CACHE", Path.home() / ".cache" / "bonforge" / "data"))
+
+
+def _checked(path: Path, src: DataSource) -> Path:
+    if src.sha256 and path.is_file() and sha256_file(path) != src.sha256:
+        raise FetchError(f"{path}: sha256 does not match the recipe's {src.sha256} (a different file?)")
+    return path
+
+
+def resolve(src: DataSource, base: Path | None = None) -> Path:
+    """Return a local path for ``src``, downloading it into the cache when needed."""
+    mirror = os.environ.get("BONFORGE_DATA")
+    if mirror and (Path(mirror) / src.path).exists():
+        return _checked(Path(mirror) / src.path, src)
+    local = Path(src.path) if Path(src.path).is_absolute() else (base or Path.cwd()) / src.path
+    if local.exists():
+        return _checked(local, src)
+    cached = cache_dir() / src.path
+    if cached.exists():
+        return _checked(cached, src)
+    if not src.url:
+        raise FetchError(
+            f"data file {src.path!r} not found: no mirror has it (BONFORGE_DATA={mirror or 'unset'}) and the "
+            f"recipe gives no url; set BONFORGE_DATA to a directory holding {src.path} or give a local path"
+        )
+    return _download(src, cached)
+
+
+def _download(src: DataSource, dest: Path) -> Path:
+    import httpx
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    try:
+        with httpx.stream("GET", src.url, follow_redirects=True, timeout=60) as r:
+            r.raise_for_status()
+            with open(tmp, "wb") as f:
+                for chunk in r.iter_bytes(1 << 20):
+                    f.write(chunk)
+    except httpx.HTTPError as e:
+        tmp.unlink(missing_ok=True)
+        raise FetchError(
+            f"could not download {src.url} ({e.__class__.__name__}: {e}). Offline? Set BONFORGE_DATA to a "
+            f"directory that holds {src.path}, or put the file at {dest}"
+        ) from None
+    if src.sha256 and (got := sha256_file(tmp)) != src.sha256:
+        tmp.unlink(missing_ok=True)
+        raise FetchError(f"{src.url}: sha256 {got} does not match the recipe's {src.sha256}")
+    os.replace(tmp, dest)
+    return dest

@@ -1,0 +1,230 @@
+"""Trainer formats of the published datasets, and what each trainer needs to use them (``trainers``).
+
+GenSelect dataset:
+
+* ``verl``: verl's RL parquet — ``data_source``, ``prompt`` (chat messages), ``ability``,
+  ``reward_model {style: "rule", ground_truth}``, ``extra_info``. ``ground_truth`` is the JSON list of
+  correct candidate indices, scored by ``bonforge.rewards.genselect``. TRL's GRPOTrainer loads the same
+  file.
+* ``plain``: the genselect table as stored (one row per prompt).
+
+RL dataset (``export.rl``): the kept problems themselves.
+
+* ``rl``: the same verl layout, one row per kept problem, the prompt rendered with the sampling template;
+  ``ground_truth`` is the gold answer as stored (math, read by the reward as the verdicts stage reads it:
+  a plain answer or a worked solution with a marker) or the JSON test spec (code); ``extra_info.verify``
+  holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code`` check exactly as the
+  verdicts stage did.
+* ``candidates``: the kept problems' candidates with their verdicts (``reward`` = the fraction of tests
+  passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bonforge.tables.ordering import sort_by
+from bonforge.errors import DataError
+from bonforge.selection.templates import render
+
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
+
+
+def verl_schema(extra_info: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    """verl's RL layout with the given ``extra_info`` fields."""
+    return pa.schema([("data_source", pa.string()), ("prompt", MESSAGES), ("ability", pa.string()),
+                      ("reward_model", REWARD_MODEL), ("extra_info", pa.struct(extra_info))])  # fmt: skip
+
+
+VERL_SCHEMA = verl_schema([("prompt_id", pa.string()), ("problem_id", pa.string()), ("index", pa.int32()),
+                           ("candidate_ids", pa.list_(pa.string())), ("n_candidates", pa.int32())])  # fmt: skip
+
+
+ORDER = [("problem_id", "ascending"), ("prompt_index", "ascending")]
+
+
+def _col(t: pa.Table, name: str) -> pa.Array:
+    return t.column(name).combine_chunks()
+
+
+def _const(value: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+def to_verl(genselect: pa.Table, data_source: str, start: int = 0) -> pa.Table:
+    """verl rows in (problem_id, prompt_index) order; ``extra_info.index`` counts from ``start``.
+    Built column by column in Arrow: no Python object per row."""
+    t = to_plain(genselect)
+    n = t.num_rows
+    message, reward, extra = (VERL_SCHEMA.field(f).type for f in ("prompt", "reward_model", "extra_info"))
+    messages = pa.StructArray.from_arrays([_const("user", n), _col(t, "prompt")], fields=list(message.value_type))
+    truth = pc.binary_join_element_wise(
+        "[", pc.binary_join(_col(t, "correct_indices").cast(pa.list_(pa.string())), ", "), "]", ""
+    )
+    columns = [
+        _const(data_source, n),
+        pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), messages, type=message),
+        _const("genselect", n),
+        pa.StructArray.from_arrays([_const("rule", n), truth], fields=list(reward)),
+        pa.StructArray.from_arrays(
+            [
+                _col(t, "prompt_id"),
+                _col(t, "problem_id"),
+                pa.array(np.arange(start, start + n, dtype=np.int32)),
+                _col(t, "candidate_ids"),
+                _col(t, "n_candidates"),
+            ],
+            fields=list(extra),
+        ),
+    ]
+    return pa.Table.from_arrays(columns, schema=VERL_SCHEMA)
+
+
+def to_plain(genselect: pa.Table) -> pa.Table:
+    """The genselect rows in (problem_id, prompt_index) order (as the stage writes them: then untouched)."""
+    return sort_by(genselect, [k for k, _ in ORDER])
+
+
+def formats(genselect: pa.Table, names: list[str], data_source: str, start: int = 0) -> dict[str, pa.Table]:
+    return {name: to_verl(genselect, data_source, start) if name == "verl" else to_plain(genselect) for name in names}
+
+
+def stream(shards: Iterable[pa.Table], names: list[str], data_source: str) -> Iterator[dict[str, pa.Table]]:
+    """``formats`` of each genselect shard in turn (shards hold whole problems in problem_id order, so the
+    concatenation is in (problem_id, prompt_index) order): one shard at a time."""
+    start, last = 0, None
+    for shard in shards:
+        shard = to_plain(shard)  # then formats() finds it in order
+        if shard.num_rows:
+            first, last_row = (_order_key(shard, i) for i in (0, shard.num_rows - 1))
+            if last is not None and first <= last:
+                raise ValueError(f"genselect shards out of problem order at {first}")
+            last = last_row
+        yield formats(shard, names, data_source, start)
+        start += shard.num_rows
+
+
+def _order_key(t: pa.Table, i: int) -> tuple:
+    return t["problem_id"][i].as_py(), t["prompt_index"][i].as_py()
+
+
+# -- the RL export of the kept problems -------------------------------------------------------------------
+RL_SCHEMA = verl_schema([("problem_id", pa.string()), ("index", pa.int32()), ("question", pa.string()),
+                         ("pass_rate", pa.float64()), ("verify", pa.string())])  # fmt: skip
+
+RL_CANDIDATES_SCHEMA = pa.schema(
+    [
+        ("problem_id", pa.string()),
+        ("candidate_id", pa.string()),
+        ("teacher", pa.string()),
+        ("response", pa.string()),
+        ("reward", pa.float64()),
+        ("correct", pa.bool_()),
+        ("status", pa.string()),
+    ]
+)
+
+
+def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: dict, start: int = 0) -> pa.Table:
+    """RL rows in problem_id order from ``kept`` (problem_id, domain, question, answer, tests, pass_rate);
+    ``extra_info.index`` counts from ``start``. ``templates`` and ``verify`` map a domain to its prompt
+    template and its checking config (a model with ``key_config()``)."""
+    settings = {d: json.dumps(cfg.key_config(), sort_keys=True) for d, cfg in verify.items()}
+    rows = []
+    for i, r in enumerate(kept.sort_by("problem_id").to_pylist(), start):
+        domain = r["domain"]
+        truth = r["tests"] if domain == "code" else r["answer"]
+        if not truth:
+            field = "tests" if domain == "code" else "answer"
+            raise DataError("a kept problem has no ground truth", "problems", r["problem_id"], field)
+        rows.append({
+            "data_source": data_source,
+            "prompt": [{"role": "user", "content": render(templates[domain], r["question"])}],
+            "ability": domain,
+            "reward_model": {"style": "rule", "ground_truth": truth},
+            "extra_info": {"problem_id": r["problem_id"], "index": i, "question": r["question"],
+                           "pass_rate": r["pass_rate"], "verify": settings[domain]},
+        })  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
+
+
+KEPT_PROBLEMS = """
+    SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate
+    FROM problems p JOIN problem_stats s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
+    ORDER BY p.problem_id
+"""
+KEPT_CANDIDATES = {"problem_id": "candidates", "candidate_id": "candidates", "teacher": "candidates",
+                   "response": "candidates.text", "reward": "verdicts", "correct": "verdicts", "status": "verdicts"}
+_BATCH = 100_000  # rows per part written
+
+
+def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> Iterator[dict[str, pa.Table]]:
+    """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
+    ``problem_stats``, in parts of _BATCH rows in problem_id order: the kept problems, then their candidates
+    (streamed in chunks of whole problems: never all the texts at once)."""
+    from bonforge.selection import judged_pool
+
+    start = 0
+    for batch in i.con.sql(KEPT_PROBLEMS).to_arrow_reader(_BATCH):
+        yield {"rl": to_rl(pa.Table.from_batches([batch]), data_source, templates, verify, start)}
+        start += batch.num_rows
+    if not start:
+        yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}  # the schema of an empty file
+    order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
+    for part in judged_pool.rebatched((t.sort_by(order) for t in judged_pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
+        yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
+
+
+def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
+    """(parts, trainers) of the RL dataset of the kept problems (``export.rl``), with the reward of the
+    recipe's domain."""
+    from bonforge.selection import templates
+
+    cfg, domain = recipe.export.rl, recipe.problems.domain
+    prompt = templates.load(cfg.template, f"sample_{domain}.txt", ("{question}",), "export.rl.template")
+    # the policy answers the sampling template in a fenced block: `auto` also reads completions
+    code = recipe.verify.code.model_copy(update={"extraction": "auto"})
+    verify = {"math": recipe.verify.math, "code": code}
+    parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify)
+    return parts, trainers(domain, "rl/train.parquet")
+
+
+def genselect_trainers(recipe) -> dict | None:
+    """The GenSelect dataset's ``trainers`` section (for its verl file)."""
+    if "verl" not in recipe.export.formats:
+        return None
+    return trainers("genselect", "verl/train.parquet", recipe.genselect.max_tokens)
+
+
+def sft_trainers() -> dict:
+    """The FusioN SFT dataset's ``trainers`` section."""
+    return trainers(None, "trl/train.parquet", sft=True)
+
+
+# -- what each trainer needs ----------------------------------------------------------------------------------
+def trainers(reward: str | None, train_file: str, max_prompt_tokens: int | None = None, sft: bool = False) -> dict:
+    """The manifest's ``trainers`` section. ``reward``: the reward module (``genselect``, ``math``,
+    ``code``) for RL data; ``max_prompt_tokens``: the longest prompt the data may hold (verl's default
+    ``data.max_prompt_length`` of 512 would drop most GenSelect prompts); ``sft``: a TRL ``messages`` file
+    for SFTTrainer instead."""
+    if sft:
+        return {"trl": {"trainer": "SFTTrainer", "train_file": train_file, "format": "messages"}}
+    module = f"bonforge.rewards.{reward}"
+    pairs = [("path", f"pkg://{module}"), ("name", "compute_score")]
+    data = ["data.reward_fn_key=data_source"]
+    if max_prompt_tokens:
+        data.append(f"data.max_prompt_length={max_prompt_tokens}")
+    return {
+        "verl": {
+            "train_file": train_file,
+            "overrides": [f"reward.custom_reward_function.{k}={v}" for k, v in pairs] + data,
+            "legacy_overrides": [f"custom_reward_function.{k}={v}" for k, v in pairs],
+        },
+        "trl": {"trainer": "GRPOTrainer", "train_file": train_file, "reward_funcs": f"{module}.{reward}_reward"},
+    }  # fmt: skip

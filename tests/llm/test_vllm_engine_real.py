@@ -1,0 +1,111 @@
+"""The `vllm` engine for real on CPU: SmolLM2-135M in a Ray actor (device: cpu), the same code path as on
+GPUs. One engine serves the module; a killed run is resumed by it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from real_models import Kept, chat, check_samples, problems, texts
+
+from bonforge.llm.config import VLLMTeacher
+from bonforge.storage.store import StageStore
+from sampling import sample_stage
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"  # sampling.py & co., for the child
+
+STAGE = "candidates"
+
+pytestmark = pytest.mark.slow
+MAX_TOKENS = 16
+
+
+def teacher(**kw) -> VLLMTeacher:
+    base = dict(engine="vllm", name="smol", model="smollm2-135m-instruct", device="cpu", dtype="float32",
+                max_model_len=1024, n=3, temperature=1.0, top_p=0.95, max_tokens=MAX_TOKENS,
+                cpus_per_replica=1, shard_problems=2)  # gpu_memory_utilization: the CPU default (0.2)
+    return VLLMTeacher(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def engine(smollm2):
+    pytest.importorskip("vllm")
+    from bonforge.llm.vllm_engine import VLLMEngine
+
+    real = VLLMEngine(teacher())
+    real.start()
+    yield Kept(real)
+    real.close()
+
+
+def test_samples_are_seeded_reproducible_and_counted(engine, smollm2):
+    from transformers import AutoTokenizer
+
+    reqs = [chat("a", "What is 2 + 3?", n=4, seed=100), chat("b", "Name a fruit.", n=3, seed=7)]
+    first = engine.generate(reqs)
+    check_samples(first, reqs, MAX_TOKENS)
+    assert texts(engine.generate(reqs)) == texts(first)  # same seeds, same samples
+    assert texts(engine.generate([chat("a", "What is 2 + 3?", n=4, seed=500)])) != texts(first[:1])
+    tok = AutoTokenizer.from_pretrained(smollm2)
+    rendered = tok.apply_chat_template(list(reqs[0].messages), tokenize=False, add_generation_prompt=True)
+    assert first[0][0].prompt_tokens == len(tok(rendered, add_special_tokens=False)["input_ids"])
+    assert {c.engine for cs in first for c in cs} == {"vllm"}
+
+
+def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(engine, tmp_path):
+    t = teacher()
+    man = sample_stage(StageStore(tmp_path), problems(3, long=True), t, engine=engine)
+    assert man["rows"] == 3 * t.n and man["skipped_requests"] == 1
+    assert man["problems_short_of_n"] == ["real/long"]
+    assert man["engine"] == "vllm" and man["tokens"]["completion"] > 0
+
+
+_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    from real_models import problems
+    from test_real_vllm import teacher
+    from bonforge.storage.store import StageStore
+    from sampling import sample_stage
+    sample_stage(StageStore({root!r}), problems(), teacher(shard_problems=1))
+""")
+
+
+def test_killed_run_resumes_without_regenerating_finished_shards(engine, tmp_path):
+    """A run in another process (its own Ray and vLLM) is killed after its first shard; the rerun
+    generates only the problems of the missing shards, and the table equals a clean run's."""
+    store = StageStore(tmp_path / "store")
+    code = _CHILD.format(here=str(HELPERS), root=str(store.root))
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stage_dir, keys = store.root / "stages" / STAGE, []
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and child.poll() is None:
+            keys = list(stage_dir.iterdir()) if stage_dir.is_dir() else []
+            if keys and store.done_shards(STAGE, keys[0].name):
+                break
+            time.sleep(0.05)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL, "the child ended before it could be killed"
+    key = keys[0].name
+    done = store.done_shards(STAGE, key)
+    assert 1 <= len(done) < 4 and not store.exists(STAGE, key)
+
+    before = len(engine.requests)
+    man = sample_stage(store, problems(), teacher(shard_problems=1), engine=engine)
+    regenerated = {r.id for r in engine.requests[before:]}
+    assert regenerated == {f"real/{i}" for i in range(4) if i not in done}
+    assert man["key"] == key and man["shards_resumed"] == len(done) and man["rows"] == 4 * 3
+
+    clean = sample_stage(StageStore(tmp_path / "clean"), problems(), teacher(shard_problems=1), engine=engine)
+    rows = lambda st, k: st.read(STAGE, k).sort_by("candidate_id").to_pylist()  # noqa: E731
+    assert rows(store, key) == rows(StageStore(tmp_path / "clean"), clean["key"])

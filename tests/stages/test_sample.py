@@ -1,0 +1,121 @@
+"""The sampling stage's pure parts: stage key, seeds, prompts, the table it writes (fake engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bonforge.errors import ConfigError, DataError
+from bonforge.llm.base import problem_seed
+from bonforge.llm.config import TransformersTeacher
+from bonforge.llm.models import model_identity
+from bonforge.schema import CANDIDATES
+from bonforge.storage.store import StageStore
+from bonforge.engine import run_node
+from bonforge.stage import Ref
+from bonforge.stages import sample
+from bonforge.stages.sample import Sampler, key_config
+from bonforge.selection.templates import render
+from fakes import EchoEngine, openai_teacher, problems
+
+
+def test_render_keeps_other_braces():
+    assert render("Put it in \\boxed{}.\n{question}", "x^{2}") == "Put it in \\boxed{}.\nx^{2}"
+
+
+def test_problem_seed_is_stable_and_distinct():
+    assert problem_seed(0, "gsm8k/1") == problem_seed(0, "gsm8k/1")
+    assert len({problem_seed(0, f"gsm8k/{i}") for i in range(1000)}) == 1000
+    assert problem_seed(1, "gsm8k/1") != problem_seed(0, "gsm8k/1")
+    assert 0 <= problem_seed(7, "x") < 2**31
+
+
+def test_sampler_writes_candidates_with_ids_seeds_and_tokens():
+    engine = EchoEngine()
+    t = openai_teacher()
+    out = Sampler(t, engine)(problems("What is 1+1?", "What is 2+2?"))
+    assert out.schema == CANDIDATES and out.num_rows == 4
+    rows = out.sort_by("candidate_id").to_pylist()
+    assert rows[1]["candidate_id"] == "p0/t/1" and rows[1]["reasoning"] == "why" and rows[1]["text"] == "answer 1"
+    assert rows[1]["seed"] == problem_seed(0, "p0") + 1 and rows[1]["reference_correct"] is None
+    req = engine.requests[0]
+    assert "What is 1+1?" in req.messages[0]["content"] and "\\boxed{}" in req.messages[0]["content"]
+    assert (req.n, req.max_tokens, req.temperature) == (t.n, t.max_tokens, t.temperature)
+
+
+def test_code_problems_use_the_code_template():
+    engine = EchoEngine()
+    Sampler(openai_teacher(), engine)(problems("Print hello.", domain="code"))
+    assert "```python" in engine.requests[0].messages[0]["content"]
+
+
+def test_empty_question_names_the_problem():
+    with pytest.raises(DataError, match=r"problems, record p1, field 'question': empty question"):
+        Sampler(openai_teacher(), EchoEngine())(problems("ok", " "))
+
+
+def test_unknown_domain_names_the_problem():
+    with pytest.raises(DataError, match=r"problems, record p0, field 'domain': unknown domain 'bio'"):
+        Sampler(openai_teacher(), EchoEngine())(problems("x?", domain="bio"))
+
+
+def test_key_changes_with_template_params_and_model_but_not_exec_settings(tmp_path):
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("Q: {question}")
+    base = key_config(openai_teacher(prompt_template=str(tpl)))
+    assert base == key_config(openai_teacher(prompt_template=str(tpl), base_url="http://other/v1",
+                                             max_concurrency=3))
+    assert base != key_config(openai_teacher(prompt_template=str(tpl), temperature=0.1))
+    assert base != key_config(openai_teacher(prompt_template=str(tpl), revision="abc"))
+    tpl.write_text("Question: {question}")
+    assert base != key_config(openai_teacher(prompt_template=str(tpl)))
+    assert set(key_config(openai_teacher())["prompt_template"]) == {"math", "code"}
+
+
+def test_bad_template_fails_naming_the_teacher(tmp_path):
+    tpl = tmp_path / "t.txt"
+    tpl.write_text("no placeholder")
+    with pytest.raises(ConfigError, match=r"teachers.t.prompt_template: .* has no \{question\} placeholder"):
+        key_config(openai_teacher(prompt_template=str(tpl)))
+    with pytest.raises(ConfigError, match=r"teachers.t.prompt_template: cannot read"):
+        key_config(openai_teacher(prompt_template=str(tmp_path / "missing.txt")))
+
+
+def test_local_model_identity_follows_the_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    first = model_identity(str(tmp_path), None)
+    assert "local_dir_sha256" in first and model_identity(str(tmp_path), None) == first
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 10)
+    assert model_identity(str(tmp_path), None) != first
+    t = TransformersTeacher(engine="transformers", name="x", model=str(tmp_path))
+    assert key_config(t)["model"] == model_identity(str(tmp_path), None)
+    assert model_identity("Qwen/Qwen3-1.7B", "main") == {"name": "Qwen/Qwen3-1.7B", "revision": "main"}
+
+
+def test_stage_key_is_known_before_running(tmp_path):
+    t = openai_teacher()
+    store = StageStore(tmp_path)
+    store.write_shard("problems", "pk", 0, problems("a?", "b?"))
+    ref = Ref("problems", "pk", store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
+    node = sample.node(ref, t, engine=EchoEngine())
+    assert node.key == sample.node(Ref("problems", "pk"), t).key != sample.node(Ref("problems", "other"), t).key
+    man = run_node(store, node)
+    assert man["key"] == node.key and man["upstream"] == {"problems": "pk"} and man["config"] == key_config(t)
+    assert man["tokens"] == {"prompt": 44, "completion": 20} and man["teacher"] == "t"
+
+
+class SkipsLong(EchoEngine):
+    """Answers every request except those whose question mentions 'long' (as if over the window)."""
+
+    def generate(self, requests):
+        out = super().generate(requests)
+        return [[] if "long" in r.messages[0]["content"] else cs for r, cs in zip(requests, out)]
+
+
+def test_a_skipped_prompt_is_reported_although_it_has_no_rows(tmp_path):
+    store = StageStore(tmp_path)
+    table = problems("a?", "a long one?", "b?")
+    store.write_shard("problems", "pk", 0, table)
+    ref = Ref("problems", "pk", store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
+    man = run_node(store, sample.node(ref, openai_teacher(), engine=SkipsLong()))
+    assert man["rows"] == 4 and man["skipped_requests"] == 1
+    assert man["problems_short_of_n"] == ["p1"] and man["problems_short_of_n_count"] == 1

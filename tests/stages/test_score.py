@@ -1,0 +1,157 @@
+import itertools
+from math import comb
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from fakes import brute_majority
+
+from bonforge.config import FilterConfig, ScoreConfig
+from bonforge.selection.metrics import default_ks, max_at_k, pass_at_k
+from bonforge.schema import DropReason
+from bonforge.stages.score import drop_reason, score
+
+
+def test_filter_keeps_open_interval_and_records_why():
+    cfg = FilterConfig()
+    assert drop_reason(4, 0.0, cfg) is DropReason.TOO_HARD
+    assert drop_reason(4, 0.25, cfg) is None
+    assert drop_reason(4, 0.5, cfg) is None
+    assert drop_reason(4, 0.75, cfg) is DropReason.TOO_EASY
+    assert drop_reason(1, 0.0, cfg) is DropReason.TOO_FEW_CANDIDATES
+
+
+def test_score_table_overall_and_per_teacher():
+    v = pa.table({
+        "problem_id": ["a"] * 4 + ["b"] * 2,
+        "teacher": ["t1", "t1", "t2", "t2", "t1", "t2"],
+        "candidate_id": ["a/t1/0", "a/t1/1", "a/t2/0", "a/t2/1", "b/t1/0", "b/t2/0"],
+        "correct": [True, False, False, False, True, True],
+        "reward": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0],
+        "extracted": ["5", "4", "4", None, "7", "7"],
+    })
+    out = {(r["problem_id"], r["teacher"]): r for r in score(v, ScoreConfig(), FilterConfig()).to_pylist()}
+    assert set(out) == {("a", "*"), ("a", "t1"), ("a", "t2"), ("b", "*"), ("b", "t1"), ("b", "t2")}
+    a = out[("a", "*")]
+    assert (a["n"], a["n_correct"], a["pass_rate"], a["keep"]) == (4, 1, 0.25, True)
+    assert dict(a["pass_at_k"]) == {1: 0.25, 2: 0.5, 4: 1.0}
+    assert dict(a["majority_at_k"])[4] == 0.0  # "4" wins 2 votes to 1
+    assert out[("a", "t2")]["n_correct"] == 0
+    b = out[("b", "*")]
+    assert b["keep"] is False and b["drop_reason"] == "too_easy"
+
+
+def _old_majority(answers, correct, k, seed_text):
+    """majority@k as the stage computed it before it was vectorised: exact enumeration when C(n, k) <= 512,
+    else 512 seeded random subsets."""
+    from bonforge.selection.metrics import _answer_groups, _sampled_majority, _votes
+
+    groups, gc = _answer_groups(answers, correct)
+    if not len(gc):
+        return None
+    if comb(len(answers), k) > 512:
+        return _sampled_majority(groups, gc, k, seed_text)
+    index = np.array(list(itertools.combinations(range(len(answers)), k)))
+    return float(np.mean(_votes(groups[index], gc)))
+
+
+def _reference_rows(v: pa.Table, ks_cfg, filter_cfg) -> dict:
+    """The per-problem, per-teacher loop the vectorised stage replaced."""
+    rows = {}
+    recs = sorted(v.to_pylist(), key=lambda r: (r["problem_id"], r["teacher"], r["candidate_id"]))
+    by_pid: dict = {}
+    for r in recs:
+        by_pid.setdefault(r["problem_id"], []).append(r)
+    for pid, group in by_pid.items():
+        parts = [("*", group)] + [(t, [r for r in group if r["teacher"] == t])
+                                  for t in sorted({r["teacher"] for r in group})]
+        reason = drop_reason(len(group), sum(r["correct"] for r in group) / len(group), filter_cfg)
+        for teacher, g in parts:
+            n, c = len(g), sum(r["correct"] for r in g)
+            ks = [k for k in (ks_cfg or default_ks(n)) if k <= n]
+            answers, correct = [r["extracted"] for r in g], [r["correct"] for r in g]
+            rewards = np.array([r["reward"] for r in g])
+            rows[(pid, teacher)] = {
+                "n": n, "n_correct": c, "pass_rate": c / n, "mean_reward": float(rewards.mean()),
+                "pass_at_k": [(k, pass_at_k(n, c, k)) for k in ks],
+                "majority_at_k": [(k, _old_majority(answers, correct, k, f"{pid}/{teacher}")) for k in ks]
+                if any(a is not None for a in answers) else None,
+                "max_at_k": [(k, max_at_k(rewards, k)) for k in ks],
+                "keep": reason is None, "drop_reason": reason,
+            }
+    return rows
+
+
+def _random_verdicts(seed: int, problems: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    cols: dict[str, list] = {k: [] for k in ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]}
+    for p in range(problems):
+        wide = p % 10 == 0  # 40 candidates with 20 answers: majority@k must be sampled for middle k
+        alphabet = [str(i) for i in range(20 if wide else 4)] + [None]
+        fractional = p % 3 == 0
+        for t in range(1 if wide else int(rng.integers(1, 4))):
+            for s in range(40 if wide else int(rng.integers(1, 9))):
+                a = alphabet[int(rng.integers(len(alphabet)))]
+                ok = a == "0" if rng.random() < 0.9 else bool(rng.random() < 0.5)
+                cols["problem_id"].append(f"p{p:03d}")
+                cols["teacher"].append(f"t{t}")
+                cols["candidate_id"].append(f"p{p:03d}/t{t}/{s:02d}")
+                cols["correct"].append(ok)
+                cols["reward"].append(float(rng.random()) if fractional else float(ok))
+                cols["extracted"].append(a)
+    return pa.table(cols)
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(ka == kb and _close(va, vb) for (ka, va), (kb, vb) in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-12
+    return a == b
+
+
+@pytest.mark.parametrize("ks", [None, [1, 3, 5, 16]])
+def test_vectorised_stage_matches_the_per_problem_loop(ks):
+    """Same rows and values as before, except majority@k where the loop sampled and it is now exact: there
+    it matches brute force; where the stage still samples, it draws the same subsets (same values)."""
+    v = _random_verdicts(7, 120)
+    got = {(r["problem_id"], r["teacher"]): r for r in score(v, ScoreConfig(ks=ks), FilterConfig()).to_pylist()}
+    want = _reference_rows(v, ks, FilterConfig())
+    assert list(got) == list(want)  # the order too: per problem, "*" first, then each teacher
+    n_sampled = 0
+    for key, w in want.items():
+        g = got[key]
+        for col in ["n", "n_correct", "pass_rate", "mean_reward", "pass_at_k", "max_at_k", "keep", "drop_reason"]:
+            assert _close(g[col], w[col]), (key, col, g[col], w[col])
+        if w["majority_at_k"] is None:
+            assert g["majority_at_k"] is None
+            continue
+        by_pid = v.filter(pc.equal(v["problem_id"], key[0])).to_pylist()
+        rows = [r for r in sorted(by_pid, key=lambda r: (r["teacher"], r["candidate_id"]))
+                if key[1] == "*" or r["teacher"] == key[1]]
+        answers, correct = [r["extracted"] for r in rows], [r["correct"] for r in rows]
+        for (k, gv), (_, wv) in zip(g["majority_at_k"], w["majority_at_k"]):
+            if comb(len(answers), k) <= 512:
+                assert abs(gv - wv) <= 1e-12, (key, k)
+            elif len(answers) <= 16:
+                assert abs(gv - brute_majority(answers, correct, k)) <= 1e-12, (key, k)
+            elif gv == wv:
+                n_sampled += 1  # still sampled: the same seeded draws
+    assert n_sampled >= 10
+
+
+def test_a_drop_reason_is_one_code_whatever_the_numbers():
+    """Two problems too easy at different pass rates carry the same code (a GROUP BY gives one row per reason;
+    before, the rate was written into the reason)."""
+    v = pa.table({
+        "problem_id": ["a"] * 4 + ["b"] * 4,
+        "teacher": ["t"] * 8,
+        "candidate_id": [f"{p}/t/{i}" for p in "ab" for i in range(4)],
+        "correct": [True, True, True, False, True, True, True, True],
+        "reward": [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        "extracted": ["1"] * 8,
+    })
+    out = score(v, ScoreConfig(), FilterConfig()).filter(pc.equal(pc.field("teacher"), "*"))
+    assert out.column("drop_reason").to_pylist() == ["too_easy", "too_easy"]
+    assert {DropReason(r).words for r in out.column("drop_reason").to_pylist()} == {"too easy"}

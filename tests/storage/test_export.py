@@ -1,0 +1,159 @@
+"""Dataset versions: immutable, content-addressed, with lineage and checksums; verl format."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bonforge.schema import GENSELECT
+from bonforge.storage.datasets import publish
+from bonforge.storage.fs import sha256_file
+from bonforge.storage.export import VERL_SCHEMA, formats
+
+
+def genselect(n: int) -> pa.Table:
+    return pa.Table.from_pylist([{
+        "prompt_id": f"p{i}#0", "problem_id": f"p{i}", "prompt_index": 0, "candidate_ids": ["a", "b", "c"],
+        "n_candidates": 3, "correct_indices": [1], "prompt": f"prompt {i}", "n_tokens": 5, "token_counter": "estimate",
+    } for i in range(n)], schema=GENSELECT)
+
+
+def test_verl_rows():
+    t = formats(genselect(2), ["verl", "plain"], "bonforge/x")
+    assert t["verl"].schema == VERL_SCHEMA and t["plain"].num_rows == 2
+    row = t["verl"].to_pylist()[1]
+    assert row["prompt"] == [{"role": "user", "content": "prompt 1"}]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "[1]"}
+    assert row["extra_info"]["problem_id"] == "p1" and row["ability"] == "genselect"
+
+
+def test_identical_content_reuses_the_version_and_new_content_gets_the_next(tmp_path):
+    lineage = {"stages": {"genselect": ["k1"]}}
+    v1 = publish(tmp_path, "ds", formats(genselect(3), ["verl", "plain"], "x"), lineage)
+    again = publish(tmp_path, "ds", formats(genselect(3), ["verl", "plain"], "x"), {"stages": {"genselect": ["k9"]}})
+    v2 = publish(tmp_path, "ds", formats(genselect(4), ["verl", "plain"], "x"), lineage)
+    assert (v1["version"], again["version"], v2["version"]) == (1, 1, 2)
+    assert v1["reused"] is False and again["reused"] is True
+    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["v1", "v2"]
+    man = json.loads((tmp_path / "datasets" / "ds" / "v1" / "manifest.json").read_text())
+    assert man["stages"] == {"genselect": ["k1"]}  # v1's lineage is untouched by the reuse
+    for name, meta in man["files"].items():
+        path = tmp_path / "datasets" / "ds" / "v1" / name
+        assert sha256_file(path) == meta["sha256"] and pq.read_metadata(path).num_rows == meta["rows"]
+    # nothing half-written is left beside the versions
+    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["v1", "v2"]
+
+
+def test_stream_of_shards_equals_one_table(tmp_path):
+    """Export streams genselect shard by shard: the same rows and indices as one whole table (one row
+    group per shard, so the bytes differ)."""
+    from bonforge.storage.export import stream
+
+    whole = genselect(7)
+    shards = [whole.slice(0, 3), whole.slice(3, 0), whole.slice(3)]
+    one = publish(tmp_path / "a", "ds", formats(whole, ["verl", "plain"], "x"), {})
+    many = publish(tmp_path / "b", "ds", stream(shards, ["verl", "plain"], "x"), {})
+    assert one["files"]["verl/train.parquet"]["rows"] == many["files"]["verl/train.parquet"]["rows"] == 7
+    for fmt in ("verl", "plain"):
+        a, b = (pq.read_table(tmp_path / d / "datasets" / "ds" / "v1" / fmt / "train.parquet") for d in "ab")
+        assert a.equals(b)
+    verl = pq.read_table(tmp_path / "b" / "datasets" / "ds" / "v1" / "verl" / "train.parquet")
+    assert [r["index"] for r in verl.column("extra_info").to_pylist()] == list(range(7))
+
+
+def test_ground_truth_is_the_json_list_of_correct_indices():
+    t = genselect(1).set_column(5, "correct_indices", pa.array([[0, 2, 11]], pa.list_(pa.int32())))
+    assert json.loads(formats(t, ["verl"], "x")["verl"]["reward_model"][0]["ground_truth"].as_py()) == [0, 2, 11]
+
+
+def test_stream_refuses_shards_out_of_problem_order():
+    import pytest
+
+    from bonforge.storage.export import stream
+
+    whole = genselect(4)
+    with pytest.raises(ValueError, match="out of problem order"):
+        list(stream([whole.slice(2), whole.slice(0, 2)], ["plain"], "x"))
+
+
+def test_manifest_carries_the_trainers_section_and_it_is_part_of_the_content(tmp_path):
+    from bonforge.storage.export import trainers
+
+    section = trainers("genselect", "verl/train.parquet", 16384)
+    assert section["verl"]["overrides"] == [
+        "reward.custom_reward_function.path=pkg://bonforge.rewards.genselect",
+        "reward.custom_reward_function.name=compute_score",
+        "data.reward_fn_key=data_source",
+        "data.max_prompt_length=16384",
+    ]
+    assert section["verl"]["legacy_overrides"][0] == "custom_reward_function.path=pkg://bonforge.rewards.genselect"
+    assert section["trl"]["reward_funcs"] == "bonforge.rewards.genselect.genselect_reward"
+    v1 = publish(tmp_path, "ds", formats(genselect(2), ["verl"], "x"), {}, trainers=section)
+    man = json.loads((tmp_path / "datasets" / "ds" / "v1" / "manifest.json").read_text())
+    assert man["trainers"] == section
+    math = trainers("math", "verl/train.parquet")
+    other = publish(tmp_path, "ds", formats(genselect(2), ["verl"], "x"), {}, trainers=math)
+    assert (v1["version"], other["version"]) == (1, 2)  # same files, other instructions: a new version
+
+
+def kept_problems(domain: str = "math") -> pa.Table:
+    return pa.Table.from_pylist([
+        {"problem_id": "gsm8k/2", "domain": domain, "question": "Two plus {x}?", "pass_rate": 0.25,
+         "answer": "He has 2 + 2 = 4 apples.\nA: 4", "tests": '{"kind": "stdio", "tests": []}'},
+        {"problem_id": "gsm8k/1", "domain": domain, "question": "One?", "pass_rate": 0.5, "answer": "#### 1,000",
+         "tests": '{"kind": "stdio", "tests": []}'},
+    ])  # fmt: skip
+
+
+def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
+    from bonforge.config import MathVerifyConfig
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.storage.export import RL_SCHEMA, to_rl
+
+    verify = {"math": MathVerifyConfig(patterns=[r"(?m)^A:\s*(.+?)\s*$", r"####\s*(.+?)\s*$"]),
+              "code": CodeVerifyConfig()}
+    t = to_rl(kept_problems(), "bonforge/gsm8k", {"math": "Solve: {question}"}, verify)
+    assert t.schema == RL_SCHEMA
+    first, second = t.to_pylist()
+    assert first["extra_info"]["problem_id"] == "gsm8k/1" and first["extra_info"]["index"] == 0  # problem order
+    assert first["reward_model"] == {"style": "rule", "ground_truth": "#### 1,000"}  # read by the reward
+    assert second["reward_model"]["ground_truth"] == "He has 2 + 2 = 4 apples.\nA: 4"
+    assert second["prompt"] == [{"role": "user", "content": "Solve: Two plus {x}?"}]  # other braces stay
+    assert (second["ability"], second["data_source"]) == ("math", "bonforge/gsm8k")
+    assert second["extra_info"]["pass_rate"] == 0.25
+    assert MathVerifyConfig(**json.loads(second["extra_info"]["verify"])) == verify["math"]
+    code = to_rl(kept_problems("code"), "bonforge/h", {"code": "{question}"}, verify).to_pylist()
+    assert code[0]["reward_model"]["ground_truth"] == '{"kind": "stdio", "tests": []}'
+    assert CodeVerifyConfig(**json.loads(code[0]["extra_info"]["verify"])).time_limit_s == 3.0
+
+
+def test_rl_export_refuses_a_kept_problem_without_ground_truth():
+    import pytest
+
+    from bonforge.config import MathVerifyConfig
+    from bonforge.errors import DataError
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.storage.export import to_rl
+
+    t = kept_problems("code").set_column(5, "tests", pa.array([None, "{}"], pa.string()))
+    with pytest.raises(DataError, match=r"problems, record gsm8k/2, field 'tests': a kept problem has no ground truth"):
+        to_rl(t, "x", {"code": "{question}"}, {"math": MathVerifyConfig(), "code": CodeVerifyConfig()})
+
+
+def test_a_stream_that_fails_part_way_publishes_nothing_and_leaves_nothing(tmp_path):
+    """The first part's files are being written on their threads when the second part fails."""
+    import pytest
+
+    def parts():
+        yield formats(genselect(2000), ["verl", "plain"], "x")
+        raise ValueError("shard 2 is bad")
+
+    with pytest.raises(ValueError, match="shard 2 is bad"):
+        publish(tmp_path, "ds", parts(), {"stages": {}})
+    assert list((tmp_path / "datasets" / "ds").iterdir()) == []  # no version, no leftover
+    part = formats(genselect(2000), ["verl", "plain"], "x")
+    good = publish(tmp_path, "ds", [part, part], {"stages": {}})
+    assert good["version"] == 1 and good["files"]["verl/train.parquet"]["rows"] == 4000
+    for fmt in ("verl", "plain"):  # each file holds its parts in order
+        got = pq.read_table(tmp_path / "datasets" / "ds" / "v1" / fmt / "train.parquet")
+        assert got.equals(pa.concat_tables([part[fmt], part[fmt]]))

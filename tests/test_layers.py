@@ -1,0 +1,185 @@
+"""The layering the README states: every module imports; no import cycle between bonforge modules (every
+import statement counts, also those inside functions); stage modules (``stages/``) and the declaration
+(``stage.py``) import neither the engine, the store, Ray nor Prefect, nor one another; stage keys are derived in
+one place."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "bonforge"
+SCRIPTS = {"bonforge.sandbox.runner"}  # runs alone inside the sandbox container; imports nothing of ours
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(name: str) -> set[str]:
+    """Every module named by an import statement of module ``name`` (absolute names, any depth)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def internal(names: set[str], own: str) -> set[str]:
+    """The bonforge modules among ``names`` (``from pkg import mod`` names the module)."""
+    out = set()
+    for n in names:
+        while n and n not in MODULES:
+            n = n.rpartition(".")[0]
+        if n and n != own:
+            out.add(n)
+    return out
+
+
+GRAPH = {m: internal(imported(m), m) for m in MODULES}
+
+
+def test_every_module_imports():
+    for name in MODULES.keys() - SCRIPTS:
+        importlib.import_module(name)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                found.append(sorted(component + [v]))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_between_bonforge_modules():
+    assert cycles(GRAPH) == []
+
+
+FORBIDDEN = ("ray", "prefect", "bonforge.engine", "bonforge.storage")
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("bonforge.stages") or m == "bonforge.stage"))
+def test_stage_modules_import_neither_engine_store_ray_nor_prefect(name):
+    bad = sorted(n for n in imported(name) if any(n == f or n.startswith(f + ".") for f in FORBIDDEN))
+    assert bad == [], f"{name} imports {bad}"
+
+
+def test_importing_the_stages_loads_neither_ray_nor_prefect_nor_the_engine():
+    code = ("import sys, pkgutil, importlib, bonforge.stages, bonforge.stage\n"
+            "for m in pkgutil.iter_modules(bonforge.stages.__path__): importlib.import_module('bonforge.stages.' + "
+                "m.name)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'prefect') or "
+                "m.startswith('bonforge.engine')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_stage_key_has_one_caller():
+    callers = [name for name, path in MODULES.items()
+               if any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "stage_key"
+                      for n in ast.walk(ast.parse(path.read_text())))]  # fmt: skip
+    assert callers == ["bonforge.stage"]
+
+
+def reaches(name: str, prefix: str) -> list[str]:
+    """The modules under ``prefix`` that module ``name`` imports (directly)."""
+    return sorted(m for m in GRAPH[name] if m == prefix or m.startswith(prefix + "."))
+
+
+# Lower layers never import upper ones: running programs knows nothing of judging them, engines and the sandbox
+# know nothing of recipes, stages or the engine, and the engine reaches `bonforge up`'s services through their seam.
+DOWNWARD = [
+    ("bonforge.sandbox", ("bonforge.judging", "bonforge.stages", "bonforge.engine", "bonforge.storage",
+                          "bonforge.config", "bonforge.services")),
+    ("bonforge.llm", ("bonforge.engine", "bonforge.stages", "bonforge.storage", "bonforge.services")),
+    ("bonforge.judging", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
+    ("bonforge.engine", ("bonforge.services.builder", "bonforge.services.warm", "bonforge.services.prefect_server")),
+    # what the stages share is library code below them: the GenSelect/FusioN library, sources, tables, runtime
+    ("bonforge.selection", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                            "bonforge.flows")),
+    ("bonforge.sources", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
+    ("bonforge.tables", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                         "bonforge.selection", "bonforge.sources", "bonforge.judging", "bonforge.llm")),
+    ("bonforge.runtime", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                          "bonforge.selection", "bonforge.sources", "bonforge.judging", "bonforge.llm")),
+    ("bonforge.storage.export", ("bonforge.stages",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("package, above", DOWNWARD, ids=[p for p, _ in DOWNWARD])
+def test_no_import_runs_back_up_a_layer(package, above):
+    bad = {m: found for m in GRAPH if m == package or m.startswith(package + ".")
+           for found in [[x for a in above for x in reaches(m, a)]] if found}  # fmt: skip
+    assert bad == {}, bad
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("bonforge.stages.")))
+def test_a_stage_module_imports_no_other_stage_module(name):
+    """A stage module holds its declaration and its compute; what two stages share lives in a library module
+    (``metrics``, ``prompts``, ``selector``, ``sources``, ``judged_pool``, ...)."""
+    assert reaches(name, "bonforge.stages") == [], f"{name} imports {reaches(name, 'bonforge.stages')}"
+
+
+# The top level holds the contracts (a stage's declaration, keys and row identities, manifests, schemas,
+# errors, the recipe's model) and the entry points; everything else lives in a package named for what it holds.
+TOP_LEVEL = {"bonforge", "bonforge.__main__", "bonforge.cli", "bonforge.stage", "bonforge.keys", "bonforge.identity",
+             "bonforge.manifest", "bonforge.schema", "bonforge.errors", "bonforge.config", "bonforge.config_model"}
+
+
+def test_the_top_level_holds_only_contracts_and_entry_points():
+    loose = {m for m, p in MODULES.items() if p.parent == PACKAGE}
+    assert loose == TOP_LEVEL, f"new top-level modules {sorted(loose - TOP_LEVEL)}: put them in a package"
+
+
+TESTS = PACKAGE.parent / "tests"
+OWN_FOLDERS = {"builds", "errors", "helpers"}  # whole builds, the bad-input battery, shared test code
+
+
+def test_the_tests_mirror_the_package():
+    """Whoever changes ``bonforge/<package>/x.py`` finds its tests in ``tests/<package>/test_x*.py``."""
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert sorted(f for f in folders - OWN_FOLDERS if not (PACKAGE / f).is_dir()) == []
