@@ -357,6 +357,10 @@ class BonConfig(Model):
 
     scorer: str = Field(description="The scorer that picks (a name in `scorers`).")
     filter: BonFilter = Field(default_factory=BonFilter)
+    preferences: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.\-]+$", description="Also publish a preference dataset under this name: per "
+        "problem the pick (chosen) against the lowest-scored eligible answer (rejected), for TRL's RewardTrainer "
+        "and DPOTrainer.")
 
 
 class RayConfig(Model):
@@ -423,6 +427,8 @@ class Recipe(Model):
             for n in names:
                 if n not in scorers:
                     raise ValueError(f"{where}: no scorer named {n!r} (scorers: {', '.join(scorers)})")
+        if self.bon.preferences == self.export.name:
+            raise ValueError(f"bon.preferences must differ from export.name {self.export.name!r}")
         if self.bon.filter.language and scorers[self.bon.filter.language].kind != "language_id":
             raise ValueError(f"bon.filter.language: scorer {self.bon.filter.language!r} is not a language_id one")
         return self

@@ -103,6 +103,8 @@ BON = pa.schema(
         pa.field("candidate_id", pa.string()),  # the pick; null when no candidate is eligible
         pa.field("value", pa.float64()),
         pa.field("runner_up", pa.float64()),  # the best value among the others
+        pa.field("worst_candidate_id", pa.string()),  # the lowest eligible value (ties: the lowest candidate_id)
+        pa.field("worst_value", pa.float64()),
         pa.field("tie", pa.bool_(), nullable=False),  # the pick shares its value (lowest candidate_id won)
         pa.field("filtered", pa.map_(pa.string(), pa.int64())),  # reason -> candidates left out
     ]

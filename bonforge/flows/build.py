@@ -60,8 +60,12 @@ def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> d
     """Problems without a gold answer: every candidate scored, Best-of-N picked by a scorer, its SFT export."""
     scores = [run(rate.node(recipe, problems, c)) for c in candidates]
     picks = run(bon.node(recipe, scores))
-    sft = bon.sft_parts(run.inputs(problems=problems, candidates=candidates, bon=picks))
-    return run.publish(recipe.export.name, sft, export.sft_trainers())
+    kept = run.inputs(problems=problems, candidates=candidates, bon=picks)
+    dataset = run.publish(recipe.export.name, bon.sft_parts(kept), export.sft_trainers())
+    if recipe.bon.preferences:
+        dataset["preference_dataset"] = run.publish(recipe.bon.preferences, bon.preference_parts(kept),
+                                                    export.preference_trainers())
+    return dataset
 
 
 def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:

@@ -70,3 +70,37 @@ def test_open_build_scores_picks_and_reuses_rows(tmp_path, shared_prefect):
     chrf = [r for k in again["stages"]["scores"] for p in st.paths("scores", k)
             for r in pq.read_table(p).to_pylist() if r["scorer"] == "chrf"]
     assert len(chrf) == 36 and {r["status"] for r in chrf} == {"no_reference"}
+
+
+@pytest.mark.slow
+def test_reward_model_build_exports_sft_and_preferences_trl_trains_on(tmp_path, shared_prefect):
+    """The recipe as shipped (language filter, the test reward model picking) on a few requests; TRL's
+    RewardTrainer takes a step on the preference export."""
+    pytest.importorskip("gguf")
+    import datasets
+    import torch
+    from tiny_lm import tiny_lm
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from trl import RewardConfig, RewardTrainer
+
+    recipe = load_recipe(RECIPE, ["problems.limit=4", "scorers.rm.max_length=256"])
+    record = build(recipe, str(tmp_path / "store"), str(RECIPE.parent))
+    st = StageStore(tmp_path / "store")
+    rm = [r for k in record["stages"]["scores"] for p in st.paths("scores", k)
+          for r in pq.read_table(p).to_pylist() if r["scorer"] == "rm"]
+    assert len(rm) == 12 and all(r["status"] == "ok" and r["n_tokens"] <= 256 for r in rm)
+    assert any(r["truncated"] and r["n_tokens"] == 256 for r in rm)
+    prefs = Path(record["preference_dataset"]["path"]) / "trl" / "train.parquet"
+    assert json.loads((prefs.parents[1] / "manifest.json").read_text())["trainers"]["trl"]["trainer"] == "RewardTrainer"
+    ds = datasets.load_dataset("parquet", data_files=str(prefs), split="train")
+    assert len(ds) >= 1 and ds[0]["score_chosen"] > ds[0]["score_rejected"]
+    assert ds[0]["prompt"][0]["role"] == "user" and ds[0]["chosen"][0]["role"] == "assistant"
+    corpus = [m["content"] for row in ds for m in row["prompt"] + row["chosen"] + row["rejected"]]
+    root = tiny_lm(tmp_path / "tiny", corpus)
+    model = AutoModelForSequenceClassification.from_pretrained(root, num_labels=1, dtype=torch.float32)
+    args = RewardConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, per_device_train_batch_size=1,
+                        max_steps=1, max_length=4096, report_to=[], save_strategy="no", seed=0)
+    tok = AutoTokenizer.from_pretrained(root)
+    trainer = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
+    trainer.train()
+    assert trainer.state.global_step == 1

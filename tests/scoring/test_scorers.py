@@ -93,6 +93,7 @@ def test_bon_picks_filters_and_breaks_ties_by_id():
     star = rows[("p", "*")]
     assert (star["candidate_id"], star["value"], star["runner_up"], star["tie"]) == ("p/a/1", 1.5, 1.5, True)
     assert star["n_candidates"] == 5 and star["n_eligible"] == 2
+    assert (star["worst_candidate_id"], star["worst_value"]) == ("p/a/1", 1.5)  # equal values: the lower id
     assert dict(star["filtered"]) == {"language": 1, "min:rm": 1, "unscored": 1}
     assert rows[("p", "b")]["candidate_id"] == "p/b/0" and not rows[("p", "b")]["tie"]
     assert rows[("q", "*")]["candidate_id"] is None and rows[("q", "*")]["n_eligible"] == 0
