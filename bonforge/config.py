@@ -339,8 +339,28 @@ class RewardModelScorer(_Scorer):
         return self
 
 
-SCORERS = {"reference": ReferenceScorer, "language_id": LanguageScorer, "reward_model": RewardModelScorer}
-ScorerConfig = Annotated[Union[ReferenceScorer, LanguageScorer, RewardModelScorer], Field(discriminator="kind")]
+class JudgeScorer(_Scorer):
+    """A prompted judge on any generation engine: the template shows the request and one answer (and the
+    reference, `{reference}`), the reply ends in a rating in double brackets (`[[7]]`); the last one counts.
+    A reply without a rating in `scale` is a `parse_error` with no value."""
+
+    kind: Literal["judge"]
+    judge: FusorConfig = Field(description="The judge model (engine openai, transformers or vllm; n is ignored).")
+    template: str | None = Field(None, description="Template file with {question} and {answer} (default: "
+                                 "bonforge's judge_pointwise.txt).")
+    scale: tuple[float, float] = Field((1, 10), description="The lowest and highest rating the judge may give.")
+
+    @model_validator(mode="after")
+    def _scale(self) -> "JudgeScorer":
+        if self.scale[0] >= self.scale[1]:
+            raise ValueError(f"scale: the lowest rating must be below the highest (got {list(self.scale)})")
+        return self
+
+
+SCORERS = {"reference": ReferenceScorer, "language_id": LanguageScorer, "reward_model": RewardModelScorer,
+           "judge": JudgeScorer}
+ScorerConfig = Annotated[Union[ReferenceScorer, LanguageScorer, RewardModelScorer, JudgeScorer],
+                         Field(discriminator="kind")]
 
 
 class BonFilter(Model):
@@ -529,7 +549,18 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, str(path))) from None
-    return _resolve_local_paths(recipe, path.parent)
+    recipe = _resolve_local_paths(recipe, path.parent)
+    _check_judge_templates(recipe)
+    return recipe
+
+
+def _check_judge_templates(recipe: Recipe) -> None:
+    """A judge's template is read when the recipe is: a missing file or placeholder fails before any work."""
+    from bonforge.selection import templates
+
+    for s in recipe.scorers:
+        if s.kind == "judge":
+            templates.load(s.template, "judge_pointwise.txt", ("{question}", "{answer}"), f"scorers.{s.name}.template")
 
 
 def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
@@ -547,6 +578,10 @@ def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
         "genselect": fix(recipe.genselect, ("template", "tokenizer")),
         "teachers": [fix(t, ("prompt_template", "model")) for t in recipe.teachers],
     }
+    if recipe.scorers:
+        upd["scorers"] = [fix(s, ("template",)).model_copy(update={"judge": fix(s.judge, ("prompt_template", "model"))})
+                          if s.kind == "judge" else fix(s, ("model",)) if s.kind == "reward_model" else s
+                          for s in recipe.scorers]
     if recipe.fusion:
         upd["fusion"] = fix(recipe.fusion, ("template",)).model_copy(
             update={"fusor": fix(recipe.fusion.fusor, ("prompt_template", "model"))})

@@ -2,10 +2,11 @@
 
 One module per kind: ``reference`` (chrF / BLEU / embedding cosine against the problem's reference),
 ``language`` (the answer's language, offline), ``reward_model`` (a sequence-classification model's raw logit
-through transformers, vLLM or a server). ``open_scorer(cfg)`` gives an object whose ``score(items)`` returns
-one ``Result`` per ``Item``, in order; ``identity(cfg)`` is what decides its values (the ``scores`` stage's row
-identity). A row failure is a ``Result`` with a status; a failure of the scorer itself (a model that does not
-load, a server that does not answer) raises ``ScorerError``.
+through transformers, vLLM or a server), ``judge`` (a prompted model's rating). ``open_scorer(cfg)`` gives an
+object whose ``score(items)`` returns one ``Result`` per ``Item``, in order; ``identity(cfg)`` is what
+decides its values (the ``scores`` stage's row identity). A row failure is a ``Result`` with a status; a
+failure of the scorer itself (a model that does not load, a server that does not answer) raises
+``ScorerError``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ __all__ = ["STATUSES", "Item", "Result", "Scorer", "ScorerError", "identity", "o
 
 
 def _module(kind: str) -> Any:
-    from bonforge.scoring import language, reference, reward_model
+    from bonforge.scoring import judge, language, reference, reward_model
 
-    return {"reference": reference, "language_id": language, "reward_model": reward_model}[kind]
+    return {"reference": reference, "language_id": language, "reward_model": reward_model, "judge": judge}[kind]
 
 
 def open_scorer(cfg: Any) -> Scorer:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from llm_server import ScriptedServer, answer
 
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
@@ -104,3 +105,31 @@ def test_reward_model_build_exports_sft_and_preferences_trl_trains_on(tmp_path, 
     trainer = RewardTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
     trainer.train()
     assert trainer.state.global_step == 1
+
+
+def _rate(n: int, body: dict):
+    reply = answer(body)
+    reply["choices"][0]["message"]["content"] = f"Fine.\nRating: [[{1 + n % 10}]]" if n % 4 else "No verdict."
+    return 200, {}, reply
+
+
+@pytest.mark.slow
+def test_one_more_scorer_asks_the_judge_once_per_candidate_and_never_again(tmp_path, shared_prefect):
+    store = str(tmp_path / "store")
+    build(load_recipe(RECIPE, ["problems.limit=4", *LANG_ONLY[1:], "scorers=[{name: lang, kind: language_id}]"]),
+          store, str(RECIPE.parent))
+    with ScriptedServer(_rate) as server:
+        judge = (f"{{name: judge, kind: judge, judge: {{name: j, engine: openai, model: j, base_url: '{server.url}', "
+                 "api_key_env: null, temperature: 0}}")
+        recipe = load_recipe(RECIPE, ["problems.limit=4", f"scorers=[{{name: lang, kind: language_id}}, {judge}]",
+                                      "bon.scorer=judge", "bon.filter.language=lang"])
+        record = build(recipe, store, str(RECIPE.parent))
+        assert server.count == 12  # the judge's rows only: 4 requests x 3 answers
+        again = build(recipe, store, str(RECIPE.parent))
+        assert server.count == 12 and again["cached"] == again["stages"]
+    st = StageStore(tmp_path / "store")
+    rows = [r for k in record["stages"]["scores"] for p in st.paths("scores", k) for r in pq.read_table(p).to_pylist()
+            if r["scorer"] == "judge"]
+    assert sorted(r["status"] for r in rows).count("parse_error") == 3  # every 4th reply has no rating
+    bon = [r for r in pq.read_table(st.paths("bon", record["stages"]["bon"][0])).to_pylist() if r["pool"] == "*"]
+    assert sum(dict(r["filtered"]).get("unscored", 0) for r in bon) == 3  # unparsed: left out, never a value

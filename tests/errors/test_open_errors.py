@@ -26,3 +26,11 @@ def test_bad_open_recipe_is_one_error_line(overrides, message):
     with pytest.raises(ConfigError, match=message) as err:
         load_recipe(RECIPE, overrides)
     assert "\n" not in str(err.value)
+
+
+def test_a_judge_template_without_its_placeholders(tmp_path):
+    bad = tmp_path / "judge.txt"
+    bad.write_text("Rate this: {question}")
+    judge = f"{{name: j, kind: judge, template: {bad}, judge: {{name: j, engine: openai, model: m}}}}"
+    with pytest.raises(ConfigError, match=r"^scorers\.j\.template: .*judge\.txt has no \{answer\} placeholder$"):
+        load_recipe(RECIPE, [f"scorers=[{judge}]", "bon.scorer=j", "bon.filter.language=null"])
