@@ -102,7 +102,7 @@ def run(
         dropped = st.manifest("contamination", result["stages"]["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
     typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
-    for extra in ("rl_dataset", "fusion_dataset"):
+    for extra in ("rl_dataset", "fusion_dataset", "preference_dataset"):
         if result.get(extra):
             typer.echo(f"{extra.replace('_', ' ')}: {result[extra]}")
     if result.get("report"):

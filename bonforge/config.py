@@ -383,6 +383,21 @@ class BonConfig(Model):
         "and DPOTrainer.")
 
 
+class EvaluateConfig(Model):
+    """Pairwise evaluation of open-ended answers against a baseline by a prompted judge, every pair judged in
+    both orders (the `pairwise` stage; win rates with a bootstrap interval in its manifest)."""
+
+    judge: FusorConfig = Field(description="The judge model (engine openai, transformers or vllm).")
+    baseline: str = Field(description="What every contender is compared with: `teacher:<name>` (its first answer).")
+    contenders: list[str] = Field(default_factory=lambda: ["bon"], min_length=1,
+                                  description="`bon` (the Best-of-N pick) and/or `teacher:<name>`.")
+    template: str | None = Field(None, description="Template file with {question}, {answer_a} and {answer_b} "
+                                 "(default: bonforge's judge_pairwise.txt).")
+    bootstrap_rounds: int = Field(1000, ge=10, description="Bootstrap resamples of the prompts.")
+    seed: int = Field(0, ge=0, description="The bootstrap's seed.")
+    level: float = Field(0.95, gt=0, lt=1, description="The interval's coverage.")
+
+
 class RayConfig(Model):
     address: str | None = exec_only(None, description="Ray cluster address (default: RAY_ADDRESS or local).")
     num_cpus: int | None = exec_only(None, gt=0, description="CPUs for a local Ray (default: all).")
@@ -406,6 +421,8 @@ class Recipe(Model):
     scorers: list[ScorerConfig] = added(
         [], description="Open-ended problems: what scores every candidate (`scores` stage).")
     bon: BonConfig | None = added(None, description="Open-ended problems: Best-of-N by a scorer (`bon` stage).")
+    evaluate: EvaluateConfig | None = added(
+        None, description="Open-ended problems: pairwise judge evaluation against a baseline (`pairwise` stage).")
     ray: RayConfig = Field(default_factory=RayConfig)
     reuse: bool = exec_only(
         True, description="Take rows (samples, verdicts) whose content identity an earlier output in the store "
@@ -433,8 +450,8 @@ class Recipe(Model):
         if len(scorers) != len(self.scorers):
             raise ValueError("scorers: names must be unique")
         if self.problems.domain != "open":
-            if self.scorers or self.bon:
-                raise ValueError("scorers and bon apply to open-ended problems (problems.domain: open)")
+            if self.scorers or self.bon or self.evaluate:
+                raise ValueError("scorers, bon and evaluate apply to open-ended problems (problems.domain: open)")
             return self
         if not self.scorers or not self.bon:
             raise ValueError("open-ended problems (domain: open) need scorers and bon (the Best-of-N pick that "
@@ -447,11 +464,28 @@ class Recipe(Model):
             for n in names:
                 if n not in scorers:
                     raise ValueError(f"{where}: no scorer named {n!r} (scorers: {', '.join(scorers)})")
+        if self.evaluate:
+            self._check_evaluate(scorers)
         if self.bon.preferences == self.export.name:
             raise ValueError(f"bon.preferences must differ from export.name {self.export.name!r}")
         if self.bon.filter.language and scorers[self.bon.filter.language].kind != "language_id":
             raise ValueError(f"bon.filter.language: scorer {self.bon.filter.language!r} is not a language_id one")
         return self
+
+    def _check_evaluate(self, scorers: dict) -> None:
+        ev, teachers = self.evaluate, [t.name for t in self.teachers]
+        for where, name in [("evaluate.baseline", ev.baseline)] + [("evaluate.contenders", c) for c in ev.contenders]:
+            if name == "bon" and where != "evaluate.baseline":
+                continue
+            if not name.startswith("teacher:") or name[len("teacher:"):] not in teachers:
+                allowed = "`teacher:<name>`" if where == "evaluate.baseline" else "`bon` or `teacher:<name>`"
+                raise ValueError(f"{where}: {name!r} is not {allowed} (teachers: {', '.join(teachers)})")
+        if ev.baseline in ev.contenders or len(set(ev.contenders)) != len(ev.contenders):
+            raise ValueError("evaluate.contenders: each once, and never the baseline")
+        picker = scorers[self.bon.scorer]
+        if "bon" in ev.contenders and picker.kind == "judge" and picker.judge.model == ev.judge.model:
+            raise ValueError(f"evaluate.judge: model {ev.judge.model!r} is the judge that picked the Best-of-N answers "
+                             f"(scorer {picker.name!r}): it would grade its own choices; take another judge")
 
 
 # -- loading -------------------------------------------------------------------------------------------
@@ -561,6 +595,9 @@ def _check_judge_templates(recipe: Recipe) -> None:
     for s in recipe.scorers:
         if s.kind == "judge":
             templates.load(s.template, "judge_pointwise.txt", ("{question}", "{answer}"), f"scorers.{s.name}.template")
+    if recipe.evaluate:
+        templates.load(recipe.evaluate.template, "judge_pairwise.txt", ("{question}", "{answer_a}", "{answer_b}"),
+                       "evaluate.template")
 
 
 def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
@@ -582,6 +619,9 @@ def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
         upd["scorers"] = [fix(s, ("template",)).model_copy(update={"judge": fix(s.judge, ("prompt_template", "model"))})
                           if s.kind == "judge" else fix(s, ("model",)) if s.kind == "reward_model" else s
                           for s in recipe.scorers]
+    if recipe.evaluate:
+        upd["evaluate"] = fix(recipe.evaluate, ("template",)).model_copy(
+            update={"judge": fix(recipe.evaluate.judge, ("prompt_template", "model"))})
     if recipe.fusion:
         upd["fusion"] = fix(recipe.fusion, ("template",)).model_copy(
             update={"fusor": fix(recipe.fusion.fusor, ("prompt_template", "model"))})

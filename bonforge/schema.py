@@ -110,6 +110,23 @@ BON = pa.schema(
     ]
 )
 
+PAIRWISE = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("contender", pa.string(), nullable=False),  # "bon" | "teacher:<name>"
+        pa.field("baseline", pa.string(), nullable=False),
+        pa.field("game", pa.int32(), nullable=False),  # 0: the contender shown as B, 1: as A
+        pa.field("contender_id", pa.string(), nullable=False),
+        pa.field("baseline_id", pa.string(), nullable=False),
+        pa.field("label", pa.string()),  # A>>B | A>B | A=B | B>A | B>>A, null: none in the reply
+        pa.field("n_labels", pa.int32()),  # distinct labels in the reply
+        pa.field("contender_score", pa.float64()),  # 1 | 0.5 | 0 for the contender, null without a label
+        pa.field("prompt_tokens", pa.int32()),
+        pa.field("completion_tokens", pa.int32()),
+        pa.field("response", pa.string()),  # the judge's reply (its tail)
+    ]
+)
+
 _KMAP = pa.map_(pa.int32(), pa.float64())
 PROBLEM_STATS = pa.schema(
     [

@@ -3,7 +3,7 @@
     problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
                     └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
     open-ended problems (domain: open, no gold answer):
-    problems ─► candidates (per teacher) ─► scores (per teacher) ─► bon ─► Best-of-N SFT dataset
+    problems ─► candidates (per teacher) ─► scores (per teacher) ─► bon ─► (pairwise) ─► Best-of-N SFT dataset
 
 Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
@@ -19,7 +19,8 @@ from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
-from bonforge.stages import assemble, bon, decontaminate, fuse, load, load_pool, rate, sample, score, verify
+from bonforge.stages import (assemble, bon, decontaminate, fuse, load, load_pool, pairwise, rate, sample, score,
+                             verify)
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
@@ -60,6 +61,8 @@ def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> d
     """Problems without a gold answer: every candidate scored, Best-of-N picked by a scorer, its SFT export."""
     scores = [run(rate.node(recipe, problems, c)) for c in candidates]
     picks = run(bon.node(recipe, scores))
+    if recipe.evaluate:
+        run(pairwise.node(recipe, problems, candidates, picks))
     kept = run.inputs(problems=problems, candidates=candidates, bon=picks)
     dataset = run.publish(recipe.export.name, bon.sft_parts(kept), export.sft_trainers())
     if recipe.bon.preferences:

@@ -91,7 +91,7 @@ def test_reward_model_build_exports_sft_and_preferences_trl_trains_on(tmp_path, 
           for r in pq.read_table(p).to_pylist() if r["scorer"] == "rm"]
     assert len(rm) == 12 and all(r["status"] == "ok" and r["n_tokens"] <= 256 for r in rm)
     assert any(r["truncated"] and r["n_tokens"] == 256 for r in rm)
-    prefs = Path(record["preference_dataset"]["path"]) / "trl" / "train.parquet"
+    prefs = Path(record["preference_dataset"]) / "trl" / "train.parquet"
     assert json.loads((prefs.parents[1] / "manifest.json").read_text())["trainers"]["trl"]["trainer"] == "RewardTrainer"
     ds = datasets.load_dataset("parquet", data_files=str(prefs), split="train")
     assert len(ds) >= 1 and ds[0]["score_chosen"] > ds[0]["score_rejected"]
@@ -133,3 +133,53 @@ def test_one_more_scorer_asks_the_judge_once_per_candidate_and_never_again(tmp_p
     assert sorted(r["status"] for r in rows).count("parse_error") == 3  # every 4th reply has no rating
     bon = [r for r in pq.read_table(st.paths("bon", record["stages"]["bon"][0])).to_pylist() if r["pool"] == "*"]
     assert sum(dict(r["filtered"]).get("unscored", 0) for r in bon) == 3  # unparsed: left out, never a value
+
+
+def _biased(n: int, body: dict):
+    """A judge that prefers the longer answer, except on requests whose text has an even length: there it
+    always prefers the answer shown first (a known position bias)."""
+    prompt = body["messages"][0]["content"]
+    question = prompt.split("[Request]\n", 1)[1].split("\n\n[Response A]\n", 1)[0]
+    a = prompt.split("[Response A]\n", 1)[1].split("\n\n[Response B]\n", 1)[0]
+    b = prompt.split("[Response B]\n", 1)[1].rsplit("\n\nFirst explain", 1)[0]
+    label = "A>B" if len(question) % 2 == 0 or len(a) > len(b) else "B>A" if len(b) > len(a) else "A=B"
+    reply = answer(body)
+    reply["choices"][0]["message"]["content"] = f"Compared.\n[[{label}]]"
+    return 200, {}, reply
+
+
+@pytest.mark.slow
+def test_pairwise_both_orders_win_rates_and_position_bias_exact(tmp_path, shared_prefect, data_dir):
+    store = str(tmp_path / "store")
+    base = ["problems.limit=10", *LANG_ONLY[1:], "scorers=[{name: lang, kind: language_id}]"]
+    questions = {r["uid"]: r["prompt"] for r in map(json.loads, (data_dir / "arena-hard/v0.1/question.jsonl").open())}
+    answers = {t: _answers(data_dir / f"arena-hard/v0.1/model_answer/{t}.jsonl")
+               for t in ("gpt-4-0314", "gpt-3.5-turbo-0125", "gpt-4-0613")}
+    with ScriptedServer(_biased) as server:
+        judge = f"{{name: arbiter, engine: openai, model: arbiter, base_url: '{server.url}', api_key_env: null}}"
+        ev = f"evaluate={{judge: {judge}, baseline: 'teacher:gpt-4-0314', contenders: ['teacher:gpt-3.5-turbo-0125']}}"
+        record = build(load_recipe(RECIPE, [*base, ev]), store, str(RECIPE.parent))
+        assert server.count == 20  # 10 prompts, both orders
+        st = StageStore(tmp_path / "store")
+        got = st.manifest("pairwise", record["stages"]["pairwise"][0]).extra["evaluation"]["teacher:gpt-3.5-turbo-0125"]
+        pids = list(questions)[:10]
+        want = {"win": 0, "loss": 0, "tie": 0, "inconsistent": 0}
+        for pid in pids:
+            con, bas = answers["gpt-3.5-turbo-0125"][pid], answers["gpt-4-0314"][pid]
+            if len(questions[pid]) % 2 == 0:
+                want["inconsistent"] += 1  # the first shown always wins: the orders disagree
+            else:
+                want["win" if len(con) > len(bas) else "loss" if len(con) < len(bas) else "tie"] += 1
+        assert {k: got[k] for k in want} == want and got["invalid"] == 0 and got["n"] == 10
+        assert got["win_rate"] == pytest.approx((want["win"] + 0.5 * (want["tie"] + want["inconsistent"])) / 10)
+        assert got["inconsistent_rate"] == want["inconsistent"] / 10
+        assert got["ci_low"] <= got["win_rate"] <= got["ci_high"]
+        # one more contender: only its games go to the judge
+        ev2 = ev.replace("contenders: [", "contenders: ['teacher:gpt-4-0613', ")
+        build(load_recipe(RECIPE, [*base, ev2]), store, str(RECIPE.parent))
+        assert server.count == 40
+        # the Best-of-N pick (by language, all English: the lowest id, gpt-3.5's answer) is the same game as
+        # gpt-3.5's: judged once, never again
+        build(load_recipe(RECIPE, [*base, ev2.replace("contenders: [", "contenders: ['bon', ")]), store,
+              str(RECIPE.parent))
+        assert server.count == 40
