@@ -115,8 +115,13 @@ def _order_key(t: pa.Table, i: int) -> tuple:
 
 
 # -- the RL export of the kept problems -------------------------------------------------------------------
+# A problem's difficulty as measured on the build's teachers (``measured_on``), for trainers that filter or
+# weight problems during RL: the pass rate over ``n_samples``, and unbiased pass@k for k = 1, 2, 4, ... <= n.
+PASS_AT_K = pa.list_(pa.struct([("k", pa.int32()), ("value", pa.float64())]))
 RL_SCHEMA = verl_schema([("problem_id", pa.string()), ("index", pa.int32()), ("question", pa.string()),
-                         ("pass_rate", pa.float64()), ("verify", pa.string())])  # fmt: skip
+                         ("pass_rate", pa.float64()), ("n_samples", pa.int32()), ("n_correct", pa.int32()),
+                         ("pass_at_k", PASS_AT_K), ("measured_on", pa.list_(pa.string())),
+                         ("verify", pa.string())])  # fmt: skip
 
 RL_CANDIDATES_SCHEMA = pa.schema(
     [
@@ -132,7 +137,8 @@ RL_CANDIDATES_SCHEMA = pa.schema(
 
 
 def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: dict, start: int = 0) -> pa.Table:
-    """RL rows in problem_id order from ``kept`` (problem_id, domain, question, answer, tests, pass_rate);
+    """RL rows in problem_id order from ``kept`` (problem_id, domain, question, answer, tests and the difficulty:
+    pass_rate, n, n_correct, pass_at_k as map entries, teachers);
     ``extra_info.index`` counts from ``start``. ``templates`` and ``verify`` map a domain to its prompt
     template and its checking config (a model with ``key_config()``)."""
     settings = {d: json.dumps(cfg.key_config(), sort_keys=True) for d, cfg in verify.items()}
@@ -149,14 +155,20 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
             "ability": domain,
             "reward_model": {"style": "rule", "ground_truth": truth},
             "extra_info": {"problem_id": r["problem_id"], "index": i, "question": r["question"],
-                           "pass_rate": r["pass_rate"], "verify": settings[domain]},
+                           "pass_rate": r["pass_rate"], "n_samples": r["n"], "n_correct": r["n_correct"],
+                           "pass_at_k": [{"k": e["key"], "value": e["value"]} for e in r["pass_at_k"] or []],
+                           "measured_on": r["teachers"], "verify": settings[domain]},
         })  # fmt: skip
     return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
 
 
 KEPT_PROBLEMS = """
-    SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate
+    WITH teachers AS (SELECT problem_id, list(teacher ORDER BY teacher) AS teachers FROM problem_stats
+                      WHERE teacher <> '*' GROUP BY problem_id)
+    SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate, s.n, s.n_correct,
+           map_entries(s.pass_at_k) AS pass_at_k, t.teachers
     FROM problems p JOIN problem_stats s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
+    JOIN teachers t ON t.problem_id = p.problem_id
     ORDER BY p.problem_id
 """
 KEPT_CANDIDATES = {"problem_id": "candidates", "candidate_id": "candidates", "teacher": "candidates",

@@ -32,7 +32,7 @@ Variant = tuple[int, int, float]
 
 
 def env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE), str(REPO / "tests" / "helpers")])}
 
 
 def args(variant: Variant) -> list[str]:

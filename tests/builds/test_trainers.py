@@ -81,6 +81,10 @@ def test_manifests_name_the_reward_for_each_trainer_and_the_report_counts_the_le
     candidates = rows(math_build["rl_dataset"], "candidates/train.parquet")
     assert problems and {c["problem_id"] for c in candidates} == {p["extra_info"]["problem_id"] for p in problems}
     assert all(0 < p["extra_info"]["pass_rate"] <= 0.5 for p in problems)
+    for p in problems:  # the difficulty a trainer filters or weights by: the problem_stats row of the build
+        info = p["extra_info"]
+        assert info["n_correct"] / info["n_samples"] == info["pass_rate"] and info["measured_on"]
+        assert info["pass_at_k"][0] == {"k": 1, "value": info["pass_rate"]}
     report = Path(math_build["report"]).read_text()
     assert "candidates_dropped_too_long" in report and "prompts_dropped_too_long" in report
 

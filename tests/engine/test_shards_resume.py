@@ -78,8 +78,8 @@ def test_failure_midway_then_rerun_resumes(tmp_path):
 
 _CHILD = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {here!r})
-    from test_sampling_resume import problems, teacher
+    sys.path[:0] = [{here!r}, {helpers!r}]
+    from test_shards_resume import problems, teacher
     from sampling import sample_stage
     from bonforge.storage.store import StageStore
     sample_stage(StageStore({root!r}), problems(), teacher({url!r}))
@@ -89,7 +89,7 @@ _CHILD = textwrap.dedent("""
 def test_sigkill_midway_then_rerun_resumes(tmp_path):
     store = StageStore(tmp_path / "store")
     with ScriptedServer(delay_s=0.02) as slow:
-        code = _CHILD.format(here=str(HELPERS), root=str(store.root), url=slow.url)
+        code = _CHILD.format(here=os.path.dirname(__file__), helpers=str(HELPERS), root=str(store.root), url=slow.url)
         child = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "BONFORGE_QUIET": "1"})
         stage_dir = store.root / "stages" / STAGE
         deadline = time.monotonic() + 60

@@ -68,9 +68,9 @@ def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(engine, tmp_pa
 
 _CHILD = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {here!r})
+    sys.path[:0] = [{here!r}, {helpers!r}]
     from real_models import problems
-    from test_real_vllm import teacher
+    from test_vllm_engine_real import teacher
     from bonforge.storage.store import StageStore
     from sampling import sample_stage
     sample_stage(StageStore({root!r}), problems(), teacher(shard_problems=1))
@@ -81,7 +81,7 @@ def test_killed_run_resumes_without_regenerating_finished_shards(engine, tmp_pat
     """A run in another process (its own Ray and vLLM) is killed after its first shard; the rerun
     generates only the problems of the missing shards, and the table equals a clean run's."""
     store = StageStore(tmp_path / "store")
-    code = _CHILD.format(here=str(HELPERS), root=str(store.root))
+    code = _CHILD.format(here=os.path.dirname(__file__), helpers=str(HELPERS), root=str(store.root))
     child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stage_dir, keys = store.root / "stages" / STAGE, []

@@ -99,9 +99,11 @@ def test_manifest_carries_the_trainers_section_and_it_is_part_of_the_content(tmp
 def kept_problems(domain: str = "math") -> pa.Table:
     return pa.Table.from_pylist([
         {"problem_id": "gsm8k/2", "domain": domain, "question": "Two plus {x}?", "pass_rate": 0.25,
-         "answer": "He has 2 + 2 = 4 apples.\nA: 4", "tests": '{"kind": "stdio", "tests": []}'},
+         "answer": "He has 2 + 2 = 4 apples.\nA: 4", "tests": '{"kind": "stdio", "tests": []}', "n": 4,
+         "n_correct": 1, "pass_at_k": [{"key": 1, "value": 0.25}, {"key": 2, "value": 0.5}], "teachers": ["a", "b"]},
         {"problem_id": "gsm8k/1", "domain": domain, "question": "One?", "pass_rate": 0.5, "answer": "#### 1,000",
-         "tests": '{"kind": "stdio", "tests": []}'},
+         "tests": '{"kind": "stdio", "tests": []}', "n": 2, "n_correct": 1, "pass_at_k": [{"key": 1, "value": 0.5}],
+         "teachers": ["a"]},
     ])  # fmt: skip
 
 
@@ -121,6 +123,9 @@ def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
     assert second["prompt"] == [{"role": "user", "content": "Solve: Two plus {x}?"}]  # other braces stay
     assert (second["ability"], second["data_source"]) == ("math", "bonforge/gsm8k")
     assert second["extra_info"]["pass_rate"] == 0.25
+    assert {k: second["extra_info"][k] for k in ("n_samples", "n_correct", "pass_at_k", "measured_on")} == {
+        "n_samples": 4, "n_correct": 1, "pass_at_k": [{"k": 1, "value": 0.25}, {"k": 2, "value": 0.5}],
+        "measured_on": ["a", "b"]}  # the difficulty a trainer filters or weights by
     assert MathVerifyConfig(**json.loads(second["extra_info"]["verify"])) == verify["math"]
     code = to_rl(kept_problems("code"), "bonforge/h", {"code": "{question}"}, verify).to_pylist()
     assert code[0]["reward_model"]["ground_truth"] == '{"kind": "stdio", "tests": []}'
@@ -157,3 +162,37 @@ def test_a_stream_that_fails_part_way_publishes_nothing_and_leaves_nothing(tmp_p
     for fmt in ("verl", "plain"):  # each file holds its parts in order
         got = pq.read_table(tmp_path / "datasets" / "ds" / "v1" / fmt / "train.parquet")
         assert got.equals(pa.concat_tables([part[fmt], part[fmt]]))
+
+
+def test_the_rl_export_reads_each_kept_problem_s_difficulty_from_problem_stats(store):
+    """The RL file's difficulty fields come from the build's own ``problem_stats`` (the overall row, with the
+    teachers it was measured on from the per-teacher rows), through the export's SQL over the store."""
+    from bonforge.config import MathVerifyConfig
+    from bonforge.engine.shards import StoreInputs
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.schema import PROBLEM_STATS, PROBLEMS, conform
+    from bonforge.stage import Ref
+    from bonforge.stages.score import score
+    from bonforge.config import FilterConfig, ScoreConfig
+    from bonforge.storage.export import rl_parts
+
+    problems = conform(pa.Table.from_pylist([{"problem_id": p, "source": "s", "domain": "math", "question": f"{p}?",
+                                              "answer": "1"} for p in ("a", "b")]), PROBLEMS)
+    verdicts = pa.Table.from_pylist([
+        {"problem_id": p, "teacher": t, "candidate_id": f"{p}/{t}/{i}", "correct": ok, "reward": float(ok),
+         "extracted": "1" if ok else "2"}
+        for p, oks in (("a", [True, False, False, False]), ("b", [True, True, True, True]))
+        for i, (t, ok) in enumerate(zip(["x", "x", "y", "y"], oks))])
+    stats = score(verdicts, ScoreConfig(), FilterConfig())
+    assert stats.schema == PROBLEM_STATS
+    refs = {}
+    for name, table in (("problems", problems), ("problem_stats", stats)):
+        store.write_shard(name, "k", 0, table)
+        refs[name] = [Ref(name, "k", store.commit(name, "k", 1, version="1", config={}, upstream={}))]
+    verify = {"math": MathVerifyConfig(), "code": CodeVerifyConfig()}
+    first = next(rl_parts(StoreInputs(store, refs), "x", {"math": "{question}"}, verify))  # the problems part
+    (row,) = first["rl"].to_pylist()  # b is too easy: only a is kept
+    info = row["extra_info"]
+    assert (info["problem_id"], info["pass_rate"], info["n_samples"], info["n_correct"]) == ("a", 0.25, 4, 1)
+    assert info["measured_on"] == ["x", "y"]
+    assert info["pass_at_k"] == [{"k": 1, "value": 0.25}, {"k": 2, "value": 0.5}, {"k": 4, "value": 1.0}]
