@@ -19,9 +19,9 @@ def model_identity(cfg) -> dict:
             return {"sacrebleu": md.version("sacrebleu")}
         except md.PackageNotFoundError:
             return {"sacrebleu": None}
-    from bonforge.scoring.base import embed
+    from bonforge.scoring.embed import model_identity as embed_identity
 
-    return {"embed_model": embed.model_identity(cfg.embed_model)}
+    return {"embed_model": embed_identity(cfg.embed_model)}
 
 
 class ReferenceMetric:
@@ -29,9 +29,9 @@ class ReferenceMetric:
         self.cfg = cfg
         self.embedder = None
         if cfg.metric == "embed_cosine":
-            from bonforge.scoring.base import embed
+            from bonforge.scoring.embed import Embedder
 
-            self.embedder = embed.Embedder(cfg.embed_model)
+            self.embedder = Embedder(cfg.embed_model)
             return
         try:
             from sacrebleu.metrics import BLEU, CHRF

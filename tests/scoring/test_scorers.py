@@ -99,3 +99,13 @@ def test_bon_picks_filters_and_breaks_ties_by_id():
     assert rows[("q", "*")]["candidate_id"] is None and rows[("q", "*")]["n_eligible"] == 0
     unfiltered = best_of_n(table, BonConfig(scorer="rm")).to_pylist()
     assert unfiltered[0]["candidate_id"] == "p/a/0" and unfiltered[0]["runner_up"] == 1.5
+
+
+def test_embedding_similarity_with_the_minilm_from_its_wheel():
+    ref = "The cat is sleeping on the warm windowsill."
+    items = [Item("q", ref, ref), Item("q", "A cat naps on the sunny window ledge.", ref),
+             Item("q", "Quarterly revenue grew by eight percent.", ref), Item("q", "x", None)]
+    got = open_scorer(ReferenceScorer(kind="reference", name="sim", metric="embed_cosine")).score(items)
+    assert got[0].value == pytest.approx(1.0, abs=1e-5)
+    assert got[1].value > 0.6 > 0.2 > got[2].value
+    assert got[3].status == "no_reference"
