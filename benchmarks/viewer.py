@@ -33,7 +33,7 @@ TARGETS_MS = {"first page": 100, "filtered + sorted page": 200, "one problem (16
 
 
 def requests(n: int) -> dict[str, tuple[str, dict]]:
-    middle = f"syn/{n // 2:06d}"
+    middle = f"syn/{n // 2:07d}"
     return {
         "first page": ("/api/problems", {}),
         "filtered + sorted page": ("/api/problems", {"min": 0.25, "max": 0.75, "teacher": "t1", "kept": "kept",
@@ -54,13 +54,13 @@ def measure(root: str, n: int, repeat: int) -> None:
     from bonforge.viewer.app import STATIC, create_app
 
     app = create_app(StageStore(root))
-    client = TestClient(app, base_url="http://127.0.0.1")
+    client = TestClient(app, base_url="http://127.0.0.1", headers={"X-Bonforge-Key": app.state.key})  # the page's
     t0 = time.perf_counter()
     assert client.get("/api/run").status_code == 200
     t1 = time.perf_counter()
     assert client.get("/api/problems").status_code == 200
     t2 = time.perf_counter()
-    one = timed(client, "/api/problem", {"id": f"syn/{n // 2:06d}"}, repeat)
+    one = timed(client, "/api/problem", {"id": f"syn/{n // 2:07d}"}, repeat)
     cat = app.state.catalog
     assert cat.wait_copies(cat.run(None), 600)
     t3 = time.perf_counter()

@@ -123,18 +123,32 @@ def sql(
 
     if fmt not in ("table", "csv", "json", "parquet"):
         _fail(BonforgeError(f"--format must be table, csv, json or parquet, not {fmt!r}"))
+    import duckdb
+    import pyarrow as pa
+
     st = _store(store)
     try:
         con = connect(st, run_id)
         rel = con.sql(query)
+        if rel is None:
+            return
+        table = rel.to_arrow_table()  # errors of the query's execution (a failed cast) are raised here
     except BonforgeError as e:
         _fail(e)
-    except Exception as e:  # DuckDB parser/binder errors: show them as they are
-        _fail(BonforgeError(str(e).strip()))
-    if rel is None:
-        return
-    table = rel.to_arrow_table()
-    _emit(table, fmt, output)
+    except (duckdb.Error, pa.ArrowException) as e:  # parser, binder and execution errors: one line each
+        _fail(BonforgeError(_one_line(e)))
+    try:
+        _emit(table, fmt, output)
+    except pa.ArrowException as e:  # a column the format cannot hold (CSV: lists, structs)
+        _fail(BonforgeError(f"--format {fmt}: {_one_line(e)} (use --format json or parquet)"))
+
+
+def _one_line(err: Exception) -> str:
+    """A DuckDB error as one line: its message and its hint ("Candidate bindings", "Did you mean"), without
+    the query excerpt and caret that follow."""
+    lines = [x.strip() for x in str(err).strip().splitlines() if x.strip()]
+    lines = [x for x in lines if not x.startswith("LINE ") and set(x) != {"^"}]
+    return " ".join(lines[:2]) or type(err).__name__
 
 
 def _emit(table, fmt: str, output: Optional[Path]) -> None:
@@ -179,17 +193,24 @@ def view(
     port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; any but loopback needs the token "
                              "printed in the URL."),
+    memory_limit: str = typer.Option("2GiB", "--memory-limit", help="DuckDB's memory limit for each open run's "
+                                     "queries (at most 4 runs are open); past it a query is refused."),
+    max_result: str = typer.Option("64MiB", "--max-result", help="The most bytes one query's result may hold "
+                                   "(SQL box and SQL export); past it the query is refused."),
 ) -> None:
     """Browse a store in a web page: runs, problems, candidates, GenSelect prompts, FusioN, SQL."""
     from bonforge.viewer import serve
+    from bonforge.viewer.sql import Limits, parse_size
 
     st = _store(store)
     try:
+        limits = Limits(memory_bytes=parse_size(memory_limit, "--memory-limit"),
+                        result_bytes=parse_size(max_result, "--max-result"))
         if run_id:
             st.run(run_id)
     except BonforgeError as e:
         _fail(e)
-    serve(st, host, port, run_id, typer.echo)
+    serve(st, host, port, run_id, typer.echo, limits)
 
 
 @app.command()
@@ -198,10 +219,20 @@ def runs(
     store: Optional[str] = StoreOpt,
 ) -> None:
     """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
-    with --run, that run's stages."""
+    with --run, that run's stages (and for a failed run its error, exit code 2). A build whose process is
+    gone (killed) shows as failed."""
     if run_id:
+        try:
+            run = _store(store).run(run_id)
+        except BonforgeError as e:
+            _fail(e)
+        error = ((run.get("error") or "").strip().splitlines() or ["no error recorded"])[0]
+        if run.get("status") == "failed" and not run.get("stages"):
+            _fail(BonforgeError(f"run {run['run_id']} failed before it recorded any stage: {error}"))
         sql("SELECT stage, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, key", run_id, "table", None, store)
+            "FROM run_stages ORDER BY stage, key", run["run_id"], "table", None, store)
+        if run.get("status") == "failed":
+            _fail(BonforgeError(f"run {run['run_id']} failed: {error}"))
         return
     sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
         "FROM runs ORDER BY started, run_id", None, "table", None, store)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from bonforge.config_model import Model, added, exec_only
 from bonforge.errors import ConfigError
+from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.sandbox.config import CodeVerifyConfig
 
@@ -27,6 +28,13 @@ class DataSource(Model):
     path: str = Field(description="Relative path in the mirror/cache, or a local path.")
     url: str | None = Field(None, description="Where to download the file when it is not mirrored.")
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Checksum of the downloaded file.")
+    max_line_mib: float = exec_only(64, gt=0, description="Longest JSONL line read (MiB); a longer one is an error.")
+    max_input_gib: float = exec_only(
+        64, gt=0, description="Most data one file may hold once decompressed (GiB; Parquet: uncompressed, as its "
+        "footer says); more is an error.")  # fmt: skip
+
+    def byte_limits(self) -> ByteLimits:
+        return ByteLimits(line=int(self.max_line_mib * (1 << 20)), total=int(self.max_input_gib * (1 << 30)))
 
 
 class FieldMap(Model):
@@ -74,6 +82,10 @@ class ProblemsConfig(Model):
         "optional reference, candidates are scored (`scorers`), not verified.")
     fields: FieldMap = Field(default_factory=FieldMap)
     limit: int | None = Field(None, gt=0, description="Keep only the first N problems.")
+    missing_answers: Literal["error", "skip"] = added(
+        "error", description="Maths problems whose gold answer is missing (null, NaN, infinite, pandas' 'nan'): "
+        "'error' stops the load naming the file, record and field; 'skip' leaves them out, counted in the "
+        "problems manifest (left_out.no_gold_answer).")  # fmt: skip
     include_reference: bool = Field(
         False, description="Add the problems' reference solutions (HumanEval canonical_solution, APPS "
                            "solutions.json, fields.solutions) to the pool as a teacher named `reference`.")

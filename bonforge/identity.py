@@ -3,8 +3,9 @@ stage is about to compute (``bonforge.engine.reuse`` takes a row from the store 
 
 * a sample: the model identity and the sampling settings that shape it (all but ``n`` and the execution-only
   fields, see ``bonforge.stages.sample.sample_settings``), the rendered prompt, the sample index and its seed;
-* a verdict: the verification settings (stage version included), the problem's domain, its gold answer or
-  test spec, and the candidate's text.
+* a verdict: the verification settings (stage version included) and the judge's fingerprint
+  (``bonforge.judging.fingerprint``), the problem's domain, its gold answer or test spec, and the
+  candidate's text.
 
 A sample's identity is 16 bytes of a SHA-256 over length-prefixed parts (no two different part lists
 give the same input: the settings and the prompt), then its index and seed. A verdict's is 16 bytes of a

@@ -21,6 +21,32 @@ os.environ.setdefault("BONFORGE_QUIET", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--file-times", action="store_true",
+                     help="End with a table of the seconds each test file took (setup, call and teardown of its "
+                          "tests, its fixtures included), slowest first.")
+
+
+_FILE_TIMES: dict[str, list[float]] = {}  # test file -> [seconds, tests]
+
+
+def pytest_runtest_logreport(report) -> None:
+    times = _FILE_TIMES.setdefault(report.nodeid.split("::")[0], [0.0, 0])
+    times[0] += report.duration
+    times[1] += report.when == "call" or (report.when == "setup" and report.skipped)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own summaries (--durations): the table ends the report
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if not config.getoption("--file-times") or not _FILE_TIMES:
+        return
+    terminalreporter.write_sep("=", "seconds per test file")
+    for path, (secs, tests) in sorted(_FILE_TIMES.items(), key=lambda kv: -kv[1][0]):
+        terminalreporter.write_line(f"{secs:9.1f} s  {tests:5d} tests  {path}")
+    terminalreporter.write_line(f"{sum(t[0] for t in _FILE_TIMES.values()):9.1f} s  "
+                                f"{sum(t[1] for t in _FILE_TIMES.values()):5d} tests  (all files)")
+
+
 def pytest_sessionstart(session) -> None:
     import tempfile
 

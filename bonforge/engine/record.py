@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from bonforge.storage import liveness
 from bonforge.storage.store import new_run_id, utc_now
 
 
@@ -36,12 +37,14 @@ class RunRecord:
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None
+    process: dict | None = None  # a build's: who writes it (``bonforge.storage.liveness``; a killed one is failed)
     extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary
 
     @classmethod
     def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]]) -> RunRecord:
         """A build of ``recipe`` starting now; ``stages``/``cached``: the run's maps, filled as it goes."""
-        return cls(run_id or new_run_id(), recipe.name, recipe.model_dump(mode="json"), stages, cached)
+        return cls(run_id or new_run_id(), recipe.name, recipe.model_dump(mode="json"), stages, cached,
+                   process=liveness.stamp())
 
     @classmethod
     def derived(cls, base: dict, kind: str, stage: str, key: str, label: str, cached: bool, secs: float,

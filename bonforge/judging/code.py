@@ -9,9 +9,11 @@ workers on one node pass the node's shared pool (``bonforge.sandbox.ray_pool.nod
 Assert-style checks are the dataset's code: they run in a checker process of their own, in a container
 apart from the candidates' (``bonforge.sandbox.checker``): the sandbox makes the calls the check planned,
 the checker replays the check on the answers, and a program whose answers lead the check to other calls
-runs again with the longer plan. Each outcome is judged as it arrives and only what its verdict needs is
-kept. Whatever comes back from the sandbox or the checker is read with bounded size and depth, and a row
-that cannot be judged gets a verdict of its own: no program, and no one problem's data, can fail the stage.
+runs again with the longer plan. Each outcome is judged as it arrives (an assert-style run's check
+replayed then) and only what its verdict needs is kept: a batch's extra host memory is bounded by the pool
+(``HOST_ANSWERS_PER_WORKER``), not by the batch. Whatever comes back from the sandbox or the checker is
+read with bounded size and depth, and a row that cannot be judged gets a verdict of its own: no program,
+and no one problem's data, can fail the stage.
 
 **Time bound.** A test's CPU limit is the problem's ``time_limit_s`` when it is a positive number under the
 recipe's ``time_limit_s``, else the recipe's (``time_limit_s()``: a NaN, infinite or huge value never
@@ -44,12 +46,13 @@ from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
 
+# 5: the judge's fingerprint (sources, backend) in the key and identity; timeouts never reused.
 # 4: a candidate's time budget; problems' limits capped by the recipe's; an exit or StopIteration raised in a
 # call is a runtime error; a problem whose check or tests cannot be used is its candidates' sandbox_error;
 # checks run in a container of their own; the output cap scales with the expected output; call outputs
 # compared strictly unless the format wraps them (APPS); the runner's exit, streams and stack as CPython's.
 # 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer.
-VERSION = "4"
+VERSION = "5"
 MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 
@@ -158,8 +161,9 @@ def _tail(text: str, n: int) -> str:
 def judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
     """A pool outcome reduced to what its verdict needs, judged as it arrives (a batch never holds every
     program's output): per test its status (``passed``, ``wrong_answer`` or the run's own), a note, a stderr
-    tail and its wall time; an assert-style run keeps its call lines until its check is replayed. An outcome
-    that cannot be judged at all (a bug here, met by no program so far) is that candidate's runtime_error."""
+    tail and its wall time; an assert-style run keeps its call lines until its check is replayed, which
+    ``_Replays`` does as the outcome arrives. An outcome that cannot be judged at all (a bug here, met by no
+    program so far) is that candidate's runtime_error."""
     try:
         return _judged(spec, outcome, cfg)
     except Exception as e:  # noqa: BLE001
@@ -296,70 +300,97 @@ def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:
     return answer["key"], answer["plan"]
 
 
-CHUNK = 64  # requests per pool call when checks are replayed meanwhile
+CHUNK = 64  # requests per pool call when checks are replayed (bounds what a pool that does not stream holds)
+# The host's extra memory while a batch is judged on a pool that streams outcomes (``SandboxPool``: the stage
+# off Ray, the code reward), whatever the batch's size: at most about this many answers of one request
+# (its tests x the output cap) per worker of the pool: the channel's read buffer, the parsed answer, the
+# judged copy and, for an assert-style run, the checker's request. (``tests/sandbox/test_sandbox_memory.py``)
+HOST_ANSWERS_PER_WORKER = 4
+
+
+class _Replays:
+    """The checks of assert-style requests, each replayed on its run's answers as that outcome arrives (on
+    the pool's thread: the checker takes one request at a time from any thread), so that a run's call
+    lines are dropped at once and never wait for the rest of the batch. A program whose answers lead the
+    check to other calls is marked to run again with the longer plan while its time budget lasts (every
+    run's wall time counts)."""
+
+    def __init__(self, requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker,
+                 cfg: CodeVerifyConfig):  # fmt: skip
+        self.requests, self.specs, self.asserts, self.checker, self.cfg = requests, specs, asserts, checker, cfg
+        self.plans: dict[int, list | None] = dict.fromkeys(asserts)
+        self.go_ons = dict.fromkeys(asserts, False)
+        self.spent = dict.fromkeys(asserts, 0.0)
+        self.runs = dict.fromkeys(asserts, 0)
+        self.again: set[int] = set()
+
+    def judged(self, i: int, outcome: dict) -> dict:
+        """Request ``i``'s outcome judged (``judged``), and for an assert-style one its check replayed."""
+        kept = judged(self.specs[i], outcome, self.cfg)
+        if i in self.asserts:
+            try:
+                self._replay(i, kept)
+            except Exception as e:  # noqa: BLE001  (a bug here: that candidate's verdict, never the batch's)
+                log.warning("could not replay a check (%s: %s): the candidate gets runtime_error", type(e).__name__, e)
+                return {"runner_killed": f"the check could not be replayed: {type(e).__name__}: {e}"}
+        return kept
+
+    def _replay(self, i: int, kept: dict) -> None:
+        self.runs[i] += 1
+        if not kept.get("results"):
+            return  # a sandbox failure: judged as it is
+        res, request = kept["results"][0], self.requests[i]
+        self.spent[i] += res["wall_s"]
+        res["wall_s"] = self.spent[i]  # the candidate's time, all runs
+        if "calls" not in res:
+            return  # a compile error, a failed run: judged as it is
+        end = {"status": res["status"], "error": res["error"]}
+        answer = self.checker.replay(self.asserts[i], self.plans[i], res.pop("calls"), end,
+                                     float(request["time_limit"]), self.go_ons[i])  # fmt: skip
+        if "more" not in answer:
+            res["status"], res["error"] = answer["status"], answer.get("error", "")
+        elif request["budget"] - self.spent[i] <= 0 or self.runs[i] >= MAX_ROUNDS:
+            res["status"] = "timeout"
+            res["error"] = (f"the check's calls depended on the program's answers: its time budget "
+                            f"({request['budget']:.1f} s) ran out after {self.runs[i]} runs")  # fmt: skip
+        else:
+            self.plans[i], self.go_ons[i] = answer["more"], bool(answer.get("go_on"))
+            self.again.add(i)
+
+    def rerun(self, i: int) -> dict:
+        """The request that runs ``i``'s program again with its check's longer plan, in what is left of its budget."""
+        request = self.requests[i]
+        return dict(request, tests=[{"calls": self.plans[i], "go_on": self.go_ons[i]}],
+                    budget=request["budget"] - self.spent[i])
 
 
 def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker, run,
                    cfg: CodeVerifyConfig) -> list[dict]:  # fmt: skip
-    """Every request run and judged as it arrives (``judged``). With assert-style requests, in chunks, two
-    in the sandbox at a time, replaying the checks of each chunk as it comes back: the checker's share of
-    the work overlaps the sandbox's."""
-    def launch(s: int) -> Background:
-        return Background(run, requests[s : s + CHUNK], lambda i, o: judged(specs[s + i], o, cfg))
-
+    """Every request run and judged as it arrives (``judged``; an assert-style one's check replayed then,
+    ``_Replays``). With assert-style requests, in chunks, two in the sandbox at a time (a pool that hands
+    outcomes over only at the end holds at most two chunks'), then the programs whose checks asked for
+    more calls run again, round by round."""
     if not asserts:
         return run(requests, lambda i, o: judged(specs[i], o, cfg))
+    replays = _Replays(requests, specs, asserts, checker, cfg)
+
+    def launch(s: int) -> Background:
+        return Background(run, requests[s : s + CHUNK], lambda i, o: replays.judged(s + i, o))
+
     kept: list[dict] = []
     starts = range(0, len(requests), CHUNK)
     ahead = collections.deque(map(launch, starts[:2]))
-    for k, start in enumerate(starts):
+    for k in range(len(starts)):
         kept += ahead.popleft().result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
         if k + 2 < len(starts):
             ahead.append(launch(starts[k + 2]))
-        mine = {i: asserts[i] for i in range(start, len(kept)) if i in asserts}
-        _check_asserts(requests, specs, kept, mine, checker, run, cfg)
-    return kept
-
-
-def _check_asserts(requests: list[dict], specs: list[TestSpec], kept: list[dict], asserts: dict[int, str],
-                   checker: Checker, run, cfg: CodeVerifyConfig) -> None:  # fmt: skip
-    """Replay each assert-style candidate's check on its run's answers, turning the run's result into the
-    verdict; run again, with the longer plan, those whose check asked for calls the run did not make, while
-    the candidate's time budget lasts (every run's wall time counts)."""
-    plans: dict[int, list | None] = dict.fromkeys(asserts)
-    go_ons = dict.fromkeys(asserts, False)
-    spent = {i: kept[i]["results"][0]["wall_s"] if kept[i].get("results") else 0.0 for i in asserts}
-    todo = list(asserts)
-    for round_no in range(1, MAX_ROUNDS + 1):
-        again = []
-        for i in todo:
-            if not kept[i].get("results") or "calls" not in kept[i]["results"][0]:
-                continue  # a sandbox failure, a compile error, a failed run: judged as it is
-            res = kept[i]["results"][0]
-            end = {"status": res["status"], "error": res["error"]}
-            answer = checker.replay(asserts[i], plans[i], res.pop("calls"), end, float(requests[i]["time_limit"]),
-                                    go_ons[i])  # fmt: skip
-            left = requests[i]["budget"] - spent[i]
-            if "more" not in answer:
-                res["status"], res["error"] = answer["status"], answer.get("error", "")
-            elif left <= 0 or round_no == MAX_ROUNDS:
-                res["status"] = "timeout"
-                res["error"] = (f"the check's calls depended on the program's answers: its time budget "
-                                f"({requests[i]['budget']:.1f} s) ran out after {round_no} runs")  # fmt: skip
-            else:
-                plans[i], go_ons[i] = answer["more"], bool(answer.get("go_on"))
-                again.append(i)
-        if not again:
-            return
-        reruns = run([dict(requests[i], tests=[{"calls": plans[i], "go_on": go_ons[i]}],
-                           budget=requests[i]["budget"] - spent[i]) for i in again],
-                     lambda k, o, again=again: judged(specs[again[k]], o, cfg))  # fmt: skip
+    while replays.again:
+        again = sorted(replays.again)
+        replays.again.clear()
+        reruns = run([replays.rerun(i) for i in again], lambda k, o, again=again: replays.judged(again[k], o))
         for i, rerun in zip(again, reruns, strict=True):
-            if rerun.get("results"):
-                spent[i] += rerun["results"][0]["wall_s"]
-                rerun["results"][0]["wall_s"] = spent[i]  # the candidate's time, all runs
             kept[i] = rerun
-        todo = again
+    return kept
 
 
 @contextlib.contextmanager

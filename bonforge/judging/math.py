@@ -34,7 +34,9 @@ import pyarrow as pa
 from bonforge.config import MathVerifyConfig
 from bonforge.schema import VERDICTS
 
-VERSION = "3"
+VERSION = "4"  # 4: one-word answers of a closed pair (yes/no, true/false, odd/even) read in plain text and in
+# sentences; a one-word reply read as a one-word gold is; a NaN gold ("nan", pandas' missing value) is an error;
+# the judge's fingerprint (``bonforge.judging.fingerprint``) in the verdicts key and every verdict's identity
 
 MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 
@@ -94,6 +96,13 @@ _THOUSANDS = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+")
 _WORD = re.compile(r"(?<![A-Za-z])(?!(?:and|or)\b)[A-Za-z]{2,}")  # an English word, not a variable or \command
 _FORMULA = re.compile(r"(?:\\.|[\w\s+\-*/^=<>()\[\]{}|,.!'&])+")  # no ':', '#', '?', ... ("A: 4" is text)
 _ONE_WORD = re.compile(r"[A-Za-z]+")
+# One-word answers that come in a closed pair: against such a gold, a text's answer is the pair's word it
+# states, wherever it is stated (a recipe pattern's value, a box, else the last sentence naming one, preferring
+# what follows "answer" in a sentence); a place naming both words of the pair states none
+_PAIRS = {w: pair for pair in (("yes", "no"), ("true", "false"), ("odd", "even")) for w in pair}
+_GOLD_WORD = re.compile(r"(?:\\boxed\{|\\text\{)*([A-Za-z]+)\}*\.?")  # of a stripped gold: no blanks to trade
+_SENTENCES = re.compile(r"[^.!?;\n]+")
+_MISSING_GOLD = {"nan", "<na>", "nat"}  # what pandas writes for a missing value: never a gold answer
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
@@ -197,6 +206,48 @@ def _parse_gold(gold: str, cfg_json: str) -> list:
     return parsed
 
 
+def _pair_words(text: str, pair: tuple[str, str]) -> set[str]:
+    return {m.lower() for m in re.findall(rf"(?<![A-Za-z])(?:{pair[0]}|{pair[1]})(?![A-Za-z])", text, re.IGNORECASE)}
+
+
+def _last_box(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` (braces balanced, at most 1,000 characters), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    for j in range(i, min(len(text), i + MAX_EXTRACTED_CHARS)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j]
+    return None
+
+
+def _judge_word(text: str, word: str, rules: _Rules) -> tuple[str, str | None, str | None]:
+    """(status, extracted, detail) of a text against a gold of a closed pair (``_PAIRS``)."""
+    pair = _PAIRS[word]
+    places = [hit[1] for hit in [_pattern_answer(text, rules)] if hit] + [b for b in [_last_box(text)] if b]
+    found = next((w for w in map(lambda p: _pair_words(p, pair), places) if w), set())
+    if not found:  # the last sentence saying "answer ..." with a word of the pair after it, else the last naming one
+        sentences = [s for s in _SENTENCES.findall(text) if _pair_words(s, pair)]
+        cued = [w for s in sentences if (i := s.lower().rfind("answer")) >= 0 and (w := _pair_words(s[i:], pair))]
+        found = cued[-1] if cued else _pair_words(sentences[-1], pair) if sentences else set()
+    if len(found) != 1:
+        return "no_answer", None, (f"the answer says both {pair[0]!r} and {pair[1]!r}" if found
+                                   else f"no {pair[0]}/{pair[1]} answer in the text")  # fmt: skip
+    said = found.pop()
+    return ("correct" if said == word else "wrong_answer"), said, None
+
+
+def _gold_word(gold: str, rules: _Rules) -> str | None:
+    """The gold's word when it is one of a closed pair (``yes``, ``\\boxed{No}``, ``\\text{True}``), else None."""
+    if rules.choices:
+        return None
+    hit = _pattern_answer(gold, rules)
+    m = _GOLD_WORD.fullmatch((hit[1] if hit else gold).strip())
+    return m.group(1).lower() if m and m.group(1).lower() in _PAIRS else None
+
+
 def _shown(parsed: list) -> str:
     """math-verify's string form of what it extracted (the matched text, normalised)."""
     text = next((p for p in reversed(parsed) if isinstance(p, str)), None)
@@ -212,6 +263,8 @@ def _extract(text: str, rules: _Rules) -> tuple[list, str | None]:
     one_line = "\n" not in text.strip() and len(text) <= MAX_EXTRACTED_CHARS
     if parsed := (_parse_answer(text, rules) if one_line else _mv_parse(text, rules)):
         return parsed, None
+    if one_line and not rules.choices and _ONE_WORD.fullmatch(word := text.strip().rstrip(".")):
+        return _mv_parse(f"$\\text{{{word}}}$", rules), None  # a one-word reply, read as a one-word gold is
     latex = "\\" in text or "$" in text
     if rules.last_number and not latex and (numbers := _LAST_NUMBER.findall(text)):
         return _mv_parse(numbers[-1], rules), None
@@ -227,6 +280,10 @@ def judge(text: str, gold: str, cfg_json: str) -> tuple[str, str | None, str | N
     from math_verify import verify
 
     rules = _rules(cfg_json)
+    if gold.strip().lower() in _MISSING_GOLD:
+        return "error", None, f"the gold answer {gold.strip()!r} is a missing value, not an answer"
+    if (word := _gold_word(_normalised(gold), rules)) is not None:
+        return _judge_word(_normalised(text), word, rules)
     gold_parsed = _parse_gold(gold, cfg_json)
     if not gold_parsed:
         return "error", None, f"math-verify cannot read the gold answer {gold[:200]!r}"

@@ -37,7 +37,23 @@ def key_config(cfg: GenSelectConfig, seed: int) -> dict:
     out = cfg.key_config()
     out["template"] = hashlib.sha256(template_text(cfg).encode()).hexdigest()
     out["seed"] = seed
+    if cfg.tokenizer and Path(cfg.tokenizer).exists():
+        out["tokenizer"] = tokenizer_key(Path(cfg.tokenizer))
     return out
+
+
+_TOKENIZER_FILES = ("tokenizer", "vocab", "merges", "special_tokens_map", "added_tokens", "spiece", "sentencepiece")
+
+
+def tokenizer_key(path: Path) -> dict:
+    """A local tokenizer as a key holds it: a file's content, or the content of a folder's tokenizer files
+    (not its weights): the same tokenizer anywhere keys alike, one edited in place does not."""
+    from bonforge.sources.digest import content_key
+
+    if path.is_file():
+        return content_key(path)
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.startswith(_TOKENIZER_FILES))
+    return {p.name: content_key(p)["sha256"] for p in files}
 
 
 @lru_cache(maxsize=4)

@@ -1,17 +1,50 @@
-"""A Prefect API server in a child process on a free local port, for one build (see ``services``)."""
+"""A Prefect API server in a child process on a free local port, for one build (see ``services``), and the
+database of every Prefect server bonforge starts.
+
+Prefect's default database (``$PREFECT_HOME/prefect.db``) is shared by every Prefect version on the
+machine: a newer one migrates it, and from then on an older one no longer starts ("Can't locate revision").
+The servers bonforge starts (this one, and those of ``bonforge up``) therefore use a database of their own
+per Prefect version, ``$PREFECT_HOME/bonforge-<version>/prefect.db``, unless one is configured
+(``PREFECT_SERVER_DATABASE_CONNECTION_URL`` or its older name ``PREFECT_API_DATABASE_CONNECTION_URL``).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
+
+from bonforge.errors import BonforgeError
 
 log = logging.getLogger("bonforge")
+CONFIGURED = ("PREFECT_SERVER_DATABASE_CONNECTION_URL", "PREFECT_API_DATABASE_CONNECTION_URL")
+
+
+def database_env() -> dict[str, str]:
+    """The environment that gives a Prefect server bonforge starts its database (empty: one is configured)."""
+    import prefect
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if set(CONFIGURED) & set(settings.to_environment_variables(exclude_unset=True)):
+        return {}
+    folder = Path(settings.home).expanduser() / f"bonforge-{prefect.__version__}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {CONFIGURED[0]: f"sqlite+aiosqlite:///{folder / 'prefect.db'}"}
+
+
+def reason(output: str) -> str:
+    """Why a server did not start, in one line: the last exception its output names, else its last line."""
+    lines = [x.strip() for x in output.strip().splitlines() if x.strip()]
+    errors = [x for x in lines if re.match(r"^[\w.]+(Error|Exception|Exit): ", x)]
+    return (errors or lines or ["no output"])[-1][:500]
 
 
 def free_port() -> int:
@@ -53,12 +86,15 @@ class TemporaryServer:
         from prefect.settings import get_current_settings
 
         self.port = free_port()
+        self.database = database_env()
+        self._since = os.fstat(self.log.fileno()).st_size  # where this launch's output starts
         env = {
             **os.environ,
             "PREFECT_UI_ENABLED": "0",
             "PREFECT__SERVER_EPHEMERAL": "1",
             "PREFECT__SERVER_FINAL": "1",
             **get_current_settings().to_environment_variables(exclude_unset=True),
+            **self.database,
         }
         argv = [
             sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), "-m", "uvicorn",
@@ -68,27 +104,32 @@ class TemporaryServer:
         ]  # fmt: skip
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
 
+    def _output(self, since: int) -> str:
+        """The server's output from byte ``since`` on (its last 20,000 bytes)."""
+        self.log.seek(max(since, os.fstat(self.log.fileno()).st_size - 20000))
+        return self.log.read().decode(errors="replace")
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def wait(self, timeout: float = 180.0) -> str | None:
-        """The API URL once the server answers; None (and a warning: the flow then starts Prefect's own
-        temporary server) when it does not start in time."""
+    def wait(self, timeout: float = 180.0) -> str:
+        """The API URL once the server answers; a BonforgeError saying why (one line) when it exits or does
+        not answer in time."""
         deadline = time.monotonic() + timeout  # generous: a loaded 2-core machine is slow
         while time.monotonic() < deadline:
-            if self.proc.poll() == 3:  # the port was taken meanwhile
-                self._launch()
+            if self.proc.poll() == 3 and "address already in use" in self._output(self._since).lower():
+                self._launch()  # the port was taken meanwhile (uvicorn's exit code 3 is any failed start)
             elif self.proc.poll() is not None:
                 break
             if healthy(self.url):
                 return self.url
             time.sleep(0.1)
-        self.log.seek(0)
-        tail = self.log.read()[-2000:].decode(errors="replace").strip()
-        log.warning("the temporary Prefect server did not start (%s); the flow starts its own", tail or "no output")
+        output = self._output(self._since)
+        how = "exited" if self.proc.poll() is not None else f"did not answer within {timeout:g} s"
         self.stop()
-        return None
+        where = f" (database {self.database[CONFIGURED[0]]})" if self.database else ""
+        raise BonforgeError(f"the build's Prefect server {how}{where}: {reason(output)}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

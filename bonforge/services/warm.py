@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bonforge.services.prefect_server import free_port, healthy
+from bonforge.services.prefect_server import database_env, free_port, healthy, reason
 from bonforge.errors import BonforgeError
 
 BUILDER = "bonforge.services.builder"  # the warm builder's module, also the marker of its command line
@@ -77,8 +77,8 @@ def _wait(ready, pid: int, marker: str, what: str, log: Path, timeout: float = 1
     while not ready():
         if not _alive(pid, marker) or time.monotonic() > deadline:
             _stop(pid, marker)
-            tail = log.read_bytes()[-1500:].decode(errors="replace").strip() if log.is_file() else ""
-            raise BonforgeError(f"{what} did not start ({tail or 'no output'}); see {log}")
+            output = log.read_bytes()[-20000:].decode(errors="replace") if log.is_file() else ""
+            raise BonforgeError(f"{what} did not start: {reason(output)} (see {log})")
         time.sleep(0.2)
 
 
@@ -111,6 +111,7 @@ def up(num_cpus: int | None = None) -> dict:
     state.mkdir(parents=True, exist_ok=True)
     env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "0", **os.environ}  # UI: set it to 1
     env.pop("PREFECT_API_URL", None)
+    env.update(database_env())  # its own, per Prefect version (see bonforge.services.prefect_server)
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     prefect_log = state / "prefect.log"

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from bonforge.config import FieldMap
 from bonforge.errors import DataError
-from bonforge.tables.records import get_field, json_error, load_json, read_records
+from bonforge.tables.records import ByteLimits, get_field, json_error, load_json, read_records
 from bonforge.judging.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s, to_spec
@@ -86,10 +86,10 @@ def _need(rec: dict, key: str, path: Path, record, kind: type = str) -> object:
     return rec[key]
 
 
-def load_humaneval(path: str | Path) -> pa.Table:
+def load_humaneval(path: str | Path, limits: ByteLimits | None = None) -> pa.Table:
     path = Path(path)
     rows = []
-    for n, rec in read_records(path):
+    for n, rec in read_records(path, limits):
         task_id = _need(rec, "task_id", path, f"line {n}")
         entry = _need(rec, "entry_point", path, task_id)
         if not entry.isidentifier():
@@ -162,7 +162,8 @@ def _candidate(pid: str, teacher: str, i: int, text: str, correct: bool | None =
 _DEF = re.compile(r"^def\s+(\w+)\s*\(", re.M)
 
 
-def import_codet_pool(path: str | Path, problems: pa.Table, n: int = 8, teacher: str = "codegen16b") -> pa.Table:
+def import_codet_pool(path: str | Path, problems: pa.Table, n: int = 8, teacher: str = "codegen16b",
+                      limits: ByteLimits | None = None) -> pa.Table:  # fmt: skip
     """The first ``n`` samples of each CodeT record whose problem is in ``problems``."""
     path = Path(path)
     if n <= 0:
@@ -173,7 +174,7 @@ def import_codet_pool(path: str | Path, problems: pa.Table, n: int = 8, teacher:
         if entry:
             by_entry.setdefault(entry, []).append(p)
     rows, seen = [], {}
-    for n_rec, rec in read_records(path):
+    for n_rec, rec in read_records(path, limits):
         prompt = _need(rec, "prompt", path, n_rec)
         defs = _DEF.findall(prompt)
         matches = by_entry.get(defs[-1], []) if defs else []

@@ -6,7 +6,14 @@ Resolution order for a ``DataSource(path, url, sha256)``:
 2. ``<path>`` as a local file or directory (absolute, or relative to the recipe's folder or the CWD);
 3. ``$BONFORGE_CACHE/<path>`` (default ``~/.cache/bonforge/data``), filled once by downloading ``url``.
 
+A ``path`` of the form ``s3://bucket/key`` is an S3 object, copied into the cache once per ETag
+(``bonforge.sources.s3_objects``).
+
 A download is written to a temporary name, checked against ``sha256`` and only then renamed into place.
+
+``content_key`` is what a stage key holds of a source: the recipe's ``sha256`` where it states one, an S3
+object's ETag and size, else the content of the file or folder it resolves to (``bonforge.sources.digest``),
+never its path.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import os
 from pathlib import Path
 
 from bonforge.config import DataSource
-from bonforge.errors import FetchError
+from bonforge.errors import DataError, FetchError
 from bonforge.keys import sha256_file
+from bonforge.sources import s3_objects
+from bonforge.sources.digest import content_key as _local_key, file_sha256
 
 
 def cache_dir() -> Path:
@@ -24,13 +33,16 @@ def cache_dir() -> Path:
 
 
 def _checked(path: Path, src: DataSource) -> Path:
-    if src.sha256 and path.is_file() and sha256_file(path) != src.sha256:
+    if src.sha256 and path.is_file() and file_sha256(path) != src.sha256:
         raise FetchError(f"{path}: sha256 does not match the recipe's {src.sha256} (a different file?)")
     return path
 
 
 def resolve(src: DataSource, base: Path | None = None) -> Path:
     """Return a local path for ``src``, downloading it into the cache when needed."""
+    if s3_objects.is_s3(src.path):
+        etag, _ = s3_objects.head(src.path)
+        return _checked(s3_objects.fetch(src.path, etag, cache_dir()), src)
     mirror = os.environ.get("BONFORGE_DATA")
     if mirror and (Path(mirror) / src.path).exists():
         return _checked(Path(mirror) / src.path, src)
@@ -46,6 +58,17 @@ def resolve(src: DataSource, base: Path | None = None) -> Path:
             f"recipe gives no url; set BONFORGE_DATA to a directory holding {src.path} or give a local path"
         )
     return _download(src, cached)
+
+
+def content_key(src: DataSource, base: Path | None = None) -> dict[str, str]:
+    """A source as a stage key holds it: the same bytes under any path (``problems.jsonl``, ``./problems.jsonl``,
+    an absolute path, a mirror or a download) give the same key, and a file edited in place another one."""
+    if src.sha256:  # every copy that is read is checked against it
+        return {"sha256": src.sha256}
+    if s3_objects.is_s3(src.path):
+        etag, size = s3_objects.head(src.path)
+        return {"s3_etag": etag, "size": str(size)}
+    return _local_key(resolve(src, base))
 
 
 def _download(src: DataSource, dest: Path) -> Path:
@@ -70,3 +93,16 @@ def _download(src: DataSource, dest: Path) -> Path:
         raise FetchError(f"{src.url}: sha256 {got} does not match the recipe's {src.sha256}")
     os.replace(tmp, dest)
     return dest
+
+
+def keyed(model, content: dict[str, str]) -> dict:
+    """The key config of a recipe section that names a ``source`` (problems, a pool teacher, a benchmark),
+    with the source's ``content_key`` in place of its path, url and checksum."""
+    return {**model.key_config(), "source": content}
+
+
+def unchanged(src: DataSource, base: Path | None, content: dict[str, str]) -> None:
+    """Raise ``DataError`` when the source no longer holds the content its stage was keyed by (edited while
+    the build ran): the output would not be the key's."""
+    if content_key(src, base) != content:
+        raise DataError("the file changed while the build was running; run it again", src.path)

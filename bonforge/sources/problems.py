@@ -16,8 +16,10 @@ import pyarrow.compute as pc
 
 from bonforge.config import ProblemsConfig
 from bonforge.errors import DataError
-from bonforge.tables.records import dataset_files, get_field, read_records, require_str
+from bonforge.tables.records import dataset_files, get_field, missing_value, read_records, require_str
 from bonforge.schema import PROBLEMS
+
+LEFT_OUT_NO_ANSWER = "left_out_no_gold_answer"  # the table's schema metadata: problems left out (missing_answers: skip)
 
 
 def records(cfg: ProblemsConfig, path: Path) -> Iterator[tuple[str, str, dict]]:
@@ -26,7 +28,7 @@ def records(cfg: ProblemsConfig, path: Path) -> Iterator[tuple[str, str, dict]]:
     def every() -> Iterator[tuple[str, str, dict]]:
         for file in dataset_files(path, cfg.files, cfg.split):
             label = "row" if file.suffix in (".parquet", ".arrow") else "line"
-            for n, rec in read_records(file):
+            for n, rec in read_records(file, cfg.source.byte_limits()):
                 yield str(file), f"{label} {n}", rec
 
     return itertools.islice(every(), cfg.limit)
@@ -37,7 +39,10 @@ def load_problems(cfg: ProblemsConfig, path: Path, drop: pa.Table | None = None)
     if cfg.format in ("humaneval", "apps"):
         from bonforge.sources import code as load_code
 
-        table = load_code.load_humaneval(path) if cfg.format == "humaneval" else load_code.load_apps(path)
+        if cfg.format == "humaneval":
+            table = load_code.load_humaneval(path, cfg.source.byte_limits())
+        else:
+            table = load_code.load_apps(path)
         table = table.slice(0, cfg.limit) if cfg.limit else table
     else:
         table = _load_table(cfg, path)
@@ -50,6 +55,7 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
     rows: dict[str, list] = {f.name: [] for f in PROBLEMS}
     seen: dict[str, str] = {}
     fm = cfg.fields
+    left_out = 0
     for index, (src, where, rec) in enumerate(records(cfg, path)):
         question = require_str(get_field(rec, fm.question, source=src, record=where), source=src, record=where,
                                field=fm.question)
@@ -57,6 +63,12 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
         if fm.answer:  # optional for code problems (their reference solutions may come from fields.solutions)
             optional = fm.tests or cfg.domain == "open"  # an open-ended problem's reference is optional
             answer = get_field(rec, fm.answer, source=src, record=where, **({"default": None} if optional else {}))
+            if cfg.domain == "math" and (why := missing_value(answer)) is not None:
+                if cfg.missing_answers == "error":
+                    raise DataError(f"no gold answer: {why}; fix the record, or set problems.missing_answers: skip "
+                                    "to leave such problems out", src, where, fm.answer)  # fmt: skip
+                left_out += 1
+                continue
             if answer is not None:
                 answer = require_str(answer, source=src, record=where, field=fm.answer)
         if fm.id:
@@ -88,5 +100,7 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
                             ("question", question), ("answer", answer), ("tests", tests), ("metadata", metadata)):
             rows[name].append(value)
     if not rows["problem_id"]:
-        raise DataError("no problems found (empty file?)", str(path))
-    return pa.Table.from_pydict(rows, schema=PROBLEMS)
+        why = f" ({left_out} left out for a missing gold answer)" if left_out else " (empty file?)"
+        raise DataError(f"no problems found{why}", str(path))
+    table = pa.Table.from_pydict(rows, schema=PROBLEMS)
+    return table.replace_schema_metadata({LEFT_OUT_NO_ANSWER: str(left_out)}) if left_out else table

@@ -38,7 +38,8 @@ from bonforge.schema import CONTAMINATION
 from bonforge.sources.problems import load_problems
 from bonforge.stage import Node, Params, Stage, unkeyed
 
-VERSION = "1"
+VERSION = "2"  # 2: keyed by the content of the problems' and the benchmarks' sources (a digest cached by stat),
+# not their paths: a benchmark list or problem file edited in place is a new input
 
 # One odd 64-bit multiplier per window position (fixed: part of the stage's code, as the version is).
 _MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
@@ -154,7 +155,7 @@ def benchmark_table(bench: Benchmark, path: Path) -> pa.Table:
     ids, texts = [], []
     for file in dataset_files(path, bench.files, bench.split):
         src = str(file)
-        for n, rec in read_records(file):
+        for n, rec in read_records(file, bench.source.byte_limits()):
             where = f"{'row' if file.suffix in ('.parquet', '.arrow') else 'line'} {n}"
             texts.append(require_str(get_field(rec, bench.field, source=src, record=where), source=src, record=where,
                                      field=bench.field))  # fmt: skip
@@ -165,9 +166,12 @@ def benchmark_table(bench: Benchmark, path: Path) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string())})
 
 
-def _compute(_: pa.Table, problems: ProblemsConfig, cfg: DecontaminateConfig, recipe_dir: Path) -> pa.Table:
+def _compute(_: pa.Table, problems: ProblemsConfig, cfg: DecontaminateConfig, recipe_dir: Path,
+             contents: dict) -> pa.Table:  # fmt: skip
     loaded = load_problems(problems, data.resolve(problems.source, recipe_dir))
     benches = {b.name: benchmark_table(b, data.resolve(b.source, recipe_dir)) for b in cfg.benchmarks}
+    for src, content in zip([problems.source] + [b.source for b in cfg.benchmarks], contents["sources"]):
+        data.unchanged(src, recipe_dir, content)
     return decontaminate(loaded.select(["problem_id", "question"]), benches, cfg.ngram, cfg.dedup)
 
 
@@ -185,9 +189,13 @@ class DecontaminateParams(Params):
     problems: ProblemsConfig
     cfg: DecontaminateConfig
     recipe_dir: Path = unkeyed()
+    contents: dict = unkeyed()  # {"sources": [the problems' content key, each benchmark's]} (``data.content_key``)
 
     def key_config(self) -> dict:
-        return {"problems": self.problems.key_config(), "decontaminate": self.cfg.key_config()}
+        problems, *benches = self.contents["sources"]
+        cfg = self.cfg.key_config()
+        cfg["benchmarks"] = [data.keyed(b, c) for b, c in zip(self.cfg.benchmarks, benches)]
+        return {"problems": data.keyed(self.problems, problems), "decontaminate": cfg}
 
 
 STAGE = Stage("contamination", VERSION, params=DecontaminateParams, schema=CONTAMINATION, compute=_compute, early=True,
@@ -195,5 +203,7 @@ STAGE = Stage("contamination", VERSION, params=DecontaminateParams, schema=CONTA
 
 
 def node(recipe: Recipe, recipe_dir: Path) -> Node:
-    """Keyed by the problems' source and mapping and the decontamination settings."""
-    return STAGE.bind(DecontaminateParams(recipe.problems, recipe.decontaminate, recipe_dir), {})
+    """Keyed by the content of the problems' and benchmarks' sources, the mapping and the settings."""
+    sources = [recipe.problems.source] + [b.source for b in recipe.decontaminate.benchmarks]
+    contents = {"sources": [data.content_key(s, recipe_dir) for s in sources]}
+    return STAGE.bind(DecontaminateParams(recipe.problems, recipe.decontaminate, recipe_dir, contents), {})

@@ -14,7 +14,7 @@ from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.tables.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform, text_chars
-from bonforge.stage import Node, Params, Ref, Stage, unkeyed, whole_key
+from bonforge.stage import Node, Params, Ref, Stage, unkeyed
 from bonforge.sources import code as load_code
 
 
@@ -29,7 +29,8 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     """Candidates of one teacher from a pool file, matched to ``problems``."""
     if teacher.format != "jsonl":
         if teacher.format == "codet":
-            table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name)
+            table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name,
+                                               limits=teacher.source.byte_limits())
         else:
             table = load_code.import_apps_pool(path, problems, teacher=teacher.name)
         return conform(table, CANDIDATES)
@@ -42,7 +43,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     src = str(path)
     rows: dict[str, list] = {f.name: [] for f in CANDIDATES}
     matched = 0
-    for order, (lineno, rec) in enumerate(read_records(path)):
+    for order, (lineno, rec) in enumerate(read_records(path, teacher.source.byte_limits())):
         where = f"line {lineno}"
         if teacher.match == "order":
             if order >= len(ids):
@@ -89,8 +90,10 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     return pa.Table.from_pydict(rows, schema=CANDIDATES)
 
 
-def _import(_: pa.Table, problems: pa.Table, teacher: PoolTeacher, recipe_dir: Path) -> pa.Table:
-    return identity.with_digests(import_pool(teacher, data.resolve(teacher.source, recipe_dir), problems))
+def _import(_: pa.Table, problems: pa.Table, teacher: PoolTeacher, recipe_dir: Path, content: dict) -> pa.Table:
+    table = import_pool(teacher, data.resolve(teacher.source, recipe_dir), problems)
+    data.unchanged(teacher.source, recipe_dir, content)
+    return identity.with_digests(table)
 
 
 def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
@@ -99,20 +102,26 @@ def _reference(_: pa.Table, problems: pa.Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class PoolParams(Params):
-    teacher: PoolTeacher = whole_key()
+    teacher: PoolTeacher
     recipe_dir: Path = unkeyed()
+    content: dict = unkeyed()  # the pool file's content key (``data.content_key``), in the key in place of its path
+
+    def key_config(self) -> dict:
+        return data.keyed(self.teacher, self.content)
 
 
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
                  summary=lambda w: {"text_chars": text_chars(w.each(["text"]))})
+# 3: keyed by the pool file's content (a digest cached by stat), not its path: a pool edited in place is new.
 # 2: the text_digest column (each text hashed once, here, for verification's row identity)
-POOL = Stage("candidates", "pool-2", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
+POOL = Stage("candidates", "pool-3", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
 REFERENCE = Stage("candidates", "reference-2", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 
 
 def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:
-    return POOL.bind(PoolParams(teacher, recipe_dir), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                     note={"teacher": teacher.name})
+    content = data.content_key(teacher.source, recipe_dir)
+    return POOL.bind(PoolParams(teacher, recipe_dir, content), {"problems": problems},
+                     label=f"candidates[{teacher.name}]", note={"teacher": teacher.name})
 
 
 def reference_node(problems: Ref) -> Node:

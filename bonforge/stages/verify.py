@@ -2,11 +2,14 @@
 (``verify_code``), chosen by the problems' domain. The candidates are read in problem_id order a bounded
 batch at a time (streamed); shards of 256 candidates run as Ray tasks; readers get files of 100,000 verdicts.
 
-A verdict's content identity (``bonforge.identity``) is the verification settings, the problem's domain, its
-gold answer (math) or test spec and question (code: what extraction and the judge read) and the candidate's
-text: a verdict on the same text under the same settings is taken from the store, not judged again. Never
-reused: ``sandbox_error`` (the sandbox failed, not the candidate) and math ``timeout`` (the verifier was
-killed at a wall-clock limit, which a busy machine reaches sooner)."""
+A verdict's content identity (``bonforge.identity``) is the verification settings, the judge's fingerprint
+(``bonforge.judging.fingerprint``: its sources, the verifier libraries' versions, for code the backend), the
+problem's domain, its gold answer (math) or test spec and question (code: what extraction and the judge
+read) and the candidate's text: a verdict on the same text by the same judge under the same settings is
+taken from the store, not judged again. The fingerprint is in the stage key too. Never reused:
+``sandbox_error`` (the sandbox failed, not the candidate) and ``timeout``, maths and code alike (a verifier
+killed, or a program stopped, at a limit that is wholly or partly wall-clock time, which a busy machine
+reaches sooner)."""
 
 from __future__ import annotations
 
@@ -20,10 +23,11 @@ import pyarrow.compute as pc
 from bonforge import identity
 from bonforge.judging import code as verify_code
 from bonforge.judging import math as verify_math
+from bonforge.judging.fingerprint import fingerprint
 from bonforge.config import MathVerifyConfig, Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import VERDICTS
-from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, whole_key
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
 
 
 def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
@@ -47,7 +51,8 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
 
 def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
     def ids(candidates: pa.Table, context: dict, params: VerifyParams) -> pa.Table:
-        digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params.cfg.key_config()})
+        digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params.cfg.key_config(),
+                                               "judge": params.judge()})
         problems = context["problems"]
         if kind == "math":
             gold = problems.column("answer")
@@ -68,7 +73,17 @@ def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
 
 @dataclass(frozen=True)
 class VerifyParams(Params):
-    cfg: MathVerifyConfig | CodeVerifyConfig = whole_key()
+    cfg: MathVerifyConfig | CodeVerifyConfig
+
+    def judge(self) -> str:
+        """The judge's fingerprint (``bonforge.judging.fingerprint``): its sources, the verifier libraries'
+        versions, for code the backend that runs programs (an execution setting that still decides verdicts)."""
+        if isinstance(self.cfg, CodeVerifyConfig):
+            return fingerprint("code", self.cfg.backend)
+        return fingerprint("math")
+
+    def key_config(self) -> dict:
+        return {"settings": self.cfg.key_config(), "judge": self.judge()}
 
 
 # What judging and the verdict identity read: not the reasoning, token counts or the problems' metadata.
@@ -90,7 +105,7 @@ _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,
-             rows=_rows("code", verify_code.VERSION, ("sandbox_error",)), **_SHARDS)
+             rows=_rows("code", verify_code.VERSION, ("sandbox_error", "timeout")), **_SHARDS)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:

@@ -18,9 +18,9 @@ def connect(store: StageStore, run_id: str | None = None):
     con = store.duckdb()
     runs = store.runs()
     con.register("runs", _runs_table(runs))
-    if not runs:
+    if not runs and run_id is None:
         return con
-    run = store.run(run_id)
+    run = store.run(run_id)  # a run that is not there: one StoreError naming it
     stage_rows = []
     for stage, keys in run["stages"].items():
         add_view(con, store, stage, [(stage, key) for key in keys if store.exists(stage, key)])
@@ -41,10 +41,23 @@ def connect(store: StageStore, run_id: str | None = None):
                     "rows_reused": reused,
                 }
             )
-    con.register(
-        "run_stages", pa.Table.from_pylist(stage_rows) if stage_rows else pa.table({"stage": pa.array([], pa.string())})
-    )
+    con.register("run_stages", pa.Table.from_pylist(stage_rows, schema=RUN_STAGES))
     return con
+
+
+RUN_STAGES = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("stage", pa.string()),
+        ("key", pa.string()),
+        ("rows", pa.int64()),
+        ("wall_s", pa.float64()),
+        ("compute_s", pa.float64()),
+        ("cached", pa.bool_()),
+        ("rows_computed", pa.int64()),
+        ("rows_reused", pa.int64()),
+    ]
+)  # the same columns for a run without stages (a build that failed early)
 
 
 def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str]]) -> None:

@@ -1,7 +1,8 @@
 """``bonforge gc``: remove the stage outputs that neither the newest runs nor any dataset version name.
 
-Kept: every output a kept run recorded (the ``keep_runs`` newest runs, and every run still in progress)
-and every output in the lineage of a dataset version (versions are never removed). Removed: the other
+Kept: every output a kept run recorded (the ``keep_runs`` newest runs, and every run still in progress: a
+build whose process is gone has ended, as failed, ``bonforge.storage.liveness``) and every output in the
+lineage of a dataset version (versions are never removed). Removed: the other
 committed outputs, each by ``StageStore.uncommit`` (manifest first: from then on it does not exist for
 readers nor for row reuse, which computes such rows again), the leftovers of a removal that was
 interrupted (no manifest and no shard plan), and the records of the runs not kept. Uncommitted outputs

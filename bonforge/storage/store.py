@@ -29,6 +29,7 @@ from bonforge.errors import StoreError
 from bonforge.keys import canonical_json
 from bonforge.manifest import Manifest
 from bonforge.storage.fs import Location, json_bytes, open_location
+from bonforge.storage.liveness import settle
 
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
@@ -215,8 +216,10 @@ class StageStore:
         return path
 
     def runs(self) -> list[dict]:
+        """Every run record, oldest first; a build recorded as running whose process is gone (killed or
+        crashed, on this host) shows as failed (``bonforge.storage.liveness``)."""
         names = [n for n in self.loc.names(self.loc.path("runs")) if n.endswith(".json")]
-        out = [json.loads(self.loc.read_bytes(self.loc.path("runs", n))) for n in names]
+        out = [settle(json.loads(self.loc.read_bytes(self.loc.path("runs", n)))) for n in names]
         return sorted(out, key=lambda r: (r.get("started", ""), r["run_id"]))
 
     def run(self, run_id: str | None = None) -> dict:

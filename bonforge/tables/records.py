@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -52,12 +54,61 @@ def json_error(e: ValueError) -> str:
     return f"not valid JSON ({e})"
 
 
-def read_records(path: Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number_or_row, record)``; a malformed line, or a file that cannot be read (corrupt
-    Parquet, Arrow or gzip), raises ``DataError`` naming the file and the record where it stopped."""
+@dataclass(frozen=True)
+class ByteLimits:
+    """How much a table file may hold (a source's ``max_line_mib`` and ``max_input_gib``): ``line``, the bytes
+    of one JSONL line; ``total``, the bytes of a file after decompression (JSONL, gzipped or not) or as its
+    Parquet footer states them uncompressed. Past either, the read stops with one error naming the file and
+    the line; memory stays within about ``line`` bytes whatever the file holds."""
+
+    line: int = 64 << 20
+    total: int = 64 << 30
+
+
+_CHUNK = 1 << 20  # bytes read (decompressed) at a time
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n < 1 << 30 else f"{n / (1 << 30):g} GiB"
+
+
+def _lines(f, path: Path, limits: ByteLimits) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of each line of a binary stream, read in bounded chunks (never a whole line
+    of unknown length at once)."""
+    src = str(path)
+    lineno, total, head = 1, 0, bytearray()
+    while chunk := f.read(_CHUNK):
+        total += len(chunk)
+        parts = chunk.split(b"\n")
+        for part in parts[:-1]:
+            if len(head) + len(part) > limits.line:
+                break
+            if head:
+                head += part
+                part = bytes(head)
+                head.clear()
+            yield lineno, part
+            lineno += 1
+        else:
+            part = parts[-1]
+        if len(head) + len(part) > limits.line:
+            raise DataError(f"a line longer than {_mib(limits.line)} (the source's max_line_mib)", src,
+                            f"line {lineno}")
+        head += part
+        if total > limits.total:
+            raise DataError(f"more than {_mib(limits.total)} of data (decompressed; the source's max_input_gib)",
+                            src, f"line {lineno}")
+    if head:
+        yield lineno, bytes(head)
+
+
+def read_records(path: Path, limits: ByteLimits | None = None) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number_or_row, record)``; a malformed line, a line or file past ``limits`` (default
+    ``ByteLimits()``), or a file that cannot be read (corrupt Parquet, Arrow or gzip), raises ``DataError``
+    naming the file and the record where it stopped."""
     last = None
     try:
-        for last, rec in _records(path):
+        for last, rec in _records(path, limits or ByteLimits()):
             yield last, rec
     except DataError:
         raise
@@ -67,11 +118,17 @@ def read_records(path: Path) -> Iterator[tuple[int, dict]]:
                         None if last is None else f"after {label} {last}") from None
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict]]:
+def _records(path: Path, limits: ByteLimits) -> Iterator[tuple[int, dict]]:
     if path.suffix in (".parquet", ".arrow"):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        if path.suffix == ".parquet":
+            meta = pq.ParquetFile(path).metadata
+            size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            if size > limits.total:
+                raise DataError(f"{_mib(size)} of data uncompressed, more than {_mib(limits.total)} (the source's "
+                                f"max_input_gib)", str(path))  # fmt: skip
         batches = (pq.ParquetFile(path).iter_batches(65_536) if path.suffix == ".parquet"
                    else pa.ipc.open_stream(pa.memory_map(str(path))))  # fmt: skip
         i = 0
@@ -82,7 +139,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict]]:
         return
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
+        for lineno, raw in _lines(f, path, limits):
             if not raw.strip():
                 continue
             try:
@@ -122,7 +179,24 @@ def get_field(rec: dict, dotted: str, *, source: str = "", record: Any = None, d
     return node
 
 
+MISSING_MARKERS = {"nan", "<na>", "nat"}  # what pandas writes for a missing value as text (str(nan), pd.NA, NaT)
+
+
+def missing_value(value: Any) -> str | None:
+    """Why ``value`` is a missing value rather than data (``None``, a NaN or infinite float, pandas' text for a
+    missing value), or ``None`` when it is data."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} (a missing value, not a number)"
+    if isinstance(value, str) and value.strip().lower() in MISSING_MARKERS:
+        return f"{value.strip()!r} (a missing value's text)"
+    return None
+
+
 def require_str(value: Any, *, source: str, record: Any, field: str, allow_empty: bool = False) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DataError(f"expected a string, got {value} (a missing value?)", source, record, field)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):

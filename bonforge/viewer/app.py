@@ -1,7 +1,16 @@
 """The viewer's web app: JSON endpoints that page on the server, an export endpoint, and the static page.
 
 Every error a request can cause is a JSON ``{"error": "..."}`` with a 4xx status: unknown run, stage or
-problem (404), a bad parameter or a refused query (400), a missing or wrong token (403).
+problem (404), a bad parameter, a refused query or one past a limit (400), a missing or wrong token, or a
+request that does not come from the viewer's own page (403).
+
+Only the viewer's own page may use the API (``_OwnPage``): a web page elsewhere that the user visits while
+the viewer runs must not query the store, not even blind (a form post or an ``<img>`` needs no answer to
+do harm). Every ``/api/`` request carries the page's key, a secret of this server written into the page
+(a header for the page's own requests, ``?key=`` for an export link); a browser's ``Sec-Fetch-Site`` and
+``Origin`` headers, when sent, must say same-origin; a POST body is JSON only. A page of another origin
+cannot read the key (no CORS), cannot send the header without a preflight that is never granted, and
+cannot reach the server under another name (the Host check against DNS rebinding).
 """
 
 from __future__ import annotations
@@ -14,13 +23,15 @@ import secrets
 import time
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlsplit
 
+import duckdb
 import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -36,15 +47,23 @@ PAGE_MAX = 200
 EXPORT_CAP = 100_000
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 COOKIE = "bonforge_view_token"
+KEY_HEADER = "x-bonforge-key"
+KEY_SLOT = '<meta name="bonforge-key" content="">'  # in index.html, filled with the server's key
 
 
 def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ...] = LOOPBACK,
-               copies: bool = True) -> Starlette:
+               copies: bool = True, limits: sqlbox.Limits = sqlbox.Limits(), key: str | None = None) -> Starlette:
     """The app over ``store``. With ``token``, every request must carry it (``?token=`` once, then the
     cookie the server sets); without one, only requests addressed to a loopback host name are answered
     (a web page elsewhere cannot reach the viewer through DNS rebinding). ``copies``: write the sorted
-    copies that make one problem's page quick (``bonforge.viewer.catalog``)."""
-    cat = Catalog(store, copies=copies)
+    copies that make one problem's page quick (``bonforge.viewer.catalog``). ``limits``: what one query
+    may use. ``key``: the page's key (default: a fresh one; ``app.state.key``)."""
+    cat = Catalog(store, copies=copies, memory_bytes=limits.memory_bytes)
+    key = key or new_token()
+    page = (STATIC / "index.html").read_text()
+    if KEY_SLOT not in page:
+        raise RuntimeError(f"{STATIC / 'index.html'} has no {KEY_SLOT}")
+    page = page.replace(KEY_SLOT, f'<meta name="bonforge-key" content="{key}">')
 
     def endpoint(fn):
         async def handle(request: Request):
@@ -53,17 +72,27 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
             request.state.body = await request.body()
             t0 = time.perf_counter()
             try:
-                response = await run_in_threadpool(fn, cat, request)
+                response = await run_in_threadpool(fn, cat, limits, request)
             except NotFound as e:
                 response = _error(str(e), 404)
             except BonforgeError as e:
                 response = _error(str(e), 400)
+            except duckdb.OutOfMemoryException as e:
+                response = _error("the request needs more than the viewer's memory limit "
+                                  f"({sqlbox.size(limits.memory_bytes)}): "
+                                  f"{sqlbox.line(e)}", 400)
             response.headers["Server-Timing"] = f"app;dur={1000 * (time.perf_counter() - t0):.2f}"
             return response
         return handle
 
+    def index(request: Request) -> Response:
+        return Response(page, media_type="text/html", headers={
+            "Cache-Control": "no-store",  # the key is this server's: never a cached page of an earlier one
+            "Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY",
+            "Referrer-Policy": "no-referrer"})
+
     routes = [
-        Route("/", lambda request: FileResponse(STATIC / "index.html")),
+        Route("/", index),
         Route("/api/runs", endpoint(_runs)),
         Route("/api/run", endpoint(_run)),
         Route("/api/problems", endpoint(_problems)),
@@ -75,16 +104,52 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     middleware = [] if token else [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))]
+    middleware.append(Middleware(_OwnPage, key=key))
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
         cat.close()
 
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
-    app.state.catalog = cat
+    app.state.catalog, app.state.key = cat, key
     if token:
         app.add_middleware(_TokenGate, token=token)
     return app
+
+
+class _OwnPage:
+    """Answers ``/api/`` requests of the viewer's own page only (see the module's docstring)."""
+
+    def __init__(self, app, key: str):
+        self.app, self.key = app, key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/api/"):
+            refused = self.refused(Request(scope))
+            if refused:
+                return await _error(*refused)(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+    def refused(self, request: Request) -> tuple[str, int] | None:
+        h = request.headers
+        site = h.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return f"refused a {site} request: the viewer answers its own page only", 403
+        origin = h.get("origin")
+        if origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != h.get("host", "").lower()):
+            return f"refused a request from {origin}: the viewer answers its own page only", 403
+        given = h.get(KEY_HEADER) or (request.query_params.get("key", "") if _is_export(request) else "")
+        if not secrets.compare_digest(given.encode(), self.key.encode()):
+            return "this request lacks the viewer page's key: use the page (or `bonforge sql` in scripts)", 403
+        if request.method == "POST" and h.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            return "the body must be JSON (Content-Type: application/json)", 415
+        return None
+
+
+def _is_export(request: Request) -> bool:
+    """An export is a link the page offers for download: its key may come as ``?key=``."""
+    return request.method == "GET" and request.url.path == "/api/export"
 
 
 class _TokenGate:
@@ -178,37 +243,37 @@ def _the_run(cat: Catalog, request: Request) -> dict:
 # -- endpoints -----------------------------------------------------------------------------------------
 
 
-def _runs(cat: Catalog, request: Request):
+def _runs(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json({"store": str(cat.store.root), "runs": views.run_list(cat)})
 
 
-def _run(cat: Catalog, request: Request):
+def _run(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.run_summary(cat, _the_run(cat, request)))
 
 
-def _problems(cat: Catalog, request: Request):
+def _problems(cat: Catalog, limits: sqlbox.Limits, request: Request):
     page = _param(request, "page", 0, int, _between(0, 10**9))
     size = _param(request, "size", 50, int, _between(1, PAGE_MAX))
     return _json(views.problems_page(cat, _the_run(cat, request), _filter(request), page, size))
 
 
-def _problem(cat: Catalog, request: Request):
+def _problem(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.problem(cat, _the_run(cat, request), _required(request, "id")))
 
 
-def _genselect(cat: Catalog, request: Request):
+def _genselect(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.genselect(cat, _the_run(cat, request), _required(request, "id")))
 
 
-def _fusion(cat: Catalog, request: Request):
+def _fusion(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.fusion(cat, _the_run(cat, request), _required(request, "id")))
 
 
-def _query(cat: Catalog, run: dict, text: str, cap: int) -> tuple[pa.Table, bool]:
-    return sqlbox.select(cat.cursor(run), text, cap=cap)
+def _query(cat: Catalog, run: dict, text: str, limits: sqlbox.Limits, cap: int) -> tuple[pa.Table, bool]:
+    return sqlbox.select(cat.cursor(run), text, limits, cap)
 
 
-def _sql(cat: Catalog, request: Request):
+def _sql(cat: Catalog, limits: sqlbox.Limits, request: Request):
     try:
         body = json.loads(request.state.body or b"null")
     except ValueError:
@@ -219,7 +284,7 @@ def _sql(cat: Catalog, request: Request):
     if not isinstance(page, int) or page < 0:
         raise BadRequest(f"page must be an integer >= 0, not {page!r}")
     run = cat.run(body.get("run"))
-    table, more = _query(cat, run, body["sql"], sqlbox.ROW_CAP)
+    table, more = _query(cat, run, body["sql"], limits, limits.rows)
     rows = table.slice(page * size, size).to_pylist()
     return _json({"columns": table.column_names, "types": [str(t) for t in table.schema.types], "rows": rows,
                   "total": table.num_rows, "capped": more, "page": page, "size": size, "run_id": run["run_id"]})
@@ -228,7 +293,7 @@ def _sql(cat: Catalog, request: Request):
 FORMATS = {"csv": "text/csv", "json": "application/json", "parquet": "application/vnd.apache.parquet"}
 
 
-def _export(cat: Catalog, request: Request):
+def _export(cat: Catalog, limits: sqlbox.Limits, request: Request):
     fmt = request.query_params.get("format", "csv")
     if fmt not in FORMATS:
         raise BadRequest(f"format must be csv, json or parquet, not {fmt!r}")
@@ -243,7 +308,7 @@ def _export(cat: Catalog, request: Request):
     elif view == "fusion":
         table = pa.Table.from_pylist([views.fusion(cat, run, _required(request, "id"))["fusion"]])
     elif view == "sql":
-        table, _ = _query(cat, run, _required(request, "q"), EXPORT_CAP)
+        table, _ = _query(cat, run, _required(request, "q"), limits, EXPORT_CAP)
     else:
         raise BadRequest(f"cannot export view {view!r}; choose problems, problem, genselect, fusion or sql")
     name = f"bonforge-{view}-{run['run_id']}.{fmt}"

@@ -3,9 +3,10 @@ per run and locked down before any query runs, plus what makes a 100K-problem st
 
 The connection's ``runs`` and ``run_stages`` tables are copied into the database (registered Arrow tables
 are seen by the connection that registered them only, and each request queries through its own cursor);
-then external access is switched off, only the store's folder and the viewer's cache stay readable, and the
-configuration is locked, so that no query (the SQL box's included) reads another file, installs an
-extension or undoes the settings.
+then the connection gets its memory limit (``bonforge view --memory-limit``; past it a query fails, nothing
+spills to disk), external access is switched off, only the store's folder and the viewer's cache stay
+readable, and the configuration is locked, so that no query (the SQL box's included) reads another file,
+installs an extension or undoes the settings.
 
 Two things are derived from a run's stages, never written into the store:
 
@@ -61,10 +62,12 @@ class Catalog:
     the least recently used (a request still reading it keeps its cursor; sorted copies being written
     finish, and a later visit reopens the run and finds them)."""
 
-    def __init__(self, store: StageStore, cache: Path | None = None, copies: bool = True):
+    def __init__(self, store: StageStore, cache: Path | None = None, copies: bool = True,
+                 memory_bytes: int = 2 << 30):
         self.store = store
         self.cache = Path(cache or cache_root())
         self.copies = copies
+        self.memory_bytes = memory_bytes  # DuckDB's memory limit of each run's connection
         self._open: dict[str, dict] = {}
         self._let_go: list[dict] = []  # runs let go of while their sorted copies were being written
         self._lock = threading.Lock()
@@ -149,6 +152,8 @@ class Catalog:
         readable = [str(self.store.root).rstrip("/") + "/", str(self.cache) + "/"]
         con.execute("SET allowed_directories = ?", [readable])
         con.execute("SET parquet_metadata_cache = true")
+        con.execute("SET memory_limit = ?", [f"{self.memory_bytes}B"])
+        con.execute("SET temp_directory = ''")  # past the limit a query fails: nothing spills to disk
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         return con

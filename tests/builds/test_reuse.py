@@ -21,8 +21,7 @@ solver = adder("At t={temperature}: so the answer is \\boxed{{{value}}}.")  # th
 
 
 def write_problems(folder, name: str, count: int, reverse: bool = False, gold: dict[int, str] | None = None) -> str:
-    """A problems file with stable ids (a changed file gets a new name: the problems key covers the recipe,
-    not the file's bytes)."""
+    """A problems file with stable ids (the problems key covers the file's bytes: an edit in place is new)."""
     rows = [{"id": f"q{i:03d}", "question": f"What is {i} + {2 * i}?", "answer": (gold or {}).get(i, str(3 * i))}
             for i in range(1, count + 1)]
     (folder / name).write_text("".join(json.dumps(r) + "\n" for r in (rows[::-1] if reverse else rows)))
@@ -86,7 +85,7 @@ def test_reuse_pays_only_for_what_is_new(tmp_path, shared_prefect):
         builds.run("--set", "problems.limit=15")  # a subset
         assert server.count == 44 * N
 
-        fixed_gold = write_problems(tmp_path, "fixed.jsonl", 22, gold={7: "0"})  # one gold answer changed
+        fixed_gold = write_problems(tmp_path, "problems.jsonl", 22, gold={7: "0"})  # one gold fixed, in place
         fixed = builds.run("--set", fixed_gold)
         assert server.count == 44 * N
         assert rows(fixed, "candidates[served]") == {"computed": 0, "reused": 22 * N}

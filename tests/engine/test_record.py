@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bonforge.config import load_recipe
 from bonforge.engine.record import RunRecord
+from bonforge.storage import liveness
 
 BASE = {"run_id": "b1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
         "stages": {"problems": ["p"], "verdicts": ["v1", "v2"], "selector_eval": ["old"]},
@@ -32,8 +33,9 @@ def test_a_build_record_holds_only_what_the_build_has_so_far():
     record = RunRecord.build(recipe, "r1", stages, {})
     stages["problems"] = ["p"]  # the run's own map, filled as the DAG is walked
     start = record.json()
-    assert set(start) == {"run_id", "recipe_name", "recipe", "status", "started", "stages", "cached"}
+    assert set(start) == {"run_id", "recipe_name", "recipe", "status", "started", "stages", "cached", "process"}
     assert start["status"] == "running" and start["stages"] == {"problems": ["p"]}
+    assert start["process"] == liveness.stamp()  # who writes it: a reader can tell when it is gone
     assert start["recipe"] == recipe.model_dump(mode="json")
     record.status, record.error = "failed", "DataError: bad"
     assert set(record.json()) - set(start) == {"error"}

@@ -196,3 +196,65 @@ def test_a_math_timeout_is_judged_again(tmp_path, monkeypatch):
     again = verdicts(store, "b", problems(2), candidates_of(problems(2), texts), recipe)
     assert first["rows_computed"] == 2 and (again["rows_computed"], again["rows_reused"]) == (2, 0)
     assert set(store.read("verdicts", again["key"]).column("status").to_pylist()) == {"wrong_answer"}
+
+
+def _fake_code_judge(monkeypatch, status: str) -> list[int]:
+    """Code verdicts of ``status`` for every candidate, without a sandbox; returns the candidates judged per call."""
+    from bonforge.judging import code as verify_code
+    from bonforge.schema import VERDICTS
+
+    judged: list[int] = []
+
+    def fake(problems, candidates, cfg, pool=None):
+        judged.append(candidates.num_rows)
+        n = candidates.num_rows
+        return pa.table({"candidate_id": candidates.column("candidate_id"),
+                         "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher"),
+                         "extracted": pa.nulls(n, pa.string()),
+                         "correct": [status == "passed"] * n, "reward": [float(status == "passed")] * n,
+                         "status": [status] * n, "tests_passed": [int(status == "passed")] * n, "tests_total": [1] * n,
+                         "detail": pa.nulls(n, pa.string()), "latency_ms": [1.0] * n}, schema=VERDICTS)
+
+    monkeypatch.setattr(verify_code, "verify_code", fake)
+    return judged
+
+
+def _code_problems(count: int) -> pa.Table:
+    return problems(count, domain="code", tests=lambda i: json.dumps({"kind": "stdio", "tests": [
+        {"input": "", "output": str(i)}]}))
+
+
+def test_a_code_timeout_is_judged_again(tmp_path, monkeypatch):
+    """A code test's limit is partly wall-clock time (a right program on a loaded machine runs out of it):
+    a code timeout is not reused, like a maths one; a code verdict of another status is."""
+    store = StageStore(tmp_path)
+    table = _code_problems(2)
+    cands = candidates_of(table, [lambda pid, j: "```python\nprint(1)\n```"])
+    recipe = Recipe.model_validate({**RECIPE, "verify": {"code": {"backend": "process", "pool_size": 1}}})
+    judged = _fake_code_judge(monkeypatch, "timeout")
+    first = verdicts(store, "a", table, cands, recipe, "code")
+    judged = _fake_code_judge(monkeypatch, "passed")
+    again = verdicts(store, "b", table, cands, recipe, "code")
+    assert first["rows_computed"] == 2 and (again["rows_computed"], again["rows_reused"]) == (2, 0) and judged == [2]
+    assert set(store.read("verdicts", again["key"]).column("status").to_pylist()) == {"passed"}
+    judged = _fake_code_judge(monkeypatch, "wrong_answer")
+    third = verdicts(store, "c", table, cands, recipe, "code")
+    assert (third["rows_computed"], third["rows_reused"]) == (0, 2) and judged == []
+
+
+def test_code_verdicts_are_not_reused_across_backends(tmp_path, monkeypatch):
+    """The backend decides which Python runs a program (the host's or the image's): a verdict under one is
+    not served under the other, and each backend's own verdicts are reused."""
+    store = StageStore(tmp_path)
+    table = _code_problems(2)
+    cands = candidates_of(table, [lambda pid, j: "```python\nprint(1)\n```"])
+
+    def recipe(backend: str) -> Recipe:
+        return Recipe.model_validate({**RECIPE, "verify": {"code": {"backend": backend, "pool_size": 1}}})
+
+    judged = _fake_code_judge(monkeypatch, "passed")
+    verdicts(store, "a", table, cands, recipe("process"), "code")
+    in_docker = verdicts(store, "b", table, cands, recipe("docker"), "code")
+    assert (in_docker["rows_computed"], in_docker["rows_reused"]) == (2, 0) and judged == [2, 2]
+    back = verdicts(store, "c", table, cands, recipe("process"), "code")
+    assert (back["rows_computed"], back["rows_reused"]) == (0, 2) and judged == [2, 2]

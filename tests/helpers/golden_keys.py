@@ -2,6 +2,13 @@
 
 A key changes only through a deliberate version bump (or key-config change) in the stage's own module;
 then update the pin here in the same commit. A key that changes as a side effect of a refactor fails here.
+
+The verdicts keys (and so every key downstream of them) also carry the judge's fingerprint
+(``bonforge.judging.fingerprint``): a change to the code of ``judging/math.py`` (maths) or of the code
+judge and ``sandbox/`` (code), or another installed version of math-verify, latex2sympy2_extended,
+antlr4-python3-runtime or sympy, changes them on purpose (comments, docstrings and formatting do not). The
+fingerprint names files by their path in the package and holds no image id, so the pins are the same
+on every machine with the same sources and libraries.
 """
 
 from __future__ import annotations
@@ -9,215 +16,215 @@ from __future__ import annotations
 GOLDEN: dict[str, dict[str, list[str]]] = {
     "gsm8k-genselect": {
         "problems": [
-            "9f0c79233233ffd15f29"
+            "faa90fddca56eefe13e7"
         ],
         "candidates": [
-            "89dd663feb909e8e1e9d",
-            "e182902b6b9c5b2fe5fd",
-            "0b379730130ebf39d369",
-            "f592476a65930446eb96"
+            "9e2f9c96bbf0919a3b2e",
+            "6099acfa2b617ca9f70f",
+            "dc92d2a930debb62d1a9",
+            "f224e8636eae1b7d9dd4"
         ],
         "verdicts": [
-            "3da3ad737e460b9cfe65",
-            "61339a6ee5e10d6fecea",
-            "6f1c3fb5dbe8c0af26a7",
-            "db49c3056a813a721e6c"
+            "fdd1e5dc69f90a93e410",
+            "cc48ed7e9b57eba17fcd",
+            "b101269efd5ded2f275d",
+            "3f7d24833537b7736147"
         ],
         "problem_stats": [
-            "1a5bf3a9c10715e83fd0"
+            "30610593136373cb30ed"
         ],
         "genselect": [
-            "0d87dbe93fd87b6df039"
+            "328e65d11198c6afa55a"
         ]
     },
     "gsm8k-genselect-looser": {
         "problems": [
-            "9f0c79233233ffd15f29"
+            "faa90fddca56eefe13e7"
         ],
         "candidates": [
-            "89dd663feb909e8e1e9d",
-            "e182902b6b9c5b2fe5fd",
-            "0b379730130ebf39d369",
-            "f592476a65930446eb96"
+            "9e2f9c96bbf0919a3b2e",
+            "6099acfa2b617ca9f70f",
+            "dc92d2a930debb62d1a9",
+            "f224e8636eae1b7d9dd4"
         ],
         "verdicts": [
-            "3da3ad737e460b9cfe65",
-            "61339a6ee5e10d6fecea",
-            "6f1c3fb5dbe8c0af26a7",
-            "db49c3056a813a721e6c"
+            "fdd1e5dc69f90a93e410",
+            "cc48ed7e9b57eba17fcd",
+            "b101269efd5ded2f275d",
+            "3f7d24833537b7736147"
         ],
         "problem_stats": [
-            "aff844689b8576cf587f"
+            "7667b4f3294406b5728f"
         ],
         "genselect": [
-            "d1291c803e4ff5d8025a"
+            "6a2d9c386b2929c7aca4"
         ]
     },
     "apps-genselect": {
         "problems": [
-            "b5b1c546a4cd55c23d8f"
+            "3ad7d783da72e2943572"
         ],
         "candidates": [
-            "9751180c6ec0a8fca3db",
-            "e4cca685f3e8ea26cf50"
+            "a8372d24b34e91997036",
+            "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "12cf322713fe923ea507",
-            "ef713f44d544903ff5e8"
+            "9d963fbfeabb89eb4db5",
+            "0ec5ab5c864e75f093ff"
         ],
         "problem_stats": [
-            "626d32fdbc63373ccba5"
+            "9bf41c9dc54921c51adb"
         ],
         "genselect": [
-            "f0e2141726e9c4696320"
+            "4a1b0a6a856c8d6ed0d4"
         ]
     },
     "humaneval-genselect": {
         "problems": [
-            "38ebd970ff3bfea8c4a6"
+            "4e8333a1c5672d5a6983"
         ],
         "candidates": [
-            "15919391f08fe6e1d221",
-            "9a8aa9e6cc0e3ab70c26"
+            "bb9eee58e900a50ecb74",
+            "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "a78df9950bf8894231fc",
-            "a9676eb581b962caf52b"
+            "1cb68cadfd1fbbef6958",
+            "cb6e581b3ff81a8c4738"
         ],
         "problem_stats": [
-            "8661e9b3b9fb62c9a253"
+            "ae56e02c7495fa7621b3"
         ],
         "genselect": [
-            "6dccf7a518b404f33d07"
+            "2d5ba792744cc816ed85"
         ]
     },
     "gsm8k-fusion": {
         "problems": [
-            "0f9262a9d543b511f070"
+            "269007f96e6825d5d20a"
         ],
         "candidates": [
-            "9e5c8bb40e05ee1ef7ea",
-            "a30cd51345582851898b",
-            "234825e520bb82e9faff",
-            "ca630d158a69bdd76809",
-            "f6862ae99f8a217501f1"
+            "460f5e0093e7afe2347d",
+            "f39a5e7b6d6e99f3f786",
+            "b23b03772a3088934e55",
+            "e7a5e7f32eb89d1cfb22",
+            "eab5f392a395c7c53c3f"
         ],
         "verdicts": [
-            "fdedfa631157266c3f7f",
-            "a93a6a48bacaeddd2f2f",
-            "60a090372a3b7176c2b2",
-            "e108f3bfad97794fa886",
-            "58a72d70c6def28c8b94"
+            "63e0427510e55610c813",
+            "39d25f22739c3abae0c0",
+            "7878d3a3ed13270858ad",
+            "01f59945d3a51a27eb63",
+            "3226c3c72ff438a2d24e"
         ],
         "problem_stats": [
-            "26a17bd4707e90be73cd"
+            "c2b7e2875fcf08960aaa"
         ],
         "genselect": [
-            "a7a5c75173328e3390cd"
+            "bad866e61ab1e9cc0bec"
         ],
         "fusion_pools": [
-            "d95c5463fe8064835e84"
+            "c950d28b6cb4fe28d219"
         ],
         "fusion_select": [
-            "f5b7380837399f1eb6a2"
+            "16d266a3ebfbd7605590"
         ],
         "fusion": [
-            "2054b2983ec6be6c91e0"
+            "03dc905d7c59d06e8b2f"
         ]
     },
     "gsm8k-300-maxk": {
         "candidates": [
-            "76faa56b6902c1e2715d",
-            "abe4b15fb4d2370b6087",
-            "04332cd7048998e45f95",
-            "bc8d3342402c2f8ff644"
+            "bbf713ca11c1f762f6fb",
+            "a8407b060dca9c386657",
+            "6d4e65ab4bc2d8319000",
+            "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "c608a871fa2b6b795806"
         ],
         "maxk_weights": [
-            "66217927c49232820b29"
+            "aa045ea4de4f31127685"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "13ff40290a8eebeb7e29"
         ],
         "problems": [
-            "04c4ca407dfd600d8be4"
+            "c1613b206bf408a63a29"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "9828bab631ce92f7ea69",
+            "eb6036b878606c078a24",
+            "e210499d61f5d950d91e",
+            "6426fd6fee1212d1246d"
         ]
     },
     "sampled": {
         "candidates": [
-            "eeb7966a20e88e061cff"
+            "1eae7e0a7e9968b7b76e"
         ],
         "genselect": [
-            "16c3a6edaaa3d80287e9"
+            "fcd88193ae24d9f74474"
         ],
         "problem_stats": [
-            "cacf0c869e13b0d79d7b"
+            "768938ad02de394da672"
         ],
         "problems": [
-            "68f34b98a5e0d3b22470"
+            "b3727eca57ff9c1d78dd"
         ],
         "verdicts": [
-            "810567ed5f7c03de8f45"
+            "12abe40ec97f2a0cdf27"
         ]
     },
     "gsm8k-300-selector-eval": {
         "candidates": [
-            "76faa56b6902c1e2715d",
-            "abe4b15fb4d2370b6087",
-            "04332cd7048998e45f95",
-            "bc8d3342402c2f8ff644"
+            "bbf713ca11c1f762f6fb",
+            "a8407b060dca9c386657",
+            "6d4e65ab4bc2d8319000",
+            "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "c608a871fa2b6b795806"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "13ff40290a8eebeb7e29"
         ],
         "problems": [
-            "04c4ca407dfd600d8be4"
+            "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "ef9f4ff782545f0a24c7"
+            "766e9a7fa13b977ec529"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "9828bab631ce92f7ea69",
+            "eb6036b878606c078a24",
+            "e210499d61f5d950d91e",
+            "6426fd6fee1212d1246d"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
         "candidates": [
-            "76faa56b6902c1e2715d",
-            "abe4b15fb4d2370b6087",
-            "04332cd7048998e45f95",
-            "bc8d3342402c2f8ff644"
+            "bbf713ca11c1f762f6fb",
+            "a8407b060dca9c386657",
+            "6d4e65ab4bc2d8319000",
+            "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "767bec8cee5deaa938be"
+            "c608a871fa2b6b795806"
         ],
         "problem_stats": [
-            "6684232ca8fc735fc09c"
+            "13ff40290a8eebeb7e29"
         ],
         "problems": [
-            "04c4ca407dfd600d8be4"
+            "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "b14a019dba6d02ab29b9"
+            "ccf1830545b3323fa5ac"
         ],
         "verdicts": [
-            "dcc993ad030f6348021f",
-            "aae09943f52e4d47a18a",
-            "b613162e5fb58fe9adf4",
-            "852e5652ccfd03b0a04b"
+            "9828bab631ce92f7ea69",
+            "eb6036b878606c078a24",
+            "e210499d61f5d950d91e",
+            "6426fd6fee1212d1246d"
         ]
     }
 }

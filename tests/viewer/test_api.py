@@ -8,11 +8,10 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from starlette.testclient import TestClient
+from viewer_helpers import page_client
 
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
-from bonforge.viewer import sql as sqlbox
 from bonforge.viewer.app import create_app
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -21,7 +20,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def client(viewer_store):
     store, _ = viewer_store
-    with TestClient(create_app(store), base_url="http://127.0.0.1") as c:
+    with page_client(create_app(store), base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -71,7 +70,7 @@ def test_runs_newest_first_and_a_run_summary(client, runs, viewer_store):
 
 
 def test_no_runs_and_unknown_runs_are_clear_errors(client, tmp_path):
-    with TestClient(create_app(StageStore(tmp_path / "empty")), base_url="http://127.0.0.1") as empty:
+    with page_client(create_app(StageStore(tmp_path / "empty")), base_url="http://127.0.0.1") as empty:
         assert ok(empty.get("/api/runs"))["runs"] == []
         error(empty.get("/api/run"), 404, "no runs recorded", "bonforge run")
         error(empty.get("/api/problems"), 404, "no runs recorded")
@@ -158,8 +157,8 @@ def test_one_problem_has_its_candidates_and_verdicts(client, runs, viewer_store)
 
 def test_sorted_copies_answer_what_the_stage_views_answer(viewer_store, runs):
     store = viewer_store[0]
-    with TestClient(create_app(store, copies=False), base_url="http://127.0.0.1") as direct, \
-            TestClient(create_app(store), base_url="http://127.0.0.1") as copied:
+    with page_client(create_app(store, copies=False), base_url="http://127.0.0.1") as direct, \
+            page_client(create_app(store), base_url="http://127.0.0.1") as copied:
         for run in (runs["code"], runs["fusion"]):
             ok(copied.get("/api/problems", params={"run": run}))  # builds the index, starts the copies
             cat = copied.app.state.catalog
@@ -245,16 +244,6 @@ def test_sql_box_cannot_read_files_beside_the_store(client, viewer_store):
     assert ok(client.post("/api/sql", json={"sql": f"SELECT count(*) AS n FROM '{inside}'"}))["rows"][0]["n"] == 12
 
 
-def test_sql_box_time_limit_and_row_cap(client, monkeypatch):
-    monkeypatch.setattr(sqlbox, "TIME_LIMIT_S", 0.3)
-    monkeypatch.setattr(sqlbox.select, "__defaults__", (0.3, sqlbox.ROW_CAP))
-    error(client.post("/api/sql", json={"sql": "SELECT count(*) FROM range(100000000000) a, range(10) b"}), 400,
-          "ran past the 0.3 s limit")
-    monkeypatch.setattr(sqlbox, "ROW_CAP", 250)
-    res = ok(client.post("/api/sql", json={"sql": "SELECT range AS i FROM range(1000) ORDER BY i", "page": 2}))
-    assert res["total"] == 250 and res["capped"] and [r["i"] for r in res["rows"]] == list(range(200, 250))
-
-
 @pytest.mark.parametrize("body", ["not json", json.dumps([1]), json.dumps({"sql": 1}),
                                   json.dumps({"sql": "SELECT 1", "page": -1}),
                                   json.dumps({"sql": "SELECT 1", "run": "nope"})])
@@ -300,15 +289,15 @@ def test_bad_exports(client, params, status, words):
 
 def test_token_gate_and_loopback_host_check(viewer_store):
     store = viewer_store[0]
-    with TestClient(create_app(store, token="s3cret"), base_url="http://10.0.0.5:8765") as c:
+    with page_client(create_app(store, token="s3cret"), base_url="http://10.0.0.5:8765") as c:
         error(c.get("/api/runs"), 403, "token")
         error(c.get("/", params={"token": "wrong"}), 403, "token")
         first = c.get("/", params={"token": "s3cret"})
         assert first.status_code == 200 and "bonforge_view_token" in first.headers["set-cookie"]
         assert ok(c.get("/api/runs"))["runs"]  # the cookie carries it from now on
-    with TestClient(create_app(store), base_url="http://attacker.example") as c:
+    with page_client(create_app(store), base_url="http://attacker.example") as c:
         assert c.get("/api/runs").status_code == 400  # a rebound DNS name is not a loopback host
-    with TestClient(create_app(store), base_url="http://localhost:8765") as c:
+    with page_client(create_app(store), base_url="http://localhost:8765") as c:
         assert c.get("/").status_code == 200 and "app.js" in c.get("/").text
         assert c.get("/static/app.js").status_code == 200
 
@@ -328,7 +317,7 @@ def test_a_running_build_shows_the_stages_it_has_committed(tmp_path):
     store.commit("problems", "before", 1, **kw)
     time.sleep(1.1)  # manifests record whole seconds
     store.record_run({"run_id": "r1", "recipe_name": "x", "status": "running", "started": utc_now(), "stages": {}})
-    with TestClient(create_app(store), base_url="http://127.0.0.1") as c:
+    with page_client(create_app(store), base_url="http://127.0.0.1") as c:
         assert ok(c.get("/api/run"))["stages"] == []
         store.write_shard("problems", "during", 0, empty)
         store.commit("problems", "during", 1, **kw)

@@ -48,6 +48,9 @@ def test_a_non_loopback_host_needs_the_printed_token(tmp_path):
         with httpx.Client(timeout=5) as client:
             page = client.get(url)
             assert page.status_code == 200 and "/static/app.js" in page.text
-            assert client.get(f"{base}/api/runs").json()["runs"] == []  # the cookie carries the token
+            key = re.search(r'<meta name="bonforge-key" content="([\w-]+)">', page.text).group(1)
+            assert client.get(f"{base}/api/runs").status_code == 403  # the token, but not the page's key
+            runs = client.get(f"{base}/api/runs", headers={"X-Bonforge-Key": key})  # the cookie carries the token
+            assert runs.json()["runs"] == []
     finally:
         kill_group(proc)

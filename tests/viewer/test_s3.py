@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from starlette.testclient import TestClient
+from viewer_helpers import page_client
 
 from bonforge.schema import CANDIDATES, PROBLEM_STATS, PROBLEMS, VERDICTS
 from bonforge.storage.store import StageStore, utc_now
@@ -46,7 +46,7 @@ def small_store(store: StageStore, n: int = 6) -> None:
 def test_the_viewer_reads_an_s3_store(seaweedfs, s3_env):
     store = StageStore(seaweedfs.url())
     small_store(store)
-    with TestClient(create_app(store), base_url="http://127.0.0.1") as c:
+    with page_client(create_app(store), base_url="http://127.0.0.1") as c:
         page = c.get("/api/problems", params={"sort": "pass_rate", "desc": 1})
         assert page.status_code == 200, page.text
         assert page.json()["total"] == 6 and page.json()["rows"][0]["teachers"].keys() == {"ta", "tb"}
@@ -61,7 +61,7 @@ def test_the_viewer_reads_an_s3_store(seaweedfs, s3_env):
     other = StageStore(seaweedfs.url())  # another prefix of the same bucket: not this viewer's store
     small_store(other)
     path = other.paths("problems", "k-problems")[0]
-    with TestClient(create_app(store), base_url="http://127.0.0.1") as c:
+    with page_client(create_app(store), base_url="http://127.0.0.1") as c:
         refused = c.post("/api/sql", json={"sql": f"SELECT count(*) FROM read_parquet('{path}')"})
         assert refused.status_code == 400, refused.text
         inside = store.paths("problems", "k-problems")[0]

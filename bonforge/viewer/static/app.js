@@ -5,6 +5,8 @@
 const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f"];
 const FOLD = 900; // characters of a long text shown before "show full text"
 const main = document.getElementById("main");
+// This server's key, written into the page: every API request carries it (other origins cannot read it).
+const KEY = document.querySelector('meta[name="bonforge-key"]').content;
 
 // -- DOM and URL helpers ----------------------------------------------------------------------------------
 
@@ -49,8 +51,8 @@ function update(changes) {
 async function api(path, params, body) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined && v !== "") q.set(k, v);
-  const init = body === undefined ? {} : { method: "POST", body: JSON.stringify(body),
-                                            headers: { "Content-Type": "application/json" } };
+  const init = body === undefined ? { headers: { "X-Bonforge-Key": KEY } }
+    : { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json", "X-Bonforge-Key": KEY } };
   const res = await fetch("/api/" + path + (q.toString() ? "?" + q : ""), init);
   let data;
   try { data = await res.json(); } catch (e) { data = { error: res.status + " " + res.statusText }; }
@@ -64,6 +66,7 @@ function exportLinks(params) {
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
       q.set("format", fmt);
+      q.set("key", KEY);
       return h("a", { href: "/api/export?" + q, download: "", "data-format": fmt }, fmt);
     }));
 }
