@@ -123,7 +123,7 @@ class CommittedRun(Run):
         return self._note(node, manifest, False, self.done[node.key][1])
 
 
-def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> dict:
+def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> RunRecord:
     """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
     at a stage that is not committed)."""
     recipe, store = run.recipe, run.store
@@ -147,7 +147,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.timings, record.rows = run.timings, run.rows
         if record.status != "running":
             _record(store, record)
-    return record.json()
+    return record
 
 
 def _record(store: StageStore, record: RunRecord) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
+from bonforge.engine.record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
 from bonforge.stages import (assemble, bon, decontaminate, fuse, load, load_pool, pairwise, rate, sample, score,
@@ -71,6 +72,6 @@ def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> d
     return dataset
 
 
-def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset and return the run record."""
     return engine.build(dag, recipe, store_root, recipe_dir, run_id)
