@@ -102,7 +102,8 @@ def run(
         dropped = st.manifest("contamination", result.stages["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
     typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}")
-    for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset)):
+    for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
+                       ("preference dataset", result.preference_dataset)):
         if path:
             typer.echo(f"{name}: {path}")
     if result.report:

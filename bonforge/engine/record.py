@@ -35,6 +35,7 @@ class RunRecord(Mapping):
     dataset_version: int | None = None
     rl_dataset: str | None = None
     fusion_dataset: str | None = None
+    preference_dataset: str | None = None  # open-ended Best-of-N: the preference pairs
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None

@@ -136,6 +136,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
+        record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
     except NotCommitted:
         raise
     except BaseException as e:

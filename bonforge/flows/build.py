@@ -2,6 +2,8 @@
 
     problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
                     └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
+    open-ended problems (domain: open, no gold answer):
+    problems ─► candidates (per teacher) ─► scores (per teacher) ─► bon ─► (pairwise) ─► Best-of-N SFT dataset
 
 Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
@@ -18,7 +20,8 @@ from bonforge.config import PoolTeacher, Recipe
 from bonforge.engine.record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
-from bonforge.stages import assemble, decontaminate, fuse, load, load_pool, sample, score, verify
+from bonforge.stages import (assemble, bon, decontaminate, fuse, load, load_pool, pairwise, rate, sample, score,
+                             verify)
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
@@ -28,6 +31,8 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
                       else sample.node(problems, t)) for t in recipe.teachers]
     if recipe.problems.include_reference:
         candidates.append(run(load_pool.reference_node(problems)))
+    if recipe.problems.domain == "open":
+        return open_ended(recipe, run, problems, candidates)
     domains = run.values(problems, "domain")
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     stats = run(score.node(recipe, verdicts))
@@ -50,6 +55,20 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         sft = fuse.sft_parts(run.inputs(problems=problems, candidates=fused, verdicts=fused_verdicts),
                              recipe.fusion.export)
         dataset["fusion_dataset"] = run.publish(recipe.fusion.export.name, sft, export.sft_trainers())
+    return dataset
+
+
+def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> dict:
+    """Problems without a gold answer: every candidate scored, Best-of-N picked by a scorer, its SFT export."""
+    scores = [run(rate.node(recipe, problems, c)) for c in candidates]
+    picks = run(bon.node(recipe, scores))
+    if recipe.evaluate:
+        run(pairwise.node(recipe, problems, candidates, picks))
+    kept = run.inputs(problems=problems, candidates=candidates, bon=picks)
+    dataset = run.publish(recipe.export.name, bon.sft_parts(kept), export.sft_trainers())
+    if recipe.bon.preferences:
+        dataset["preference_dataset"] = run.publish(recipe.bon.preferences, bon.preference_parts(kept),
+                                                    export.preference_trainers())
     return dataset
 
 
