@@ -13,11 +13,13 @@
   multiples of 1/4, so each change here keeps a set of problems that no build before it kept: its report
   draws the figures of genselect and the stage timings anew (the figures of unchanged data are reused).
 
-    python benchmarks/dag_overhead.py
+    python benchmarks/dag_overhead.py [--problems N]   (default: all 1,319 problems; a smoke run: 12, the
+    fewest first problems that each filter change keeps some of)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -36,7 +38,7 @@ from bonforge import services
 from bonforge.engine.prefect import build_flow
 from bonforge.flows.build import dag
 from bonforge.report import report_after_build
-recipe = load_recipe(sys.argv[1]); store = sys.argv[2]
+recipe = load_recipe(sys.argv[1], sys.argv[4:]); store = sys.argv[2]
 t1 = time.perf_counter()
 with services.for_build(recipe):
     t2 = time.perf_counter(); record = build_flow(dag, recipe, store, str(sys.argv[3]))
@@ -48,14 +50,26 @@ print(json.dumps({"imports": t1 - t0, "services": t2 - t1, "flow": t3 - t2, "dag
 """
 
 
+def python(*argv: str) -> str:
+    """The output of ``python argv`` with this benchmark's environment; its error output, and an exit, if it fails."""
+    out = subprocess.run([sys.executable, *argv], env=ENV, capture_output=True, text=True, cwd=REPO)
+    if out.returncode:
+        sys.exit(f"{' '.join(argv)} failed with exit code {out.returncode}:\n{out.stderr[-3000:]}")
+    return out.stdout
+
+
 def cli(*args: str) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "bonforge.cli", *args], env=ENV, check=True, capture_output=True, cwd=REPO)
+    python("-m", "bonforge.cli", *args)
     return time.perf_counter() - t0
 
 
 def build(store: str, *overrides: str) -> float:
+    overrides = (*SIZE, *overrides)
     return cli("run", str(GSM8K_RECIPE), "--store", store, *(a for o in overrides for a in ("--set", o)))
+
+
+SIZE: list[str] = []  # the recipe overrides of every build: problems.limit with --problems
 
 
 ENV = {
@@ -68,17 +82,15 @@ ENV = {
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--problems", type=int, help="only the first N problems of the recipe (default: all)")
+    args = ap.parse_args()
+    if args.problems is not None:
+        SIZE.append(f"problems.limit={args.problems}")
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as h:
         ENV["BONFORGE_HOME"] = h  # the warm services of this benchmark only
         ENV["PREFECT_HOME"] = str(Path(h, "prefect"))  # and its own Prefect database (migrated by the first build)
-        out = subprocess.run(
-            [sys.executable, "-c", PHASES, str(GSM8K_RECIPE), a, str(GSM8K_RECIPE.parent)],
-            env=ENV,
-            cwd=REPO,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        out = python("-c", PHASES, str(GSM8K_RECIPE), a, str(GSM8K_RECIPE.parent), *SIZE)
         phases = json.loads(out.strip().splitlines()[-1])
         compute = sum(
             json.loads(p.read_text())["timings"]["wall_s"] for p in Path(a, "stages").glob("*/*/manifest.json")

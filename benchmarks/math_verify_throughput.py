@@ -6,7 +6,7 @@ against a single-process math-verify loop, on two pools:
 - MATH-500: each reference solution against its answer, and the same solution with a perturbed boxed
   answer (1,000 candidates, LaTeX answers; the loop parses ``$answer$`` and the whole solution).
 
-    python benchmarks/math_verify_throughput.py
+    python benchmarks/math_verify_throughput.py [--problems N]   (default: every problem of both pools)
 
 Prints candidates/s of both and the ratio per pool (target >= 1.7x on 2 cores), and both ways' agreement
 with the labels. The two ways alternate over chunks of the pool (timings on a shared machine drift).
@@ -54,15 +54,23 @@ def loop(pairs: list[tuple[str, str]], targets) -> tuple[float, float, list[bool
 
 
 def stage(problems, cands, cfg, tmp: str, name: str):
-    """The verdicts stage alone, as the engine runs it, from committed inputs."""
+    """The verdicts stage alone, as the engine runs it, from committed inputs (conformed to the stage schemas,
+    as the load stages write them: verify reads the columns it judges, ``domain`` among them)."""
+    import pyarrow as pa
+
     from bonforge.engine import run_node
+    from bonforge.schema import CANDIDATES, PROBLEMS, conform
     from bonforge.stage import Ref
     from bonforge.storage.store import StageStore
     from bonforge.stages import verify
 
     store = StageStore(tmp)
     refs = {}
-    for stage, table in (("problems", problems), ("candidates", cands)):
+    if "domain" not in problems.column_names:
+        problems = problems.append_column("domain", pa.array(["math"] * problems.num_rows))
+    if "sample_index" not in cands.column_names:
+        cands = cands.append_column("sample_index", pa.array([0] * cands.num_rows, pa.int32()))
+    for stage, table in (("problems", conform(problems, PROBLEMS)), ("candidates", conform(cands, CANDIDATES))):
         store.write_shard(stage, f"{name}-{stage}", 0, table)
         refs[stage] = Ref(stage, f"{name}-{stage}", store.commit(stage, f"{name}-{stage}", 1, version="bench",
                                                                   config={}, upstream={}))
@@ -97,7 +105,18 @@ def compare(title, problems, cands, cfg, pairs_of, targets, labels, tmp: str) ->
     print(f"  agreement with the labels: verdicts {same_ours}/{n}, loop {same_loop}/{n}")
 
 
+def first(problems, cands, n: int | None):
+    """The first ``n`` problems of a pool and their candidates (all with ``None``)."""
+    import pyarrow.compute as pc
+
+    if n is None:
+        return problems, cands
+    problems = problems.slice(0, n)
+    return problems, cands.filter(pc.is_in(cands.column("problem_id"), problems.column("problem_id")))
+
+
 def main() -> None:
+    import argparse
     import logging
 
     import pyarrow as pa
@@ -106,11 +125,16 @@ def main() -> None:
     from bonforge.config import MathVerifyConfig
     from bonforge.runtime.cluster import ensure_ray
 
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--problems", type=int, help="only the first N problems of each pool (a smoke run: 4)")
+    args = ap.parse_args()
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     recipe, g_problems, g_cands = gsm8k_tables()
+    g_problems, g_cands = first(g_problems, g_cands, args.problems)
     g_cfg = recipe.verify.math
     g_labels = dict(zip(g_cands.column("candidate_id").to_pylist(), g_cands.column("reference_correct").to_pylist()))
     m_problems, m_cands, m_labels = math500_tables()
+    m_problems, m_cands = first(m_problems, m_cands, args.problems)
 
     def captured(text: str) -> str:
         for pattern in g_cfg.patterns:
@@ -132,10 +156,11 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (with a higher load the wall-clock "
           "ratio measures this session's CPU share, not the stage)")
     with tempfile.TemporaryDirectory() as tmp:
-        ids = [f"w{i:03d}" for i in range(600)]  # three shards of problems used nowhere else: a checker per worker
-        warm = pa.table({"candidate_id": ids, "problem_id": ids, "teacher": ["w"] * 600,
-                         "text": [f"so $x = {i}$" for i in range(600)]})
-        warm_s, *_ = stage(pa.table({"problem_id": ids, "answer": [str(i) for i in range(600)]}), warm,
+        n = 600 if args.problems is None else 8  # three shards of problems used nowhere else: a checker per worker
+        ids = [f"w{i:03d}" for i in range(n)]
+        warm = pa.table({"candidate_id": ids, "problem_id": ids, "teacher": ["w"] * n,
+                         "text": [f"so $x = {i}$" for i in range(n)]})
+        warm_s, *_ = stage(pa.table({"problem_id": ids, "answer": [str(i) for i in range(n)]}), warm,
                           MathVerifyConfig(), tmp, "warm")
         print(f"Ray start {ray_start:.1f}s, warm-up shards incl. checker start {warm_s:.1f}s (neither counted)")
         compare("GSM8K pool", g_problems, g_cands, g_cfg,

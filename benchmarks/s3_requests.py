@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--verify", type=int, metavar="PROBLEMS", help="count the requests of a verdicts stage")
     ap.add_argument("--baseline", type=Path, help="with --verify: another checkout's run first")
     args = ap.parse_args()
-    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    sys.path.insert(0, str(REPO / "tests" / "helpers"))  # the tests' S3 server
     if args.verify:
         return verify_requests(args.verify, args.baseline)
     from s3 import SeaweedFS  # the tests' server

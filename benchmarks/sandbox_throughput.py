@@ -33,7 +33,11 @@ request that only builds) and the cost per test (the rest over 12), against ``g+
 and a plain run of the binary per test, unisolated.
 
     python benchmarks/sandbox_throughput.py [--samples 8] [--docker-run-samples 2] [--workers N] [--overhead 400]
-                                            [--overhead-only] [--scheduling-only] [--cpp 8] [--cpp-only]
+                                            [--overhead-only] [--scheduling-only] [--problems N] [--time-limit 3]
+                                            [--cpp 8] [--cpp-only]
+
+A smoke run (seconds, no figure meant): ``--problems 2 --samples 2 --docker-run-samples 1 --overhead 8
+--time-limit 1 --cpp 1``.
 """
 
 from __future__ import annotations
@@ -138,6 +142,7 @@ def timed(label: str, n: int, fn) -> tuple[float, float]:
 
 
 def main() -> None:
+    global TIME_LIMIT
     ap = argparse.ArgumentParser()
     default_data = str(Path(__file__).resolve().parents[2] / "shared" / "data")
     ap.add_argument("--data", default=os.environ.get("BONFORGE_DATA", default_data))
@@ -147,12 +152,17 @@ def main() -> None:
     ap.add_argument("--overhead", type=int, default=400, help="trivial candidates for the overhead table (0: skip)")
     ap.add_argument("--overhead-only", action="store_true", help="only the table of trivial candidates")
     ap.add_argument("--scheduling-only", action="store_true", help="only the table of long programs")
+    ap.add_argument("--problems", type=int, help="only the candidates of the first N problems (default: all 164)")
+    ap.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds per candidate, every method")
     ap.add_argument("--cpp", type=int, default=8, help="C++ candidates for the C++ line (0: skip)")
     ap.add_argument("--cpp-only", action="store_true", help="only the C++ line")
     args = ap.parse_args()
+    TIME_LIMIT = args.time_limit
     data = Path(args.data) / "humaneval"
     problems = load_humaneval(data / "HumanEval.jsonl.gz")
     cands = import_codet_pool(data / "codet_codegen16B_samples.jsonl", problems, n=args.samples)
+    if args.problems is not None:
+        cands = cands.filter(pc.is_in(cands.column("problem_id"), problems.column("problem_id")[: args.problems]))
     small = cands.filter(pc.less(cands.column("sample_index"), args.docker_run_samples))
     cfg = CodeVerifyConfig(pool_size=args.workers, time_limit_s=TIME_LIMIT, image=build_image())
     if args.overhead_only:
@@ -280,7 +290,8 @@ def overhead(problems: pa.Table, cfg: CodeVerifyConfig, run_argv: list[str], arg
     made distinct by a comment: identical programs would run once): what each method costs per
     candidate apart from the programs' own work."""
     add = problems.filter(pc.equal(problems.column("problem_id"), "HumanEval/53"))
-    n, n_run = args.overhead, max(args.overhead // 4, 8)
+    n = args.overhead
+    n_run = min(n, max(n // 4, 8))
     cands = pa.Table.from_pylist(
         [{"candidate_id": f"HumanEval/53/t/{i}", "problem_id": "HumanEval/53", "teacher": "t", "sample_index": i,
           "text": f"    return x + y  # {i}\n"} for i in range(n)], schema=CANDIDATES)  # fmt: skip

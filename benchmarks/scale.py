@@ -44,13 +44,19 @@ REPO = Path(__file__).resolve().parents[1]
 def recipe():
     from bonforge.config import Recipe
 
-    src = {"path": "synthetic/pool.jsonl"}  # never read: the stages that would read it are committed
+    # never read: the stages that would read it are committed; its stated sha256 keys it (the empty file's)
+    src = {"path": "synthetic/pool.jsonl", "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
     return Recipe.model_validate({
         "name": "scale",
         "problems": {"name": "syn", "source": src},
         "teachers": [{"name": f"t{i}", "engine": "pool", "source": src, "samples": "s"} for i in range(TEACHERS)],
         "export": {"name": "scale"},
     })
+
+
+def problem_id(i: int) -> str:
+    """The id of the i-th synthetic problem (what the viewer benchmark asks for)."""
+    return f"syn/{i:07d}"
 
 
 CHUNK = 25_000  # problems generated and written at a time (generation runs in bounded memory too)
@@ -157,7 +163,7 @@ def generate(store_root: str, n: int, texts: str = "short") -> int:
         return store.commit(stage, key, 1, version="1", config={}, upstream={}, extra=extra())
 
     chunks = [(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
-    pid_of = lambda lo, hi: np.array([f"syn/{i:07d}" for i in range(lo, hi)], dtype=object)  # noqa: E731
+    pid_of = lambda lo, hi: np.array([problem_id(i) for i in range(lo, hi)], dtype=object)  # noqa: E731
 
     def problems():
         for lo, hi in chunks:

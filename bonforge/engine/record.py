@@ -4,20 +4,22 @@
 Two kinds of run write one: a build (``RunRecord.build``, ``bonforge.engine.run.execute``) and a derived run,
 which adds one stage to the stages of a base build (``RunRecord.derived``: ``bonforge.flows.insight``). Fields
 that a run does not have (a build's ``kind``, a derived run's ``rows``, a failed build's dataset) are left out
-of the JSON.
+of the JSON. A build returns its record typed (``engine.build``); the record is also a read-only mapping of
+its JSON, as ``Manifest`` is, for what compares or prints records as they are on disk.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Iterator
 
 from bonforge.storage import liveness
 from bonforge.storage.store import new_run_id, utc_now
 
 
-@dataclass
-class RunRecord:
+@dataclass(eq=False)
+class RunRecord(Mapping):
     run_id: str
     recipe_name: str | None
     recipe: dict | None
@@ -33,9 +35,11 @@ class RunRecord:
     dataset_version: int | None = None
     rl_dataset: str | None = None
     fusion_dataset: str | None = None
+    preference_dataset: str | None = None  # open-ended Best-of-N: the preference pairs
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None
+    report: str | None = None  # a build's HTML report, once written (``bonforge.report.report_after_build``)
     process: dict | None = None  # a build's: who writes it (``bonforge.storage.liveness``; a killed one is failed)
     extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary
 
@@ -60,3 +64,13 @@ class RunRecord:
     def json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         return {**{k: v for k, v in out.items() if v is not None}, **self.extra}
+
+    # the read-only mapping of the JSON
+    def __getitem__(self, name: str) -> Any:
+        return self.json()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.json())
+
+    def __len__(self) -> int:
+        return len(self.json())

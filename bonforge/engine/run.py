@@ -123,7 +123,7 @@ class CommittedRun(Run):
         return self._note(node, manifest, False, self.done[node.key][1])
 
 
-def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> dict:
+def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> RunRecord:
     """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
     at a stage that is not committed)."""
     recipe, store = run.recipe, run.store
@@ -136,6 +136,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
+        record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
     except NotCommitted:
         raise
     except BaseException as e:
@@ -146,7 +147,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.timings, record.rows = run.timings, run.rows
         if record.status != "running":
             _record(store, record)
-    return record.json()
+    return record
 
 
 def _record(store: StageStore, record: RunRecord) -> None:

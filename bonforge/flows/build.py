@@ -2,6 +2,8 @@
 
     problems ─► candidates (per teacher) ─► verdicts (per teacher) ─► problem_stats ─► genselect ─► dataset
                     └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
+    open-ended problems (domain: open, no gold answer):
+    problems ─► candidates (per teacher) ─► scores (per teacher) ─► bon ─► (pairwise) ─► Best-of-N SFT dataset
 
 Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
@@ -15,9 +17,11 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
+from bonforge.engine.record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
-from bonforge.stages import assemble, decontaminate, fuse, load, load_pool, sample, score, verify
+from bonforge.stages import (assemble, bon, decontaminate, fuse, load, load_pool, pairwise, rate, sample, score,
+                             verify)
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
@@ -27,6 +31,8 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
                       else sample.node(problems, t)) for t in recipe.teachers]
     if recipe.problems.include_reference:
         candidates.append(run(load_pool.reference_node(problems)))
+    if recipe.problems.domain == "open":
+        return open_ended(recipe, run, problems, candidates)
     domains = run.values(problems, "domain")
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     stats = run(score.node(recipe, verdicts))
@@ -52,6 +58,20 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     return dataset
 
 
-def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> dict:
+def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> dict:
+    """Problems without a gold answer: every candidate scored, Best-of-N picked by a scorer, its SFT export."""
+    scores = [run(rate.node(recipe, problems, c)) for c in candidates]
+    picks = run(bon.node(recipe, scores))
+    if recipe.evaluate:
+        run(pairwise.node(recipe, problems, candidates, picks))
+    kept = run.inputs(problems=problems, candidates=candidates, bon=picks)
+    dataset = run.publish(recipe.export.name, bon.sft_parts(kept), export.sft_trainers())
+    if recipe.bon.preferences:
+        dataset["preference_dataset"] = run.publish(recipe.bon.preferences, bon.preference_parts(kept),
+                                                    export.preference_trainers())
+    return dataset
+
+
+def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset and return the run record."""
     return engine.build(dag, recipe, store_root, recipe_dir, run_id)

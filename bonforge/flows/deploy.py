@@ -27,7 +27,8 @@ def scheduled_build(recipe: str, store: str, overrides: list[str] | None = None)
     from bonforge.flows.build import build
 
     record = build(load_recipe(recipe, overrides or []), store, str(Path(recipe).parent))
-    return {k: record.get(k) for k in ("run_id", "status", "dataset", "dataset_version")}
+    return {"run_id": record.run_id, "status": record.status, "dataset": record.dataset,
+            "dataset_version": record.dataset_version}
 
 
 def _api_url() -> str:

@@ -2,7 +2,8 @@
 problem's data. It enters every verdict's identity and the verdicts stage key (``stages/verify.py``), so
 a changed judge judges again and an unchanged one never does.
 
-* **maths**: the judging sources (``judging/math.py``: extraction, rewrites, the comparison) and the
+* **maths**: the judging sources (``judging/math_rules.py``: extraction, rewrites, the comparison;
+  ``judging/math.py``: the killable checker children that run them) and the
   installed versions of math-verify, its LaTeX parser (latex2sympy2_extended, with the ANTLR runtime it
   parses with) and sympy;
 * **code**: the judging sources (extraction, comparison, test specs, the verdict) and every source of the
@@ -30,7 +31,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent  # the bonforge package these sources belong to
 
 SOURCES = {
-    "math": ("judging/math.py",),
+    "math": ("judging/math.py", "judging/math_rules.py"),
     "code": ("judging/code.py", "judging/compare.py", "judging/extract.py", "judging/spec.py",
              "sandbox/**/*.py", "sandbox/Dockerfile"),
 }

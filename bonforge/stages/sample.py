@@ -82,10 +82,12 @@ def rendered_prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, 
     domains = pc.fill_null(pc.if_else(pc.equal(domain_col, ""), pa.scalar(None, pa.string()), domain_col), "math")
     out = pa.nulls(shard.num_rows, pa.string())
     for domain in pc.unique(domains).to_pylist():
-        if domain not in ("math", "code"):
+        if domain not in ("math", "code", "open"):
             bad = pc.index(domains, domain).as_py()
-            raise DataError(f"unknown domain {domain!r} (expected 'math' or 'code')", "problems",
+            raise DataError(f"unknown domain {domain!r} (expected 'math', 'code' or 'open')", "problems",
                             shard.column("problem_id")[bad].as_py(), "domain")
+        if domain == "open" and not teacher.prompt_template:
+            cache[domain] = "{question}"  # an open-ended request is the prompt as it is (no template to key)
         if domain not in cache:
             cache[domain] = read_template(teacher, domain)
         out = pc.if_else(pc.equal(domains, domain), templates.render_column(cache[domain], questions), out)

@@ -219,6 +219,12 @@ def sft_trainers() -> dict:
     return trainers(None, "trl/train.parquet", sft=True)
 
 
+def preference_trainers() -> dict:
+    """The preference dataset's ``trainers`` section (TRL's conversational preference shape)."""
+    return {"trl": {"trainer": "RewardTrainer", "also": ["DPOTrainer"], "train_file": "trl/train.parquet",
+                    "format": "preference"}}
+
+
 # -- what each trainer needs ----------------------------------------------------------------------------------
 def trainers(reward: str | None, train_file: str, max_prompt_tokens: int | None = None, sft: bool = False) -> dict:
     """The manifest's ``trainers`` section. ``reward``: the reward module (``genselect``, ``math``,

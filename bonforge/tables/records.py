@@ -153,8 +153,12 @@ def _records(path: Path, limits: ByteLimits) -> Iterator[tuple[int, dict]]:
             yield lineno, rec
 
 
+_INDEX = re.compile(r"^-?[0-9]{1,9}$")
+
+
 def get_field(rec: dict, dotted: str, *, source: str = "", record: Any = None, default: Any = _MISSING) -> Any:
-    """``rec['a']['b']`` for ``'a.b'``, also through a field holding a JSON object as a string (LiveCodeBench's
+    """``rec['a']['b']`` for ``'a.b'`` (``'a.0'``, ``'a.-1'``: an item of a list by position), also through
+    a field holding a JSON object as a string (LiveCodeBench's
     ``metadata.func_name``); a missing field raises ``DataError`` unless a default is given."""
     node: Any = rec
     for part in dotted.split("."):
@@ -165,6 +169,8 @@ def get_field(rec: dict, dotted: str, *, source: str = "", record: Any = None, d
                 raise DataError(json_error(e), source, record, dotted) from None
         if isinstance(node, dict) and part in node:
             node = node[part]
+        elif isinstance(node, list) and _INDEX.match(part) and -len(node) <= int(part) < len(node):
+            node = node[int(part)]  # a list item by position, e.g. messages.-1.content (the last message)
         else:
             if default is not _MISSING:
                 return default

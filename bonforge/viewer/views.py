@@ -57,7 +57,7 @@ def committed_since(store, started: str) -> list[dict]:
 
 def datasets(store, run: dict) -> list[dict]:
     out = []
-    for field in ("dataset", "rl_dataset", "fusion_dataset"):
+    for field in ("dataset", "rl_dataset", "fusion_dataset", "preference_dataset"):
         path = run.get(field)
         if not path:
             continue

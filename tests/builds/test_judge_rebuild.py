@@ -25,10 +25,10 @@ JUDGING_LINE = 'return ("correct" if ok else "wrong_answer"), _shown(pred), None
 
 
 def _copy(tmp_path: Path, name: str, edit) -> Path:
-    """The bonforge package copied to ``tmp_path/name/bonforge``, ``judging/math.py`` edited by ``edit``."""
+    """The bonforge package copied to ``tmp_path/name/bonforge``, ``judging/math_rules.py`` edited by ``edit``."""
     root = tmp_path / name
     shutil.copytree(fingerprint.PACKAGE, root / "bonforge", ignore=shutil.ignore_patterns("__pycache__"))
-    path = root / "bonforge" / "judging" / "math.py"
+    path = root / "bonforge" / "judging" / "math_rules.py"
     text = path.read_text()
     assert JUDGING_LINE in text, "the test's judging line moved: update JUDGING_LINE"
     path.write_text(edit(text))

@@ -39,3 +39,23 @@ def test_a_build_record_holds_only_what_the_build_has_so_far():
     assert start["recipe"] == recipe.model_dump(mode="json")
     record.status, record.error = "failed", "DataError: bad"
     assert set(record.json()) - set(start) == {"error"}
+
+
+def test_a_build_returns_its_record_typed(tmp_path):
+    """``execute`` hands the caller the RunRecord it wrote, not a dict: the CLI reads its attributes (the report's
+    path set on it after the build), and as a mapping it is the JSON on disk."""
+    from bonforge.engine.run import CommittedRun, execute
+    from bonforge.storage.store import StageStore
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml")
+    store = StageStore(tmp_path / "store")
+
+    def dag(recipe, run, recipe_dir):
+        return {"path": "/store/datasets/r/v3", "version": 3}
+
+    record = execute(dag, CommittedRun(store, recipe), ".", "r9", record_start=False)
+    assert isinstance(record, RunRecord)
+    assert (record.run_id, record.status, record.dataset_version, record.report) == ("r9", "succeeded", 3, None)
+    assert dict(record) == record.json() == store.runs()[-1]
+    record.report = "/store/reports/r9/report.html"
+    assert record["report"] == record.report and record.get("error") is None

@@ -4,7 +4,7 @@ A key changes only through a deliberate version bump (or key-config change) in t
 then update the pin here in the same commit. A key that changes as a side effect of a refactor fails here.
 
 The verdicts keys (and so every key downstream of them) also carry the judge's fingerprint
-(``bonforge.judging.fingerprint``): a change to the code of ``judging/math.py`` (maths) or of the code
+(``bonforge.judging.fingerprint``): a change to the code of ``judging/math*.py`` (maths) or of the code
 judge and ``sandbox/`` (code), or another installed version of math-verify, latex2sympy2_extended,
 antlr4-python3-runtime or sympy, changes them on purpose (comments, docstrings and formatting do not). The
 fingerprint names files by their path in the package and holds no image id, so the pins are the same

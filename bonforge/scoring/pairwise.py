@@ -1,0 +1,59 @@
+"""Pairwise judging: the labels a judge gives two answers shown as A and B, how two games of the same pair
+(shown in both orders, because judges favour a position) combine, and the win rate with a seeded bootstrap
+interval over prompts.
+
+Labels are arena-hard's: ``[[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]]``; the **last** one in the reply counts
+(reasoning may quote the format first), read case-insensitively; a reply without one is invalid. Per game the
+contender's score is 1 (its answer judged better), 0.5 (a tie) or 0. Per prompt the two games give the
+outcome: ``win`` / ``loss`` / ``tie`` when both agree, ``inconsistent`` when they point opposite ways (the
+position decided: scored 0.5), ``split`` when one is a tie and the other decisive (scored 0.25 or 0.75), and
+``invalid`` when a game has no label (left out of the rate, counted). Win rate = mean prompt score =
+(W + T/2)/n where the orders agree."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
+_LABEL = re.compile(r"\[\[\s*(A>>B|A>B|A=B|B>A|B>>A)\s*\]\]")
+_A_SCORE = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}  # the score of the answer shown as A
+_READ = 20_000
+
+
+def parse_label(reply: str) -> tuple[str | None, int]:
+    """The last label of ``reply`` (upper-cased first), and how many distinct labels it holds."""
+    found = _LABEL.findall(reply[-_READ:].upper())
+    return (found[-1] if found else None), len(set(found))
+
+
+def contender_score(label: str | None, contender_is_a: bool) -> float | None:
+    if label is None:
+        return None
+    a = _A_SCORE[label]
+    return a if contender_is_a else 1.0 - a
+
+
+def outcome(first: float | None, second: float | None) -> tuple[str, float | None]:
+    """The prompt's outcome and score from the contender's scores in its two games."""
+    if first is None or second is None:
+        return "invalid", None
+    if first == second:
+        return {1.0: "win", 0.5: "tie", 0.0: "loss"}[first], first
+    if {first, second} == {0.0, 1.0}:
+        return "inconsistent", 0.5
+    return "split", (first + second) / 2
+
+
+def win_rate(scores: list[float], rounds: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    """The mean prompt score and its percentile bootstrap interval (prompts resampled, both games of a prompt
+    staying together since a prompt has one score)."""
+    if not scores:
+        return {"n": 0, "win_rate": None, "ci_low": None, "ci_high": None}
+    values = np.asarray(scores, float)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(rounds, len(values)))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    return {"n": len(values), "win_rate": float(values.mean()), "ci_low": float(np.percentile(means, tail)),
+            "ci_high": float(np.percentile(means, 100 - tail))}

@@ -1,0 +1,64 @@
+"""The prompted judge: its rating parser on real-looking replies, and the scorer through a real HTTP server
+speaking the chat-completions API (parse failures are counted, never scored)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llm_server import ScriptedServer, answer
+
+from bonforge.config import JudgeScorer
+from bonforge.scoring import Item, open_scorer
+from bonforge.scoring.judge import fill, parse_rating
+
+
+@pytest.mark.parametrize("reply, value, distinct", [
+    ("The answer is correct and clear.\nRating: [[8]]", 8.0, 1),
+    ("I first thought [[3]] but on reflection it deserves more.\nRating: [[7]]", 7.0, 2),  # the last counts
+    ("Format: \"Rating: [[5]]\". The response is weak.\nRating: [[2]]", 2.0, 2),  # the format quoted first
+    ("Rating: [[ 6.5 ]]", 6.5, 1),
+    ("rating: [[9]]", 9.0, 1),
+    ("Rating: [9]", None, 0),  # single brackets are not the format
+    ("Rating: 8/10", None, 0),  # no rating in the format
+    ("Rating: [[11]]", None, 1),  # off the scale: no value
+    ("Rating: [[0]]", None, 1),
+    ("", None, 0),
+    ("[[4]] ... [[4]]", 4.0, 1),
+])
+def test_rating_parser(reply, value, distinct):
+    assert parse_rating(reply, 1, 10) == (value, distinct)
+
+
+def test_fill_replaces_each_slot_once():
+    got = fill("Q: {question}\nA: {answer}\nR: {reference}", {"question": "say {answer}", "answer": "ok",
+                                                            "reference": None})
+    assert got == "Q: say {answer}\nA: ok\nR: "
+
+
+REPLIES = {"Paris.": "Short but right.\nRating: [[8]]", "Lyon.": "Wrong city.\nRating: [[2]]",
+           "Marseille.": "I cannot decide.", "Nice.": "Rating: [[12]]"}
+
+
+def judge_script(n: int, body: dict):
+    prompt = body["messages"][0]["content"]
+    reply = answer(body)
+    said = next(t for a, t in REPLIES.items() if f"[Response]\n{a}\n" in prompt)
+    reply["choices"][0]["message"]["content"] = said
+    return 200, {}, reply
+
+
+def test_judge_scores_through_a_server_and_counts_parse_failures():
+    with ScriptedServer(judge_script) as server:
+        cfg = JudgeScorer(kind="judge", name="j", judge={"name": "j", "engine": "openai", "model": "judge",
+                                                           "base_url": server.url, "api_key_env": None,
+                                                           "temperature": 0.0, "max_tokens": 64})
+        scorer = open_scorer(cfg)
+        got = scorer.score([Item("Capital of France?", a) for a in REPLIES] + [Item("Capital of France?", None)])
+        scorer.close()
+    assert [r.value for r in got] == [8.0, 2.0, None, None, None]
+    assert [r.status for r in got] == ["ok", "ok", "parse_error", "parse_error", "no_text"]
+    assert json.loads(got[2].detail)["reply"] == "I cannot decide."
+    assert server.count == 4  # no request for the candidate without text
+    assert all(b["temperature"] == 0.0 and b["max_tokens"] == 64 for b in server.bodies)
+    assert "Capital of France?" in server.bodies[0]["messages"][0]["content"]

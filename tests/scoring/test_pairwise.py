@@ -1,0 +1,47 @@
+"""Pairwise judging: label parsing on real-looking judge replies, the two-order combination and the
+bootstrap interval."""
+
+from __future__ import annotations
+
+import pytest
+
+from bonforge.scoring.pairwise import contender_score, outcome, parse_label, win_rate
+
+
+@pytest.mark.parametrize("reply, label, distinct", [
+    ("Assistant B is more complete.\nMy final verdict is: [[B>A]]", "B>A", 1),
+    ("Labels: [[A>>B]] ... [[B>>A]]. A misses the point.\nVerdict: [[B>A]]", "B>A", 3),  # the last counts
+    ("Both are fine. [[a=b]]", "A=B", 1),  # lower case
+    ("I think A>B overall.", None, 0),  # no brackets
+    ("[A>B]", None, 0),  # single brackets
+    ("[[A>>>B]]", None, 0),  # not a label
+    ("", None, 0),
+    ("[[ A>>B ]]", "A>>B", 1),
+])
+def test_label_parser(reply, label, distinct):
+    assert parse_label(reply) == (label, distinct)
+
+
+def test_scores_follow_the_position_of_the_contender():
+    assert [contender_score(x, contender_is_a=True) for x in ("A>>B", "A>B", "A=B", "B>A", "B>>A")] == \
+        [1.0, 1.0, 0.5, 0.0, 0.0]
+    assert [contender_score(x, contender_is_a=False) for x in ("A>>B", "A>B", "A=B", "B>A", "B>>A")] == \
+        [0.0, 0.0, 0.5, 1.0, 1.0]
+    assert contender_score(None, True) is None
+
+
+def test_two_orders_combine():
+    assert outcome(1.0, 1.0) == ("win", 1.0) and outcome(0.0, 0.0) == ("loss", 0.0)
+    assert outcome(0.5, 0.5) == ("tie", 0.5)
+    assert outcome(1.0, 0.0) == ("inconsistent", 0.5) and outcome(0.0, 1.0) == ("inconsistent", 0.5)
+    assert outcome(0.5, 1.0) == ("split", 0.75) and outcome(0.0, 0.5) == ("split", 0.25)
+    assert outcome(None, 1.0) == ("invalid", None)
+
+
+def test_win_rate_interval():
+    ties = win_rate([0.5] * 40, rounds=200, seed=3)
+    assert ties == {"n": 40, "win_rate": 0.5, "ci_low": 0.5, "ci_high": 0.5}
+    mixed = win_rate([1.0] * 30 + [0.0] * 10, rounds=500, seed=1)
+    assert mixed["win_rate"] == 0.75 and mixed["ci_low"] < 0.75 < mixed["ci_high"]
+    assert mixed == win_rate([1.0] * 30 + [0.0] * 10, rounds=500, seed=1)  # seeded
+    assert win_rate([])["win_rate"] is None
