@@ -69,14 +69,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "dbdce266dc194c01c8a3",
-            "68e11cf77a5dd7f6cd1c"
+            "9fd0757b94bdef87b2b3",
+            "77d71d068d3ede177c0d"
         ],
         "problem_stats": [
-            "560cd42cecc3caf9fb79"
+            "4e7f6e716aa1e84101bf"
         ],
         "genselect": [
-            "b5976a28a95fdb326b52"
+            "aa885ff8075de11d2ffd"
         ]
     },
     "humaneval-genselect": {
@@ -88,14 +88,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "fbaaed511508ce880b7d",
-            "fa1160ae83e551900372"
+            "c6e90889b2bfef8e57c2",
+            "7b85cb8754e69384e134"
         ],
         "problem_stats": [
-            "4d583d5adef7861ddab8"
+            "175a074e76af0ea8f7c6"
         ],
         "genselect": [
-            "0e73bb67cb0c8f64c117"
+            "d391a26f395770744d3d"
         ]
     },
     "gsm8k-fusion": {
