@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
+from bonforge.engine.record import RunRecord
 from bonforge.report import plots, report_after_build, write_report
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
@@ -123,10 +124,10 @@ def test_a_failing_report_never_fails_the_build(built, monkeypatch, caplog):
         raise RuntimeError("plot exploded")
 
     monkeypatch.setattr(plots, "pass_rate", broken)
-    rec = {"run_id": record["run_id"]}
+    rec = RunRecord(record["run_id"], None, None, {}, {})
     with caplog.at_level(logging.WARNING, logger="bonforge"):
         report_after_build(str(store.root), rec)
-    assert "report" not in rec
+    assert rec.report is None and "report" not in rec
     assert f"run {record['run_id']}: the report could not be written: RuntimeError: plot exploded" in caplog.text
 
 

@@ -25,16 +25,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f224e8636eae1b7d9dd4"
         ],
         "verdicts": [
-            "fdd1e5dc69f90a93e410",
-            "cc48ed7e9b57eba17fcd",
-            "b101269efd5ded2f275d",
-            "3f7d24833537b7736147"
+            "5fb615c0bc1513873dea",
+            "d45a55aa1958765ce343",
+            "a2a64043580927a1f0ce",
+            "a72d28c370f0dc71ca51"
         ],
         "problem_stats": [
-            "30610593136373cb30ed"
+            "6af491e2529f0141ea35"
         ],
         "genselect": [
-            "328e65d11198c6afa55a"
+            "bfc70c58330c3bd8f8f1"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -48,16 +48,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f224e8636eae1b7d9dd4"
         ],
         "verdicts": [
-            "fdd1e5dc69f90a93e410",
-            "cc48ed7e9b57eba17fcd",
-            "b101269efd5ded2f275d",
-            "3f7d24833537b7736147"
+            "5fb615c0bc1513873dea",
+            "d45a55aa1958765ce343",
+            "a2a64043580927a1f0ce",
+            "a72d28c370f0dc71ca51"
         ],
         "problem_stats": [
-            "7667b4f3294406b5728f"
+            "92c7808e9b8b67936617"
         ],
         "genselect": [
-            "6a2d9c386b2929c7aca4"
+            "34071df3f1b278317470"
         ]
     },
     "apps-genselect": {
@@ -107,29 +107,29 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f39a5e7b6d6e99f3f786",
             "b23b03772a3088934e55",
             "e7a5e7f32eb89d1cfb22",
-            "eab5f392a395c7c53c3f"
+            "2e7dadc1b6adc6730d69"
         ],
         "verdicts": [
-            "63e0427510e55610c813",
-            "39d25f22739c3abae0c0",
-            "7878d3a3ed13270858ad",
-            "01f59945d3a51a27eb63",
-            "3226c3c72ff438a2d24e"
+            "f2afe14d1ac12f6e5ac1",
+            "85c92b1efd025dda4b77",
+            "54117ca2b25404cf4843",
+            "6330bdddfcc1447ff0de",
+            "0fd54089cb83c3f29afa"
         ],
         "problem_stats": [
-            "c2b7e2875fcf08960aaa"
+            "ab11103c7d31c54d9eb0"
         ],
         "genselect": [
-            "bad866e61ab1e9cc0bec"
+            "277cbb392cbeab9c8f18"
         ],
         "fusion_pools": [
-            "c950d28b6cb4fe28d219"
+            "86ae9e37ed7cf3e9ad2b"
         ],
         "fusion_select": [
-            "16d266a3ebfbd7605590"
+            "a24996243f14b121f81b"
         ],
         "fusion": [
-            "03dc905d7c59d06e8b2f"
+            "0070264cb36ed5aef743"
         ]
     },
     "gsm8k-300-maxk": {
@@ -140,22 +140,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "c608a871fa2b6b795806"
+            "337db35ca305daec4a31"
         ],
         "maxk_weights": [
-            "aa045ea4de4f31127685"
+            "0783d71e5a46aafac9e6"
         ],
         "problem_stats": [
-            "13ff40290a8eebeb7e29"
+            "3452fee91613ace39a06"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "verdicts": [
-            "9828bab631ce92f7ea69",
-            "eb6036b878606c078a24",
-            "e210499d61f5d950d91e",
-            "6426fd6fee1212d1246d"
+            "d5677b86bd1a26d58e0a",
+            "b87697ced3253c7f2a83",
+            "d5105ea7e1051f9e2cfe",
+            "c32d793b5269e969f1de"
         ]
     },
     "sampled": {
@@ -163,16 +163,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1eae7e0a7e9968b7b76e"
         ],
         "genselect": [
-            "fcd88193ae24d9f74474"
+            "72f47613fd94ec6bfa81"
         ],
         "problem_stats": [
-            "768938ad02de394da672"
+            "9c054aa1cadc78295910"
         ],
         "problems": [
             "b3727eca57ff9c1d78dd"
         ],
         "verdicts": [
-            "12abe40ec97f2a0cdf27"
+            "f1af6924972a565757d1"
         ]
     },
     "gsm8k-300-selector-eval": {
@@ -183,22 +183,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "c608a871fa2b6b795806"
+            "337db35ca305daec4a31"
         ],
         "problem_stats": [
-            "13ff40290a8eebeb7e29"
+            "3452fee91613ace39a06"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "766e9a7fa13b977ec529"
+            "32993e09d4d7c691fc4c"
         ],
         "verdicts": [
-            "9828bab631ce92f7ea69",
-            "eb6036b878606c078a24",
-            "e210499d61f5d950d91e",
-            "6426fd6fee1212d1246d"
+            "d5677b86bd1a26d58e0a",
+            "b87697ced3253c7f2a83",
+            "d5105ea7e1051f9e2cfe",
+            "c32d793b5269e969f1de"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
@@ -209,22 +209,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1ab2821c240725efdd91"
         ],
         "genselect": [
-            "c608a871fa2b6b795806"
+            "337db35ca305daec4a31"
         ],
         "problem_stats": [
-            "13ff40290a8eebeb7e29"
+            "3452fee91613ace39a06"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "ccf1830545b3323fa5ac"
+            "07ff8e704a27171fc0ba"
         ],
         "verdicts": [
-            "9828bab631ce92f7ea69",
-            "eb6036b878606c078a24",
-            "e210499d61f5d950d91e",
-            "6426fd6fee1212d1246d"
+            "d5677b86bd1a26d58e0a",
+            "b87697ced3253c7f2a83",
+            "d5105ea7e1051f9e2cfe",
+            "c32d793b5269e969f1de"
         ]
     }
 }
