@@ -17,7 +17,7 @@ from _common import DATA, REPO
 
 PROBE = textwrap.dedent("""
     import json, sys, time
-    from bonforge.config import RewardModelScorer
+    from bonforge.scoring.config import RewardModelScorer
     from bonforge.scoring import Item, open_scorer
     if __name__ == "__main__":
         spec = json.loads(sys.stdin.read())

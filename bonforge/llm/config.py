@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
@@ -80,3 +80,7 @@ class VLLMTeacher(SampledTeacher):
         if self.device == "cpu" and self.tensor_parallel_size > 1:
             raise ValueError("tensor_parallel_size applies to device: gpu; on cpu set cpus_per_replica")
         return self
+
+
+# A teacher that generates text for a task of bonforge's own (the fusor, a selector, a judge): any engine but a pool
+GenerationTeacher = Annotated[Union[OpenAITeacher, TransformersTeacher, VLLMTeacher], Field(discriminator="engine")]

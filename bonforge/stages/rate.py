@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from bonforge import identity, scoring
-from bonforge.config import Recipe, ScorerConfig
+from bonforge.config import Recipe
+from bonforge.scoring.config import ScorerConfig
 from bonforge.schema import SCORES
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from llm_server import ScriptedServer, answer
 
-from bonforge.config import JudgeScorer
+from bonforge.scoring.config import JudgeScorer
 from bonforge.scoring import Item, open_scorer
 from bonforge.scoring.judge import fill, parse_rating
 

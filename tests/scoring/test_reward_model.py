@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from bonforge.config import RewardModelScorer
+from bonforge.scoring.config import RewardModelScorer
 from bonforge.scoring import Item, ScorerError, open_scorer
 from bonforge.scoring.reward_model import TEST_RM, TransformersRM, build_test_rm, load_tokenizer, render
 
@@ -129,7 +129,7 @@ def test_a_server_that_fails_is_the_scorers_error_not_a_score(rm_dir):
 
 _VLLM = textwrap.dedent("""
     import json, sys
-    from bonforge.config import RewardModelScorer
+    from bonforge.scoring.config import RewardModelScorer
     from bonforge.scoring import Item, open_scorer
     if __name__ == "__main__":
         spec = json.loads(sys.argv[1])

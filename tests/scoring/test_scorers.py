@@ -12,7 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from bonforge.config import BonConfig, LanguageScorer, ReferenceScorer
+from bonforge.config import BonConfig
+from bonforge.scoring.config import LanguageScorer, ReferenceScorer
 from bonforge.scoring import Item, open_scorer
 from bonforge.stages.bon import best_of_n
 
