@@ -55,6 +55,10 @@ SMOKE = {
                                     (r"^GSM8K pool: 16 candidates$", r"^MATH-500 reference \+ perturbed: 8 candidates$",
                                      r"ratio: .*x", r"agreement with the labels: verdicts \d+/8, loop \d+/8"),
                                     needs=("data", "services")),
+    # transformers and vLLM's CPU engine on the test reward model: vLLM's start makes it an opt-in run, as below
+    "reward_model": Smoke(("--n", "2", "--max-length", "64"),
+                          (r"^transformers +load .* scores/s", r"^vllm +load .* scores/s",
+                           r"^vllm / transformers: .*x +largest score difference"), needs=("vllm",), timeout_s=600),
     "reward_scans": Smoke(("--chars", "2000", "--big", "20000"),
                           (r"^fence then spaces \(extraction\) .*x", r"^judgment then spaces \(genselect\) .*x",
                            r"^limit string with spaces \(load\) .*x")),
