@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
         return
     overrides = [v for k, v in zip(argv[2::2], argv[3::2]) if k == "--set"]
     recipe = load_recipe(argv[1], overrides)
-    print(json.dumps(execute(dag, LocalRun(store, recipe), str(Path(argv[1]).parent), None, record_start=True)))
+    print(json.dumps(execute(dag, LocalRun(store, recipe), str(Path(argv[1]).parent), None, record_start=True).json()))
 
 
 def serve() -> None:
