@@ -161,6 +161,12 @@ def import_gguf(path: Path, out: Path, dtype: str = "bfloat16") -> Path:
     model.load_state_dict(loaded.state_dict(), strict=True)
     model = model.to(getattr(torch, dtype))
     model.generation_config = loaded.generation_config
+    return save_model(model, tokenizer, out)
+
+
+def save_model(model, tokenizer, out: Path) -> Path:
+    """Save ``model`` and ``tokenizer`` as the directory ``out``, whole or not at all (written beside it, then
+    renamed: a reader never sees half a model)."""
     tmp = out.with_name(f".{out.name}.part-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:

@@ -51,8 +51,6 @@ def build_test_rm() -> Path:
     drawn with a fixed seed, its pad token one that never ends a conversation; cached like the models it is
     built from, and marked in its config as having a random head."""
     import fcntl
-    import os
-    import shutil
 
     out = models.cache_dir() / f"{TEST_RM}-{models.KNOWN[_TEST_BASE].sha256[:12]}-b{_TEST_BUILD}"
     if (out / "config.json").is_file():
@@ -74,14 +72,7 @@ def build_test_rm() -> Path:
         pad = tok.convert_tokens_to_ids("<|endoftext|>")
         model.config.pad_token_id = tok.pad_token_id = pad if pad is not None else 0
         setattr(model.config, RANDOM_HEAD, True)
-        tmp = out.with_name(f".{out.name}.part-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            model.save_pretrained(tmp)
-            tok.save_pretrained(tmp)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        models.save_model(model, tok, out)
     return out
 
 
