@@ -207,6 +207,10 @@ class FilterConfig(Model):
     min_pass_rate: float = Field(0.0, ge=0, le=1)
     max_pass_rate: float = Field(0.5, ge=0, le=1)
     min_candidates: int = Field(2, ge=1)
+    early_stop: bool = added(
+        False, description="Sample and verify in rounds and stop drawing a problem once it is certain to be "
+        "dropped as too easy (bonforge.stages.rounds): exact, the kept problems and every export are those of a "
+        "build that draws all n.")  # fmt: skip
 
     @model_validator(mode="after")
     def _ordered(self) -> "FilterConfig":
@@ -370,6 +374,10 @@ class Recipe(Model):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"teacher names must be unique; repeated: {', '.join(dup)}")
+        if self.filter.early_stop and (self.problems.include_reference or self.problems.domain == "open"
+                                       or any(isinstance(t, PoolTeacher) for t in self.teachers)):
+            raise ValueError("filter.early_stop draws sampled teachers in rounds: not with pool teachers, "
+                             "problems.include_reference or open-ended problems")
         if self.problems.include_reference and "reference" in names:
             raise ValueError("problems.include_reference adds a teacher named 'reference': rename yours")
         if self.fusion:

@@ -23,7 +23,7 @@ from bonforge.tables.ordering import sort_by
 from bonforge.schema import PROBLEM_STATS, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-VERSION = "4"  # 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
+VERSION = "5"  # 5: stopped_early and n_planned (filter.early_stop); 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
 
 
 def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
@@ -51,7 +51,8 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
 def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) -> pa.Table:
     """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems): per problem the
     overall row (teacher ``*``), then one per teacher, in problem and teacher order."""
-    t = sort_by(verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]),
+    early = [c for c in _EARLY if c in verdicts.column_names]  # with filter.early_stop (``_verdicts``)
+    t = sort_by(verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", *early]),
                 ["problem_id", "teacher", "candidate_id"])
     if not t.num_rows:
         return PROBLEM_STATS.empty_table()
@@ -76,8 +77,15 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
-    reasons = np.array([(r := drop_reason(n, c / n, filter_cfg)) and r.value
-                        for n, c in zip(length[overall].tolist(), n_correct[overall].tolist())], dtype=object)
+    if early:  # per problem: a stopped problem is judged on the samples a full build draws (too easy)
+        stopped = t.column("stopped_early").to_numpy(zero_copy_only=False).astype(bool)[p_start]
+        planned = t.column("n_planned").to_numpy(zero_copy_only=False).astype(np.int64)[p_start]
+    else:
+        stopped, planned = np.zeros(len(p_start), bool), None
+    sizes = np.where(stopped, planned, length[overall]) if early else length[overall]
+    reasons = np.array([(r := drop_reason(n, c / d, filter_cfg)) and r.value
+                        for n, c, d in zip(sizes.tolist(), n_correct[overall].tolist(), length[overall].tolist())],
+                       dtype=object)
 
     blocks, positions = [], []
     for n in np.unique(length).tolist():
@@ -107,6 +115,9 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
             "max_at_k": _kmap(np.sort(rw, axis=1) @ weights, ks),
             "keep": pa.array(reason == None),  # noqa: E711  (elementwise)
             "drop_reason": pa.array(reason, pa.string()),
+            "stopped_early": pa.array(stopped[problem[seg]]),
+            "n_planned": pa.array(planned[problem[seg]] if early else np.zeros(len(seg)), pa.int32(),
+                                  mask=None if early else np.ones(len(seg), bool)),
         }, schema=PROBLEM_STATS))
         positions.append(seg)
     out = pa.concat_tables(blocks)
@@ -114,13 +125,25 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
 
 _COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]
+_EARLY = ["stopped_early", "n_planned"]
 
 
 def _verdicts(i: Inputs) -> Iterator[pa.Table]:
-    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once)."""
-    with i.aligned({"verdicts": _COLUMNS}) as chunks:
+    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once); with
+    early stopping each row also carries its problem's ``stopped_early`` and ``n_planned`` (the samples a build
+    without early stop draws), from the last round's table."""
+    early = "rounds" in i
+    columns = {"verdicts": _COLUMNS, **({"rounds": ["problem_id", "n", "stopped_early"]} if early else {})}
+    with i.aligned(columns) as chunks:
         for chunk in chunks:
-            yield chunk["verdicts"]
+            if not early:
+                yield chunk["verdicts"]
+                continue
+            per_problem = chunk["rounds"].group_by("problem_id").aggregate([("n", "sum"), ("stopped_early", "max")])
+            per_problem = pa.table({"problem_id": per_problem.column("problem_id"),
+                                    "n_planned": per_problem.column("n_sum").cast(pa.int32()),
+                                    "stopped_early": per_problem.column("stopped_early_max")})
+            yield chunk["verdicts"].join(per_problem, "problem_id")
 
 
 @dataclass(frozen=True)
@@ -136,8 +159,9 @@ STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS
               stream=_verdicts, stream_of="verdicts")
 
 
-def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
-    return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})
+def node(recipe: Recipe, verdicts: list[Ref], rounds: Ref | None = None) -> Node:
+    """``rounds``: the last round's table of early stopping (``bonforge.stages.rounds``)."""
+    return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts, "rounds": rounds})
 
 
 def filter_counts(i: Inputs) -> dict[str, int]:
