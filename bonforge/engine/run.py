@@ -46,9 +46,10 @@ class Run:
 
     def _note(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
         name, key = node.stage.name, node.key
-        self.record.setdefault(name, []).append(key)
-        if cached:
-            self.cached.setdefault(name, []).append(key)
+        if "round" not in node.note:  # a round of early stopping draws into outputs that are not the run's tables
+            self.record.setdefault(name, []).append(key)
+            if cached:
+                self.cached.setdefault(name, []).append(key)
         self.timings[node.label] = round(secs, 3)
         computed, reused = (0, 0) if cached else manifest.counts()
         self.rows[node.label] = {"computed": computed, "reused": reused}

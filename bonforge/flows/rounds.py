@@ -5,13 +5,17 @@ by row reuse); the next round's table reads their verdicts. When a round draws n
 candidates (every sample it holds) and their verdicts are the same stages again, every row reused.
 
 Each round is committed stage outputs, so a build killed inside a round resumes there, and a later build (a larger
-n, or early stopping off) takes every sample already drawn from the store and draws only the others."""
+n, or early stopping off) takes every sample already drawn from the store and draws only the others. The
+run's record names the rounds tables and the final candidates and verdicts (its catalog views); the rounds'
+own samples appear in its timings and rows, labelled ``...@round<r>``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bonforge import engine
 from bonforge.config import Recipe
-from bonforge.stage import Ref
+from bonforge.stage import Node, Ref
 from bonforge.stages import rounds, sample, verify
 
 
@@ -20,10 +24,17 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     ``problem_stats``)."""
     plan = run(rounds.node(recipe.teachers, recipe.filter, problems))
     while plan.manifest.extra["sampling"]:
-        drawn = [run(sample.round_node(problems, plan, t)) for t in recipe.teachers
+        r = plan.manifest.extra["round"]
+        drawn = [run(_in_round(sample.round_node(problems, plan, t), r)) for t in recipe.teachers
                  if plan.manifest.extra["sampling"].get(t.name)]
-        judged = [run(verify.node(recipe, problems, c, domains)) for c in drawn]
+        judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
         plan = run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged))
     candidates = [run(sample.round_node(problems, plan, t, final=True)) for t in recipe.teachers]
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     return candidates, verdicts, plan
+
+
+def _in_round(node: Node, round_: int) -> Node:
+    """A node of round ``round_``: its own label (timings, rows), and left out of the run's stage tables (the
+    catalog's views hold the final candidates and verdicts only; the keys are unchanged)."""
+    return replace(node, label=f"{node.label}@round{round_}", note={**node.note, "round": round_})

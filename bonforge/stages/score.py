@@ -23,7 +23,8 @@ from bonforge.tables.ordering import sort_by
 from bonforge.schema import PROBLEM_STATS, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-VERSION = "5"  # 5: stopped_early and n_planned (filter.early_stop); 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
+VERSION = "5"  # 5: stopped_early and n_planned (filter.early_stop); 4: drop_reason is a DropReason code, not a
+# sentence with the numbers inside; 3: exact majority@k
 
 
 def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:

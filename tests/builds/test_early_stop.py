@@ -111,6 +111,11 @@ def test_early_stop_is_exact_and_draws_exactly_what_decides(tmp_path):
         assert server.count - PROBLEMS * 8 == want
         assert contents(tmp_path / "early", early) == contents(tmp_path / "full", full)
         assert len(early["stages"]["rounds"]) >= 2
+        # the run's tables (catalog views) are the final candidates and verdicts, one per teacher; the rounds'
+        # own outputs show in the timings and rows only
+        assert len(early["stages"]["candidates"]) == len(early["stages"]["verdicts"]) == 2
+        assert any(label.startswith("candidates[b]@round") for label in early["rows"])
+        assert sum(r["computed"] for label, r in early["rows"].items() if label.startswith("candidates")) == want
 
         store = StageStore(tmp_path / "early")
         (stats_key,) = early["stages"]["problem_stats"]
@@ -164,10 +169,7 @@ def test_a_build_killed_inside_a_round_resumes_to_the_same_dataset(tmp_path):
         resumed = forks.run([str(store), str(recipe)])
         assert contents(store, resumed) == contents(tmp_path / "reference", reference)
         # the rerun asked again for the shard in flight at most, never for the committed rounds
-        assert server.count - asked <= asked + 5 * 4
-        records = [json.loads(p.read_text()) for p in (store / "runs").glob("*.json")] if (store / "runs").is_dir() \
-            else []
-        assert all(r.get("status") != "succeeded" or r["dataset"] == resumed["dataset"] for r in records)
+        assert server.count - asked <= asked + 5 * 4  # a shard: 5 problems, at most 4 samples each
 
 
 def _inside_later_round(store: Path) -> bool:
