@@ -18,8 +18,8 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
-from bonforge.engine.record import RunRecord
 from bonforge.flows import rounds
+from bonforge.storage.run_record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
 from bonforge.stages import (assemble, bon, decontaminate, fuse, load, load_pool, pairwise, rate, sample, score,
