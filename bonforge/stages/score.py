@@ -78,14 +78,14 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
-    if early:  # per problem: a stopped problem is judged on the samples a full build draws (too easy)
+    drawn = length[overall]
+    if early:  # per problem; a stopped problem is judged on the samples a full build draws: too easy
         stopped = t.column("stopped_early").to_numpy(zero_copy_only=False).astype(bool)[p_start]
         planned = t.column("n_planned").to_numpy(zero_copy_only=False).astype(np.int64)[p_start]
     else:
-        stopped, planned = np.zeros(len(p_start), bool), None
-    sizes = np.where(stopped, planned, length[overall]) if early else length[overall]
-    reasons = np.array([(r := drop_reason(n, c / d, filter_cfg)) and r.value
-                        for n, c, d in zip(sizes.tolist(), n_correct[overall].tolist(), length[overall].tolist())],
+        stopped, planned = np.zeros(len(p_start), bool), drawn
+    reasons = np.array([(r := drop_reason(n, c / d, filter_cfg)) and r.value for n, c, d in
+                        zip(np.where(stopped, planned, drawn).tolist(), n_correct[overall].tolist(), drawn.tolist())],
                        dtype=object)
 
     blocks, positions = [], []
@@ -117,8 +117,7 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
             "keep": pa.array(reason == None),  # noqa: E711  (elementwise)
             "drop_reason": pa.array(reason, pa.string()),
             "stopped_early": pa.array(stopped[problem[seg]]),
-            "n_planned": pa.array(planned[problem[seg]] if early else np.zeros(len(seg)), pa.int32(),
-                                  mask=None if early else np.ones(len(seg), bool)),
+            "n_planned": pa.array(planned[problem[seg]], pa.int32(), mask=None if early else np.ones(len(seg), bool)),
         }, schema=PROBLEM_STATS))
         positions.append(seg)
     out = pa.concat_tables(blocks)

@@ -42,6 +42,27 @@ def test_score_table_overall_and_per_teacher():
     assert b["keep"] is False and b["drop_reason"] == "too_easy"
 
 
+def test_a_problem_stopped_early_is_too_easy_on_the_samples_a_full_build_draws():
+    v = pa.table({
+        "problem_id": ["a"] * 3 + ["k"] * 8,
+        "teacher": ["t"] * 11,
+        "candidate_id": [f"a/t/{i}" for i in range(3)] + [f"k/t/{i}" for i in range(8)],
+        "correct": [True] * 3 + [True, False] * 4,
+        "reward": [1.0] * 3 + [1.0, 0.0] * 4,
+        "extracted": ["5"] * 11,
+        "stopped_early": [True] * 3 + [False] * 8,
+        "n_planned": [4] * 3 + [8] * 8,
+    })
+    cfg = FilterConfig(max_pass_rate=0.5, min_candidates=4)
+    out = {(r["problem_id"], r["teacher"]): r for r in score(v, ScoreConfig(), cfg).to_pylist()}
+    a = out[("a", "*")]  # 3 drawn, fewer than min_candidates, but a full build draws 4: too easy, not too few
+    assert (a["n"], a["stopped_early"], a["n_planned"], a["drop_reason"]) == (3, True, 4, "too_easy")
+    k = out[("k", "*")]
+    assert (k["n"], k["stopped_early"], k["n_planned"], k["keep"]) == (8, False, 8, True)
+    plain = score(v.drop_columns(["stopped_early", "n_planned"]), ScoreConfig(), cfg).to_pylist()
+    assert {r["n_planned"] for r in plain} == {None} and not any(r["stopped_early"] for r in plain)
+
+
 def _old_majority(answers, correct, k, seed_text):
     """majority@k as the stage computed it before it was vectorised: exact enumeration when C(n, k) <= 512,
     else 512 seeded random subsets."""
