@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -126,6 +127,7 @@ def real_model(args, cfg: FilterConfig) -> float:
     from bonforge.engine.shards import run_node
     from bonforge.flows.build import dag
     from bonforge.llm.vllm_engine import VLLMEngine
+    from bonforge.runtime.cluster import ensure_ray
     from bonforge.storage.store import StageStore
 
     class LocalRun(Run):  # every node in this process, without Prefect: the sampling stage is what is measured
@@ -146,7 +148,12 @@ filter: {{max_pass_rate: {cfg.max_pass_rate}}}
 export: {{name: sums, allow_empty: true}}
 """)
     recipe = load_recipe(folder / "recipe.yaml")
-    engine = Counting(VLLMEngine(recipe.teachers[0]))
+    teacher = recipe.teachers[0]
+    if args.device == "cpu":  # the replica computes on every core but reserves half of Ray's: verification runs beside
+        cores = os.cpu_count() or 1
+        ensure_ray(num_cpus=2 * cores)
+        teacher = teacher.model_copy(update={"cpus_per_replica": cores})
+    engine = Counting(VLLMEngine(teacher))
     t0 = time.perf_counter()
     engine.start()
     print(f"model loaded in {time.perf_counter() - t0:.1f}s (left out of the figures)")

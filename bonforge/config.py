@@ -378,6 +378,9 @@ class Recipe(Model):
                                        or any(isinstance(t, PoolTeacher) for t in self.teachers)):
             raise ValueError("filter.early_stop draws sampled teachers in rounds: not with pool teachers, "
                              "problems.include_reference or open-ended problems")
+        if self.filter.early_stop and not self.reuse:
+            raise ValueError("filter.early_stop takes each round's earlier samples from the store: not with "
+                             "reuse: false (--fresh)")
         if self.problems.include_reference and "reference" in names:
             raise ValueError("problems.include_reference adds a teacher named 'reference': rename yours")
         if self.fusion:
