@@ -154,7 +154,7 @@ def env() -> dict:
 
 
 def test_a_build_killed_inside_a_round_resumes_to_the_same_dataset(tmp_path):
-    with ScriptedServer(script, delay_s=0.05) as server, Forks(env(), tmp_path / "logs") as forks:
+    with ScriptedServer(script, delay_s=0.1) as server, Forks(env(), tmp_path / "logs") as forks:
         recipe = write(tmp_path, server.url)
         reference = forks.run([str(tmp_path / "reference"), str(recipe)])
         asked = server.count
@@ -175,7 +175,7 @@ def test_a_build_killed_inside_a_round_resumes_to_the_same_dataset(tmp_path):
 def _inside_later_round(store: Path) -> bool:
     rounds = [d for d in (store / "stages" / "rounds").glob("*") if (d / "manifest.json").is_file()]
     flying = [d for d in (store / "stages" / "candidates").glob("*") if (d / "plan.json").is_file()
-              and not (d / "manifest.json").is_file() and any(d.glob("part-*.parquet"))]
+              and not (d / "manifest.json").is_file()]
     return len(rounds) >= 2 and bool(flying)
 
 
