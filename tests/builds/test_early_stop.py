@@ -190,3 +190,22 @@ def test_the_round_tables_say_what_each_round_drew(tmp_path):
     last = tables[-1]
     assert last.column("draws").to_pylist() == last.column("drawn").to_pylist()  # the last round draws nothing
     assert sum(last.column("drawn").to_pylist()) == server.count
+
+
+def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, shared_prefect):
+    """The same through `bonforge run` (a Prefect task per node, the rounds' nodes among them); a second run
+    finds every round committed and walks the store alone."""
+    from typer.testing import CliRunner
+
+    from bonforge.cli import app
+
+    with ScriptedServer(script) as server:
+        recipe = write(tmp_path, server.url)
+        for _ in range(2):
+            result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store")])
+            assert result.exit_code == 0, result.output
+        ids = StageStore(tmp_path / "store").read("problems", StageStore(tmp_path / "store").run()["stages"]
+                                                  ["problems"][0], ["problem_id"]).column("problem_id").to_pylist()
+        assert server.count == exact(ids, 4)
+    reports = list((tmp_path / "store" / "reports").glob("*/report.html"))
+    assert reports and all("problems stopped early left out" in r.read_text() for r in reports)
