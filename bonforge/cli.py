@@ -488,11 +488,18 @@ def sandbox_build_image(
 
 
 @sandbox_app.command("cleanup")
-def sandbox_cleanup() -> None:
-    """Remove every bonforge sandbox container (e.g. after a crash on a machine without --rm support)."""
+def sandbox_cleanup(
+    all_users: bool = typer.Option(False, "--all-users", help="Remove every user's bonforge sandbox containers "
+                                   "on this Docker engine, not only yours."),
+) -> None:
+    """Remove your bonforge sandbox containers (labelled with your user name and uid when they start), e.g.
+    after a crash; other users' sandboxes on a shared Docker engine are left alone."""
     from bonforge.sandbox.image import cleanup_containers
 
-    typer.echo(f"removed {cleanup_containers()} container(s)")
+    try:
+        typer.echo(f"removed {cleanup_containers(all_users=all_users)} container(s)")
+    except BonforgeError as e:
+        _fail(e)
 
 
 if __name__ == "__main__":
