@@ -44,10 +44,12 @@ class RunRecord(Mapping):
     extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary
 
     @classmethod
-    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]]) -> RunRecord:
-        """A build of ``recipe`` starting now; ``stages``/``cached``: the run's maps, filled as it goes."""
+    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]],
+              started: str | None = None) -> RunRecord:
+        """A build of ``recipe`` started at ``started`` (default now); ``stages``/``cached``: the run's maps,
+        filled as it goes."""
         return cls(run_id or new_run_id(), recipe.name, recipe.model_dump(mode="json"), stages, cached,
-                   process=liveness.stamp())
+                   started=started or utc_now(), process=liveness.stamp())
 
     @classmethod
     def derived(cls, base: dict, kind: str, stage: str, key: str, label: str, cached: bool, secs: float,

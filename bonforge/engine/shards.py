@@ -291,6 +291,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         summary = stage.summary(written) if stage.summary else {}
     if stage.rows is not None:
         summary.update(reuse.commit_rows(store, node, work.count))
+    resumed = sorted(done & set(range(work.count)))
     man = store.commit(
         stage.name,
         key,
@@ -303,7 +304,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
             "hosts": sorted(hosts),
             "ray_nodes": sorted(per_node),
             "shards_per_node": dict(sorted(per_node.items())),  # Ray node id -> the shards it computed
-            "shards_resumed": len(done & set(range(work.count))),
+            "shards_resumed": len(resumed),
+            "rows_resumed": reuse.computed_rows(store, node, resumed),
             **({"streamed": True} if stage.stream else {}),
             **node.note,
             **summary,

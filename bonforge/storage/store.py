@@ -36,11 +36,13 @@ _PART = re.compile(r"^part-(\d{5})\.parquet$")
 log = logging.getLogger("bonforge")
 
 
-def utc_now() -> str:
-    """An ISO timestamp with microseconds: runs started within one second still sort in order."""
+def utc_now(at: float | None = None) -> str:
+    """An ISO timestamp with microseconds (of now, or of the epoch seconds ``at``): runs started within one
+    second still sort in order."""
     from datetime import datetime, timezone
 
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def new_run_id() -> str:
