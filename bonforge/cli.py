@@ -122,6 +122,10 @@ def run(
     if result.stages.get("contamination"):
         dropped = st.manifest("contamination", result.stages["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
+    from bonforge.report.summary import summary_lines
+
+    for line in summary_lines(result.summary or {}):
+        typer.echo(line)
     typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}")
     for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
                        ("preference dataset", result.preference_dataset)):

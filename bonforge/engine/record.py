@@ -39,6 +39,7 @@ class RunRecord(Mapping):
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None
+    summary: dict | None = None  # a build's: problems in, kept, dropped by reason, verdicts by status
     report: str | None = None  # a build's HTML report, once written (``bonforge.report.report_after_build``)
     process: dict | None = None  # a build's: who writes it (``bonforge.storage.liveness``; a killed one is failed)
     extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary

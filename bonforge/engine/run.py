@@ -139,6 +139,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
+        record.summary = _summary(store, run.record)
     except NotCommitted:
         raise
     except BaseException as e:
@@ -150,6 +151,17 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         if record.status != "running":
             _record(store, record)
     return record
+
+
+def _summary(store: StageStore, stages: dict[str, list[str]]) -> dict | None:
+    """What the build kept and dropped (``bonforge.report.summary``); a failure only logs a warning."""
+    from bonforge.report.summary import build_summary
+
+    try:
+        return build_summary(store, stages)
+    except Exception as e:  # the summary must never fail the build it describes
+        log.warning("the build's summary could not be computed: %s: %s", type(e).__name__, e)
+        return None
 
 
 def _record(store: StageStore, record: RunRecord) -> None:
