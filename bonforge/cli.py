@@ -264,8 +264,8 @@ def runs(
         error = ((run.get("error") or "").strip().splitlines() or ["no error recorded"])[0]
         if run.get("status") == "failed" and not run.get("stages"):
             _fail(BonforgeError(f"run {run['run_id']} failed before it recorded any stage: {error}"))
-        sql("SELECT stage, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, key", run["run_id"], "table", None, store)
+        sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
+            "FROM run_stages ORDER BY stage, teacher, key", run["run_id"], "table", None, store)
         if run.get("status") == "failed":
             _fail(BonforgeError(f"run {run['run_id']} failed: {error}"))
         return

@@ -94,3 +94,18 @@ def test_maxk_on_one_sample_teachers_says_why_and_points_at_pool(tmp_path):
         "every teacher's candidates of a problem together)"]
     res = invoke("maxk", "r1", "--k", "2", "--pool", "--store", str(store.root))
     assert res.exit_code == 0 and ", 6 rows" in res.output, res.output
+
+
+def test_runs_of_a_run_names_the_teacher_of_each_stage(tmp_path):
+    """`runs --run` lists one `verdicts` line per teacher: each says whose it is."""
+    store = StageStore(tmp_path / "store")
+    table = pa.table({"problem_id": ["p0"], "candidate_id": ["p0/x/0"]})
+    for key, teacher in (("va", "qwen-math-7b"), ("vb", "llama-8b")):
+        store.write_shard("verdicts", key, 0, table)
+        store.commit("verdicts", key, 1, version="1", config={}, upstream={}, extra={"teacher": teacher})
+    store.record_run({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["va", "vb"]}, "cached": {}})
+    res = invoke("runs", "--run", "r1", "--store", str(store.root), env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    rows = [line for line in res.output.splitlines() if "verdicts" in line]
+    assert len(rows) == 2 and "llama-8b" in rows[0] and "qwen-math-7b" in rows[1], res.output

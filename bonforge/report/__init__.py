@@ -66,11 +66,13 @@ def _figure(store: StageStore, plot, code: str) -> bytes:
 
 
 def stages_table(con) -> str:
-    """The run's stages: rows in each output, rows computed by this run and rows reused (taken from earlier
-    outputs by row reuse; a cached output counts neither), wall time and whether the output was cached."""
-    stages = con.sql("SELECT stage, key, rows, rows_computed, rows_reused, wall_s, cached FROM run_stages "
-                     "ORDER BY stage, key").fetchall()
-    head = "".join(f"<th>{h}</th>" for h in ("stage", "key", "rows", "computed", "reused", "wall s", "cached"))
+    """The run's stages, a per-teacher stage's teacher named: rows in each output, rows computed by this run
+    and rows reused (taken from earlier outputs by row reuse; a cached output counts neither), wall time and
+    whether the output was cached."""
+    stages = con.sql("SELECT stage, coalesce(teacher, ''), key, rows, rows_computed, rows_reused, wall_s, cached "
+                     "FROM run_stages ORDER BY stage, teacher, key").fetchall()
+    head = "".join(f"<th>{h}</th>" for h in ("stage", "teacher", "key", "rows", "computed", "reused", "wall s",
+                                             "cached"))
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
     return f'<h2>Stages</h2><table id="stages"><tr>{head}</tr>{body}</table>'
 
