@@ -80,7 +80,7 @@ def stages_table(con) -> str:
 def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
     """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
     S3); returns the HTML file's path."""
-    from bonforge.report import plots  # matplotlib loads only here
+    from bonforge.report import labels, plots  # matplotlib loads only here
 
     run = store.run(run_id)
     con = connect(store, run["run_id"])
@@ -106,6 +106,9 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
                            f"<tr><th>dropped by</th><th>problems</th></tr>{cells or '<tr><td>none</td><td>0</td></tr>'}"
                            "</table><details><summary>query</summary><code>SELECT * FROM contamination</code>"
                            "</details></section>")  # fmt: skip
+    labelled = labels.section(con)
+    if labelled:
+        sections.insert(0, labelled)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
     for key in run["stages"].get("genselect", [])[:1]:  # what assembly left out for length

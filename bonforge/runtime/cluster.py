@@ -10,9 +10,11 @@ from typing import Any
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process."""
     address = address or os.environ.get("RAY_ADDRESS")
-    if not address:
+    if not address and "ray" not in sys.modules:
         # Ray's documented setting, made explicit: a local cluster starts with token authentication (its
-        # default), and Ray prints no banner about that default on every build. Ray reads it when imported.
+        # default), and Ray prints no banner about that default on every build. Ray reads it when imported
+        # (set later, the driver and the cluster it starts would disagree): a process that imported Ray
+        # first keeps Ray's default, banner included.
         os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
 
