@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from bonforge import __version__
 from bonforge.cli import app
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 
@@ -47,8 +48,9 @@ def test_flags_have_no_metavar():
 
 def _store_with_run(tmp_path, run_id: str, **fields) -> StageStore:
     store = StageStore(tmp_path / "store")
-    store.record_run({"run_id": run_id, "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
-                      "started": "2026-01-01T00:00:00Z", "stages": {}, "cached": {}, **fields})
+    store.record_run(RunRecord.from_json({"run_id": run_id, "recipe_name": "r", "recipe": {"name": "r"},
+                                          "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {}, "cached": {}, **fields}))
     return store
 
 
@@ -80,8 +82,9 @@ def _verdicts_run(tmp_path) -> StageStore:
     store.begin("verdicts", "v1", [table.num_rows])
     store.write_shard("verdicts", "v1", 0, table)
     store.commit("verdicts", "v1", 1, version="1", config={}, upstream={})
-    store.record_run({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
-                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["v1"]}, "cached": {}})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"},
+                                          "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["v1"]}, "cached": {}}))
     return store
 
 
@@ -103,8 +106,9 @@ def test_runs_of_a_run_names_the_teacher_of_each_stage(tmp_path):
     for key, teacher in (("va", "qwen-math-7b"), ("vb", "llama-8b")):
         store.write_shard("verdicts", key, 0, table)
         store.commit("verdicts", key, 1, version="1", config={}, upstream={}, extra={"teacher": teacher})
-    store.record_run({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
-                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["va", "vb"]}, "cached": {}})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"},
+                                          "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["va", "vb"]}, "cached": {}}))
     res = invoke("runs", "--run", "r1", "--store", str(store.root), env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
     rows = [line for line in res.output.splitlines() if "verdicts" in line]

@@ -16,12 +16,13 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref, Upstream
-from bonforge.storage.store import StageStore, utc_now
+from bonforge.storage.run_record import utc_now
+from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
 
@@ -132,14 +133,14 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     since = time.time() if since is None else since
     record = RunRecord.build(recipe, run_id, run.record, run.cached, started=utc_now(since))
     if record_start:
-        store.record_run(record.json())
+        store.record_run(record)
     try:
         dataset = dag(recipe, run, Path(recipe_dir))
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
-        record.summary = _summary(store, run.record)
+        record.build_summary = _summary(store, run.record)
     except NotCommitted:
         raise
     except BaseException as e:
@@ -167,7 +168,7 @@ def _summary(store: StageStore, stages: dict[str, list[str]]) -> dict | None:
 def _record(store: StageStore, record: RunRecord) -> None:
     """Write the run record; a failed build's own error goes first (a full disk fails this write too)."""
     try:
-        store.record_run(record.json())
+        store.record_run(record)
     except BonforgeError as e:
         if record.status == "succeeded":
             raise

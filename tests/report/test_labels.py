@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from bonforge.report.labels import disagreements, section
 from bonforge.storage.catalog import connect
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 
@@ -29,8 +30,8 @@ def labelled_run(tmp_path) -> StageStore:
     commit(store, "candidates", "c", cands, pa.schema([("candidate_id", pa.string()), ("problem_id", pa.string()),
                                                         ("teacher", pa.string()), ("reference_correct", pa.bool_())]))
     commit(store, "verdicts", "v", verdicts)
-    store.record_run({"run_id": "r1", "recipe_name": "r", "status": "succeeded",
-                      "stages": {"candidates": ["c"], "verdicts": ["v"]}, "cached": {}})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "status": "succeeded",
+                      "stages": {"candidates": ["c"], "verdicts": ["v"]}, "cached": {}}))
     return store
 
 
@@ -51,6 +52,6 @@ def test_no_labels_no_section(tmp_path):
            pa.schema([("candidate_id", pa.string()), ("problem_id", pa.string()), ("teacher", pa.string()),
                       ("reference_correct", pa.bool_())]))
     commit(store, "verdicts", "v", [{"candidate_id": "p1/s/0", "correct": True}])
-    store.record_run({"run_id": "r1", "recipe_name": "r", "status": "succeeded",
-                      "stages": {"candidates": ["c"], "verdicts": ["v"]}, "cached": {}})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "status": "succeeded",
+                      "stages": {"candidates": ["c"], "verdicts": ["v"]}, "cached": {}}))
     assert section(connect(store, "r1")) == ""

@@ -62,4 +62,4 @@ def test_a_build_records_its_summary(tmp_path):
         return {"path": "/store/datasets/r/v1", "version": 1}
 
     record = execute(dag, CommittedRun(store, recipe), ".", "r1", record_start=False)
-    assert record.summary["kept"] == 2 and store.runs()[-1]["summary"] == record.summary
+    assert record.build_summary["kept"] == 2 and store.runs()[-1].build_summary == record.build_summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bonforge.config import load_recipe
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage import liveness
 
 BASE = {"run_id": "b1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
@@ -96,3 +96,17 @@ def test_wall_time_counts_the_whole_build(tmp_path, monkeypatch):
 
     started = datetime.strptime(record.started, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
     assert abs((started - datetime.fromtimestamp(t0, timezone.utc)).total_seconds()) < 0.2
+
+
+def test_the_store_reads_its_records_back_typed_with_unknown_keys_kept(tmp_path):
+    from bonforge.storage.store import StageStore
+
+    store = StageStore(tmp_path / "store")
+    written = RunRecord.derived(BASE, "eval-selector", "selector_eval", "new", "selector_eval", False, 1.0,
+                                selector={"model": "m"}, summary={"accuracy": 0.5})
+    store.record_run(written)
+    (back,) = store.runs()
+    assert isinstance(back, RunRecord) and store.run(back.run_id[:8]) is not None
+    assert back.kind == "eval-selector" and back.base_run == BASE["run_id"] and back.timings == {"selector_eval": 1.0}
+    assert back.extra == {"selector": {"model": "m"}, "summary": {"accuracy": 0.5}}
+    assert back.json() == written.json()
