@@ -106,10 +106,13 @@ def stage_progress(label: str, total: int | None, done: int = 0) -> Iterator[Cal
         with LogProgress(label, total, done) as progress:
             yield progress.advance
         return
-    yield from _bar(label, total, done)
+    yield from bar(label, total, done)
 
 
-def _bar(label: str, total: int | None, done: int) -> Iterator[Callable[[int], None]]:
+def bar(label: str, total: int | None, done: int, console=None) -> Iterator[Callable[[int], None]]:
+    """The terminal's bar: rows done of ``total``, the rate and the time left (``console``: rich's, default
+    the terminal's)."""
+    from rich.markup import escape
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
     from rich.text import Text
@@ -120,6 +123,7 @@ def _bar(label: str, total: int | None, done: int) -> Iterator[Callable[[int], N
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
                Rate(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, transient=False) as bar:
-        task = bar.add_task(label, total=total, completed=done)  # the rate counts this run's rows only
-        yield lambda n: bar.advance(task, n)
+    with Progress(*columns, transient=False, console=console) as progress:
+        # the label as it is (``verdicts[qwen]`` is no markup); the rate counts this run's rows only
+        task = progress.add_task(escape(label), total=total, completed=done)
+        yield lambda n: progress.advance(task, n)

@@ -94,3 +94,20 @@ def test_a_resumed_stage_starts_at_its_written_shards(store, caplog, monkeypatch
         run_node(store, node(compute))
     said = [x.split(",")[0] for x in lines(caplog) if x.startswith("demo:")]
     assert said == ["demo: resuming", "demo: 8/10 rows (80%)", "demo: 10/10 rows (100%)"]  # from 6 rows, not 0
+
+
+def test_the_terminal_bar_names_the_teacher_and_shows_rows_rate_and_eta():
+    import contextlib
+    import io
+
+    from rich.console import Console
+
+    from bonforge.runtime.progress import bar
+
+    out = io.StringIO()
+    with contextlib.contextmanager(bar)("verdicts[qwen-7b]", 100, 20, Console(file=out, width=150)) as advance:
+        for _ in range(8):
+            time.sleep(0.05)
+            advance(10)
+    last = out.getvalue().splitlines()[-1]
+    assert "verdicts[qwen-7b]" in last and "100/100 rows" in last and "rows/s" in last and "ETA" in last, last
