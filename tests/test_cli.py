@@ -113,3 +113,13 @@ def test_runs_of_a_run_names_the_teacher_of_each_stage(tmp_path):
     assert res.exit_code == 0, res.output
     rows = [line for line in res.output.splitlines() if "verdicts" in line]
     assert len(rows) == 2 and "llama-8b" in rows[0] and "qwen-math-7b" in rows[1], res.output
+
+
+def test_maxk_warns_about_the_ks_it_cannot_weigh(tmp_path, caplog):
+    import logging
+
+    store = _verdicts_run(tmp_path)
+    with caplog.at_level(logging.WARNING, "bonforge"):
+        res = invoke("maxk", "r1", "--k", "1", "--k", "2", "--store", str(store.root))
+    assert res.exit_code == 0 and ", 6 rows" in res.output, res.output  # k = 1: one weight per candidate
+    assert "run r1 has at most 1 candidates per problem and teacher: no weights for k = 2 (--pool" in caplog.text
