@@ -207,6 +207,9 @@ class FilterConfig(Model):
     min_pass_rate: float = Field(0.0, ge=0, le=1)
     max_pass_rate: float = Field(0.5, ge=0, le=1)
     min_candidates: int = Field(2, ge=1)
+    count_reference: bool = added(
+        False, description="With problems.include_reference: count the reference solutions in n and the pass "
+        "rate the filter reads (teacher '*'). Off, the filter reads the model teachers' candidates only.")
 
     @model_validator(mode="after")
     def _ordered(self) -> "FilterConfig":
@@ -230,6 +233,9 @@ class GenSelectConfig(Model):
         "before assembly; null: no limit.")  # fmt: skip
     tokenizer: str | None = Field(None, description="Local tokenizer dir/file; else a conservative estimate.")
     template: str | None = Field(None, description="Prompt template file (default: bonforge's genselect.txt).")
+    include_reference_candidates: bool = added(
+        False, description="With problems.include_reference: let the reference solutions enter the prompts as "
+        "candidates. Off, prompts hold the model teachers' candidates only.")
 
     @model_validator(mode="after")
     def _sizes(self) -> "GenSelectConfig":
