@@ -11,10 +11,11 @@ GenSelect dataset:
 RL dataset (``export.rl``): the kept problems themselves.
 
 * ``rl``: the same verl layout, one row per kept problem, the prompt rendered with the sampling template;
-  ``ground_truth`` is the gold answer as stored (math, read by the reward as the verdicts stage reads it:
-  a plain answer or a worked solution with a marker) or the JSON test spec (code); ``extra_info.verify``
-  holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code`` check exactly as the
-  verdicts stage did.
+  ``ground_truth`` is the gold final answer (math: read out of the stored gold as the maths judge reads it,
+  ``bonforge.judging.math_rules.gold_answer``: GSM8K's text after ``####``, MATH's last box) or the JSON test
+  spec (code); ``extra_info.solution`` keeps the gold as stored (a worked solution, or a reference program);
+  ``extra_info.verify`` holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code``
+  check exactly as the verdicts stage did.
 * ``candidates``: the kept problems' candidates with their verdicts (``reward`` = the fraction of tests
   passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N.
 """
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 
 from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
+from bonforge.judging.math_rules import gold_answer
 from bonforge.selection.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -121,7 +123,7 @@ PASS_AT_K = pa.list_(pa.struct([("k", pa.int32()), ("value", pa.float64())]))
 RL_SCHEMA = verl_schema([("problem_id", pa.string()), ("index", pa.int32()), ("question", pa.string()),
                          ("pass_rate", pa.float64()), ("n_samples", pa.int32()), ("n_correct", pa.int32()),
                          ("pass_at_k", PASS_AT_K), ("measured_on", pa.list_(pa.string())),
-                         ("verify", pa.string())])  # fmt: skip
+                         ("verify", pa.string()), ("solution", pa.string())])  # fmt: skip
 
 RL_CANDIDATES_SCHEMA = pa.schema(
     [
@@ -142,10 +144,13 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
     ``extra_info.index`` counts from ``start``. ``templates`` and ``verify`` map a domain to its prompt
     template and its checking config (a model with ``key_config()``)."""
     settings = {d: json.dumps(cfg.key_config(), sort_keys=True) for d, cfg in verify.items()}
+    golds = {d: cfg.model_dump_json() for d, cfg in verify.items()}
     rows = []
     for i, r in enumerate(kept.sort_by("problem_id").to_pylist(), start):
         domain = r["domain"]
         truth = r["tests"] if domain == "code" else r["answer"]
+        if truth and domain == "math":
+            truth = gold_answer(truth, golds[domain])
         if not truth:
             field = "tests" if domain == "code" else "answer"
             raise DataError("a kept problem has no ground truth", "problems", r["problem_id"], field)
@@ -157,7 +162,7 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
             "extra_info": {"problem_id": r["problem_id"], "index": i, "question": r["question"],
                            "pass_rate": r["pass_rate"], "n_samples": r["n"], "n_correct": r["n_correct"],
                            "pass_at_k": [{"k": e["key"], "value": e["value"]} for e in r["pass_at_k"] or []],
-                           "measured_on": r["teachers"], "verify": settings[domain]},
+                           "measured_on": r["teachers"], "verify": settings[domain], "solution": r["answer"]},
         })  # fmt: skip
     return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
 
