@@ -35,14 +35,14 @@ def test_identical_content_reuses_the_version_and_new_content_gets_the_next(tmp_
     v2 = publish(tmp_path, "ds", formats(genselect(4), ["verl", "plain"], "x"), lineage)
     assert (v1["version"], again["version"], v2["version"]) == (1, 1, 2)
     assert v1["reused"] is False and again["reused"] is True
-    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["v1", "v2"]
+    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["latest", "v1", "v2"]
     man = json.loads((tmp_path / "datasets" / "ds" / "v1" / "manifest.json").read_text())
     assert man["stages"] == {"genselect": ["k1"]}  # v1's lineage is untouched by the reuse
     for name, meta in man["files"].items():
         path = tmp_path / "datasets" / "ds" / "v1" / name
         assert sha256_file(path) == meta["sha256"] and pq.read_metadata(path).num_rows == meta["rows"]
     # nothing half-written is left beside the versions
-    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["v1", "v2"]
+    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["latest", "v1", "v2"]
 
 
 def test_stream_of_shards_equals_one_table(tmp_path):
