@@ -29,7 +29,7 @@ class Split:
 
     def mask(self, table: pa.Table) -> pa.BooleanArray:
         """Which rows of ``table`` belong to validation (each distinct problem hashed once)."""
-        ids = pc.dictionary_encode(problem_ids(table)).combine_chunks()
+        ids = pc.dictionary_encode(problem_ids(table).combine_chunks())
         chosen = np.array([self.in_validation(p) for p in ids.dictionary.to_pylist()], dtype=bool)
         return pa.array(chosen[ids.indices.to_numpy(zero_copy_only=False)] if len(chosen) else np.zeros(0, bool))
 

@@ -47,6 +47,15 @@ def test_the_validation_split_is_by_problem_seeded_and_stable(tmp_path):
     assert after & {f"p{p:03d}" for p in range(200)} == before  # added problems move none of the others
 
 
+def test_a_table_of_many_chunks_splits_as_one():
+    whole = genselect(50)
+    chunked = pa.concat_tables([whole.slice(0, 30), whole.slice(30)])
+    assert chunked.column("problem_id").num_chunks == 2
+    split = Split(0.4, 3)
+    assert split.mask(chunked).to_pylist() == split.mask(whole).to_pylist()
+    assert split.mask(whole.slice(0, 0)).to_pylist() == []
+
+
 def test_a_table_without_problem_ids_cannot_be_split():
     with pytest.raises(ValueError, match="without problem ids"):
         Split(0.5, 0).mask(pa.table({"x": [1]}))
