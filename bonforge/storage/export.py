@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
 from bonforge.judging.math_rules import gold_answer
+from bonforge.schema import REFERENCE_TEACHER
 from bonforge.selection.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -169,7 +170,7 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
 
 KEPT_PROBLEMS = """
     WITH teachers AS (SELECT problem_id, list(teacher ORDER BY teacher) AS teachers FROM problem_stats
-                      WHERE teacher <> '*' GROUP BY problem_id)
+                      WHERE teacher <> '*' {aside} GROUP BY problem_id)
     SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate, s.n, s.n_correct,
            map_entries(s.pass_at_k) AS pass_at_k, t.teachers
     FROM problems p JOIN problem_stats s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
@@ -181,18 +182,21 @@ KEPT_CANDIDATES = {"problem_id": "candidates", "candidate_id": "candidates", "te
 _BATCH = 100_000  # rows per part written
 
 
-def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> Iterator[dict[str, pa.Table]]:
+def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict,
+             counted_reference: bool = True) -> Iterator[dict[str, pa.Table]]:
     """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
     ``problem_stats``, in parts of _BATCH rows in problem_id order: the kept problems, then their candidates
-    (streamed in chunks of whole problems: never all the texts at once)."""
+    (streamed in chunks of whole problems: never all the texts at once). ``counted_reference``: the overall
+    pass rate counts the reference solutions, so ``measured_on`` names them."""
     from bonforge.selection import judged_pool
 
+    query = KEPT_PROBLEMS.format(aside="" if counted_reference else f"AND teacher <> '{REFERENCE_TEACHER}'")
     start = 0
-    for batch in i.con.sql(KEPT_PROBLEMS).to_arrow_reader(_BATCH):
+    for batch in i.con.sql(query).to_arrow_reader(_BATCH):
         yield {"rl": to_rl(pa.Table.from_batches([batch]), data_source, templates, verify, start)}
         start += batch.num_rows
     if not start:
-        yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}  # the schema of an empty file
+        yield {"rl": to_rl(i.sql(query), data_source, templates, verify)}  # the schema of an empty file
     order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
     for part in judged_pool.rebatched((t.sort_by(order) for t in judged_pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
         yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
@@ -208,7 +212,8 @@ def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     # the policy answers the sampling template in a fenced block: `auto` also reads completions
     code = recipe.verify.code.model_copy(update={"extraction": "auto"})
     verify = {"math": recipe.verify.math, "code": code}
-    parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify)
+    counted = not recipe.problems.include_reference or recipe.filter.count_reference
+    parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify, counted)
     return parts, trainers(domain, "rl/train.parquet")
 
 

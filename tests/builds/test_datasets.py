@@ -87,6 +87,7 @@ def test_the_rl_ground_truth_is_the_gold_final_answer(builds):
     for row in rl:
         truth, solution = row["reward_model"]["ground_truth"], row["extra_info"]["solution"]
         assert "\n" not in truth and solution.rstrip().endswith(f"A: {truth}")
+        assert row["extra_info"]["n_samples"] == 4 and "reference" not in row["extra_info"]["measured_on"]
 
 
 def test_latest_and_the_datasets_command(builds):
