@@ -1,8 +1,8 @@
 """The dataset card of a dataset version: ``README.md`` beside its files.
 
 Its YAML header is what Hugging Face ``datasets`` and the Hub read: ``configs`` (one per format, its data
-files per split; the trainer's format is the default), ``dataset_info`` (features and row counts per split)
-and ``license``; under ``bonforge`` the lineage: the bonforge version, the recipe and its ``--set``
+files per split; the trainer's format is the default), ``dataset_info`` (the features) and ``license``;
+under ``bonforge`` the rows per split and the lineage: the bonforge version, the recipe and its ``--set``
 overrides, the stage keys, the source files with their content digests, the problems kept and dropped by
 reason. The body says the same for people. ``datasets.load_dataset(<version folder>)`` loads the default
 config by this card.
@@ -48,26 +48,30 @@ def header(manifest: dict, schemas: dict[str, pa.Schema]) -> dict:
     cfgs = configs(manifest)
     rows = {rel: f["rows"] for rel, f in manifest["files"].items()}
     info = []
-    for fmt, splits in cfgs.items():
+    for fmt in cfgs:
         entry = {"config_name": fmt}
         try:
             entry["features"] = features(schemas[fmt])
         except ValueError:
             pass  # left for `datasets` to read from the Parquet files
-        entry["splits"] = [{"name": s, "num_examples": rows[rel]} for s, rel in splits.items()]
         info.append(entry)
+    # `datasets` caches a local folder's data under its name (`v3`) and a hash of its card, not of its files:
+    # the content checksum in each config's description keeps two versions from sharing a cache entry
+    about = f"{manifest['name']} v{manifest['version']}, content sha256 {manifest['content_sha256']}"
     lineage = {k: manifest[k] for k in ("bonforge_version", "recipe", "overrides", "problems", "sources", "stages")
                if k in manifest}
     return {
         "license": manifest.get("license") or "unknown",
         "pretty_name": f"{manifest['name']} v{manifest['version']}",
         "tags": ["bonforge"],
-        "configs": [{"config_name": fmt, **({"default": True} if i == 0 else {}),
+        "configs": [{"config_name": fmt, **({"default": True} if i == 0 else {}), "description": about,
                      "data_files": [{"split": s, "path": rel} for s, rel in splits.items()]}
                     for i, (fmt, splits) in enumerate(cfgs.items())],
         "dataset_info": info,
         "bonforge": {"version": manifest["version"], "created": manifest["created"],
-                     "content_sha256": manifest["content_sha256"], **lineage},
+                     "content_sha256": manifest["content_sha256"],
+                     "rows": {fmt: {s: rows[rel] for s, rel in splits.items()} for fmt, splits in cfgs.items()},
+                     **lineage},
     }  # fmt: skip
 
 

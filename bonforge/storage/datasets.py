@@ -71,6 +71,9 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
         tmp = base / f".tmp-{os.getpid()}-{time.time_ns()}"
     try:
         rows = _write(tmp, [tables] if isinstance(tables, dict) else tables, validation)
+        for rel in [r for r, n in rows.items() if not n and r.endswith("/validation.parquet")]:
+            (tmp / rel).unlink()  # a split without rows is left out (`datasets` refuses to load one)
+            del rows[rel]
         files = {rel: {"sha256": sha256_file(tmp / rel), "rows": rows[rel]} for rel in sorted(rows)}
         described = {"files": files, "trainers": trainers} if trainers else files
         content = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()

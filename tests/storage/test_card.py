@@ -53,7 +53,7 @@ def test_load_dataset_reads_a_version_folder_by_its_card(tmp_path):
     folder = Path(man["path"])
     head = _header(folder)
     assert head["license"] == "mit" and head["configs"][0] == {
-        "config_name": "verl", "default": True,
+        "config_name": "verl", "default": True, "description": f"ds v1, content sha256 {man['content_sha256']}",
         "data_files": [{"split": "train", "path": "verl/train.parquet"},
                        {"split": "validation", "path": "verl/validation.parquet"}]}  # fmt: skip
     assert head["bonforge"]["overrides"] == ["filter.max_pass_rate=0.75"]
@@ -75,5 +75,25 @@ def test_a_card_without_a_validation_split_or_trainer(tmp_path):
     man = publish(tmp_path, "ds", formats(genselect(3), ["plain"], "x"), {})
     head = _header(Path(man["path"]))
     assert head["license"] == "unknown" and [c["config_name"] for c in head["configs"]] == ["plain"]
-    assert head["dataset_info"][0]["splits"] == [{"name": "train", "num_examples": 3}]
+    assert head["bonforge"]["rows"] == {"plain": {"train": 3}}
     assert datasets.load_dataset(man["path"], split="train").num_rows == 3
+
+
+def test_two_versions_alike_in_name_and_layout_never_share_datasets_cache(tmp_path):
+    """`datasets` keys its cache of a local folder by the folder's name and its card: two stores' `ds/v1` with
+    other rows must each load their own."""
+    import datasets
+
+    for store, n in (("a", 7), ("b", 9)):
+        man = publish(tmp_path / store, "ds", formats(genselect(n), ["plain"], "x"), {})
+        assert datasets.load_dataset(man["path"], split="train").num_rows == n
+
+
+def test_a_validation_split_without_rows_is_left_out(tmp_path):
+    """`datasets` refuses to load an empty split: the version then has a train split only."""
+    import datasets
+
+    man = publish(tmp_path, "ds", formats(genselect(2), ["verl"], "x"), {}, validation=Split(0.001, 1))
+    assert set(man["files"]) == {"verl/train.parquet"}
+    assert not (Path(man["path"]) / "verl" / "validation.parquet").exists()
+    assert list(datasets.load_dataset(man["path"])) == ["train"]
