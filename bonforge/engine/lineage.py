@@ -1,15 +1,14 @@
 """What a dataset version records of the build that made it (its manifest's lineage, its card's header): the
 recipe as resolved and its ``--set`` overrides, the bonforge version, the stage keys, the source files by
-content, and the problems the filter kept and dropped by reason."""
+content, and the build's summary (problems in, kept, dropped by reason; candidates; verdicts by status:
+``bonforge.report.summary``)."""
 
 from __future__ import annotations
 
 from importlib import metadata
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from bonforge.config import Recipe
+from bonforge.report.summary import build_summary
 from bonforge.storage.store import StageStore
 
 _SOURCE_STAGES = ("problems", "candidates")  # the stages keyed by a source file's content
@@ -26,8 +25,8 @@ def lineage(store: StageStore, recipe: Recipe, stages: dict[str, list[str]]) -> 
     }
     if recipe.export.license:
         out["license"] = recipe.export.license
-    if stages.get("problem_stats"):
-        out["problems"] = problem_counts(store, stages["problem_stats"][0])
+    if summary := build_summary(store, stages):
+        out["summary"] = summary
     return out
 
 
@@ -54,13 +53,3 @@ def sources(store: StageStore, recipe: Recipe, stages: dict[str, list[str]]) -> 
             src = named.get(role)
             out.append({"role": role, "path": src and src.path, "url": src and src.url, "content": content})
     return out
-
-
-def problem_counts(store: StageStore, key: str) -> dict[str, int]:
-    """Problems kept and dropped by reason (``DropReason`` codes), from the filter's rows (teacher ``*``)."""
-    t = store.read("problem_stats", key, ["teacher", "keep", "drop_reason"])
-    t = t.filter(pc.equal(t.column("teacher"), "*"))
-    why = pc.if_else(t.column("keep"), pa.scalar("kept"), t.column("drop_reason"))
-    counts = pa.table({"why": why}).group_by("why").aggregate([("why", "count")])
-    found = dict(zip(counts.column("why").to_pylist(), counts.column("why_count").to_pylist()))
-    return {"kept": found.pop("kept", 0), **dict(sorted(found.items()))}

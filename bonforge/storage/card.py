@@ -3,9 +3,9 @@
 Its YAML header is what Hugging Face ``datasets`` and the Hub read: ``configs`` (one per format, its data
 files per split; the trainer's format is the default), ``dataset_info`` (the features) and ``license``;
 under ``bonforge`` the rows per split and the lineage: the bonforge version, the recipe and its ``--set``
-overrides, the stage keys, the source files with their content digests, the problems kept and dropped by
-reason. The body says the same for people. ``datasets.load_dataset(<version folder>)`` loads the default
-config by this card.
+overrides, the stage keys, the source files with their content digests, the build's summary (problems
+kept and dropped by reason, candidates, verdicts by status). The body says the same for people.
+``datasets.load_dataset(<version folder>)`` loads the default config by this card.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def header(manifest: dict, schemas: dict[str, pa.Schema]) -> dict:
     # `datasets` caches a local folder's data under its name (`v3`) and a hash of its card, not of its files:
     # the content checksum in each config's description keeps two versions from sharing a cache entry
     about = f"{manifest['name']} v{manifest['version']}, content sha256 {manifest['content_sha256']}"
-    lineage = {k: manifest[k] for k in ("bonforge_version", "recipe", "overrides", "problems", "sources", "stages")
+    lineage = {k: manifest[k] for k in ("bonforge_version", "recipe", "overrides", "summary", "sources", "stages")
                if k in manifest}
     return {
         "license": manifest.get("license") or "unknown",
@@ -91,8 +91,10 @@ def render(manifest: dict, schemas: dict[str, pa.Schema]) -> str:
     lines += ["", "```python", "from datasets import load_dataset",
               f"ds = load_dataset(\"<this folder>\")  # config {default!r}; the others: name=..." if default else "",
               "```"]  # fmt: skip
-    if problems := manifest.get("problems"):
-        lines += ["", "Problems: " + ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in problems.items()) + "."]
+    if "kept" in (summary := manifest.get("summary") or {}):
+        dropped = ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in summary["dropped"].items())
+        lines += ["", f"Problems: {summary['problems']} in, {summary['kept']} kept"
+                  + (f"; dropped: {dropped}" if dropped else "") + "."]
     if sources := manifest.get("sources"):
         lines += ["", "| source | file | content |", "|---|---|---|"]
         for s in sources:

@@ -46,8 +46,10 @@ def test_each_version_says_what_made_it(builds):
     roles = {s["role"]: s["content"] for s in v1["sources"]}
     assert roles["problems"] == {"sha256": "4bc62db838f8418365d51c627bd66294cbdca9fb7f01519cb13f0dce8c51580b"}
     assert len(roles) == 5  # the problems and the four pool teachers' file (the references have none)
-    assert sum(v1["problems"].values()) == 60 and set(v1["problems"]) <= {"kept", "too_easy", "too_hard"}
-    assert v2["problems"]["kept"] > v1["problems"]["kept"]
+    s1, s2 = v1["summary"], v2["summary"]
+    assert s1["problems"] == 60 and s1["kept"] + sum(s1["dropped"].values()) == 60
+    assert set(s1["dropped"]) <= {"too_easy", "too_hard"} and s2["kept"] > s1["kept"]
+    assert s1["candidates"] == 60 * 5 and sum(s1["verdicts"].values()) == 60 * 5  # four teachers and the reference
 
 
 def test_a_version_loads_by_its_card_split_by_problem(builds):

@@ -1,4 +1,4 @@
-"""A dataset version's lineage, from the store: the source files by content, the problems by drop reason."""
+"""A dataset version's lineage, from the store: the source files by content, the build's summary."""
 
 import pyarrow as pa
 
@@ -23,7 +23,8 @@ def test_lineage_names_the_sources_the_overrides_and_the_drops(tmp_path):
     _commit(store, "problems", "kp", one, {"name": "p", "source": {"sha256": "a" * 64}})
     _commit(store, "candidates", "km", one, {"source": {"size": "3", "sha256": "b" * 64}}, teacher="m")
     _commit(store, "candidates", "kr", one, {"teacher": "reference"}, teacher="reference")  # no file of its own
-    stats = pa.table({"teacher": ["*", "m", "*", "*", "*"], "keep": [True, True, False, False, False],
+    stats = pa.table({"problem_id": list("aabcd"), "teacher": ["*", "m", "*", "*", "*"],
+                      "keep": [True, True, False, False, False],
                       "drop_reason": [None, None, "too_easy", "too_easy", "too_hard"]})  # fmt: skip
     _commit(store, "problem_stats", "ks", stats, {})
     stages = {"problems": ["kp"], "candidates": ["km", "kr"], "problem_stats": ["ks"]}
@@ -31,7 +32,7 @@ def test_lineage_names_the_sources_the_overrides_and_the_drops(tmp_path):
     assert out["sources"] == [
         {"role": "problems", "path": "p.jsonl", "url": "https://example.org/p.jsonl", "content": {"sha256": "a" * 64}},
         {"role": "teacher m", "path": "pool.jsonl", "url": None, "content": {"size": "3", "sha256": "b" * 64}}]
-    assert out["problems"] == {"kept": 1, "too_easy": 2, "too_hard": 1}
+    assert out["summary"] == {"problems": 1, "kept": 1, "dropped": {"too_easy": 2, "too_hard": 1}, "candidates": 2}
     assert out["overrides"] == ["filter.max_pass_rate=0.75"] and "overrides" not in out["resolved_recipe"]
     assert out["resolved_recipe"]["filter"]["max_pass_rate"] == 0.5 and out["license"] == "mit"
     assert out["stages"] == stages and out["recipe"] == "r" and out["bonforge_version"]

@@ -16,7 +16,8 @@ from bonforge.storage.splits import Split
 LINEAGE = {"recipe": "r", "overrides": ["filter.max_pass_rate=0.75"], "bonforge_version": "0.1.0",
            "stages": {"problem_stats": ["k1"], "genselect": ["k2"]},
            "sources": [{"role": "problems", "path": "gsm8k/test.jsonl", "url": None, "content": {"sha256": "ab" * 32}}],
-           "problems": {"kept": 3, "too_easy": 5, "too_hard": 1}, "license": "mit"}  # fmt: skip
+           "summary": {"problems": 9, "kept": 3, "dropped": {"too_easy": 5, "too_hard": 1}, "candidates": 36},
+           "license": "mit"}  # fmt: skip
 
 
 def genselect(problems: int) -> pa.Table:
@@ -57,7 +58,7 @@ def test_load_dataset_reads_a_version_folder_by_its_card(tmp_path):
         "data_files": [{"split": "train", "path": "verl/train.parquet"},
                        {"split": "validation", "path": "verl/validation.parquet"}]}  # fmt: skip
     assert head["bonforge"]["overrides"] == ["filter.max_pass_rate=0.75"]
-    assert head["bonforge"]["problems"] == {"kept": 3, "too_easy": 5, "too_hard": 1}
+    assert head["bonforge"]["summary"]["dropped"] == {"too_easy": 5, "too_hard": 1}
     assert head["bonforge"]["sources"][0]["content"] == {"sha256": "ab" * 32}
     ds = datasets.load_dataset(str(folder))  # the default config, by the card
     rows = {s: man["files"][f"verl/{s}.parquet"]["rows"] for s in ("train", "validation")}
@@ -66,7 +67,7 @@ def test_load_dataset_reads_a_version_folder_by_its_card(tmp_path):
     plain = datasets.load_dataset(str(folder), "plain", split="validation")
     assert plain.num_rows == rows["validation"] and plain[0]["prompt"].endswith(" $2")  # text as stored
     body = (folder / "README.md").read_text()
-    assert "`--set filter.max_pass_rate=0.75`" in body and "3 kept, 5 too easy, 1 too hard" in body
+    assert "`--set filter.max_pass_rate=0.75`" in body and "9 in, 3 kept; dropped: 5 too easy, 1 too hard." in body
 
 
 def test_a_card_without_a_validation_split_or_trainer(tmp_path):
