@@ -162,16 +162,15 @@ def test_rl_ground_truth_is_gsm8ks_final_answer_on_every_real_row(data_dir):
 
 
 def test_math_gold_answer_is_the_last_box_of_a_worked_solution(data_dir):
-    """MATH-500's worked solutions: the last boxed answer, as the maths judge reads golds (equal to the
-    published ``answer`` field on every row where that field is the box's text)."""
+    """MATH-500's worked solutions: the last boxed answer, as the maths judge reads golds: the published
+    ``answer`` field on every row."""
     from bonforge.config import MathVerifyConfig
     from bonforge.judging.math_rules import gold_answer
 
     cfg = MathVerifyConfig().model_dump_json()
     rows = _jsonl(data_dir / "math" / "math500.jsonl")
     got = [gold_answer(r["solution"], cfg) for r in rows]
-    same = sum(g == r["answer"] for g, r in zip(got, rows))
-    assert same >= 490, same
+    assert got == [r["answer"] for r in rows]  # all 500
     assert gold_answer("So $x = \\boxed{\\frac{1}{2}}$.\nDone.", cfg) == "\\frac{1}{2}"
     assert gold_answer("  42 ", cfg) == "42"  # a plain answer stays itself
 
