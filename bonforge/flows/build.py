@@ -42,7 +42,9 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         domains = run.values(problems, "domain")
         verdicts, plan = [run(verify.node(recipe, problems, c, domains)) for c in candidates], None
     stats = run(score.node(recipe, verdicts, plan))
-    genselect = run(assemble.node(recipe, problems, candidates, verdicts, stats))
+    # the reference solutions (appended last) enter GenSelect prompts only where the recipe asks
+    own = -1 if recipe.problems.include_reference and not recipe.genselect.include_reference_candidates else None
+    genselect = run(assemble.node(recipe, problems, candidates[:own], verdicts[:own], stats))
     if not genselect.manifest.rows and not recipe.export.allow_empty:
         counts = score.filter_counts(run.inputs(problem_stats=stats))
         raise EmptyDataset(counts, genselect.manifest.extra["prompts_dropped_too_long"])
