@@ -7,7 +7,8 @@ candidates (every sample it holds) and their verdicts are the same stages again,
 Each round is committed stage outputs, so a build killed inside a round resumes there, and a later build (a larger
 n, or early stopping off) takes every sample already drawn from the store and draws only the others. The
 run's record names the rounds tables and the final candidates and verdicts (its catalog views); the rounds'
-own samples appear in its timings and rows, labelled ``...@round<r>``."""
+own samples appear in its timings and rows, labelled ``...@round<r>``. A ``vllm`` teacher's model loads once for
+all the rounds where the cluster holds every such teacher at once (``bonforge.llm.held``)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,25 @@ from dataclasses import replace
 
 from bonforge import engine
 from bonforge.config import Recipe
+from bonforge.llm.held import HeldEngines
 from bonforge.stage import Node, Ref
 from bonforge.stages import rounds, sample, verify
 
 
 def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tuple[list[Ref], list[Ref], Ref]:
     """Every teacher's candidates and verdicts, drawn in rounds; and the last round's table (for
-    ``problem_stats``)."""
-    plan = run(rounds.node(recipe.teachers, recipe.filter, problems))
-    while plan.manifest.extra["sampling"]:
-        r = plan.manifest.extra["round"]
-        drawn = [run(_in_round(sample.round_node(problems, plan, t), r)) for t in recipe.teachers
-                 if plan.manifest.extra["sampling"].get(t.name)]
-        judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
-        plan = run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged))
-    candidates = [run(sample.round_node(problems, plan, t, final=True)) for t in recipe.teachers]
+    ``problem_stats``). The ``vllm`` teachers' engines are lent to every round's sampling stage and closed when the
+    rounds end or fail (``bonforge.llm.held``: held when they fit in the cluster at once)."""
+    with HeldEngines(list(recipe.teachers)) as held:
+        plan = run(rounds.node(recipe.teachers, recipe.filter, problems))
+        while plan.manifest.extra["sampling"]:
+            r = plan.manifest.extra["round"]
+            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=held.engine(t)), r))
+                     for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
+            judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
+            plan = run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged))
+        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t)))
+                      for t in recipe.teachers]
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     return candidates, verdicts, plan
 

@@ -260,11 +260,12 @@ def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -
                       shard_rows=teacher.shard_problems)
 
 
-def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False) -> Node:
+def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,
+               engine: Engine | None = None) -> Node:
     """Early stopping: the samples of ``teacher`` that the round ``plan`` draws (``final``: all the samples it
     holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
-    as in ``node``: those drawn before are reused)."""
-    return STAGE.bind(SampleParams(teacher), {"problems": problems, "held" if final else "round": plan},
+    as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key)."""
+    return STAGE.bind(SampleParams(teacher, engine), {"problems": problems, "held" if final else "round": plan},
                       label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems)
 
 

@@ -1,0 +1,140 @@
+"""Early stopping's rounds with ``vllm`` teachers (a fake engine that counts its model loads): the model loads once
+per build where the teachers fit in the cluster at once, once per round and teacher where they do not, and every
+engine is closed at the end, on error too; the dataset is the same either way, and the same as without early
+stopping."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from crash_build import LocalRun
+
+import bonforge.llm
+from bonforge.config import load_recipe
+from bonforge.engine.run import execute
+from bonforge.flows.build import dag
+from bonforge.llm import held
+from bonforge.llm.base import Completion
+from bonforge.storage.store import StageStore
+
+RIGHT_OF_8 = (8, 7, 6, 0, 2, 8, 5, 3)  # problem i: right for this many of every 8 seeds in a row
+
+
+class FakeVLLM:
+    """Loads a "model" on start (counted), answers "What is i + 2i?" right for ``RIGHT_OF_8[i - 1]`` of every 8
+    seeds; ``fail_at``: the generate call (1-based, over all fakes) that raises."""
+
+    loads = closes = calls = 0
+    fail_at: int | None = None
+
+    def __init__(self, teacher):
+        self.teacher, self.name, self.loaded = teacher, "vllm", False
+
+    def start(self) -> None:
+        if not self.loaded:
+            FakeVLLM.loads += 1
+            self.loaded = True
+
+    def generate(self, requests):
+        assert self.loaded, "generate before start"
+        FakeVLLM.calls += 1
+        if FakeVLLM.calls == FakeVLLM.fail_at:
+            raise RuntimeError("the replica died")
+        out = []
+        for r in requests:
+            i = int(re.search(r"What is (\d+) \+", r.messages[0]["content"]).group(1))
+            comps = []
+            for k in range(r.n):
+                seed = r.sample_seed(k)
+                value = 3 * i if seed % 8 < RIGHT_OF_8[i - 1] else 3 * i + 1
+                comps.append(Completion(r.id, k, f"{self.teacher.model}: \\boxed{{{value}}} ({seed})", None, "stop",
+                                        5, 3, seed, "vllm", self.teacher.model))
+            out.append(comps)
+        return out
+
+    def close(self) -> None:
+        if self.loaded:
+            FakeVLLM.closes += 1
+            self.loaded = False
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    make = bonforge.llm.make_engine
+    monkeypatch.setattr(bonforge.llm, "make_engine", lambda t: FakeVLLM(t) if t.engine == "vllm" else make(t))
+    for name, value in (("loads", 0), ("closes", 0), ("calls", 0), ("fail_at", None)):
+        monkeypatch.setattr(FakeVLLM, name, value)
+    return FakeVLLM
+
+
+def cluster(monkeypatch, **resources):
+    monkeypatch.setattr(held, "_ray_resources", lambda: resources)
+
+
+def write(folder: Path, teachers: int) -> Path:
+    rows = [{"id": f"q{i}", "question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}
+            for i in range(1, len(RIGHT_OF_8) + 1)]
+    (folder / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    vllm = "engine: vllm, n: 4, max_tokens: 8, shard_problems: 3"
+    lines = "\n".join(f"  - {{name: t{k}, model: org/m{k}, {vllm}}}" for k in range(teachers))
+    path = folder / "recipe.yaml"
+    path.write_text(f"""
+name: held
+problems: {{name: toy, source: {{path: problems.jsonl}}, fields: {{id: id}}}}
+teachers:
+{lines}
+filter: {{max_pass_rate: 0.5, early_stop: true}}
+export: {{name: toy-genselect, allow_empty: true, rl: {{name: toy-rl}}}}
+""")
+    return path
+
+
+def build(store: Path, recipe: Path, *sets: str) -> dict:
+    r = load_recipe(str(recipe), list(sets))
+    return execute(dag, LocalRun(StageStore(store), r), str(recipe.parent), None, record_start=True).json()
+
+
+def content(store: Path, record: dict) -> list[str]:
+    return [json.loads((store / record[k] / "manifest.json").read_text())["content_sha256"]
+            for k in ("dataset", "rl_dataset")]
+
+
+def sampling_rounds(record: dict) -> int:
+    return sum(1 for label, rows in record["rows"].items() if "@round" in label and label.startswith("candidates")
+               and rows["computed"])
+
+
+def test_one_vllm_teacher_loads_its_model_once_for_all_rounds(tmp_path, fake, monkeypatch):
+    cluster(monkeypatch, GPU=1.0, CPU=4.0)
+    recipe = write(tmp_path, 1)
+    early = build(tmp_path / "early", recipe)
+    assert sampling_rounds(early) >= 2
+    assert (fake.loads, fake.closes) == (1, 1)
+
+    full = build(tmp_path / "full", recipe, "filter.early_stop=false")
+    assert content(tmp_path / "early", early) == content(tmp_path / "full", full)
+
+
+def test_teachers_that_do_not_fit_at_once_load_per_round_and_give_the_same_dataset(tmp_path, fake, monkeypatch):
+    recipe = write(tmp_path, 2)
+    cluster(monkeypatch, GPU=2.0, CPU=4.0)  # both fit: one load each
+    both = build(tmp_path / "both", recipe)
+    assert (fake.loads, fake.closes) == (2, 2)
+
+    cluster(monkeypatch, GPU=1.0, CPU=4.0)  # one GPU: a held engine would starve the other teacher's
+    fake.loads = fake.closes = 0
+    each = build(tmp_path / "each", recipe)
+    assert fake.loads == fake.closes == sampling_rounds(each) > 2
+    assert content(tmp_path / "each", each) == content(tmp_path / "both", both)
+    assert each["stages"] == both["stages"]  # holding is no part of any key
+
+
+def test_a_failed_round_closes_the_held_engine(tmp_path, fake, monkeypatch):
+    cluster(monkeypatch, GPU=1.0, CPU=4.0)
+    fake.fail_at = 4  # round 1: 8 problems in shards of 3, three calls; the 4th is in round 2
+    with pytest.raises(RuntimeError, match="replica died"):
+        build(tmp_path / "store", write(tmp_path, 1))
+    assert fake.loads == fake.closes == 1
