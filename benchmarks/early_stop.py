@@ -165,10 +165,16 @@ export: {{name: sums, allow_empty: true}}
         r = load_recipe(folder / "recipe.yaml", [f"filter.early_stop={str(early).lower()}"])
         record = execute(dag, LocalRun(store, r), str(folder), None, record_start=True).json()
         tokens = gen_s = 0.0
+        batches = []  # (round, samples, tokens/s) of each sampling stage that asked the engine
         for key in store.loc.names(store.loc.path("stages", "candidates")):
-            throughput = store.manifest("candidates", key).get("throughput") or {}
+            man = store.manifest("candidates", key)
+            throughput = man.get("throughput") or {}
             tokens += throughput.get("completion_tokens", 0)
             gen_s += throughput.get("generate_s", 0.0)
+            if throughput.get("completion_tokens"):
+                batches.append((man.get("round", 0), man.counts()[0], throughput["completion_tokens_per_s"]))
+        print(f"{label}: samples and tokens/s per engine batch (round 0: no rounds): "
+              + ", ".join(f"round {r}: {n} at {v}" for r, n, v in sorted(batches)))
         figures[label] = {"completions": engine.completions - before[0], "tokens": engine.tokens - before[1],
                           "tokens_per_s": tokens / gen_s if gen_s else 0.0, "record": record, "store": store,
                           "rounds": len(record["stages"].get("rounds", []))}

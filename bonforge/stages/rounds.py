@@ -13,7 +13,8 @@ each in turn). Each round draws, per open problem, the fewest next samples that 
 where ``T`` is the least number right that is too easy, ``c`` those right so far), so a problem stops exactly
 where drawing one sample at a time in that order would: the saving is the whole exact potential. A problem that
 can no longer reach ``T`` draws all the rest at once. From round ``MAX_ROUNDS`` on, every open problem draws
-all the rest (a bound on the rounds, each of which loads the teachers' models again).
+all the rest (a bound on the rounds: each is a smaller engine batch, and where a teacher's engine
+cannot be held across them, ``bonforge.llm.held``, a model load).
 
 Sample ``k`` of a problem is the same text whatever the round: its seed is the problem's seed plus ``k`` and its
 identity the same as in a build without early stop (``bonforge.stages.sample``), so the samples are taken from
