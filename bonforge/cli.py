@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from bonforge.errors import BonforgeError
+from bonforge.services import quiet_prefect
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build Best-of-N training data.")
 
@@ -57,15 +58,6 @@ def _store(store: Optional[str]):
         _fail(e)
 
 
-def _quiet_prefect() -> None:
-    """Defaults for an offline, quiet Prefect (each can be overridden in the environment)."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
-    # Prefect's 20 s default for its temporary server to answer is too short on a busy machine.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-
-
 def _fail(err: Exception, debug: bool = False) -> None:
     if debug:
         import traceback
@@ -90,7 +82,7 @@ def run(
     `error:` line (exit code 2); the run record keeps the details."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
-    _quiet_prefect()
+    quiet_prefect()
     if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.services import hand_over
@@ -434,7 +426,7 @@ def up(
     them)."""
     from bonforge.services import warm
 
-    _quiet_prefect()
+    quiet_prefect()
     try:
         record = warm.up(num_cpus)
     except BonforgeError as e:

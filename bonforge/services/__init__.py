@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("bonforge")
 
 
+def quiet_prefect() -> None:
+    """Defaults for an offline, quiet Prefect in this process (each can be overridden in the environment)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+    # Prefect's 20 s default for its temporary server to answer is too short on a busy machine.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+
 def hand_over(module: str, command: str, **kwargs) -> int | None:
     """Run ``command`` of ``module`` with ``kwargs`` in the warm builder of ``bonforge up``; its exit code, or
     None when no builder runs or it declines (the caller then runs the command itself)."""

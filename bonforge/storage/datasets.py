@@ -135,3 +135,18 @@ def _upload(loc: S3Prefix, name: str, tmp: Path, manifest: dict) -> int:
             shutil.copyfileobj(f, out, 1 << 22)
     loc.write_bytes(loc.path(*folder, "manifest.json"), json_bytes(manifest))
     return manifest["version"]
+
+
+def published(root) -> list[dict]:
+    """The manifest of every published dataset version in the store at ``root`` (with its ``path``), by name
+    and version; a claimed number that was never published is left out."""
+    loc = open_location(root)
+    out = []
+    for name in sorted(loc.names(loc.path("datasets"))):
+        if name.startswith("."):
+            continue
+        for v in _versions(loc, name):
+            man = _manifest(loc, name, v)
+            if man is not None:
+                out.append({**man, "path": str(loc.path("datasets", name, f"v{v}"))})
+    return out
