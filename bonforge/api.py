@@ -18,8 +18,8 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from bonforge.engine.record import RunRecord
 from bonforge.errors import StoreError
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 DEFAULT_STORE = "bonforge-store"
@@ -80,7 +80,7 @@ class Store:
     def root(self):
         return self.store.root
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[RunRecord]:
         """Every run record, oldest first."""
         return self.store.runs()
 
@@ -107,16 +107,16 @@ class Store:
 class Run:
     """One run: its record (``record``), and its stages as Arrow tables."""
 
-    def __init__(self, store: StageStore, record: dict):
+    def __init__(self, store: StageStore, record: RunRecord):
         self.store, self.record = store, record
 
     @property
     def run_id(self) -> str:
-        return self.record["run_id"]
+        return self.record.run_id
 
     @property
     def stages(self) -> list[str]:
-        return list(self.record.get("stages", {}))
+        return list(self.record.stages)
 
     def sql(self, query: str) -> pa.Table:
         """DuckDB SQL over one view per stage of this run, ``runs`` and ``run_stages`` (as ``bonforge sql``)."""
@@ -128,9 +128,9 @@ class Run:
     def stage(self, name: str) -> pa.Table:
         """The stage's table in this run: every committed output of it (one per teacher for candidates and
         verdicts) together, as the catalog's view holds it."""
-        if name not in self.record.get("stages", {}):
+        if name not in self.record.stages:
             raise StoreError(f"run {self.run_id} has no stage {name!r} (it has {', '.join(self.stages)})")
         return self.sql(f'SELECT * FROM "{name}"')
 
     def __repr__(self) -> str:
-        return f"<bonforge run {self.run_id} of {self.record.get('recipe_name')}: {', '.join(self.stages)}>"
+        return f"<bonforge run {self.run_id} of {self.record.recipe_name}: {', '.join(self.stages)}>"

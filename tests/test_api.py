@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import bonforge
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.errors import ConfigError, StoreError
 
 PROBLEMS = [("What is 2 + 3?", "5"), ("What is 4 + 4?", "8"), ("What is 3 * 3?", "9"), ("What is 7 - 2?", "5")]

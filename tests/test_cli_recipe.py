@@ -12,6 +12,7 @@ from viewer_helpers import PROBLEMS, small_store
 
 from bonforge.cli import app
 from bonforge.errors import StoreError
+from bonforge.storage.run_record import RunRecord
 
 
 @pytest.fixture
@@ -20,8 +21,8 @@ def two_recipes(tmp_path):
     store, _ = small_store(tmp_path / "store")
     store.write_shard("problems", "kp2", 0, pa.table({"problem_id": ["q0", "q1"], "question": ["a", "b"]}))
     store.commit("problems", "kp2", 1, version="1", config={}, upstream={})
-    store.record_run({"run_id": "run2", "recipe_name": "other", "status": "succeeded",
-                      "started": "2026-01-02T00:00:00Z", "stages": {"problems": ["kp2"]}})
+    store.record_run(RunRecord.from_json({"run_id": "run2", "recipe_name": "other", "status": "succeeded",
+                                          "started": "2026-01-02T00:00:00Z", "stages": {"problems": ["kp2"]}}))
     return store
 
 

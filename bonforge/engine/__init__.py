@@ -2,7 +2,8 @@
 
 * ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit);
 * ``streams.py``: a stage's inputs read in ``problem_id`` order, a bounded batch at a time;
-* ``run.py``: a build's ``Run`` (the committed-store fast path); ``record.py``: the run record;
+* ``run.py``: a build's ``Run`` (the committed-store fast path), which writes its run record
+  (``bonforge.storage.run_record``);
 * ``reuse.py``: row-level reuse (the row index, the look-up, the merge of reused and computed rows);
 * ``prefect.py``: the Prefect task and flow.
 
@@ -19,11 +20,12 @@ the store and gets no task), with Prefect's API and Ray started.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bonforge.config import Recipe
-    from bonforge.engine.record import RunRecord
+    from bonforge.storage.run_record import RunRecord
     from bonforge.engine.run import Dag, Run
     from bonforge.engine.shards import run_node
 
@@ -47,13 +49,14 @@ def __getattr__(name: str):
 
 def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset along ``dag`` and return the run record."""
+    since = time.time()  # the record's wall time covers the early stages and the services' start
     from bonforge.engine.run import CommittedRun, NotCommitted, execute
     from bonforge.report import report_after_build
     from bonforge.storage.store import StageStore
 
     first = CommittedRun(StageStore(store_root), recipe)
     try:
-        record = execute(dag, first, recipe_dir, run_id, record_start=False)
+        record = execute(dag, first, recipe_dir, run_id, record_start=False, since=since)
         log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record.stages.values())))
         report_after_build(store_root, record, reuse=True)
         return record
@@ -61,4 +64,4 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
         log.info("stage %s must be computed: starting the Prefect flow", e)
     from bonforge.engine.prefect import compute  # Prefect loads only here
 
-    return compute(dag, recipe, store_root, recipe_dir, run_id, first.done)
+    return compute(dag, recipe, store_root, recipe_dir, run_id, first.done, since)

@@ -16,12 +16,13 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref, Upstream
-from bonforge.storage.store import StageStore, utc_now
+from bonforge.storage.run_record import utc_now
+from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
 
@@ -123,37 +124,51 @@ class CommittedRun(Run):
         return self._note(node, manifest, False, self.done[node.key][1])
 
 
-def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> RunRecord:
+def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool,
+            since: float | None = None) -> RunRecord:
     """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
-    at a stage that is not committed)."""
+    at a stage that is not committed). ``since``: when the build began (epoch seconds; default now), before
+    its early stages and its services: the record's ``started`` and ``wall_s`` count from there."""
     recipe, store = run.recipe, run.store
-    record = RunRecord.build(recipe, run_id, run.record, run.cached)
+    since = time.time() if since is None else since
+    record = RunRecord.build(recipe, run_id, run.record, run.cached, started=utc_now(since))
     if record_start:
-        store.record_run(record.json())
-    t0 = time.perf_counter()
+        store.record_run(record)
     try:
         dataset = dag(recipe, run, Path(recipe_dir))
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
+        record.build_summary = _summary(store, run.record)
     except NotCommitted:
         raise
     except BaseException as e:
         record.status, record.error = "failed", f"{type(e).__name__}: {e}"[:2000]
         raise
     finally:
-        record.finished, record.wall_s = utc_now(), round(time.perf_counter() - t0, 3)
+        record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
         record.timings, record.rows = run.timings, run.rows
         if record.status != "running":
             _record(store, record)
     return record
 
 
+def _summary(store: StageStore, stages: dict[str, list[str]]) -> dict | None:
+    """What the build kept and dropped (``bonforge.report.summary``); a failure only logs a warning."""
+    from bonforge.report.summary import build_summary
+
+    try:
+        return build_summary(store, stages)
+    except Exception as e:  # the summary must never fail the build it describes
+        log.warning("the build's summary could not be computed: %s: %s", type(e).__name__, e)
+        return None
+
+
 def _record(store: StageStore, record: RunRecord) -> None:
     """Write the run record; a failed build's own error goes first (a full disk fails this write too)."""
     try:
-        store.record_run(record.json())
+        store.record_run(record)
     except BonforgeError as e:
         if record.status == "succeeded":
             raise

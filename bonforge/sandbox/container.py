@@ -15,6 +15,7 @@ import threading
 import time
 
 from bonforge.errors import SandboxError
+from bonforge.runtime.processes import pid_alive
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 
@@ -160,7 +161,7 @@ def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str
     return {
         "image": image, "name": name, "host_config": host_config, "user": "0:0", "working_dir": "/tmp",
         "command": ["python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect],
-        "labels": {image_mod.LABEL: "1", image_mod.OWNER_LABEL: image_mod.owner()},
+        "labels": image_mod.labels(),
         # The runner's symbols bound at start, not in each forked test (each lazy binding copies a page).
         "environment": {"HOME": "/tmp", "LD_BIND_NOW": "1"},
         "stdin_open": not socket_dir, "use_config_proxy": False,
@@ -189,7 +190,7 @@ def remove_dead_socket_dirs() -> None:
     """Socket folders of pools whose process is gone (killed before it could remove them)."""
     for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{SOCKET_DIR_PREFIX}*-*")):
         owner = os.path.basename(path)[len(SOCKET_DIR_PREFIX) :].split("-")[0]
-        if owner.isdigit() and not image_mod._pid_alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             shutil.rmtree(path, ignore_errors=True)
 
 

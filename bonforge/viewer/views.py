@@ -25,13 +25,13 @@ class BadRequest(BonforgeError, ValueError):
 
 
 def run_summary(cat, run: dict) -> dict:
-    """A run's stages (key, rows, cached, seconds), its dataset versions and the problems it dropped."""
+    """A run's stages (teacher, key, rows, cached, seconds), its dataset versions and the problems it dropped."""
     cur = cat.cursor(run)
-    if run.get("status") == "running":
-        stages = committed_since(cat.store, run["started"])
-    elif run.get("stages"):
-        stages = _rows(cur, "SELECT stage, key, rows, cached, wall_s, compute_s FROM run_stages "
-                            "ORDER BY stage, key", [])
+    if run.status == "running":
+        stages = committed_since(cat.store, run.started)
+    elif run.stages:
+        stages = _rows(cur, "SELECT stage, teacher, key, rows, cached, wall_s, compute_s FROM run_stages "
+                            "ORDER BY stage, teacher, key", [])
     else:
         stages = []
     drops = []
@@ -50,7 +50,8 @@ def committed_since(store, started: str) -> list[dict]:
             if store.exists(stage, key):
                 man = store.manifest(stage, key)
                 if man.created >= started[:19] + "Z":
-                    out.append({"stage": stage, "key": key, "rows": man.rows, "cached": False,
+                    out.append({"stage": stage, "teacher": man.extra.get("teacher"), "key": key, "rows": man.rows,
+                                "cached": False,
                                 "wall_s": man.timings.get("wall_s"), "compute_s": man.timings.get("compute_s")})
     return sorted(out, key=lambda s: (s["stage"], s["key"]))
 
@@ -174,7 +175,7 @@ def problems_page(cat, run: dict, f: ProblemFilter, page: int, size: int) -> dic
              "WHERE s.problem_id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
     rows = [{**found[pid], "rate": p[-1]} for pid, p in zip(ids, picked)]
     domains = [d for (d,) in cur.execute("SELECT domain FROM viewer.domains ORDER BY domain").fetchall()]
-    return {"run_id": run["run_id"], "total": total, "page": page, "size": size, "rows": rows,
+    return {"run_id": run.run_id, "total": total, "page": page, "size": size, "rows": rows,
             "teachers": sorted(teachers),
             "domains": domains, "statuses": list(STATUSES)}
 
@@ -196,7 +197,7 @@ def teachers(cat, run: dict) -> dict:
     pass@k and majority@k of its problems (problem_stats), and the problems whose majority answer is wrong;
     best accuracy first."""
     if "verdicts" not in cat.views(run):
-        return {"run_id": run["run_id"], "teachers": []}
+        return {"run_id": run.run_id, "teachers": []}
     cur = cat.cursor(run)
     out = _rows(cur, "SELECT teacher, avg(correct::INT) AS accuracy, count(*) AS candidates, "
                      "count(DISTINCT problem_id) AS problems FROM verdicts GROUP BY teacher UNION ALL "
@@ -216,7 +217,7 @@ def teachers(cat, run: dict) -> dict:
                                   "GROUP BY teacher").fetchall():
         if teacher in by:
             by[teacher]["majority_wrong"] = n
-    return {"run_id": run["run_id"], "teachers": out}
+    return {"run_id": run.run_id, "teachers": out}
 
 
 # -- one problem ---------------------------------------------------------------------------------------
@@ -248,7 +249,7 @@ def problem(cat, run: dict, problem_id: str) -> dict:
     rows = _rows(cur, f"SELECT problem_id, source, domain, question, answer, tests, metadata FROM {problems} "
                       "WHERE problem_id = ?", [problem_id])
     if not rows:
-        raise NotFound(f"run {run['run_id']} has no problem {problem_id!r}")
+        raise NotFound(f"run {run.run_id} has no problem {problem_id!r}")
     stats, counts = [], {}
     if "problem_stats" in have:
         source = cat.sorted_source(run, "stats", problem_id) or "problem_stats"
@@ -304,7 +305,7 @@ def fusion(cat, run: dict, problem_id: str) -> dict:
     pools = _rows(cur, "SELECT candidate_ids, teachers, pool_seed FROM fusion_pools WHERE problem_id = ?", [problem_id])
     rows = _rows(cur, "SELECT * FROM fusion WHERE problem_id = ?", [problem_id])
     if not pools or not rows:
-        raise NotFound(f"run {run['run_id']} has no fusion pool for problem {problem_id!r}")
+        raise NotFound(f"run {run.run_id} has no fusion pool for problem {problem_id!r}")
     pool, row = pools[0], rows[0]
     row["teacher_chars"] = dict(row["teacher_chars"] or [])
     cands = {c["candidate_id"]: c for c in candidates_table(cat, run, problem_id).to_pylist()}
@@ -319,7 +320,7 @@ def fusion(cat, run: dict, problem_id: str) -> dict:
 
 
 def _min_span(store, run: dict) -> int:
-    (key,) = run["stages"]["fusion"][:1]
+    (key,) = run.stages["fusion"][:1]
     return int(store.manifest("fusion", key).config.get("min_span", 16))
 
 

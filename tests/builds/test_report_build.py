@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.report import plots, report_after_build, write_report
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
@@ -69,6 +69,17 @@ def test_build_writes_the_report_and_every_plot_has_data(built):
     srcs = re.findall(r'src="([^"]*)"', page)
     assert len(srcs) == len(PLOTS) and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert not re.search(r'(href|src)="(https?:|//)', page)
+
+
+def test_the_report_compares_our_verdicts_with_the_pools_labels(built):
+    """GSM8K's pool publishes `is_correct` for every sample: the report lists each of the four teachers, the
+    candidates labelled and where we disagree (nowhere: our verdicts reproduce the labels)."""
+    store, record = built
+    page = Path(record["report"]).read_text()
+    part = page.split('<section id="labels">')[1].split("</section>")[0]
+    cells = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", part)[1:]]
+    assert sorted(c[0] for c in cells) == sorted(t.name for t in load_recipe(RECIPE).teachers) and len(cells) == 4
+    assert all(int(c[1]) > 0 and c[2:] == ["0", "none", "none"] for c in cells), cells
 
 
 def test_the_report_reads_no_candidate_text(built, tmp_path):

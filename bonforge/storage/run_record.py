@@ -10,12 +10,25 @@ its JSON, as ``Manifest`` is, for what compares or prints records as they are on
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
 from bonforge.storage import liveness
-from bonforge.storage.store import new_run_id, utc_now
+
+
+def utc_now(at: float | None = None) -> str:
+    """An ISO timestamp with microseconds (of now, or of the epoch seconds ``at``): runs started within one
+    second still sort in order."""
+    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 @dataclass(eq=False)
@@ -39,15 +52,18 @@ class RunRecord(Mapping):
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None
+    build_summary: dict | None = None  # a build's: problems in, kept, dropped by reason, verdicts by status
     report: str | None = None  # a build's HTML report, once written (``bonforge.report.report_after_build``)
     process: dict | None = None  # a build's: who writes it (``bonforge.storage.liveness``; a killed one is failed)
     extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary
 
     @classmethod
-    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]]) -> RunRecord:
-        """A build of ``recipe`` starting now; ``stages``/``cached``: the run's maps, filled as it goes."""
+    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]],
+              started: str | None = None) -> RunRecord:
+        """A build of ``recipe`` started at ``started`` (default now); ``stages``/``cached``: the run's maps,
+        filled as it goes."""
         return cls(run_id or new_run_id(), recipe.name, recipe.model_dump(mode="json"), stages, cached,
-                   process=liveness.stamp())
+                   started=started or utc_now(), process=liveness.stamp())
 
     @classmethod
     def derived(cls, base: dict, kind: str, stage: str, key: str, label: str, cached: bool, secs: float,
@@ -60,6 +76,14 @@ class RunRecord(Mapping):
                    {**was, stage: [key]} if cached else was, "succeeded", now, now, round(secs, 3),
                    {label: round(secs, 3)}, dataset=base.get("dataset"), dataset_version=base.get("dataset_version"),
                    kind=kind, base_run=base["run_id"], extra=extra)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        """The record that ``json()`` wrote as ``data``."""
+        names = {f.name for f in fields(cls)} - {"extra"}
+        given = {k: v for k, v in data.items() if k in names}
+        return cls(**{"recipe_name": None, "recipe": None, "stages": {}, "cached": {}, **given},
+                   extra={k: v for k, v in data.items() if k not in names})
 
     def json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
