@@ -4,7 +4,8 @@ Arrow tables (``.to_pandas()`` for a DataFrame). A thin layer over what the comm
 * ``build(recipe, store=..., overrides=...)`` is ``bonforge run``: it returns the typed run record;
 * ``open(store)`` gives a ``Store``: ``runs()``, ``run(...)`` (a run as ``--run`` / ``--recipe`` resolve it,
   ``StageStore.run``), ``sql(query)`` (``bonforge sql``: the same DuckDB catalog), ``stage(name)`` (one
-  stage's table of a run, all its keys together) and ``datasets()`` (every published version's manifest).
+  stage's table of a run, all its keys together) and ``datasets()`` (the published versions, as
+  ``bonforge datasets`` lists them).
 
 ``bonforge.build`` and ``bonforge.open`` are these two functions; importing ``bonforge`` loads neither.
 """
@@ -94,11 +95,12 @@ class Store:
     def stage(self, name: str, run_id: str | None = None, *, recipe: str | None = None) -> pa.Table:
         return self.run(run_id, recipe=recipe).stage(name)
 
-    def datasets(self) -> list[dict]:
-        """The manifest of every published dataset version (name, version, files with rows, lineage, path)."""
-        from bonforge.storage.datasets import published
+    def datasets(self, name: str | None = None) -> list[dict]:
+        """The published dataset versions (of ``name``, or all), newest first per name, as `bonforge datasets`
+        lists them: name, version, created, recipe, config, rows per split, latest, path."""
+        from bonforge.storage.datasets import listing
 
-        return published(self.store.root)
+        return listing(self.store.root, name)
 
     def __repr__(self) -> str:
         return f"bonforge.open({str(self.root)!r})"

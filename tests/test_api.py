@@ -68,8 +68,9 @@ def test_open_reads_runs_sql_stages_and_datasets(notebook):
     assert st.run(first.run_id).sql(kept).column("n").to_pylist() == [3]  # pass rate <= 0.5 (the default filter)
     assert run.sql(kept).column("n").to_pylist() == [1]  # <= 0.4
     sets = st.datasets()
-    assert [(d["name"], d["version"]) for d in sets] == [("tiny", 1), ("tiny", 2)]
-    assert sets[0]["path"] == first.dataset and sets[0]["files"]["plain/train.parquet"]["rows"] > 0
+    assert [(d["name"], d["version"], d["latest"]) for d in sets] == [("tiny", 2, True), ("tiny", 1, False)]
+    assert sets[1]["path"] == first.dataset and sets[1]["recipe"] == "tiny" and sum(sets[1]["rows"].values()) > 0
+    assert st.datasets("tiny") == sets
 
 
 def test_bad_requests_raise_one_clear_error(notebook, tmp_path):
