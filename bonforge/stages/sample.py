@@ -139,7 +139,8 @@ class Sampler:
                 ), start))  # fmt: skip
         return out
 
-    def __call__(self, shard: pa.Table, todo: pa.Table | None = None) -> pa.Table:
+    def __call__(self, shard: pa.Table, todo: pa.Table | None = None, progress=None) -> pa.Table:
+        """``progress(done, of)``: the samples drawn of those asked (``bonforge.stage.Stage.reports``)."""
         if self.engine is None:
             from bonforge.llm import make_engine
 
@@ -148,7 +149,8 @@ class Sampler:
         planned = self.requests(shard, todo)
         requests = [r for r, _ in planned]
         t0 = time.perf_counter()
-        results = self.engine.generate(requests)
+        samples = sum(r.n for r in requests)
+        results = self.engine.generate(requests, None if progress is None else lambda k: progress(k, samples))
         secs = time.perf_counter() - t0
         if len(results) != len(requests):
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
@@ -224,7 +226,7 @@ ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt
             optional=("text_digest",))  # null: verification hashes the text
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
-              table=lambda i: _requests(i), summary=_summary, rows=ROWS)
+              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True)
 
 
 def _requests(i: Inputs) -> pa.Table:
