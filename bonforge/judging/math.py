@@ -21,6 +21,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -164,9 +165,10 @@ class HardTimeoutChecker:
 
     close = _kill
 
-    def check(self, cfg: MathVerifyConfig, items: list[tuple[int, str, str]],
-              timeout_s: float) -> dict[int, MathResult]:
-        """``{idx: MathResult}`` for ``items`` = ``[(idx, text, gold), ...]``."""
+    def check(self, cfg: MathVerifyConfig, items: list[tuple[int, str, str]], timeout_s: float,
+              progress: Callable[[int], None] | None = None) -> dict[int, MathResult]:
+        """``{idx: MathResult}`` for ``items`` = ``[(idx, text, gold), ...]``; ``progress(k)`` after each
+        result (``k`` items checked)."""
         cfg_json = cfg.model_dump_json()
         results: dict[int, MathResult] = {}
         remaining = list(items)
@@ -190,6 +192,8 @@ class HardTimeoutChecker:
                 assert idx == remaining[0][0]
                 remaining.pop(0)
                 results[idx] = MathResult(status, extracted, detail, ms)
+                if progress is not None:
+                    progress(len(results))
         return results
 
 
@@ -229,8 +233,10 @@ _CHECKERS = _Checkers()
 
 
 # -- the stage function --------------------------------------------------------------------------------------
-def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig) -> pa.Table:
-    """VERDICTS for ``candidates`` (a shard) against the gold answers in ``problems``."""
+def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig,
+                progress: Callable[[int, int], None] | None = None) -> pa.Table:
+    """VERDICTS for ``candidates`` (a shard) against the gold answers in ``problems``; ``progress(done, of)``
+    as candidates are judged."""
     gold_by_pid = dict(zip(problems.column("problem_id").to_pylist(), problems.column("answer").to_pylist()))
     cids = candidates.column("candidate_id").to_pylist()
     pids = candidates.column("problem_id").to_pylist()
@@ -246,8 +252,10 @@ def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig)
         else:
             work.append((i, text, gold))
     if work:
+        judged = len(results)  # those that needed no checker
+        tick = None if progress is None else lambda k: progress(judged + k, len(cids))
         with _CHECKERS.borrow() as checker:
-            results.update(checker.check(cfg, work, cfg.timeout_s))
+            results.update(checker.check(cfg, work, cfg.timeout_s, tick))
     rows = [results[i] for i in range(len(cids))]
     correct = [r.correct for r in rows]
     return pa.Table.from_pydict(

@@ -37,16 +37,17 @@ def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
     return candidates.filter(pc.is_in(candidates.column("candidate_id"), value_set=todo.column("candidate_id")))
 
 
-def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None) -> pa.Table:
-    return verify_math.verify_math(_only(candidates, todo), problems, cfg)
+def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None,
+                 progress=None) -> pa.Table:
+    return verify_math.verify_math(_only(candidates, todo), problems, cfg, progress)
 
 
 def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig,
-                 todo: pa.Table | None = None) -> pa.Table:
+                 todo: pa.Table | None = None, progress=None) -> pa.Table:
     """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
     from bonforge.sandbox.ray_pool import pool_for
 
-    return verify_code.verify_code(problems, _only(candidates, todo), cfg, pool=pool_for(cfg))
+    return verify_code.verify_code(problems, _only(candidates, todo), cfg, pool=pool_for(cfg), progress=progress)
 
 
 def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
@@ -101,7 +102,8 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
 
 
 _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000, stream=_candidates,
-               stream_of="candidates", context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
+               stream_of="candidates", reports=True,
+               context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,
