@@ -274,6 +274,34 @@ def runs(
 
 
 @app.command()
+def datasets(
+    name: Optional[str] = typer.Argument(None, help="Only this dataset's versions."),
+    fmt: str = typer.Option("table", "--format", help="table | json"),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """List the published dataset versions, newest first per name: when each was built, by which recipe, its
+    default config and rows per split; `latest` marks the version `datasets/<name>/latest` names (what the
+    last build of that name published or reused)."""
+    from bonforge.storage.datasets import listing
+
+    if fmt not in ("table", "json"):
+        _fail(BonforgeError(f"--format must be table or json, not {fmt!r}"))
+    rows = listing(_store(store).loc, name)
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    if not rows:
+        typer.echo(f"no dataset{' named ' + repr(name) if name else ''} in {_store(store).root}")
+        return
+    table = [("name", "version", "", "created", "recipe", "config", "rows", "path")] + [
+        (r["name"], f"v{r['version']}", "latest" if r["latest"] else "", r["created"] or "", r["recipe"] or "",
+         r["config"] or "", " + ".join(f"{n} {s}" for s, n in r["rows"].items()), r["path"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+@app.command()
 def gc(
     keep_runs: int = typer.Option(..., "--keep-runs", min=0, help="Keep the stage outputs of the N newest runs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),

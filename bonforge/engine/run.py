@@ -47,9 +47,10 @@ class Run:
 
     def _note(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
         name, key = node.stage.name, node.key
-        self.record.setdefault(name, []).append(key)
-        if cached:
-            self.cached.setdefault(name, []).append(key)
+        if "round" not in node.note:  # a round of early stopping draws into outputs that are not the run's tables
+            self.record.setdefault(name, []).append(key)
+            if cached:
+                self.cached.setdefault(name, []).append(key)
         self.timings[node.label] = round(secs, 3)
         computed, reused = (0, 0) if cached else manifest.counts()
         self.rows[node.label] = {"computed": computed, "reused": reused}
@@ -69,11 +70,15 @@ class Run:
     def publish(self, name: str, parts: Iterable[dict[str, pa.Table]] | Iterator[dict[str, pa.Table]],
                 trainers: dict | None = None) -> dict:
         """Publish ``parts`` as the next version of dataset ``name`` (or reuse the version with the same
-        content), its lineage the stages run so far; ``trainers``: the manifest's section for trainers."""
+        content), its lineage the recipe, its overrides and the stages run so far (``engine.lineage``), split
+        as ``export.validation_fraction`` says; ``trainers``: the manifest's section for trainers."""
+        from bonforge.engine.lineage import lineage
         from bonforge.storage.datasets import publish
+        from bonforge.storage.splits import Split
 
-        lineage = {"recipe": self.recipe.name, "stages": dict(self.record)}
-        return publish(self.store.loc, name, parts, lineage, trainers)
+        fraction = self.recipe.export.validation_fraction
+        split = Split(fraction, self.recipe.seed) if fraction else None
+        return publish(self.store.loc, name, parts, lineage(self.store, self.recipe, self.record), trainers, split)
 
 
 class NotCommitted(BonforgeError):

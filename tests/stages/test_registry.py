@@ -11,8 +11,9 @@ from bonforge.cli import app
 from bonforge.stage import Stage
 from bonforge.stages import registry
 
-EVERY_STAGE = {"problems", "contamination", "candidates", "verdicts", "problem_stats", "genselect", "maxk_weights",
-               "selector_eval", "fusion_pools", "fusion_select", "fusion", "scores", "bon", "pairwise"}  # fmt: skip
+EVERY_STAGE = {"problems", "contamination", "rounds", "candidates", "verdicts", "problem_stats", "genselect",
+               "maxk_weights", "selector_eval", "fusion_pools", "fusion_select", "fusion", "scores", "bon",
+               "pairwise"}  # fmt: skip
 
 
 def test_the_registry_names_every_stage_with_its_schema():
