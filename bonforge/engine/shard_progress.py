@@ -99,11 +99,12 @@ class RayReporter:
 
 class RayCounts:
     """The driver's side for shards that run as Ray tasks: the ``Reports`` actor (started on first use),
-    read into ``counts`` by ``poll``."""
+    read into ``counts`` by ``poll`` (at most every ``POLL_S``)."""
 
     def __init__(self, counts: ShardCounts):
         self.counts = counts
         self.actor = None
+        self.last = time.monotonic()
 
     def start(self, shard: int, rows: int) -> RayReporter:
         import ray
@@ -114,8 +115,9 @@ class RayCounts:
         return RayReporter(self.actor, shard, REPORT_EVERY_S)
 
     def poll(self) -> None:
-        if self.actor is None:
+        if self.actor is None or time.monotonic() - self.last < POLL_S:
             return
+        self.last = time.monotonic()
         import ray
 
         for shard, (done, of) in ray.get(self.actor.take.remote()).items():

@@ -262,12 +262,14 @@ def in_flight_bound() -> int:
 
 
 def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, float, str, str | None]:
-    """The next shard to finish (reading the running shards' counts while it waits, ``polled``)."""
+    """The next shard to finish (reading the running shards' counts while it waits, and as shards finish,
+    every ``POLL_S``: ``polled``)."""
     while True:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if polled is None else shard_progress.POLL_S)
+        if polled is not None:
+            polled.poll()
         if ready:
             break
-        polled.poll()
     return (*pending.pop(ready[0]), *ray.get(ready[0]))
 
 

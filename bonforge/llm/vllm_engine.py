@@ -39,24 +39,27 @@ class Finished:
 
 def reporting_bar(counter):
     """vLLM's ``use_tqdm``: a tqdm bar that writes nothing and sends the samples finished to ``counter`` (a
-    ``Finished`` actor) at most every ``REPORT_EVERY_S``, and the rest when it closes."""
+    ``Finished`` actor) at most every ``REPORT_EVERY_S``, and the rest when it closes. Only ``update`` counts:
+    vLLM updates its bar of finished requests, and wraps its other bars (rendering the prompts) round an
+    iterable, which counts without ``update``."""
     from tqdm import tqdm
 
     class Reported(tqdm):
         def __init__(self, *args, **kwargs):
-            self.sent, self.at = 0, time.monotonic()
+            self.counted, self.sent, self.at = 0, 0, time.monotonic()
             super().__init__(*args, **{**kwargs, "file": io.StringIO()})
 
         def update(self, n=1):
+            self.counted += n
             out = super().update(n)
             if time.monotonic() - self.at >= REPORT_EVERY_S:
                 self.send()
             return out
 
         def send(self) -> None:
-            if self.n > self.sent:
-                counter.add.remote(self.n - self.sent)
-                self.sent = self.n
+            if self.counted > self.sent:
+                counter.add.remote(self.counted - self.sent)
+                self.sent = self.counted
             self.at = time.monotonic()
 
         def close(self) -> None:

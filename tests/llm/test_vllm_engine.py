@@ -131,9 +131,11 @@ def test_a_replica_larger_than_the_cluster_fails_at_start_not_waits():
 
 
 class BarLLM(FakeLLM):
-    """Drives ``use_tqdm`` as vLLM does: a bar of the prompts, updated as each finishes, then closed."""
+    """Drives ``use_tqdm`` as vLLM does: a bar round the prompts as they are rendered, then a bar of the
+    prompts updated as each finishes."""
 
     def generate(self, prompts, params, use_tqdm):
+        assert len(list(use_tqdm(prompts, desc="Rendering prompts"))) == len(prompts)  # iterated: not counted
         bar = use_tqdm(total=len(prompts), desc="Processed prompts", dynamic_ncols=True, postfix="est. speed")
         for _ in prompts:
             bar.update(1)
