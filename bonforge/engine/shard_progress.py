@@ -99,11 +99,12 @@ class RayReporter:
 
 class RayCounts:
     """The driver's side for shards that run as Ray tasks: the ``Reports`` actor (started on first use),
-    read into ``counts`` by ``poll`` (at most every ``POLL_S``)."""
+    read into ``counts`` by ``poll`` (at most every ``POLL_S``, never waiting for the actor: a read asked
+    for is taken at a later poll once it is there)."""
 
     def __init__(self, counts: ShardCounts):
         self.counts = counts
-        self.actor = None
+        self.actor = self.asked = None
         self.last = time.monotonic()
 
     def start(self, shard: int, rows: int) -> RayReporter:
@@ -120,8 +121,12 @@ class RayCounts:
         self.last = time.monotonic()
         import ray
 
-        for shard, (done, of) in ray.get(self.actor.take.remote()).items():
-            self.counts.report(shard, done, of)
+        if self.asked is not None:
+            if not ray.wait([self.asked], timeout=0)[0]:
+                return
+            for shard, (done, of) in ray.get(self.asked).items():
+                self.counts.report(shard, done, of)
+        self.asked = self.actor.take.remote()
 
     def close(self) -> None:
         if self.actor is not None:
