@@ -30,8 +30,7 @@ import contextlib
 import json
 import logging
 import math
-import threading
-from typing import Callable, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -258,16 +257,14 @@ def verdict(spec: TestSpec, kept: dict, cfg: CodeVerifyConfig) -> tuple[str, int
 
 
 def verify_code(
-    problems: pa.Table, candidates: pa.Table, cfg: CodeVerifyConfig, pool: Pool | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    problems: pa.Table, candidates: pa.Table, cfg: CodeVerifyConfig, pool: Pool | None = None
 ) -> pa.Table:
     """One verdict per candidate (same order as ``candidates``). Identical programs for the same problem run
     once and share the verdict: the sandbox's time goes to distinct programs, and duplicate candidates
     can never get different labels (a contradiction in selection data). A problem whose tests cannot be
     used (its spec is malformed, e.g. a NaN time limit) or whose check cannot run (it does not compile, or
     its checker died, hung or misbehaved planning it) gives each of its candidates ``sandbox_error`` (a
-    verdict that says nothing about the candidate); every other problem is judged. ``progress(done, of)``:
-    the sandbox runs judged of those to run, as they are judged."""
+    verdict that says nothing about the candidate); every other problem is judged."""
     checker = shared_checker(cfg)  # started only for assert-style problems, then kept for later calls
     cols = ["problem_id", "question", "tests"] + (["metadata"] if "metadata" in problems.column_names else [])
     by_problem = {p["problem_id"]: p for p in problems.select(cols).to_pylist()}
@@ -321,7 +318,7 @@ def verify_code(
         pending.append((row, spec, first_of[key]))
     if requests:
         with _pool(cfg, pool) as run:
-            kept = _run_and_check(requests, req_specs, asserts, checker, _counted(run, progress, len(requests)), cfg)
+            kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg)
         if any(s.checker is not None for s in req_specs):
             checkers = Checkers(cfg)  # a pool of their own: never a candidate's containers
             try:
@@ -492,27 +489,6 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
         for i, rerun in zip(again, reruns, strict=True):
             kept[i] = rerun
     return kept
-
-
-def _counted(run, progress: Callable[[int, int], None] | None, total: int):
-    """``run`` that tells ``progress(done, total)`` of each outcome judged (a check's rerun counts again; the
-    count stops at ``total``)."""
-    if progress is None:
-        return run
-    lock, done = threading.Lock(), [0]
-
-    def counted_run(requests: list[dict], on_outcome) -> list[dict]:
-        def each(i: int, outcome: dict) -> dict:
-            kept = on_outcome(i, outcome)
-            with lock:
-                done[0] = min(done[0] + 1, total)
-                now = done[0]
-            progress(now, total)
-            return kept
-
-        return run(requests, each)
-
-    return counted_run
 
 
 @contextlib.contextmanager

@@ -21,7 +21,6 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 
@@ -165,10 +164,9 @@ class HardTimeoutChecker:
 
     close = _kill
 
-    def check(self, cfg: MathVerifyConfig, items: list[tuple[int, str, str]], timeout_s: float,
-              progress: Callable[[int], None] | None = None) -> dict[int, MathResult]:
-        """``{idx: MathResult}`` for ``items`` = ``[(idx, text, gold), ...]``; ``progress(k)`` after each
-        result (``k`` items checked)."""
+    def check(self, cfg: MathVerifyConfig, items: list[tuple[int, str, str]],
+              timeout_s: float) -> dict[int, MathResult]:
+        """``{idx: MathResult}`` for ``items`` = ``[(idx, text, gold), ...]``."""
         cfg_json = cfg.model_dump_json()
         results: dict[int, MathResult] = {}
         remaining = list(items)
@@ -192,8 +190,6 @@ class HardTimeoutChecker:
                 assert idx == remaining[0][0]
                 remaining.pop(0)
                 results[idx] = MathResult(status, extracted, detail, ms)
-                if progress is not None:
-                    progress(len(results))
         return results
 
 
@@ -233,10 +229,8 @@ _CHECKERS = _Checkers()
 
 
 # -- the stage function --------------------------------------------------------------------------------------
-def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig,
-                progress: Callable[[int, int], None] | None = None) -> pa.Table:
-    """VERDICTS for ``candidates`` (a shard) against the gold answers in ``problems``; ``progress(done, of)``
-    as candidates are judged."""
+def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig) -> pa.Table:
+    """VERDICTS for ``candidates`` (a shard) against the gold answers in ``problems``."""
     gold_by_pid = dict(zip(problems.column("problem_id").to_pylist(), problems.column("answer").to_pylist()))
     cids = candidates.column("candidate_id").to_pylist()
     pids = candidates.column("problem_id").to_pylist()
@@ -252,10 +246,8 @@ def verify_math(candidates: pa.Table, problems: pa.Table, cfg: MathVerifyConfig,
         else:
             work.append((i, text, gold))
     if work:
-        judged = len(results)  # those that needed no checker
-        tick = None if progress is None else lambda k: progress(judged + k, len(cids))
         with _CHECKERS.borrow() as checker:
-            results.update(checker.check(cfg, work, cfg.timeout_s, tick))
+            results.update(checker.check(cfg, work, cfg.timeout_s))
     rows = [results[i] for i in range(len(cids))]
     correct = [r.correct for r in rows]
     return pa.Table.from_pydict(

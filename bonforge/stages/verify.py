@@ -14,6 +14,7 @@ reaches sooner)."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -37,9 +38,56 @@ def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
     return candidates.filter(pc.is_in(candidates.column("candidate_id"), value_set=todo.column("candidate_id")))
 
 
+# Progress (``Stage.reports``) is counted here, round the judges, whose sources are in the verdicts' identity
+# (``bonforge.judging.fingerprint``): counting it inside them would judge every stored verdict again.
+PIECE = 32  # with progress: maths candidates sent to the checker at once, counted after each piece
+
+
 def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None,
                  progress=None) -> pa.Table:
-    return verify_math.verify_math(_only(candidates, todo), problems, cfg, progress)
+    """With ``progress``: the candidates ``PIECE`` at a time (the checker keeps its process and its cache of
+    verdicts between pieces), counted after each."""
+    candidates = _only(candidates, todo)
+    if progress is None or candidates.num_rows <= PIECE:
+        return verify_math.verify_math(candidates, problems, cfg)
+    parts = []
+    for start in range(0, candidates.num_rows, PIECE):
+        parts.append(verify_math.verify_math(candidates.slice(start, PIECE), problems, cfg))
+        progress(start + parts[-1].num_rows, candidates.num_rows)
+    return pa.concat_tables(parts)
+
+
+class _Counted:
+    """A sandbox pool that tells ``progress(done, of)`` of each outcome (``of``: the candidates; identical
+    programs run once and a program that is not found runs not at all, so the count may stop short of them
+    until the shard is written)."""
+
+    def __init__(self, pool, progress, of: int):
+        self.pool, self.progress, self.of, self.done = pool, progress, of, 0
+        self.streams_outcomes = getattr(pool, "streams_outcomes", False)
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        return getattr(self.pool, name)
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            done = self.done
+        self.progress(min(done, self.of), self.of)
+
+    def run(self, requests: list[dict], on_outcome=None) -> list[dict]:
+        if on_outcome is None:
+            out = self.pool.run(requests)
+            self._count(len(requests))
+            return out
+
+        def each(i: int, outcome: dict) -> dict:
+            kept = on_outcome(i, outcome)
+            self._count(1)
+            return kept
+
+        return self.pool.run(requests, each)
 
 
 def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig,
@@ -47,7 +95,10 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
     """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
     from bonforge.sandbox.ray_pool import pool_for
 
-    return verify_code.verify_code(problems, _only(candidates, todo), cfg, pool=pool_for(cfg), progress=progress)
+    candidates, pool = _only(candidates, todo), pool_for(cfg)
+    if progress is not None:
+        pool = _Counted(pool, progress, candidates.num_rows)
+    return verify_code.verify_code(problems, candidates, cfg, pool=pool)
 
 
 def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:

@@ -185,7 +185,7 @@ def test_a_math_timeout_is_judged_again(tmp_path, monkeypatch):
     recipe = Recipe.model_validate(RECIPE)
     real = verify_math.verify_math
 
-    def busy(candidates, problems, cfg, progress=None):
+    def busy(candidates, problems, cfg):
         out = real(candidates, problems, cfg)
         return out.set_column(out.schema.get_field_index("status"), out.schema.field("status"),
                               pa.array(["timeout"] * out.num_rows))
@@ -205,7 +205,7 @@ def _fake_code_judge(monkeypatch, status: str) -> list[int]:
 
     judged: list[int] = []
 
-    def fake(problems, candidates, cfg, pool=None, progress=None):
+    def fake(problems, candidates, cfg, pool=None):
         judged.append(candidates.num_rows)
         n = candidates.num_rows
         return pa.table({"candidate_id": candidates.column("candidate_id"),

@@ -157,25 +157,3 @@ def test_config_fails_at_load():
     with pytest.raises(ValueError, match="image applies only to backend 'docker'"):
         CodeVerifyConfig(backend="process", image="x")
     assert CodeVerifyConfig(time_limit_s=2, wall_factor=3).wall_limit_s == 7
-
-
-def test_progress_counts_the_programs_as_they_are_judged():
-    """Sandbox runs of a batch, counted as each outcome is judged (identical programs run once)."""
-    import pyarrow as pa
-
-    from bonforge.judging.code import verify_code
-    from bonforge.sandbox.pool import SandboxPool
-    from bonforge.schema import CANDIDATES, PROBLEMS
-
-    spec = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}]}
-    problems = pa.Table.from_pylist([{"problem_id": "p", "source": "t", "domain": "code", "question": "",
-                                      "tests": json.dumps(spec)}], schema=PROBLEMS)
-    programs = ["print(5)\n", "print(6)\n", "print(5)\n", "print(7)\n"]
-    cands = pa.Table.from_pylist([{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i,
-                                   "text": p} for i, p in enumerate(programs)], schema=CANDIDATES)
-    heard: list[tuple[int, int]] = []
-    cfg = CodeVerifyConfig(backend="process", pool_size=1, time_limit_s=2.0, memory_mb=256, extraction="raw")
-    with SandboxPool(cfg) as pool:
-        out = verify_code(problems, cands, cfg, pool=pool, progress=lambda done, of: heard.append((done, of)))
-    assert out.column("status").to_pylist() == ["passed", "wrong_answer", "passed", "wrong_answer"]
-    assert heard == [(1, 3), (2, 3), (3, 3)]
