@@ -35,7 +35,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         return open_ended(recipe, run, problems, candidates)
     domains = run.values(problems, "domain")
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
-    stats = run(score.node(recipe, verdicts))
+    stats = run(score.node(recipe, verdicts, candidates if domains == {"code"} else None))  # labels: strength
     genselect = run(assemble.node(recipe, problems, candidates, verdicts, stats))
     if not genselect.manifest.rows and not recipe.export.allow_empty:
         counts = score.filter_counts(run.inputs(problem_stats=stats))

@@ -19,6 +19,34 @@ from bonforge.sources import code as load_code
 
 
 _ABSENT = object()
+_UNRUNNABLE = object()  # a sample in a language the sandbox does not run (left out of the pool)
+# CodeContests' language codes (its ``solutions.language``): 0 unknown, 1 Python 2, 2 C++, 3 Python 3, 4 Java
+CODECONTESTS_LANGUAGES = {0: _UNRUNNABLE, 1: _UNRUNNABLE, 2: "cpp", 3: "python", 4: "java"}
+
+
+def _language(value, src: str, where: str, field: str):
+    """A sample's language: a name as given (lower case; one the sandbox does not know is the candidate's
+    compile_error, said in its detail), a CodeContests code mapped, null as null."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() or None
+    if isinstance(value, int) and not isinstance(value, bool) and value in CODECONTESTS_LANGUAGES:
+        return CODECONTESTS_LANGUAGES[value]
+    raise DataError(f"expected a language name or a CodeContests language code (0-4), got {value!r:.40}", src,
+                    where, field)
+
+
+def _languages(rec: dict, teacher: PoolTeacher, n: int, src: str, where: str) -> list:
+    """The language of each of a record's ``n`` samples (``teacher.language``: one value, or a list beside them)."""
+    if not teacher.language:
+        return [None] * n
+    value = get_field(rec, teacher.language, source=src, record=where)
+    if not isinstance(value, list):
+        return [_language(value, src, where, teacher.language)] * n
+    if len(value) != n:
+        raise DataError(f"{len(value)} languages for {n} samples ({teacher.samples})", src, where, teacher.language)
+    return [_language(v, src, where, f"{teacher.language}[{i}]") for i, v in enumerate(value)]
 
 
 def _norm(text: str) -> str:
@@ -28,6 +56,10 @@ def _norm(text: str) -> str:
 def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Table:
     """Candidates of one teacher from a pool file, matched to ``problems``."""
     if teacher.format != "jsonl":
+        if teacher.format == "problem_package":
+            from bonforge.sources.problem_package import package_candidates
+
+            return package_candidates(path, problems, teacher.name)
         if teacher.format == "codet":
             table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name,
                                                limits=teacher.source.byte_limits())
@@ -59,7 +91,10 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         samples = get_field(rec, teacher.samples, source=src, record=where)
         if not isinstance(samples, list):
             samples = [samples]
+        languages = _languages(rec, teacher, len(samples), src, where)
         for i, sample in enumerate(samples[: teacher.n]):
+            if languages[i] is _UNRUNNABLE:
+                continue
             field = f"{teacher.samples}[{i}]"
             if teacher.text:
                 if not isinstance(sample, dict):
@@ -71,7 +106,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
             else:
                 text = sample
             text = require_str(text, source=src, record=where, field=field, allow_empty=True)
-            label = None
+            label = teacher.reference_correct
             if teacher.label:
                 label = get_field(sample, teacher.label, source=src, record=where, default=None)
                 if label is not None and not isinstance(label, bool):
@@ -79,7 +114,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
                                     f"{teacher.samples}[{i}].{teacher.label}")
             for name, value in (("candidate_id", f"{pid}/{teacher.name}/{i}"), ("problem_id", pid),
                                 ("teacher", teacher.name), ("sample_index", i), ("text", text),
-                                ("reference_correct", label)):
+                                ("reference_correct", label), ("language", languages[i])):
                 rows[name].append(value)
     if matched == 0:
         raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match!r} "
@@ -112,6 +147,8 @@ class PoolParams(Params):
 
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
                  summary=lambda w: {"text_chars": text_chars(w.each(["text"]))})
+# (The ``language`` column, whole-pool labels and problem packages came with recipe fields that are keyless at
+# their defaults: a pool written before them keeps its key; its missing column reads as null.)
 # 3: keyed by the pool file's content (a digest cached by stat), not its path: a pool edited in place is new.
 # 2: the text_digest column (each text hashed once, here, for verification's row identity)
 POOL = Stage("candidates", "pool-3", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)

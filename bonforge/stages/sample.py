@@ -154,7 +154,7 @@ class Sampler:
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
                               f"{len(requests)} requests")
         name = self.teacher.name
-        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name != "text_digest"}
+        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name not in ("text_digest", "language")}
         for (req, start), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1

@@ -23,10 +23,13 @@ from bonforge.tables.ordering import sort_by
 from bonforge.schema import PROBLEM_STATS, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-VERSION = "4"  # 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
+VERSION = "5"  # 5: test-suite strength (n_known_wrong, suite_strength) from the candidates' labels, read beside
+# the verdicts (a new input), and filter.min_suite_strength. 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
 
 
-def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
+def drop_reason(n: int, rate: float, cfg: FilterConfig, strength: float | None = None) -> DropReason | None:
+    if cfg.min_suite_strength is not None and strength is not None and strength < cfg.min_suite_strength:
+        return DropReason.WEAK_TESTS
     if n < cfg.min_candidates:
         return DropReason.TOO_FEW_CANDIDATES
     if rate <= cfg.min_pass_rate:
@@ -48,11 +51,28 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
                                    mask=None if mask is None else pa.array(mask))
 
 
+# Verdicts that say nothing about a problem's tests: the program never ran, or the problem's own check failed
+_SAYS_NOTHING = pa.array(["compile_error", "sandbox_error"])
+
+
+def _known_wrong(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(labelled wrong and judged on the tests, and of those rejected) per verdict row: the candidates whose
+    ``reference_correct`` is false measure the suite (``bonforge.judging.strength``)."""
+    if "reference_correct" not in t.column_names:
+        return np.zeros(t.num_rows, bool), np.zeros(t.num_rows, bool)
+    wrong = pc.fill_null(pc.and_(pc.equal(t.column("reference_correct"), False),
+                                 pc.invert(pc.is_in(t.column("status"), value_set=_SAYS_NOTHING))), False)
+    wrong = wrong.to_numpy(zero_copy_only=False).astype(bool)
+    return wrong, wrong & ~t.column("correct").to_numpy(zero_copy_only=False).astype(bool)
+
+
 def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) -> pa.Table:
-    """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems): per problem the
-    overall row (teacher ``*``), then one per teacher, in problem and teacher order."""
-    t = sort_by(verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]),
-                ["problem_id", "teacher", "candidate_id"])
+    """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems; with the candidates'
+    ``reference_correct`` where known): per problem the overall row (teacher ``*``), then one per teacher,
+    in problem and teacher order."""
+    cols = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]
+    cols += [c for c in ("status", "reference_correct") if c in verdicts.column_names]
+    t = sort_by(verdicts.select(cols), ["problem_id", "teacher", "candidate_id"])
     if not t.num_rows:
         return PROBLEM_STATS.empty_table()
 
@@ -76,8 +96,12 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
-    reasons = np.array([(r := drop_reason(n, c / n, filter_cfg)) and r.value
-                        for n, c in zip(length[overall].tolist(), n_correct[overall].tolist())], dtype=object)
+    wrong, caught = (np.r_[0, np.cumsum(x)] for x in _known_wrong(t))
+    n_wrong, n_caught = wrong[start + length] - wrong[start], caught[start + length] - caught[start]
+    strength = np.where(n_wrong > 0, n_caught / np.maximum(n_wrong, 1), np.nan)
+    reasons = np.array([(r := drop_reason(n, c / n, filter_cfg, None if np.isnan(s) else s)) and r.value
+                        for n, c, s in zip(length[overall].tolist(), n_correct[overall].tolist(),
+                                           strength[overall].tolist())], dtype=object)  # fmt: skip
 
     blocks, positions = [], []
     for n in np.unique(length).tolist():
@@ -107,20 +131,31 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
             "max_at_k": _kmap(np.sort(rw, axis=1) @ weights, ks),
             "keep": pa.array(reason == None),  # noqa: E711  (elementwise)
             "drop_reason": pa.array(reason, pa.string()),
+            "n_known_wrong": pa.array(n_wrong[seg].astype(np.int32)),
+            "suite_strength": pa.array(strength[seg], from_pandas=True),
         }, schema=PROBLEM_STATS))
         positions.append(seg)
     out = pa.concat_tables(blocks)
     return out.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
 
 
-_COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]
+_COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", "status"]
 
 
 def _verdicts(i: Inputs) -> Iterator[pa.Table]:
-    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once)."""
-    with i.aligned({"verdicts": _COLUMNS}) as chunks:
+    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once), with
+    each candidate's published label (``reference_correct``) where the candidates are an input."""
+    labels = "candidates" in i
+    with i.aligned({"verdicts": _COLUMNS, **({"candidates": _LABELS} if labels else {})}) as chunks:
         for chunk in chunks:
-            yield chunk["verdicts"]
+            if labels:
+                yield chunk["verdicts"].join(chunk["candidates"].select(["candidate_id", "reference_correct"]),
+                                             "candidate_id", join_type="left outer")
+            else:
+                yield chunk["verdicts"]
+
+
+_LABELS = ["problem_id", "candidate_id", "reference_correct"]
 
 
 @dataclass(frozen=True)
@@ -136,8 +171,10 @@ STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS
               stream=_verdicts, stream_of="verdicts")
 
 
-def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
-    return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})
+def node(recipe: Recipe, verdicts: list[Ref], candidates: list[Ref] | None = None) -> Node:
+    """``candidates``: their labels give the test-suite strength (code problems)."""
+    inputs = {"verdicts": verdicts, **({"candidates": candidates} if candidates else {})}
+    return STAGE.bind(ScoreParams(recipe.score, recipe.filter), inputs)
 
 
 def filter_counts(i: Inputs) -> dict[str, int]:
