@@ -24,7 +24,8 @@ from bonforge.schema import PROBLEM_STATS, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
 VERSION = "5"  # 5: test-suite strength (n_known_wrong, suite_strength) from the candidates' labels, read beside
-# the verdicts (a new input), and filter.min_suite_strength. 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
+# the verdicts (a new input), and filter.min_suite_strength.
+# 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
 
 
 def drop_reason(n: int, rate: float, cfg: FilterConfig, strength: float | None = None) -> DropReason | None:
