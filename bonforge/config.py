@@ -66,6 +66,9 @@ class FieldMap(Model):
     solutions: str | None = added(
         None, description="Code problems: field with a list of reference programs (or its JSON string): "
         "answer = the first, all of them in metadata reference_solutions (see include_reference).")  # fmt: skip
+    solution_languages: str | None = added(
+        None, description="Code problems: field with the language of each of `solutions` (a list beside them: "
+        "names, or CodeContests' codes 2 C++, 3 Python 3, 4 Java; Python 2 and unknown ones are left out).")
 
 
 class ProblemsConfig(Model):
@@ -102,6 +105,8 @@ class ProblemsConfig(Model):
             raise ValueError("code problems from a table need fields.tests (the field holding their tests)")
         if self.fields.tests and (self.domain != "code" or not table):
             raise ValueError("fields.tests applies to code problems (domain: code) from jsonl, parquet or hf")
+        if self.fields.solution_languages and not self.fields.solutions:
+            raise ValueError("fields.solution_languages needs fields.solutions (the programs they belong to)")
         if self.fields.language and self.domain != "open":
             raise ValueError("fields.language applies to open-ended problems (domain: open)")
         if self.domain == "open" and not table:

@@ -16,37 +16,20 @@ from bonforge.tables.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed
 from bonforge.sources import code as load_code
+from bonforge.sources.spec_formats import Where
 
 
 _ABSENT = object()
-_UNRUNNABLE = object()  # a sample in a language the sandbox does not run (left out of the pool)
-# CodeContests' language codes (its ``solutions.language``): 0 unknown, 1 Python 2, 2 C++, 3 Python 3, 4 Java
-CODECONTESTS_LANGUAGES = {0: _UNRUNNABLE, 1: _UNRUNNABLE, 2: "cpp", 3: "python", 4: "java"}
-
-
-def _language(value, src: str, where: str, field: str):
-    """A sample's language: a name as given (lower case; one the sandbox does not know is the candidate's
-    compile_error, said in its detail), a CodeContests code mapped, null as null."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.strip().lower() or None
-    if isinstance(value, int) and not isinstance(value, bool) and value in CODECONTESTS_LANGUAGES:
-        return CODECONTESTS_LANGUAGES[value]
-    raise DataError(f"expected a language name or a CodeContests language code (0-4), got {value!r:.40}", src,
-                    where, field)
-
-
 def _languages(rec: dict, teacher: PoolTeacher, n: int, src: str, where: str) -> list:
     """The language of each of a record's ``n`` samples (``teacher.language``: one value, or a list beside them)."""
     if not teacher.language:
         return [None] * n
-    value = get_field(rec, teacher.language, source=src, record=where)
+    value = get_field(rec, teacher.language, source=src, record=where, default=None)  # none: the fence's tag
     if not isinstance(value, list):
-        return [_language(value, src, where, teacher.language)] * n
+        return [load_code.program_language(value, Where(src, where), teacher.language)] * n
     if len(value) != n:
         raise DataError(f"{len(value)} languages for {n} samples ({teacher.samples})", src, where, teacher.language)
-    return [_language(v, src, where, f"{teacher.language}[{i}]") for i, v in enumerate(value)]
+    return [load_code.program_language(v, Where(src, where), f"{teacher.language}[{i}]") for i, v in enumerate(value)]
 
 
 def _norm(text: str) -> str:
@@ -93,7 +76,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
             samples = [samples]
         languages = _languages(rec, teacher, len(samples), src, where)
         for i, sample in enumerate(samples[: teacher.n]):
-            if languages[i] is _UNRUNNABLE:
+            if languages[i] is load_code.UNRUNNABLE:
                 continue
             field = f"{teacher.samples}[{i}]"
             if teacher.text:
