@@ -72,7 +72,7 @@ OURS = {
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, data_dir, sandbox_image, ray_session, shared_prefect):
+def built(tmp_path_factory, data_dir, sandbox_image, shared_prefect):
     lc = data_dir / "library-checker"
     if not lc.is_dir():
         pytest.skip("no Library Checker problems in the data mirror")

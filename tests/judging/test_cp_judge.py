@@ -225,3 +225,37 @@ def test_a_problems_memory_limit_applies(cfg):
     assert verdicts["recorded"]["status"] == "memory_limit", verdicts["recorded"]["detail"]
     assert verdicts["tight/py"]["status"] == "memory_limit", verdicts["tight/py"]["detail"]
     assert verdicts["roomy"]["status"] == "passed", verdicts["roomy"]["detail"]
+
+
+CRASHES_ON_BOOM = r'''#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+int main(int argc, char** argv) {
+    char out[64] = {0}, ans[64] = {0};
+    FILE* o = fopen(argv[2], "r"); FILE* a = fopen(argv[3], "r");
+    if (fscanf(o, "%63s", out) != 1) return 2;
+    if (strcmp(out, "boom") == 0) abort();  // a checker bug that only this output reaches
+    if (fscanf(a, "%63s", ans) != 1) return 3;
+    return strcmp(out, ans) == 0 ? 0 : 1;
+}
+'''
+
+
+def test_a_checker_crashed_by_one_output_rejects_that_output(cfg):
+    """A checker that crashes only on a candidate's output (it accepts the jury's answer, run as a control):
+    that candidate's wrong_answer, never the problem's error (which a policy could learn to reach); the right
+    program still passes, and a checker that crashes on the jury's answer too stays the problem's error."""
+    tests = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "1 1\n", "output": "2\n"}]}
+    problems = [{"problem_id": "buggy", "domain": "code", "tests": json.dumps(dict(tests, checker={
+                    "source": CRASHES_ON_BOOM}))},
+                {"problem_id": "broken", "domain": "code", "tests": json.dumps(dict(tests, checker={
+                    "source": CRASHES_ON_BOOM.replace('strcmp(out, "boom") == 0', "true")}))}]  # fmt: skip
+    verdicts = judge(problems, [("right", "buggy", fenced("python", APLUSB_PY)),
+                                ("boom", "buggy", fenced("python", "print('boom')\n")),
+                                ("wrong", "buggy", fenced("python", "print(7)\n")),
+                                ("broken/right", "broken", fenced("python", APLUSB_PY))], cfg)  # fmt: skip
+    got = {c: v["status"] for c, v in verdicts.items()}
+    assert got == {"right": "passed", "boom": "wrong_answer", "wrong": "wrong_answer",
+                   "broken/right": "sandbox_error"}, verdicts  # fmt: skip
+    assert "the checker crashed on this output (it accepts the jury's answer)" in verdicts["boom"]["detail"]
+    assert "on the jury's answer too" in verdicts["broken/right"]["detail"]
