@@ -158,6 +158,21 @@ HOSTILE = {
                       "template<> struct F<0> { static const int v = 0; };\n"
                       "template<> struct F<1> { static const int v = 1; };\n"
                       "int main(){ return F<100000>::v; }\n", {"compile_error"}),
+    "include /dev/urandom": ("cpp", "#include </dev/urandom>\nint main(){}\n", {"compile_error"}),
+    "a gigabyte object file": ("cpp", "char a[1 << 30] = {1};\nint main(){ return a[12345]; }\n", {"compile_error"}),
+    "fork bomb (java)": ("java", "public class F { public static void main(String[] a) {\n  while (true) new Thread("
+                         "() -> { try { Thread.sleep(600000); } catch (InterruptedException e) {} }).start(); } }\n",
+                         {"runtime_error", "timeout", "memory_limit"}),
+    "fork bomb (java, processes)": ("java", "public class P { public static void main(String[] a) throws Exception "
+                                    "{\n  while (true) new ProcessBuilder(\"java\", \"P\").start(); } }\n",
+                                    {"runtime_error", "timeout", "memory_limit"}),
+    "output flood (java)": ("java", "public class O { public static void main(String[] a) {\n  while (true) "
+                            "System.out.print(\"xxxxxxxxxxxxxxxx\"); } }\n", {"output_limit"}),
+    "writes outside (java)": ("java", "import java.io.*;\npublic class W {\n  static int opened(String p) { try "
+                              "{ new FileWriter(p, true).close(); return 1; } catch (IOException e) { return 0; } }"
+                              "\n  public static void main(String[] a) { System.exit(opened(\"/opt/bonforge/runner.py"
+                              "\") + opened(\"/etc/passwd\") + opened(\"/usr/bin/x\") == 0 ? 1 : 0); } }\n",
+                              {"runtime_error"}),  # exit 1 only when every write failed
     "kills its parent": ("cpp", "#include <signal.h>\n#include <unistd.h>\nint main(){kill(getppid(),9);"
                          "kill(1,9);kill(-1,9);return 0;}\n", {"wrong_answer", "runtime_error"}),
     "checker attack": ("cpp", "#include <cstdio>\nint main(){printf(\"1\\n\");for(int i=0;i<10000;i++)"
