@@ -220,8 +220,8 @@ class SampleParams(Params):
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct", "text_digest"), CANDIDATES,
-            optional=("text_digest",))  # null: verification hashes the text
+                                   "reference_correct", "text_digest", "language"), CANDIDATES,
+            optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
               table=lambda i: _requests(i), summary=_summary, rows=ROWS)
