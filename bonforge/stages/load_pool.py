@@ -20,6 +20,8 @@ from bonforge.sources.spec_formats import Where
 
 
 _ABSENT = object()
+
+
 def _languages(rec: dict, teacher: PoolTeacher, n: int, src: str, where: str) -> list:
     """The language of each of a record's ``n`` samples (``teacher.language``: one value, or a list beside them)."""
     if not teacher.language:

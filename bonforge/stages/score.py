@@ -1,5 +1,6 @@
 """Stage `problem_stats`: per problem, overall (teacher ``*``) and per teacher — n, n_correct, pass rate,
-unbiased pass@k, majority@k, max@k — and the keep/drop decision of the recipe's filter.
+unbiased pass@k, majority@k, max@k, the test-suite strength (code: the share of candidates labelled wrong that
+the tests reject) — and the keep/drop decision of the recipe's filter.
 
 k in 1, 2, 4, ... <= n unless the recipe lists ks; the definitions are in ``bonforge.selection.metrics``.
 
@@ -141,6 +142,7 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
 
 _COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", "status"]
+_LABELS = ["problem_id", "candidate_id", "reference_correct"]
 
 
 def _verdicts(i: Inputs) -> Iterator[pa.Table]:
@@ -154,9 +156,6 @@ def _verdicts(i: Inputs) -> Iterator[pa.Table]:
                                              "candidate_id", join_type="left outer")
             else:
                 yield chunk["verdicts"]
-
-
-_LABELS = ["problem_id", "candidate_id", "reference_correct"]
 
 
 @dataclass(frozen=True)
