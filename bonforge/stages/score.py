@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge.judging.strength import SAYS_NOTHING
 from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.tables.ordering import sort_by
@@ -53,8 +54,7 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
                                    mask=None if mask is None else pa.array(mask))
 
 
-# Verdicts that say nothing about a problem's tests: the program never ran, or the problem's own check failed
-_SAYS_NOTHING = pa.array(["compile_error", "sandbox_error"])
+_SAYS_NOTHING = pa.array(SAYS_NOTHING)
 
 
 def _known_wrong(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
