@@ -33,9 +33,9 @@ def suite_strength(problems: pa.Table, wrong: list[dict], cfg: CodeVerifyConfig,
     nothing about them (``SAYS_NOTHING``) is not counted. (A build measures the same from its known-wrong
     candidates: ``problem_stats.suite_strength``.)"""
     rows = [{"candidate_id": f"{w['problem_id']}/known-wrong/{n}", "problem_id": w["problem_id"],
-             "teacher": "known-wrong", "sample_index": n, "text": w["text"]} for n, w in enumerate(wrong)]  # fmt: skip
-    candidates = pa.Table.from_pylist(rows, schema=CANDIDATES).append_column(
-        "language", pa.array([w.get("language") for w in wrong], pa.string()))
+             "teacher": "known-wrong", "sample_index": n, "text": w["text"], "language": w.get("language")}
+            for n, w in enumerate(wrong)]  # fmt: skip
+    candidates = pa.Table.from_pylist(rows, schema=CANDIDATES)
     verdicts = verify_code(problems, candidates, cfg, pool).to_pylist() if rows else []
     by_problem: dict[str, list] = {pid: [] for pid in problems.column("problem_id").to_pylist()}
     for w, v in zip(wrong, verdicts, strict=True):

@@ -72,7 +72,8 @@ def table(problems: list[dict], candidates: list[tuple[str, str, str]], language
             for cid, pid, text in candidates]  # fmt: skip
     cands = pa.Table.from_pylist(rows, schema=CANDIDATES)
     if language is not None:
-        cands = cands.append_column("language", pa.array([language.get(c[0]) for c in candidates], pa.string()))
+        cands = cands.set_column(cands.schema.get_field_index("language"), "language",
+                                 pa.array([language.get(c[0]) for c in candidates], pa.string()))
     return pa.Table.from_pylist(problems, schema=PROBLEMS), cands
 
 
