@@ -89,7 +89,8 @@ def strength_section(con) -> str:
         return ""
     mean = sum(r[2] for r in rows) / len(rows)
     cells = "".join(f"<tr><td>{html.escape(pid)}</td><td>{n}</td><td>{s:.2f}</td></tr>" for pid, n, s in rows[:10])
-    return (f'<section id="suite_strength"><h2>Test-suite strength</h2><p>{len(rows)} problems with known-wrong '
+    measured = f"{len(rows)} problem" + "s" * (len(rows) != 1)
+    return (f'<section id="suite_strength"><h2>Test-suite strength</h2><p>{measured} with known-wrong '
             f"candidates; their tests reject {mean:.1%} of them on average (weakest first):</p><table><tr>"
             f"<th>problem</th><th>known wrong</th><th>rejected</th></tr>{cells}</table><details><summary>query"
             f"</summary><code>{html.escape(query)}</code></details></section>")
