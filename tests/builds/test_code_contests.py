@@ -69,7 +69,9 @@ def table(tmp_path_factory, sandbox_image):
                       "match_field": "name", "samples": "incorrect_solutions.solution",
                       "language": "incorrect_solutions.language", "reference_correct": False}],
         "verify": {"code": {"extraction": "raw", "time_limit_s": 5.0, "pool_size": 2, "image": sandbox_image}},
-        "filter": {"min_pass_rate": 0.0, "max_pass_rate": 1.0, "min_candidates": 1},
+        # the references count in the filter's pass rate here: a problem whose only other candidates are
+        # known-wrong would otherwise be too hard
+        "filter": {"min_pass_rate": 0.0, "max_pass_rate": 1.0, "min_candidates": 1, "count_reference": True},
         "export": {"name": "codecontests-languages", "allow_empty": True},
     }  # fmt: skip
     (root / "recipe.yaml").write_text(yaml.safe_dump(recipe))
