@@ -6,6 +6,7 @@ stage keys: changing them never invalidates a cached stage.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -156,7 +157,8 @@ class PoolTeacher(Model):
     match: Literal["question", "id", "order"] = Field(
         "question", description="How a pool record finds its problem: same question text, same id, or row order."
     )
-    match_field: str = Field("question", description="The pool record's field compared with the problem.")
+    match_field: str = Field("question", description="The pool record's field compared with the problem's question "
+                             "or id (default: `question`, or `id` with match: id).")
     samples: str = Field("samples", description="Field (dotted path) holding one sample or a list of samples.")
     text: str | None = Field(None, description="Field of a sample holding its text (None: the sample is text).")
     label: str | None = Field(None, description="Field of a sample with a published correctness label.")
@@ -168,6 +170,13 @@ class PoolTeacher(Model):
     reference_correct: bool | None = added(
         None, description="A label every sample of this pool carries: false for known-wrong programs "
         "(CodeContests' incorrect_solutions), which measure the problem's test-suite strength.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _id_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("match") == "id" and "match_field" not in data:
+            data = {**data, "match_field": "id"}  # a record names its problem by id in `id` unless told otherwise
+        return data
 
 
 ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}
@@ -561,12 +570,19 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping, got {type(raw).__name__}")
-    raw = apply_overrides(raw, overrides or [])
+    return recipe_from_dict(raw, overrides, path.parent, str(path))
+
+
+def recipe_from_dict(raw: dict, overrides: list[str] | None = None, base: str | Path = ".",
+                     source: str = "recipe") -> Recipe:
+    """A recipe from its mapping (what a YAML file holds), with ``a.b=value`` overrides; local files it names
+    are relative to ``base`` (a recipe file's folder); ``source`` names it in errors."""
+    raw = apply_overrides(copy.deepcopy(raw), overrides or [])
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, str(path))) from None
-    recipe = _resolve_local_paths(recipe, path.parent).model_copy(update={"overrides": list(overrides or [])})
+        raise ConfigError(format_validation_error(e, source)) from None
+    recipe = _resolve_local_paths(recipe, Path(base)).model_copy(update={"overrides": list(overrides or [])})
     _check_judge_templates(recipe)
     return recipe
 

@@ -60,6 +60,8 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     src = str(path)
     rows: dict[str, list] = {f.name: [] for f in CANDIDATES}
     matched = 0
+    first = None  # the first record's match value, for the error when none matches
+    taken: dict[str, int] = {}  # samples per problem so far: a problem's samples may come in several records
     for order, (lineno, rec) in enumerate(read_records(path, teacher.source.byte_limits())):
         where = f"line {lineno}"
         if teacher.match == "order":
@@ -69,6 +71,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         else:
             key = require_str(get_field(rec, teacher.match_field, source=src, record=where), source=src,
                               record=where, field=teacher.match_field)
+            first = key if first is None else first
             pid = index.get(_norm(key) if teacher.match == "question" else key)
             if pid is None:
                 continue  # a pool may cover more problems than the recipe loads
@@ -77,7 +80,10 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         if not isinstance(samples, list):
             samples = [samples]
         languages = _languages(rec, teacher, len(samples), src, where)
-        for i, sample in enumerate(samples[: teacher.n]):
+        start = taken.get(pid, 0)
+        keep = samples if teacher.n is None else samples[: max(0, teacher.n - start)]
+        taken[pid] = start + len(keep)
+        for i, sample in enumerate(keep):
             if languages[i] is load_code.UNRUNNABLE:
                 continue
             field = f"{teacher.samples}[{i}]"
@@ -97,13 +103,17 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
                 if label is not None and not isinstance(label, bool):
                     raise DataError(f"label must be true/false, got {label!r}", src, where,
                                     f"{teacher.samples}[{i}].{teacher.label}")
-            for name, value in (("candidate_id", f"{pid}/{teacher.name}/{i}"), ("problem_id", pid),
-                                ("teacher", teacher.name), ("sample_index", i), ("text", text),
+            number = start + i  # a problem's samples are numbered in file order, across its records
+            for name, value in (("candidate_id", f"{pid}/{teacher.name}/{number}"), ("problem_id", pid),
+                                ("teacher", teacher.name), ("sample_index", number), ("text", text),
                                 ("reference_correct", label), ("language", languages[i])):
                 rows[name].append(value)
     if matched == 0:
-        raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match!r} "
-                        f"(field {teacher.match_field!r})", src)
+        seen = "" if first is None else f"; the first record's is {first[:80]!r}"
+        like = (f", problem ids are like {ids[0]!r} (problems.fields.id names them)" if teacher.match == "id" and ids
+                else "")
+        raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match} (the records' "
+                        f"field {teacher.match_field!r}{seen}){like}", src)
     n = len(rows["candidate_id"])
     for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed", "text_digest"):
         rows[name] = [None] * n
@@ -136,7 +146,8 @@ _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
 # their defaults: a pool written before them keeps its key; its missing column reads as null.)
 # 3: keyed by the pool file's content (a digest cached by stat), not its path: a pool edited in place is new.
 # 2: the text_digest column (each text hashed once, here, for verification's row identity)
-POOL = Stage("candidates", "pool-3", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
+# 4: a problem's samples from several records (one record per sample) are numbered on (they all had index 0)
+POOL = Stage("candidates", "pool-4", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
 REFERENCE = Stage("candidates", "reference-2", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 
 
