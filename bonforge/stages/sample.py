@@ -164,7 +164,7 @@ class Sampler:
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
                               f"{len(requests)} requests")
         name = self.teacher.name
-        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name != "text_digest"}
+        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name not in ("text_digest", "language")}
         for (req, start), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
@@ -232,8 +232,8 @@ class SampleParams(Params):
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct", "text_digest"), CANDIDATES,
-            optional=("text_digest",))  # null: verification hashes the text
+                                   "reference_correct", "text_digest", "language"), CANDIDATES,
+            optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
               table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True)

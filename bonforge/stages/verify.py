@@ -138,16 +138,18 @@ class VerifyParams(Params):
         return {"settings": self.cfg.key_config(), "judge": self.judge()}
 
 
-# What judging and the verdict identity read: not the reasoning, token counts or the problems' metadata.
+# What judging and the verdict identity read (and each program's ``language``, see ``_candidates``): not the
+# reasoning, token counts or the problems' metadata.
 _JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
            "problems": ["problem_id", "domain", "question", "answer", "tests"]}
 
 
 def _candidates(i: Inputs) -> Iterator[pa.Table]:
     """The candidates in problem_id order, a bounded batch of bytes at a time (never the whole table), with
-    each text's ``text_digest`` where every candidates output has one."""
-    digested = "text_digest" in i.sql("SELECT * FROM candidates LIMIT 0").column_names
-    with i.aligned({"candidates": _JUDGED["candidates"] + ["text_digest"] * digested}) as chunks:
+    each text's ``text_digest`` and the ``language`` its record names, where candidates outputs have them."""
+    columns = i.sql("SELECT * FROM candidates LIMIT 0").column_names
+    extra = [c for c in ("text_digest", "language") if c in columns]  # outputs written before these lack them
+    with i.aligned({"candidates": _JUDGED["candidates"] + extra}) as chunks:
         for chunk in chunks:
             yield chunk["candidates"]
 

@@ -40,7 +40,8 @@ def test_verification_reads_only_the_columns_it_judges(stage):
     assert stage.table is None  # streamed: read in problem_id order, a bounded batch at a time
     list(stage.stream(inputs))
     stage.context(inputs)
-    assert inputs.asked == {"candidates": ["candidate_id", "problem_id", "teacher", "text", "text_digest"],
+    assert inputs.asked == {"candidates": ["candidate_id", "problem_id", "teacher", "text", "text_digest",
+                                           "language"],  # the language a record names decides with the text
                             "problems": ["problem_id", "domain", "question", "answer", "tests"]}
 
 
