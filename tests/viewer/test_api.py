@@ -210,6 +210,8 @@ def test_one_problem_has_its_candidates_and_verdicts(client, runs, viewer_store)
     pid = con.sql("SELECT problem_id FROM problems ORDER BY problem_id LIMIT 1").fetchall()[0][0]
     p = ok(client.get("/api/problem", params={"run": runs["code"], "id": pid}))
     assert p["problem"]["domain"] == "code" and len(p["candidates"]) == 8
+    overall = p["stats"][0]  # the problem page carries the test-suite strength (no known-wrong candidates here)
+    assert (overall["teacher"], overall["n_known_wrong"], overall["suite_strength"]) == ("*", 0, None)
     want = dict(con.sql("SELECT candidate_id, status FROM verdicts WHERE problem_id = ?", params=[pid]).fetchall())
     assert {c["candidate_id"]: c["status"] for c in p["candidates"]} == want
     assert all(c["tests_total"] and c["tests_total"] >= c["tests_passed"] >= 0 for c in p["candidates"])

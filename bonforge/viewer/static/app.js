@@ -374,6 +374,9 @@ async function viewProblem(p) {
       h("td", { class: "num" }, s.n_correct), h("td", {}, bar(s.pass_rate)), h("td", { class: "k" }, kmap(s.pass_at_k)),
       h("td", { class: "k" }, kmap(s.majority_at_k)),
       h("td", {}, s.teacher === "*" ? (s.keep ? "kept" : s.drop_reason || "dropped") : ""))));
+  const all = data.stats.find((s) => s.teacher === "*");
+  const strength = all && all.suite_strength != null ? h("p", { class: "strength" }, "test-suite strength: ",
+    bar(all.suite_strength), h("small", {}, ` its tests reject ${Math.round(all.suite_strength * all.n_known_wrong)} of ${all.n_known_wrong} known-wrong candidates`)) : null;
   const links = [];
   if (data.has.genselect) links.push(h("a", { href: link("genselect", { run, id }) }, `GenSelect prompts (${data.has.genselect})`));
   if (data.has.fusion) links.push(h("a", { href: link("fusion", { run, id }) }, "FusioN"));
@@ -386,7 +389,7 @@ async function viewProblem(p) {
     h("div", { class: "question" }, textBlock(pr.question, kind === "code" ? "code" : "math")),
     h("details", { class: "gold" }, h("summary", {}, kind === "code" ? "reference solution / tests" : `gold answer: ${gold}`),
       textBlock(pr.answer || "", kind), pr.tests ? textBlock(pr.tests, "plain") : null),
-    stats, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
+    stats, strength, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
     sections.length ? h("div", { class: "groups" }, sections) : h("p", { class: "note" }, "no candidates for this problem in this run"),
   ];
 }
