@@ -38,7 +38,7 @@ class FakeVLLM:
             FakeVLLM.loads += 1
             self.loaded = True
 
-    def generate(self, requests):
+    def generate(self, requests, progress=None):
         assert self.loaded, "generate before start"
         FakeVLLM.calls += 1
         if FakeVLLM.calls == FakeVLLM.fail_at:
