@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bonforge.report import open_ended
 from bonforge.storage.catalog import connect
 from bonforge.storage.fs import LocalDir
 
@@ -104,6 +105,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
                            f"<tr><th>dropped by</th><th>problems</th></tr>{cells or '<tr><td>none</td><td>0</td></tr>'}"
                            "</table><details><summary>query</summary><code>SELECT * FROM contamination</code>"
                            "</details></section>")  # fmt: skip
+    sections += open_ended.sections(con, store, run)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
     for key in run["stages"].get("genselect", [])[:1]:  # what assembly left out for length
