@@ -45,7 +45,9 @@ def _by(groups: dict, pid: str) -> list[tuple[str, str]]:
 def win_rates(con, store: StageStore, run) -> str:
     """Per contender vs baseline, overall, per language and per category."""
     (key,) = run["stages"]["pairwise"][:1]
-    rounds, seed, level = store.manifest("pairwise", key).config["bootstrap"]
+    manifest = store.manifest("pairwise", key)
+    rounds, seed, level = manifest.config["bootstrap"]
+    warnings = sorted({e["warning"] for e in manifest.extra.get("evaluation", {}).values() if e.get("warning")})
     cfg = SimpleNamespace(bootstrap_rounds=rounds, seed=seed, level=level)
     groups = _groups(con)
     cells: dict[tuple, list[dict]] = {}
@@ -62,7 +64,8 @@ def win_rates(con, store: StageStore, run) -> str:
             "win rate", "ci low", "ci high", "inconsistent rate"]
     return _table("win_rates", "Pairwise win rates (both orders)", head, rows,
                   f"win rate = (W + T/2)/n over prompts whose both games have a label; {level:.0%} interval from "
-                  f"{rounds} bootstrap resamples of the prompts (seed {seed}); inconsistent: the two orders disagree.")
+                  f"{rounds} bootstrap resamples of the prompts (seed {seed}); inconsistent: the two orders disagree."
+                  + "".join(f" Warning: {w}." for w in warnings))
 
 
 def bon_scores(con) -> str:

@@ -70,7 +70,8 @@ def test_open_fusion_recipe_builds_scores_fuses_judges_and_exports(tmp_path, sha
     page = Path(write_report(st, record.run_id)).read_text()
     for section in ("bon_scores", "fusion_scores", "win_rates"):
         assert f'<section id="{section}"' in page
-    assert re.search(r"<td>fused</td><td>bon</td><td>language</td><td>en</td><td>2</td>", page)
+    assert re.search(r"<td>fused</td><td>bon</td><td>language</td><td>en</td><td>\d+</td>", page)
+    assert "Warning: the judge (smollm2-135m-instruct) is the fusor&#x27;s model" in page
     assert re.search(r"<td>category</td><td>arena-hard-v0.1</td>", page)
     assert "rm (selection scorer)" in page
     # nothing is asked again on a rebuild
