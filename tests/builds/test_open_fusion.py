@@ -64,7 +64,8 @@ def test_open_fusion_recipe_builds_scores_fuses_judges_and_exports(tmp_path, sha
     fused_sft = Path(record["fusion_dataset"]) / "trl" / "train.parquet"
     kept = {r["candidate_id"] for r in fused if r["scorer"] == "lang" and r["value"] == 1.0}
     assert {r["candidate_id"] for r in pq.read_table(fused_sft).to_pylist()} == kept
-    assert json.loads((fused_sft.parents[1] / "manifest.json").read_text())["trainers"]["trl"]["trainer"] == "SFTTrainer"
+    manifest = json.loads((fused_sft.parents[1] / "manifest.json").read_text())
+    assert manifest["trainers"]["trl"]["trainer"] == "SFTTrainer"
     assert Path(record["dataset"]).exists() and Path(record["preference_dataset"]).exists()
     # the report's open-ended tables: per language and per category
     page = Path(write_report(st, record.run_id)).read_text()

@@ -80,7 +80,8 @@ def test_bad_open_fusion_is_one_error_line(extra, message):
 def test_the_judge_that_filtered_the_pools_may_not_grade_the_fused_answers():
     """A judge scorer in the hard filter chose which answers the fusor saw: it may not judge fused answers."""
     rater = f"{{name: j, kind: judge, judge: {JUDGE}}}"
-    with pytest.raises(ConfigError, match=r"evaluate\.judge: model 'arbiter' is the judge that picked .* \(scorer 'j'\)"):
+    picked = r"evaluate\.judge: model 'arbiter' is the judge that picked .* \(scorer 'j'\)"
+    with pytest.raises(ConfigError, match=picked):
         load_recipe(RECIPE, [f"scorers=[{{name: lang, kind: language_id}}, {rater}]", "bon.scorer=lang",
                              "bon.filter.min={j: 3}", FUSION,
                              f"evaluate={{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314', contenders: [fused]}}"])
