@@ -230,6 +230,7 @@ def stages(store_root: str) -> dict:
 
     from bonforge.flows.build import dag
     from bonforge.storage.catalog import connect
+    from bonforge.storage.run_record import RunRecord
     from bonforge.storage.store import StageStore
 
     store, rec = StageStore(store_root), recipe()
@@ -239,8 +240,8 @@ def stages(store_root: str) -> dict:
     run.rss["export"] = _peak_mb()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the catalog queries below
-    store.record_run({"run_id": "scale", "recipe_name": "scale", "status": "succeeded", "stages": run.record,
-                      "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    store.record_run(RunRecord.from_json({"run_id": "scale", "recipe_name": "scale", "status": "succeeded",
+                                          "stages": run.record, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ")}))
     t1 = time.perf_counter()
     con = connect(store)
     t2 = time.perf_counter()

@@ -227,13 +227,13 @@ def runs(
             run = _store(store).run(run_id)
         except BonforgeError as e:
             _fail(e)
-        error = ((run.get("error") or "").strip().splitlines() or ["no error recorded"])[0]
-        if run.get("status") == "failed" and not run.get("stages"):
-            _fail(BonforgeError(f"run {run['run_id']} failed before it recorded any stage: {error}"))
+        error = ((run.error or "").strip().splitlines() or ["no error recorded"])[0]
+        if run.status == "failed" and not run.stages:
+            _fail(BonforgeError(f"run {run.run_id} failed before it recorded any stage: {error}"))
         sql("SELECT stage, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, key", run["run_id"], "table", None, store)
-        if run.get("status") == "failed":
-            _fail(BonforgeError(f"run {run['run_id']} failed: {error}"))
+            "FROM run_stages ORDER BY stage, key", run.run_id, "table", None, store)
+        if run.status == "failed":
+            _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return
     sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
         "FROM runs ORDER BY started, run_id", None, "table", None, store)
@@ -275,8 +275,8 @@ def show(
         run = st.run(run_id)
     except BonforgeError as e:
         _fail(e)
-    if stage not in run["stages"]:
-        _fail(BonforgeError(f"run {run['run_id']} has no stage {stage!r} (it has {', '.join(run['stages'])})"))
+    if stage not in run.stages:
+        _fail(BonforgeError(f"run {run.run_id} has no stage {stage!r} (it has {', '.join(run.stages)})"))
     sql(f'SELECT * FROM "{stage}" LIMIT {int(limit)}', run_id, "table", None, store)
 
 

@@ -2,7 +2,8 @@
 
 * ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit);
 * ``streams.py``: a stage's inputs read in ``problem_id`` order, a bounded batch at a time;
-* ``run.py``: a build's ``Run`` (the committed-store fast path); ``record.py``: the run record;
+* ``run.py``: a build's ``Run`` (the committed-store fast path), which writes its run record
+  (``bonforge.storage.run_record``);
 * ``reuse.py``: row-level reuse (the row index, the look-up, the merge of reused and computed rows);
 * ``prefect.py``: the Prefect task and flow.
 
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bonforge.config import Recipe
-    from bonforge.engine.record import RunRecord
+    from bonforge.storage.run_record import RunRecord
     from bonforge.engine.run import Dag, Run
     from bonforge.engine.shards import run_node
 

@@ -11,7 +11,7 @@ from prefect import flow, task
 
 from bonforge.config import Recipe
 from bonforge import services
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.engine.run import Dag, Run, execute, failing_as
 from bonforge.runtime.cluster import ray_up
 from bonforge.engine.shards import run_node

@@ -16,12 +16,13 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref, Upstream
-from bonforge.storage.store import StageStore, utc_now
+from bonforge.storage.run_record import utc_now
+from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
 
@@ -129,7 +130,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     recipe, store = run.recipe, run.store
     record = RunRecord.build(recipe, run_id, run.record, run.cached)
     if record_start:
-        store.record_run(record.json())
+        store.record_run(record)
     t0 = time.perf_counter()
     try:
         dataset = dag(recipe, run, Path(recipe_dir))
@@ -153,7 +154,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
 def _record(store: StageStore, record: RunRecord) -> None:
     """Write the run record; a failed build's own error goes first (a full disk fails this write too)."""
     try:
-        store.record_run(record.json())
+        store.record_run(record)
     except BonforgeError as e:
         if record.status == "succeeded":
             raise

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
 from bonforge.stages import (assemble, bon, decontaminate, fuse, fuse_open, load, load_pool, pairwise, rate,

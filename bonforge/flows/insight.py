@@ -13,7 +13,7 @@ from typing import Literal
 
 from bonforge.config import Recipe
 from bonforge.engine import run_node
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.errors import StoreError
 from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
@@ -27,7 +27,7 @@ def latest_run(store: StageStore, recipe: Recipe) -> dict:
     """The latest succeeded run of exactly this recipe (same settings and overrides)."""
     want = recipe.model_dump(mode="json")
     for run in reversed(store.runs()):
-        if run.get("status") == "succeeded" and run.get("recipe") == want and "genselect" in run.get("stages", {}):
+        if run.status == "succeeded" and run.recipe == want and "genselect" in run.stages:
             return run
     raise StoreError(
         f"no succeeded run of recipe {recipe.name!r} with these settings in {store.root}; "
@@ -38,16 +38,16 @@ def latest_run(store: StageStore, recipe: Recipe) -> dict:
 def record_derived(store: StageStore, base: dict, kind: str, node: Node, manifest: Manifest, secs: float,
                    **fields) -> dict:
     record = RunRecord.derived(base, kind, node.stage.name, node.key, node.label, manifest.cached, secs, **fields)
-    store.record_run(record.json())
+    store.record_run(record)
     return record.json()
 
 
 def _refs(store: StageStore, run: dict, stages: tuple[str, ...]) -> dict[str, list[Ref]]:
     """The run's committed outputs of ``stages``."""
-    missing = [s for s in stages if s not in run["stages"]]
+    missing = [s for s in stages if s not in run.stages]
     if missing:
-        raise StoreError(f"run {run['run_id']} has no {missing[0]!r} stage")
-    return {s: [Ref(s, k, store.manifest(s, k)) for k in run["stages"][s]] for s in stages}
+        raise StoreError(f"run {run.run_id} has no {missing[0]!r} stage")
+    return {s: [Ref(s, k, store.manifest(s, k)) for k in run.stages[s]] for s in stages}
 
 
 def eval_selector(
@@ -87,7 +87,7 @@ def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, po
     recipe's ``score.ks``, else 1, 2, 4, ... up to each group's size."""
     t0 = time.perf_counter()
     base = store.run(run_id)
-    ks = ks or (base.get("recipe") or {}).get("score", {}).get("ks")
+    ks = ks or (base.recipe or {}).get("score", {}).get("ks")
     node = maxk.node(_refs(store, base, ("verdicts",))["verdicts"], ks, pool)
     man = run_node(store, node)
     record = record_derived(store, base, "maxk", node, man, time.perf_counter() - t0)

@@ -22,7 +22,7 @@ from bonforge.storage.catalog import connect
 from bonforge.storage.fs import LocalDir
 
 if TYPE_CHECKING:
-    from bonforge.engine.record import RunRecord
+    from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -82,12 +82,12 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     from bonforge.report import plots  # matplotlib loads only here
 
     run = store.run(run_id)
-    con = connect(store, run["run_id"])
-    loc, folder = (LocalDir(Path(out_dir)), ()) if out_dir else (store.loc, ("reports", run["run_id"]))
+    con = connect(store, run.run_id)
+    loc, folder = (LocalDir(Path(out_dir)), ()) if out_dir else (store.loc, ("reports", run.run_id))
     figures = [plots.pass_rate(con, run), plots.teacher_accuracy(con, run), plots.verdict_classes(con, run),
                plots.pass_at_k(con, run), plots.prompts_per_problem(con, run), plots.prompt_length(con, run),
                plots.stage_timings(con, run, store), plots.tokens_per_teacher(con, run, store)]
-    if "selector_eval" in run["stages"]:
+    if "selector_eval" in run.stages:
         figures.append(plots.selector_eval(con, run))
     sections, code = [], _drawing_code()
     for p in figures:
@@ -97,7 +97,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
             f'<section id="{p.name}" data-rows="{n}"><h2>{html.escape(p.title)}</h2>'
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             f"<details><summary>query ({n} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
-    if "contamination" in run["stages"]:
+    if "contamination" in run.stages:
         dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "
                           "GROUP BY why ORDER BY why").fetchall()  # fmt: skip
         cells = "".join(f"<tr><td>{html.escape(why)}</td><td>{n}</td></tr>" for why, n in dropped)
@@ -108,13 +108,13 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     sections += open_ended.sections(con, store, run)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
-    for key in run["stages"].get("genselect", [])[:1]:  # what assembly left out for length
+    for key in run.stages.get("genselect", [])[:1]:  # what assembly left out for length
         extra = store.manifest("genselect", key).extra if store.exists("genselect", key) else {}
         facts.update({k: extra[k] for k in ("candidates_dropped_too_long", "prompts_dropped_too_long") if k in extra})
     head = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
-    page = (f'<!doctype html><html><head><meta charset="utf-8"><title>bonforge run {html.escape(run["run_id"])}'
+    page = (f'<!doctype html><html><head><meta charset="utf-8"><title>bonforge run {html.escape(run.run_id)}'
             f"</title><style>{_CSS}</style><script>{_CHECK}</script></head><body>"
-            f"<h1>bonforge run {html.escape(run['run_id'])}</h1><table>{head}</table>"
+            f"<h1>bonforge run {html.escape(run.run_id)}</h1><table>{head}</table>"
             f"{stages_table(con)}{''.join(sections)}</body></html>")
     path = loc.path(*folder, "report.html")
     loc.write_bytes(path, page.encode())
@@ -128,8 +128,8 @@ def report_after_build(store_root: str, record: RunRecord, reuse: bool = False) 
     store = StageStore(store_root)
     if reuse:
         for run in reversed(store.runs()):
-            path = store.loc.path("reports", run["run_id"], "report.html")
-            same = run["run_id"] != record.run_id and run.get("stages") == record.stages
+            path = store.loc.path("reports", run.run_id, "report.html")
+            same = run.run_id != record.run_id and run.stages == record.stages
             if same and store.loc.is_file(path):
                 record.report = str(path)
                 return

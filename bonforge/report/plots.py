@@ -155,7 +155,7 @@ def stage_timings(con, run, store: StageStore) -> Plot:
         teacher = store.manifest(stage, key).extra.get("teacher") if store.exists(stage, key) else None
         labels.append(f"{stage}[{teacher}]" if teacher else stage)
     walls = [r[2] or 0.0 for r in rows]
-    this_run = run.get("timings", {})
+    this_run = run.timings or {}
     notes = ["cached" if r[3] else f"computed, {this_run.get(label, r[2] or 0):.1f}s in this run"
              for label, r in zip(labels, rows)]
 
@@ -180,7 +180,7 @@ def tokens_per_teacher(con, run, store: StageStore) -> Plot:
     q = ("SELECT teacher, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens "
          "FROM candidates GROUP BY teacher ORDER BY teacher")
     chars: dict[str, int] = {}
-    for key in run["stages"].get("candidates", []):
+    for key in run.stages.get("candidates", []):
         man = store.manifest("candidates", key) if store.exists("candidates", key) else {}
         if "teacher" in man and man.get("text_chars") is not None:
             chars[man["teacher"]] = chars.get(man["teacher"], 0) + man["text_chars"]

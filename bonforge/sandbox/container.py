@@ -15,6 +15,7 @@ import threading
 import time
 
 from bonforge.errors import SandboxError
+from bonforge.runtime.processes import pid_alive
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 
@@ -189,7 +190,7 @@ def remove_dead_socket_dirs() -> None:
     """Socket folders of pools whose process is gone (killed before it could remove them)."""
     for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{SOCKET_DIR_PREFIX}*-*")):
         owner = os.path.basename(path)[len(SOCKET_DIR_PREFIX) :].split("-")[0]
-        if owner.isdigit() and not image_mod._pid_alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from bonforge.errors import SandboxError
+from bonforge.runtime.processes import pid_alive
 
 log = logging.getLogger("bonforge.sandbox")
 
@@ -240,16 +241,6 @@ def remove(*ids: str) -> None:
             log.warning("could not remove sandbox container %s: %s", cid, e)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def cleanup_containers(all_owners: bool = True) -> int:
     """Remove sandbox containers; with ``all_owners=False`` only those whose owning process on this
     host is gone (safe while other pools run). Returns how many were removed."""
@@ -262,7 +253,7 @@ def cleanup_containers(all_owners: bool = True) -> int:
     for c in found:
         if not all_owners:
             h, _, pid = (c.get("Labels") or {}).get(OWNER_LABEL, "").partition(":")
-            if h != host or pid.isdigit() and _pid_alive(int(pid)):
+            if h != host or pid.isdigit() and pid_alive(int(pid)):
                 continue
         doomed.append(c["Id"])
     remove(*doomed)

@@ -101,7 +101,7 @@ def _start_ray(log: Path, env: dict, num_cpus: int | None) -> tuple[int, str, st
 def up(num_cpus: int | None = None) -> dict:
     """Start the services unless the recorded ones still answer; returns the record."""
     from bonforge.storage.fs import atomic_write_json
-    from bonforge.storage.store import utc_now
+    from bonforge.storage.run_record import utc_now
 
     running = current()
     if running:

@@ -1,1 +1,1 @@
-"""Stage store (Parquet shards + manifests), DuckDB catalog and dataset versions."""
+"""Stage store (Parquet shards + manifests), run records, DuckDB catalog and dataset versions."""

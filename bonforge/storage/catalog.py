@@ -22,15 +22,15 @@ def connect(store: StageStore, run_id: str | None = None):
         return con
     run = store.run(run_id)  # a run that is not there: one StoreError naming it
     stage_rows = []
-    for stage, keys in run["stages"].items():
+    for stage, keys in run.stages.items():
         add_view(con, store, stage, [(stage, key) for key in keys if store.exists(stage, key)])
         for key in keys:
             man = store.manifest(stage, key) if store.exists(stage, key) else None
-            cached = key in run.get("cached", {}).get(stage, [])
+            cached = key in run.cached.get(stage, [])
             computed, reused = (0, 0) if cached else man.counts() if man else (None, 0)
             stage_rows.append(
                 {
-                    "run_id": run["run_id"],
+                    "run_id": run.run_id,
                     "stage": stage,
                     "key": key,
                     "rows": man and man.rows,
@@ -71,14 +71,14 @@ def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str
 def _runs_table(runs: list[dict]) -> pa.Table:
     rows = [
         {
-            "run_id": r["run_id"],
-            "recipe": r.get("recipe_name"),
-            "status": r.get("status"),
-            "started": r.get("started"),
-            "finished": r.get("finished"),
-            "wall_s": r.get("wall_s"),
-            "dataset": r.get("dataset"),
-            "stages": json.dumps(r.get("stages", {}), sort_keys=True),
+            "run_id": r.run_id,
+            "recipe": r.recipe_name,
+            "status": r.status,
+            "started": r.started,
+            "finished": r.finished,
+            "wall_s": r.wall_s,
+            "dataset": r.dataset,
+            "stages": json.dumps(r.stages, sort_keys=True),
             "rows_computed": sum(v["computed"] for v in r["rows"].values()) if "rows" in r else None,
             "rows_reused": sum(v["reused"] for v in r["rows"].values()) if "rows" in r else None,
         }

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from bonforge.errors import StoreError
 from bonforge.keys import sha256_file  # noqa: F401  (the store's file digests)
+from bonforge.runtime.processes import pid_alive
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: never a drive letter
 _TEMP = re.compile(r"^\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)$")  # what _temp_path names
@@ -152,14 +153,8 @@ class LocalDir:
             m = _TEMP.match(name)
             if not m or m["host"] != host:
                 continue
-            try:
-                os.kill(int(m["pid"]), 0)
-                continue  # alive
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue  # alive, another user's
-            (Path(folder) / name).unlink(missing_ok=True)
+            if not pid_alive(int(m["pid"])):
+                (Path(folder) / name).unlink(missing_ok=True)
 
     def duckdb(self):
         import duckdb

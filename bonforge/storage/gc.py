@@ -24,15 +24,15 @@ def referenced(store: StageStore, keep_runs: int) -> tuple[set[tuple[str, str]],
     """The (stage, key) pairs to keep, and the run records to remove."""
     runs = store.runs()
     kept = runs[len(runs) - keep_runs:] if keep_runs else []
-    kept += [r for r in runs if r.get("status") == "running" and r not in kept]
-    keep = {(stage, key) for r in kept for stage, keys in r.get("stages", {}).items() for key in keys}
+    kept += [r for r in runs if r.status == "running" and r not in kept]
+    keep = {(stage, key) for r in kept for stage, keys in r.stages.items() for key in keys}
     loc = store.loc
     for name in loc.names(loc.path("datasets")):
         for v in _versions(loc, name):
             man = _manifest(loc, name, v) or {}
             keep |= {(stage, key) for stage, keys in man.get("stages", {}).items() for key in keys}
-    ids = {r["run_id"] for r in kept}
-    return keep, [r for r in runs if r["run_id"] not in ids]
+    ids = {r.run_id for r in kept}
+    return keep, [r for r in runs if r.run_id not in ids]
 
 
 def collect(store: StageStore, keep_runs: int, dry_run: bool = False) -> dict:
@@ -51,10 +51,10 @@ def collect(store: StageStore, keep_runs: int, dry_run: bool = False) -> dict:
         for item in outputs + leftovers:
             store.uncommit(item["stage"], item["key"])
         for r in old_runs:
-            loc.remove(loc.path("runs", f"{r['run_id']}.json"))
+            loc.remove(loc.path("runs", f"{r.run_id}.json"))
     log.info("gc: %s %d stage outputs, %d leftovers, %d run records", "would remove" if dry_run else "removed",
              len(outputs), len(leftovers), len(old_runs))
-    return {"outputs": outputs, "leftovers": leftovers, "runs": [r["run_id"] for r in old_runs],
+    return {"outputs": outputs, "leftovers": leftovers, "runs": [r.run_id for r in old_runs],
             "kept_outputs": len(keep), "dry_run": dry_run}
 
 

@@ -14,6 +14,8 @@ import os
 import socket
 from pathlib import Path
 
+from bonforge.runtime.processes import pid_alive
+
 
 def stamp() -> dict:
     """This process, as a running record names it."""
@@ -59,13 +61,7 @@ def _start(pid: int) -> int | str | None:
 def _exists(pid: int) -> bool:
     if Path("/proc/self/stat").exists():
         return False  # /proc works here and has no such process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _boot() -> str | None:

@@ -30,23 +30,11 @@ from bonforge.keys import canonical_json
 from bonforge.manifest import Manifest
 from bonforge.storage.fs import Location, json_bytes, open_location
 from bonforge.storage.liveness import settle
+from bonforge.storage.run_record import RunRecord
 
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
 log = logging.getLogger("bonforge")
-
-
-def utc_now() -> str:
-    """An ISO timestamp with microseconds: runs started within one second still sort in order."""
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def new_run_id() -> str:
-    import uuid
-
-    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 class StageStore:
@@ -210,28 +198,28 @@ class StageStore:
             self.loc.remove(self._file(stage, key, name))
 
     # -- runs --------------------------------------------------------------------------------------
-    def record_run(self, run: dict):
-        path = self.loc.path("runs", f"{run['run_id']}.json")
-        self.loc.write_bytes(path, json_bytes(run))
+    def record_run(self, run: RunRecord):
+        path = self.loc.path("runs", f"{run.run_id}.json")
+        self.loc.write_bytes(path, json_bytes(run.json()))
         return path
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[RunRecord]:
         """Every run record, oldest first; a build recorded as running whose process is gone (killed or
         crashed, on this host) shows as failed (``bonforge.storage.liveness``)."""
         names = [n for n in self.loc.names(self.loc.path("runs")) if n.endswith(".json")]
-        out = [settle(json.loads(self.loc.read_bytes(self.loc.path("runs", n)))) for n in names]
-        return sorted(out, key=lambda r: (r.get("started", ""), r["run_id"]))
+        out = [RunRecord.from_json(settle(json.loads(self.loc.read_bytes(self.loc.path("runs", n))))) for n in names]
+        return sorted(out, key=lambda r: (r.started or "", r.run_id))
 
-    def run(self, run_id: str | None = None) -> dict:
+    def run(self, run_id: str | None = None) -> RunRecord:
         """The run ``run_id`` (a prefix will do); by default the latest that succeeded (a run still in
         progress has not recorded its stages yet), else the latest."""
         runs = self.runs()
         if not runs:
             raise StoreError(f"no runs recorded in {self.root}; run `bonforge run RECIPE` first")
         if run_id is None:
-            return next((r for r in reversed(runs) if r.get("status") == "succeeded"), runs[-1])
+            return next((r for r in reversed(runs) if r.status == "succeeded"), runs[-1])
         for r in runs:
-            if r["run_id"] == run_id or r["run_id"].startswith(run_id):
+            if r.run_id == run_id or r.run_id.startswith(run_id):
                 return r
         raise StoreError(f"no run {run_id!r} in {self.root}; `bonforge runs` lists them")
 

@@ -293,7 +293,7 @@ def _sql(cat: Catalog, limits: sqlbox.Limits, request: Request):
     table, more = _query(cat, run, body["sql"], limits, limits.rows)
     rows = table.slice(page * size, size).to_pylist()
     return _json({"columns": table.column_names, "types": [str(t) for t in table.schema.types], "rows": rows,
-                  "total": table.num_rows, "capped": more, "page": page, "size": size, "run_id": run["run_id"]})
+                  "total": table.num_rows, "capped": more, "page": page, "size": size, "run_id": run.run_id})
 
 
 FORMATS = {"csv": "text/csv", "json": "application/json", "parquet": "application/vnd.apache.parquet"}
@@ -317,7 +317,7 @@ def _export(cat: Catalog, limits: sqlbox.Limits, request: Request):
         table, _ = _query(cat, run, _required(request, "q"), limits, EXPORT_CAP)
     else:
         raise BadRequest(f"cannot export view {view!r}; choose problems, problem, genselect, fusion or sql")
-    name = f"bonforge-{view}-{run['run_id']}.{fmt}"
+    name = f"bonforge-{view}-{run.run_id}.{fmt}"
     return Response(_encode(table, fmt), media_type=FORMATS[fmt],
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 

@@ -128,16 +128,16 @@ class Catalog:
         return f"read_parquet([{', '.join(_literal(f) for f in files)}])"
 
     def _held(self, run: dict) -> dict:
-        stamp = f"{run.get('status')}|{run.get('finished')}|{sorted(run.get('stages', {}))}"
+        stamp = f"{run.status}|{run.finished}|{sorted(run.stages)}"
         with self._lock:
-            held = self._open.pop(run["run_id"], None)
+            held = self._open.pop(run.run_id, None)
             if held is None or held["stamp"] != stamp:
-                con = self._connect(run["run_id"])
+                con = self._connect(run.run_id)
                 have = {name for (name,) in con.sql("SELECT table_name FROM information_schema.tables "
                                                     "WHERE table_schema = 'main'").fetchall()}
                 held = {"stamp": stamp, "con": con, "views": have, "indexed": False, "copied": {},
                         "lock": threading.Lock()}
-            self._open[run["run_id"]] = held  # the most recently used last
+            self._open[run.run_id] = held  # the most recently used last
             while len(self._open) > MAX_OPEN:
                 oldest = self._open.pop(next(iter(self._open)))
                 self._let_go = [h for h in [*self._let_go, oldest] if h.get("thread") and h["thread"].is_alive()]
@@ -162,7 +162,7 @@ class Catalog:
         """Write (or find) the sorted copies of the run's stages; each is a folder of Parquet files of
         ``ROW_GROUP * 4`` rows, whose problem_id ranges are kept here so that a lookup opens one file."""
         try:
-            keys = {s: run["stages"].get(s) for s in ("problems", "problem_stats", "candidates", "verdicts")}
+            keys = {s: run.stages.get(s) for s in ("problems", "problem_stats", "candidates", "verdicts")}
             digest = hashlib.sha256(json.dumps([COPY_VERSION, keys], sort_keys=True).encode()).hexdigest()[:24]
             con = None
             for name, query in _copy_queries(held["views"]).items():
@@ -170,7 +170,7 @@ class Catalog:
                 if not folder.is_dir():
                     tmp = folder.with_name(f".{name}.tmp-{os.getpid()}-{threading.get_ident()}")
                     tmp.parent.mkdir(parents=True, exist_ok=True)
-                    con = held["writer"] = con or _writer(self.store, run["run_id"])
+                    con = held["writer"] = con or _writer(self.store, run.run_id)
                     con.execute(f"COPY ({query}) TO {_literal(tmp)} (FORMAT parquet, COMPRESSION zstd, "
                                 f"ROW_GROUP_SIZE {ROW_GROUP}, ROW_GROUPS_PER_FILE 4)")
                     os.replace(tmp, folder)
@@ -250,4 +250,4 @@ def need(cat: Catalog, run: dict, *stages: str) -> None:
     have = cat.views(run)
     for stage in stages:
         if stage not in have:
-            raise NotFound(f"run {run['run_id']} has no {stage!r} stage")
+            raise NotFound(f"run {run.run_id} has no {stage!r} stage")

@@ -27,9 +27,9 @@ class BadRequest(BonforgeError, ValueError):
 def run_summary(cat, run: dict) -> dict:
     """A run's stages (key, rows, cached, seconds), its dataset versions and the problems it dropped."""
     cur = cat.cursor(run)
-    if run.get("status") == "running":
-        stages = committed_since(cat.store, run["started"])
-    elif run.get("stages"):
+    if run.status == "running":
+        stages = committed_since(cat.store, run.started)
+    elif run.stages:
         stages = _rows(cur, "SELECT stage, key, rows, cached, wall_s, compute_s FROM run_stages "
                             "ORDER BY stage, key", [])
     else:
@@ -211,7 +211,7 @@ def problem(cat, run: dict, problem_id: str) -> dict:
     rows = _rows(cur, f"SELECT problem_id, source, domain, question, answer, tests, metadata FROM {problems} "
                       "WHERE problem_id = ?", [problem_id])
     if not rows:
-        raise NotFound(f"run {run['run_id']} has no problem {problem_id!r}")
+        raise NotFound(f"run {run.run_id} has no problem {problem_id!r}")
     stats, counts = [], {}
     if "problem_stats" in have:
         source = cat.sorted_source(run, "stats", problem_id) or "problem_stats"
@@ -269,7 +269,7 @@ def fusion(cat, run: dict, problem_id: str) -> dict:
     pools = _rows(cur, "SELECT candidate_ids, teachers, pool_seed FROM fusion_pools WHERE problem_id = ?", [problem_id])
     rows = _rows(cur, "SELECT * FROM fusion WHERE problem_id = ?", [problem_id])
     if not pools or not rows:
-        raise NotFound(f"run {run['run_id']} has no fusion pool for problem {problem_id!r}")
+        raise NotFound(f"run {run.run_id} has no fusion pool for problem {problem_id!r}")
     pool, row = pools[0], rows[0]
     row["teacher_chars"] = dict(row["teacher_chars"] or [])
     cands = {c["candidate_id"]: c for c in candidates_table(cat, run, problem_id).to_pylist()}
@@ -284,7 +284,7 @@ def fusion(cat, run: dict, problem_id: str) -> dict:
 
 
 def _min_span(store, run: dict) -> int:
-    (key,) = run["stages"]["fusion"][:1]
+    (key,) = run.stages["fusion"][:1]
     return int(store.manifest("fusion", key).config.get("min_span", 16))
 
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.report import plots, report_after_build, write_report
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore

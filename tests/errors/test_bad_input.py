@@ -19,6 +19,7 @@ from bonforge.storage.catalog import connect
 from bonforge.stage import Stage
 from bonforge.stages.load import load_problems
 from bonforge.stages.load_pool import import_pool
+from bonforge.storage.run_record import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
 GSM8K = REPO / "recipes" / "gsm8k-genselect.yaml"
@@ -185,7 +186,7 @@ def test_failed_stage_leaves_nothing_visible(store):
     with pytest.raises(DataError, match="src, record p2, field 'question': bad record"):
         run_node(store, node)
     assert not store.exists("problems", node.key) and store.done_shards("problems", node.key) == {0}
-    store.record_run({"run_id": "r1", "status": "failed", "stages": {"problems": [node.key]}})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "status": "failed", "stages": {"problems": [node.key]}}))
     con = connect(store)
     assert "problems" not in {r[0] for r in con.sql("SHOW TABLES").fetchall()}
     assert con.sql("SELECT rows FROM run_stages").fetchall()[0] == (None,)

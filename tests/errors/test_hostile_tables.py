@@ -24,6 +24,7 @@ import yaml
 from typer.testing import CliRunner
 
 from bonforge.cli import app
+from pool_recipes import pool_recipe
 
 DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raised RecursionError past ~1,000 levels
 HUGE_INT = "1" * 5_000  # past int()'s 4,300-digit limit
@@ -212,13 +213,9 @@ def setup(tmp: Path, name: str) -> Path:
     for rel, content in files.items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp / rel).write_bytes(content)
-    (tmp / "pool.jsonl").write_text(json.dumps(POOL) + "\n")
-    recipe = {"name": "hostile", "problems": {"name": "toy", "source": {"path": "data"}, **problems},
-              "teachers": [{"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}, "samples": "s",
-                            "text": "solution", "label": "ok"}], "export": {"name": "hostile"}}  # fmt: skip
-    path = tmp / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+    teacher = {"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}, "samples": "s", "text": "solution",
+               "label": "ok"}
+    return pool_recipe(tmp, "hostile", {"source": {"path": "data"}, **problems}, [POOL], teacher)
 
 
 def assert_nothing_committed(store: Path) -> None:
@@ -226,17 +223,7 @@ def assert_nothing_committed(store: Path) -> None:
         sorted(map(str, store.rglob("*")))
 
 
-@pytest.fixture(autouse=True)
-def no_services(monkeypatch, tmp_path):
-    import bonforge.engine.prefect as prefect
-
-    def refuse(recipe):
-        raise AssertionError("a service was started")
-
-    monkeypatch.setattr(prefect, "services", refuse)
-    monkeypatch.setenv("BONFORGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("BONFORGE_DATA", raising=False)
-
+pytestmark = pytest.mark.usefixtures("no_services")
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_a_hostile_table_is_one_error_line(tmp_path, monkeypatch, name):

@@ -19,11 +19,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from bonforge.cli import app
 from bonforge.tables.records import ByteLimits, read_records
+from pool_recipes import pool_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -50,26 +50,11 @@ def one_line_bomb(path: Path, gib: int = 1) -> None:
 
 
 def recipe(tmp: Path, problems: dict, teacher: dict | None = None, **extra) -> Path:
-    if not (tmp / "pool.jsonl").exists():
-        (tmp / "pool.jsonl").write_text(json.dumps({"samples": ["2"]}) + "\n")
-    doc = {"name": "bounds", "problems": {"name": "toy", **problems},
-           "teachers": [teacher or {"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}, "match": "order"}],
-           "export": {"name": "bounds"}, **extra}  # fmt: skip
-    (tmp / "recipe.yaml").write_text(yaml.safe_dump(doc))
-    return tmp / "recipe.yaml"
+    pool = None if (tmp / "pool.jsonl").exists() else [{"samples": ["2"]}]
+    return pool_recipe(tmp, "bounds", problems, pool, teacher, **extra)
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    import bonforge.engine.prefect as prefect
-
-    def refuse(recipe):
-        raise AssertionError("a service was started")
-
-    monkeypatch.setattr(prefect, "services", refuse)
-    monkeypatch.setenv("BONFORGE_DIGESTS", str(tmp_path / "digests.sqlite"))
-    monkeypatch.delenv("BONFORGE_DATA", raising=False)
-
+pytestmark = pytest.mark.usefixtures("no_services")
 
 def one_error(tmp: Path, path: Path, stage: str = "*") -> str:
     t0 = time.perf_counter()

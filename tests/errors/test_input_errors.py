@@ -16,15 +16,7 @@ from bonforge.cli import app
 GOOD = {"question": "What is 1 + 1?", "answer": "2", "s": [{"solution": "A: 2", "ok": True}]}
 
 
-@pytest.fixture(autouse=True)
-def no_services(monkeypatch):
-    import bonforge.engine.prefect as prefect
-
-    def refuse(recipe):
-        raise AssertionError("a service was started")
-
-    monkeypatch.setattr(prefect, "services", refuse)
-
+pytestmark = pytest.mark.usefixtures("no_services")
 
 def recipe(tmp_path: Path, problems: str = "problems.jsonl", extra: str = "", source_url: str = "") -> Path:
     url = f", url: '{source_url}', sha256: '{'0' * 64}'" if source_url else ""

@@ -14,7 +14,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from bonforge.cli import app
@@ -24,6 +23,7 @@ from bonforge.judging.math import check_answer
 from bonforge.rewards.math import compute_score
 from bonforge.stages import load
 from bonforge.storage.store import StageStore
+from pool_recipes import pool_recipe
 
 GOOD = {"question": "What is 1 + 1?", "answer": "2"}
 
@@ -77,25 +77,11 @@ def write(tmp: Path, name: str, **problems) -> Path:
     file, writer, _ = CASES[name]
     writer(tmp / file)
     fmt = "parquet" if file.endswith(".parquet") else "jsonl"
-    recipe = {"name": "gold", "problems": {"name": "toy", "format": fmt, "source": {"path": file}, **problems},
-              "teachers": [{"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}, "match": "order"}],
-              "export": {"name": "gold"}}  # fmt: skip
-    (tmp / "pool.jsonl").write_text(json.dumps({"samples": ["\\boxed{NaN}"]}) + "\n")
-    (tmp / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    return tmp / "recipe.yaml"
+    return pool_recipe(tmp, "gold", {"format": fmt, "source": {"path": file}, **problems},
+                       [{"samples": ["\\boxed{NaN}"]}])
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    import bonforge.engine.prefect as prefect
-
-    def refuse(recipe):
-        raise AssertionError("a service was started")
-
-    monkeypatch.setattr(prefect, "services", refuse)
-    monkeypatch.setenv("BONFORGE_DIGESTS", str(tmp_path / "digests.sqlite"))
-    monkeypatch.delenv("BONFORGE_DATA", raising=False)
-
+pytestmark = pytest.mark.usefixtures("no_services")
 
 @pytest.mark.parametrize("name", CASES)
 def test_a_missing_gold_is_one_error_line(tmp_path, name):

@@ -7,6 +7,7 @@ import pyarrow as pa
 from starlette.testclient import TestClient
 
 from bonforge.storage.store import StageStore
+from bonforge.storage.run_record import RunRecord
 
 PROBLEMS = 6
 
@@ -30,8 +31,8 @@ def small_store(root) -> tuple[StageStore, str]:
                           ("majority_at_k", pa.map_(pa.string(), pa.float64())), ("keep", pa.bool_()),
                           ("drop_reason", pa.string())])))  # fmt: skip
     store.commit("problem_stats", "ks", 1, version="1", config={}, upstream={})
-    store.record_run({"run_id": "run1", "recipe_name": "small", "status": "succeeded",
-                      "started": "2026-01-01T00:00:00Z", "stages": {"problems": ["kp"], "problem_stats": ["ks"]}})
+    store.record_run(RunRecord.from_json({"run_id": "run1", "recipe_name": "small", "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {"problems": ["kp"], "problem_stats": ["ks"]}}))
     return store, "run1"
 
 

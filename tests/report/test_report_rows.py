@@ -9,6 +9,7 @@ import pyarrow as pa
 from bonforge.report import stages_table
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
+from bonforge.storage.run_record import RunRecord
 
 
 def test_the_stages_table_shows_rows_computed_and_reused(tmp_path):
@@ -18,8 +19,8 @@ def test_the_stages_table_shows_rows_computed_and_reused(tmp_path):
         store.write_shard(stage, key, 0, table)
         store.commit(stage, key, 1, version="1", config={}, upstream={},
                      extra={"rows_computed": computed, "rows_reused": reused})
-    store.record_run({"run_id": "r", "recipe_name": "x", "status": "succeeded",
-                      "stages": {"candidates": ["grown"], "verdicts": ["same"]}, "cached": {"verdicts": ["same"]}})
+    store.record_run(RunRecord.from_json({"run_id": "r", "recipe_name": "x", "status": "succeeded",
+                      "stages": {"candidates": ["grown"], "verdicts": ["same"]}, "cached": {"verdicts": ["same"]}}))
     page = stages_table(connect(store, "r"))
     header, *rows = re.findall(r"<tr>(.*?)</tr>", page)
     assert re.findall(r"<th>(.*?)</th>", header)[2:5] == ["rows", "computed", "reused"]

@@ -10,6 +10,7 @@ from bonforge.cli import app
 from bonforge.storage.datasets import publish
 from bonforge.storage.gc import collect
 from bonforge.storage.store import StageStore
+from bonforge.storage.run_record import RunRecord
 
 
 def commit(store: StageStore, stage: str, key: str) -> None:
@@ -18,7 +19,7 @@ def commit(store: StageStore, stage: str, key: str) -> None:
 
 
 def record(store: StageStore, run_id: str, stages: dict, status: str = "succeeded") -> None:
-    store.record_run({"run_id": run_id, "started": run_id, "status": status, "stages": stages})
+    store.record_run(RunRecord.from_json({"run_id": run_id, "started": run_id, "status": status, "stages": stages}))
 
 
 def test_gc_keeps_newest_runs_running_runs_and_dataset_lineage(tmp_path):

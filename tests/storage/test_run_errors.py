@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from bonforge.cli import app
 from bonforge.storage.store import StageStore
+from bonforge.storage.run_record import RunRecord
 
 
 def commit(store: StageStore, stage: str, key: str) -> None:
@@ -18,16 +19,17 @@ def commit(store: StageStore, stage: str, key: str) -> None:
 
 def test_runs_of_a_failed_run_is_one_error_line(tmp_path):
     store = StageStore(tmp_path / "store")
-    store.record_run({"run_id": "r-bad", "started": "1", "status": "failed", "stages": {},
-                      "error": "InputError: problems.jsonl line 3: field 'answer' is missing\nmore detail"})
+    store.record_run(RunRecord.from_json({"run_id": "r-bad", "started": "1", "status": "failed", "stages": {},
+                      "error": "InputError: problems.jsonl line 3: field 'answer' is missing\nmore detail"}))
     res = CliRunner().invoke(app, ["runs", "--run", "r-bad", "--store", str(store.root)])
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [
         "error: run r-bad failed before it recorded any stage: InputError: problems.jsonl line 3: field 'answer' "
         "is missing"]
     commit(store, "problems", "kp")
-    store.record_run({"run_id": "r-late", "started": "2", "status": "failed", "stages": {"problems": ["kp"]},
-                      "error": "StageFailed: stage verdicts: the sandbox image is missing"})
+    store.record_run(RunRecord.from_json({"run_id": "r-late", "started": "2", "status": "failed",
+                                          "stages": {"problems": ["kp"]},
+                                          "error": "StageFailed: stage verdicts: the sandbox image is missing"}))
     res = CliRunner().invoke(app, ["runs", "--run", "r-late", "--store", str(store.root)])
     assert res.exit_code == 2 and "kp" in res.output
     assert res.output.strip().splitlines()[-1] == "error: run r-late failed: StageFailed: stage verdicts: the " \
@@ -47,7 +49,8 @@ def test_runs_of_a_failed_run_is_one_error_line(tmp_path):
 def test_sql_errors_are_one_line(tmp_path, query, line):
     store = StageStore(tmp_path / "store")
     commit(store, "problems", "kp")
-    store.record_run({"run_id": "r", "started": "1", "status": "succeeded", "stages": {"problems": ["kp"]}})
+    store.record_run(RunRecord.from_json({"run_id": "r", "started": "1", "status": "succeeded",
+                                          "stages": {"problems": ["kp"]}}))
     res = CliRunner().invoke(app, ["sql", query, "--store", str(store.root), "--format", "csv"])
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [line]

@@ -19,6 +19,7 @@ from bonforge.errors import StoreError
 from bonforge.engine import run_node
 from bonforge.stage import Node, Stage
 from bonforge.storage.datasets import publish
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 
@@ -184,7 +185,8 @@ def test_a_claimed_version_without_manifest_is_invisible_and_skipped(s3_store):
 
 def test_sql_and_runs_over_an_s3_store(s3_store, s3_env):
     key = run_node(s3_store, demo(_table(4), lambda s: s, name="problem_stats", shard_rows=3))["key"]
-    s3_store.record_run({"run_id": "r1", "started": "2026", "status": "succeeded", "stages": {"problem_stats": [key]}})
+    s3_store.record_run(RunRecord.from_json({"run_id": "r1", "started": "2026", "status": "succeeded",
+                                             "stages": {"problem_stats": [key]}}))
     query = "SELECT count(*) AS n, sum(x)::INT AS s FROM problem_stats"
     res = CliRunner().invoke(app, ["sql", query, "--store", s3_store.root, "--format", "json"])
     assert res.exit_code == 0, res.output

@@ -13,6 +13,7 @@ from viewer_helpers import page_client
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 from bonforge.viewer.app import create_app
+from bonforge.storage.run_record import RunRecord
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -308,7 +309,7 @@ def test_a_running_build_shows_the_stages_it_has_committed(tmp_path):
     import pyarrow as pa
 
     from bonforge.schema import PROBLEMS
-    from bonforge.storage.store import utc_now
+    from bonforge.storage.run_record import utc_now
 
     store = StageStore(tmp_path / "store")
     kw = {"version": "1", "config": {}, "upstream": {}}
@@ -316,7 +317,8 @@ def test_a_running_build_shows_the_stages_it_has_committed(tmp_path):
     store.write_shard("problems", "before", 0, empty)
     store.commit("problems", "before", 1, **kw)
     time.sleep(1.1)  # manifests record whole seconds
-    store.record_run({"run_id": "r1", "recipe_name": "x", "status": "running", "started": utc_now(), "stages": {}})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "x", "status": "running",
+                                          "started": utc_now(), "stages": {}}))
     with page_client(create_app(store), base_url="http://127.0.0.1") as c:
         assert ok(c.get("/api/run"))["stages"] == []
         store.write_shard("problems", "during", 0, empty)

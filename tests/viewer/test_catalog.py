@@ -8,6 +8,7 @@ import pyarrow as pa
 from bonforge.storage.store import StageStore
 from bonforge.viewer import catalog
 from bonforge.viewer.catalog import Catalog
+from bonforge.storage.run_record import RunRecord
 
 
 def _store(root, n_runs: int) -> StageStore:
@@ -16,8 +17,8 @@ def _store(root, n_runs: int) -> StageStore:
         key = f"k{i}"
         store.write_shard("problems", key, 0, pa.table({"problem_id": [f"r{i}-p{j}" for j in range(3)]}))
         store.commit("problems", key, 1, version="1", config={}, upstream={})
-        store.record_run({"run_id": f"run{i}", "recipe_name": "x", "status": "succeeded",
-                          "stages": {"problems": [key]}})
+        store.record_run(RunRecord.from_json({"run_id": f"run{i}", "recipe_name": "x", "status": "succeeded",
+                          "stages": {"problems": [key]}}))
     return store
 
 

@@ -8,8 +8,10 @@ import pytest
 from viewer_helpers import page_client
 
 from bonforge.schema import CANDIDATES, PROBLEM_STATS, PROBLEMS, VERDICTS
-from bonforge.storage.store import StageStore, utc_now
+from bonforge.storage.run_record import utc_now
+from bonforge.storage.store import StageStore
 from bonforge.viewer.app import create_app
+from bonforge.storage.run_record import RunRecord
 
 
 def small_store(store: StageStore, n: int = 6) -> None:
@@ -37,9 +39,9 @@ def small_store(store: StageStore, n: int = 6) -> None:
                                 ("verdicts", verdicts, VERDICTS), ("problem_stats", stats, PROBLEM_STATS)):
         store.write_shard(stage, "k-" + stage, 0, pa.Table.from_pylist(rows, schema=schema))
         store.commit(stage, "k-" + stage, 1, **kw)
-    store.record_run({"run_id": "r1", "recipe_name": "small", "status": "succeeded", "started": utc_now(),
-                      "finished": utc_now(), "stages": {s: ["k-" + s] for s in ("problems", "candidates", "verdicts",
-                                                                                "problem_stats")}})
+    stages = {s: ["k-" + s] for s in ("problems", "candidates", "verdicts", "problem_stats")}
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "small", "status": "succeeded",
+                                          "started": utc_now(), "finished": utc_now(), "stages": stages}))
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bonforge.config import load_recipe
-from bonforge.engine.record import RunRecord
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage import liveness
 
 BASE = {"run_id": "b1", "recipe_name": "r", "recipe": {"name": "r"}, "status": "succeeded",
@@ -59,3 +59,17 @@ def test_a_build_returns_its_record_typed(tmp_path):
     assert dict(record) == record.json() == store.runs()[-1]
     record.report = "/store/reports/r9/report.html"
     assert record["report"] == record.report and record.get("error") is None
+
+
+def test_the_store_reads_its_records_back_typed_with_unknown_keys_kept(tmp_path):
+    from bonforge.storage.store import StageStore
+
+    store = StageStore(tmp_path / "store")
+    written = RunRecord.derived(BASE, "eval-selector", "selector_eval", "new", "selector_eval", False, 1.0,
+                                selector={"model": "m"}, summary={"accuracy": 0.5})
+    store.record_run(written)
+    (back,) = store.runs()
+    assert isinstance(back, RunRecord) and store.run(back.run_id[:8]) is not None
+    assert back.kind == "eval-selector" and back.base_run == BASE["run_id"] and back.timings == {"selector_eval": 1.0}
+    assert back.extra == {"selector": {"model": "m"}, "summary": {"accuracy": 0.5}}
+    assert back.json() == written.json()

@@ -10,12 +10,23 @@ its JSON, as ``Manifest`` is, for what compares or prints records as they are on
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
 from bonforge.storage import liveness
-from bonforge.storage.store import new_run_id, utc_now
+
+
+def utc_now() -> str:
+    """An ISO timestamp with microseconds: runs started within one second still sort in order."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 @dataclass(eq=False)
@@ -60,6 +71,14 @@ class RunRecord(Mapping):
                    {**was, stage: [key]} if cached else was, "succeeded", now, now, round(secs, 3),
                    {label: round(secs, 3)}, dataset=base.get("dataset"), dataset_version=base.get("dataset_version"),
                    kind=kind, base_run=base["run_id"], extra=extra)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        """The record that ``json()`` wrote as ``data``."""
+        names = {f.name for f in fields(cls)} - {"extra"}
+        given = {k: v for k, v in data.items() if k in names}
+        return cls(**{"recipe_name": None, "recipe": None, "stages": {}, "cached": {}, **given},
+                   extra={k: v for k, v in data.items() if k not in names})
 
     def json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
