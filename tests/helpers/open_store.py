@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bonforge import schema
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 PROBLEMS = [("de1", "Wie spät ist es?", {"language": "de", "category": "chat"}),
@@ -63,5 +64,6 @@ def open_store(root: Path) -> StageStore:
                                                              "selection": True}}})],
             "pairwise": [_write(store, "pairwise", games, schema.PAIRWISE, config={"bootstrap": [100, 0, 0.9]},
                                 evaluation={"fused vs teacher:b": {"warning": "the judge (j) is the fusor's model"}})]}
-    store.record_run({"run_id": "r", "recipe_name": "open", "status": "succeeded", "stages": keys, "cached": {}})
+    store.record_run(RunRecord.from_json({"run_id": "r", "recipe_name": "open", "status": "succeeded",
+                                          "stages": keys, "cached": {}}))
     return store
