@@ -358,11 +358,13 @@ class Recipe(Model):
                              "export.name publishes)")
         if self.export.rl:
             raise ValueError("open-ended problems: export.rl is not available (it reads verdicts)")
-        verdict_keys = self.fusion and (self.fusion.prefilter.drop_statuses
+        verdict_keys = self.fusion and (self.fusion.prefilter.drop_statuses or self.fusion.selector
+                                        or self.fusion.problems == "kept"
                                         or "only_correct" in self.fusion.export.model_fields_set)
         if verdict_keys:
-            raise ValueError("fusion.prefilter.drop_statuses and fusion.export.only_correct read verdicts; open-ended "
-                             "pools and fused answers are kept by bon.filter (the hard filter)")
+            raise ValueError("fusion.prefilter.drop_statuses, fusion.selector, fusion.problems: kept and "
+                             "fusion.export.only_correct read verdicts; open-ended pools and fused answers are kept "
+                             "by bon.filter (the hard filter)")
         named = {"bon.scorer": [self.bon.scorer], "bon.filter.min": list(self.bon.filter.min),
                  "bon.filter.language": [self.bon.filter.language] if self.bon.filter.language else []}
         for where, names in named.items():
