@@ -68,7 +68,7 @@ FUSION = "fusion={teachers: {gpt-4-0314: 1}, fusor: {name: f, engine: openai, mo
 
 @pytest.mark.parametrize("extra, message", [
     ("fusion.export.only_correct=false", r"fusion\.export\.only_correct read verdicts"),
-    ("fusion.prefilter.drop_statuses=[no_answer]", r"fusion\.prefilter\.drop_statuses and"),
+    ("fusion.prefilter.drop_statuses=[no_answer]", r"fusion\.prefilter\.drop_statuses, fusion\.selector"),
     ("fusion.teachers={gpt-5: 1}", r"fusion\.teachers: unknown teacher gpt-5"),
     ("fusion.problems=kept", r"fusion\.problems: kept and"),
     ("fusion.selector={name: s, engine: openai, model: m}", r"fusion\.selector, fusion\.problems"),
