@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -13,7 +14,23 @@ import typer
 
 from bonforge.errors import BonforgeError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build Best-of-N training data.")
+# Plain click help (rich_markup_mode=None): flags read as flags (``--debug``), never ``--debug <bool>``.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Build Best-of-N training data.")
+
+
+def _version(show: bool) -> None:
+    if show:
+        from bonforge import __version__
+
+        typer.echo(f"bonforge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print bonforge's version and exit.")) -> None:
+    """Build Best-of-N training data."""
 
 
 class _ListsStages(typer.core.TyperCommand):
@@ -23,12 +40,16 @@ class _ListsStages(typer.core.TyperCommand):
         super().format_help(ctx, formatter)
         from bonforge.stages import registry
 
-        typer.echo(f"Stages (one view each): {', '.join(registry())}.")
-sandbox_app = typer.Typer(no_args_is_help=True, help="The Docker sandbox for code verification.")
+        with formatter.section("Stages (one view each)"):
+            formatter.write_text(", ".join(registry()) + ".")
+sandbox_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                          help="The Docker sandbox for code verification.")
 app.add_typer(sandbox_app, name="sandbox")
-models_app = typer.Typer(no_args_is_help=True, help="Local model directories from GGUF files and known models.")
+models_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="Local model directories from GGUF files and known models.")
 app.add_typer(models_app, name="models")
 
+SetOpt = typer.Option([], "--set", metavar="A.B.C=VALUE", help="Override a recipe field: a.b.c=value (repeatable).")
 StoreOpt = typer.Option(None, "--store", envvar="BONFORGE_STORE",
                         help="Store root: a folder or s3://bucket/prefix (default ./bonforge-store).")
 
@@ -64,7 +85,7 @@ def _fail(err: Exception, debug: bool = False) -> None:
 @app.command()
 def run(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
-    set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
+    set_: list[str] = SetOpt,
     store: Optional[str] = StoreOpt,
     debug: bool = typer.Option(False, "--debug", help="Show Prefect's logs and the traceback of an error."),
     fresh: bool = typer.Option(False, "--fresh", help="Recompute every stage and every row: take nothing from "
@@ -101,6 +122,10 @@ def run(
     if result.stages.get("contamination"):
         dropped = st.manifest("contamination", result.stages["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
+    from bonforge.report.summary import summary_lines
+
+    for line in summary_lines(result.build_summary or {}):
+        typer.echo(line)
     typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}")
     for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
                        ("preference dataset", result.preference_dataset)):
@@ -166,20 +191,29 @@ def _emit(table, fmt: str, output: Optional[Path]) -> None:
         pcsv.write_csv(table, sink)
         return
     if fmt == "json":
-        text = "\n".join(json.dumps(r, default=str, ensure_ascii=False) for r in table.to_pylist())
+        text = "\n".join(json.dumps(r, default=_json_value, ensure_ascii=False) for r in table.to_pylist())
         (output.write_text(text + "\n") if output else typer.echo(text))
         return
     from rich.console import Console
     from rich.table import Table
 
     t = Table(show_lines=False)
-    for name in table.column_names:
-        t.add_column(name)
+    for name in table.column_names:  # an id is never cut: its column is as wide as its longest value
+        whole = name == "key" or name.endswith("_id")
+        t.add_column(name, no_wrap=whole, min_width=max(map(len, map(str, table.column(name).to_pylist())),
+                                                        default=0) if whole else None)
     for row in table.to_pylist()[:1000]:
         t.add_row(*[_short(v) for v in row.values()])
     Console(width=max(120, Console().width)).print(t)
     if table.num_rows > 1000:
         typer.echo(f"({table.num_rows} rows, first 1000 shown; use --format csv for all)")
+
+
+def _json_value(v):
+    """What ``json`` cannot write itself: a BLOB as its base64 text, anything else (a date) as its string."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    return str(v)
 
 
 def _short(v) -> str:
@@ -230,13 +264,41 @@ def runs(
         error = ((run.error or "").strip().splitlines() or ["no error recorded"])[0]
         if run.status == "failed" and not run.stages:
             _fail(BonforgeError(f"run {run.run_id} failed before it recorded any stage: {error}"))
-        sql("SELECT stage, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, key", run.run_id, "table", None, store)
+        sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
+            "FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store)
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return
     sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
         "FROM runs ORDER BY started, run_id", None, "table", None, store)
+
+
+@app.command()
+def datasets(
+    name: Optional[str] = typer.Argument(None, help="Only this dataset's versions."),
+    fmt: str = typer.Option("table", "--format", help="table | json"),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """List the published dataset versions, newest first per name: when each was built, by which recipe, its
+    default config and rows per split; `latest` marks the version `datasets/<name>/latest` names (what the
+    last build of that name published or reused)."""
+    from bonforge.storage.datasets import listing
+
+    if fmt not in ("table", "json"):
+        _fail(BonforgeError(f"--format must be table or json, not {fmt!r}"))
+    rows = listing(_store(store).loc, name)
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    if not rows:
+        typer.echo(f"no dataset{' named ' + repr(name) if name else ''} in {_store(store).root}")
+        return
+    table = [("name", "version", "", "created", "recipe", "config", "rows", "path")] + [
+        (r["name"], f"v{r['version']}", "latest" if r["latest"] else "", r["created"] or "", r["recipe"] or "",
+         r["config"] or "", " + ".join(f"{n} {s}" for s, n in r["rows"].items()), r["path"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
 @app.command()
@@ -290,7 +352,7 @@ def eval_selector(
                                         help="Do not ask when every candidate gives the same answer."),
     prompts: str = typer.Option("genselect", "--prompts", help="genselect: the build's GenSelect prompts; "
                                 "pool: one prompt per problem over all its candidates."),
-    set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
+    set_: list[str] = SetOpt,
     store: Optional[str] = StoreOpt,
 ) -> None:
     """Evaluate a selector model on a build's selection prompts: accuracy ± std over runs beside pass@1,
@@ -331,7 +393,7 @@ def _table1(record: dict, s: dict) -> None:
 @app.command()
 def maxk(
     run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
-    k: list[int] = typer.Option([], "--k", min=1, help="k (repeatable); default: the recipe's score.ks, "
+    k: list[int] = typer.Option([], "--k", min=1, metavar="K", help="k (repeatable); default: the recipe's score.ks, "
                                 "else 1, 2, 4, ... up to the group size."),
     pool: bool = typer.Option(False, "--pool", help="Weigh all teachers' candidates of a problem together "
                               "(default: per teacher, on-policy)."),
@@ -374,7 +436,7 @@ def deploy(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
     cron: str = typer.Option(..., "--cron", help='Cron schedule, e.g. "0 3 * * *" (TZ, default UTC).'),
     name: Optional[str] = typer.Option(None, "--name", help="Deployment name (default: the recipe's name)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a recipe field: a.b.c=value (repeatable)."),
+    set_: list[str] = SetOpt,
     store: Optional[str] = StoreOpt,
 ) -> None:
     """Register a scheduled build of the recipe on the Prefect server at PREFECT_API_URL; `bonforge serve`
@@ -488,11 +550,18 @@ def sandbox_build_image(
 
 
 @sandbox_app.command("cleanup")
-def sandbox_cleanup() -> None:
-    """Remove every bonforge sandbox container (e.g. after a crash on a machine without --rm support)."""
+def sandbox_cleanup(
+    all_users: bool = typer.Option(False, "--all-users", help="Remove every user's bonforge sandbox containers "
+                                   "on this Docker engine, not only yours."),
+) -> None:
+    """Remove your bonforge sandbox containers (labelled with your user name and uid when they start), e.g.
+    after a crash; other users' sandboxes on a shared Docker engine are left alone."""
     from bonforge.sandbox.image import cleanup_containers
 
-    typer.echo(f"removed {cleanup_containers()} container(s)")
+    try:
+        typer.echo(f"removed {cleanup_containers(all_users=all_users)} container(s)")
+    except BonforgeError as e:
+        _fail(e)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,13 @@ class FilterConfig(Model):
     min_pass_rate: float = Field(0.0, ge=0, le=1)
     max_pass_rate: float = Field(0.5, ge=0, le=1)
     min_candidates: int = Field(2, ge=1)
+    early_stop: bool = added(
+        False, description="Sample and verify in rounds and stop drawing a problem once it is certain to be "
+        "dropped as too easy (bonforge.stages.rounds): exact, the kept problems and every export are those of a "
+        "build that draws all n.")  # fmt: skip
+    count_reference: bool = added(
+        False, description="With problems.include_reference: count the reference solutions in n and the pass "
+        "rate the filter reads (teacher '*'). Off, the filter reads the model teachers' candidates only.")
 
     @model_validator(mode="after")
     def _ordered(self) -> "FilterConfig":
@@ -230,6 +237,9 @@ class GenSelectConfig(Model):
         "before assembly; null: no limit.")  # fmt: skip
     tokenizer: str | None = Field(None, description="Local tokenizer dir/file; else a conservative estimate.")
     template: str | None = Field(None, description="Prompt template file (default: bonforge's genselect.txt).")
+    include_reference_candidates: bool = added(
+        False, description="With problems.include_reference: let the reference solutions enter the prompts as "
+        "candidates. Off, prompts hold the model teachers' candidates only.")
 
     @model_validator(mode="after")
     def _sizes(self) -> "GenSelectConfig":
@@ -252,6 +262,13 @@ class ExportConfig(Model):
     allow_empty: bool = Field(False, description="Publish a dataset version even when no prompt is left "
                               "(else the build fails, naming why every problem was dropped).")
     rl: RLExport | None = Field(None, description="Also publish the RL dataset of the kept problems.")
+    validation_fraction: float = added(
+        0.0, ge=0, lt=1, description="Share of the problems whose rows go to a validation split "
+        "(<format>/validation.parquet) in every dataset the build publishes; chosen by a hash of the recipe's "
+        "seed and the problem id, so a problem is in one split only and stays there as problems are added.")
+    license: str | None = added(
+        None, description="The licence id written in the dataset card (a Hub licence id such as mit or "
+        "apache-2.0: that of the problems and candidates); unset: unknown.")
 
     @model_validator(mode="after")
     def _distinct_names(self) -> "ExportConfig":
@@ -324,6 +341,9 @@ class Recipe(Model):
     evaluate: EvaluateConfig | None = added(
         None, description="Open-ended problems: pairwise judge evaluation against a baseline (`pairwise` stage).")
     ray: RayConfig = Field(default_factory=RayConfig)
+    overrides: list[str] = exec_only(
+        [], description="The `--set` overrides the recipe was read with (filled in by the loader; recorded in the "
+        "run record and in the manifest of every dataset version it builds).")
     reuse: bool = exec_only(
         True, description="Take rows (samples, verdicts) whose content identity an earlier output in the store "
                           "holds, and skip committed stages. false (or `bonforge run --fresh`): recompute "
@@ -335,6 +355,13 @@ class Recipe(Model):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"teacher names must be unique; repeated: {', '.join(dup)}")
+        if self.filter.early_stop and (self.problems.include_reference or self.problems.domain == "open"
+                                       or any(isinstance(t, PoolTeacher) for t in self.teachers)):
+            raise ValueError("filter.early_stop draws sampled teachers in rounds: not with pool teachers, "
+                             "problems.include_reference or open-ended problems")
+        if self.filter.early_stop and not self.reuse:
+            raise ValueError("filter.early_stop takes each round's earlier samples from the store: not with "
+                             "reuse: false (--fresh)")
         if self.problems.include_reference and "reference" in names:
             raise ValueError("problems.include_reference adds a teacher named 'reference': rename yours")
         if self.fusion:
@@ -496,7 +523,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, str(path))) from None
-    recipe = _resolve_local_paths(recipe, path.parent)
+    recipe = _resolve_local_paths(recipe, path.parent).model_copy(update={"overrides": list(overrides or [])})
     _check_judge_templates(recipe)
     return recipe
 

@@ -35,6 +35,7 @@ class Manifest(Mapping):
     ray_nodes: list[str] = field(default_factory=list)
     shards_per_node: dict[str, int] = field(default_factory=dict)  # Ray node id -> shards computed there
     shards_resumed: int = 0
+    rows_resumed: int = 0  # rows an interrupted earlier run computed, in the shards this one resumed
     streamed: bool = False  # computed from a stream of whole problems (``Stage.stream``)
     row_index: str | None = None  # row reuse (``Stage.rows``): the index file, the rows computed / reused
     rows_computed: int | None = None
@@ -59,9 +60,11 @@ class Manifest(Mapping):
         return Manifest.from_json({**self._data, "cached": cached})
 
     def counts(self) -> tuple[int, int]:
-        """The rows this output computed and those it took from earlier outputs (row reuse)."""
+        """The rows this computation computed and those it took from earlier work: from other outputs (row
+        reuse) or from the shards an interrupted run had written (``rows_resumed``)."""
         reused = self.rows_reused or 0
-        return (self.rows - reused if self.rows_computed is None else self.rows_computed), reused
+        computed = self.rows - reused if self.rows_computed is None else self.rows_computed
+        return computed - self.rows_resumed, reused + self.rows_resumed
 
     # the read-only mapping of the JSON
     def __getitem__(self, name: str) -> Any:

@@ -22,6 +22,9 @@ class DropReason(str, Enum):
     def words(self) -> str:
         return self.value.replace("_", " ")
 
+
+REFERENCE_TEACHER = "reference"  # the teacher name of the problems' own solutions (problems.include_reference)
+
 PROBLEMS = pa.schema(
     [
         pa.field("problem_id", pa.string(), nullable=False),
@@ -141,6 +144,25 @@ PROBLEM_STATS = pa.schema(
         pa.field("max_at_k", _KMAP),  # k -> expected max reward of k samples
         pa.field("keep", pa.bool_(), nullable=False),  # passes the recipe filter (only meaningful on "*")
         pa.field("drop_reason", pa.string()),  # a DropReason value; null where kept
+        pa.field("drop_detail", pa.string()),  # for people: the numbers against the filter's bound; null where kept
+        # filter.early_stop: the problem was closed as too easy before all its samples were drawn (``n`` says
+        # how many were), and how many samples a build without early stop draws (null: early stop off)
+        pa.field("stopped_early", pa.bool_(), nullable=False),
+        pa.field("n_planned", pa.int32()),
+    ]
+)
+
+# filter.early_stop (``bonforge.stages.rounds``): one row per problem and teacher, the state of a round
+ROUNDS = pa.schema(
+    [
+        pa.field("problem_id", pa.string(), nullable=False),
+        pa.field("teacher", pa.string(), nullable=False),
+        pa.field("n", pa.int32(), nullable=False),  # the samples a build without early stop holds
+        pa.field("drawn", pa.int32(), nullable=False),  # samples drawn and judged before this round
+        pa.field("correct", pa.int32(), nullable=False),  # right among them
+        pa.field("draws", pa.int32(), nullable=False),  # samples held after this round (drawn: none this round)
+        pa.field("stopped_early", pa.bool_(), nullable=False),  # the problem is certain to be too easy
+        pa.field("round", pa.int32(), nullable=False),
     ]
 )
 

@@ -20,6 +20,7 @@ the store and gets no task), with Prefect's API and Ray started.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,13 +49,14 @@ def __getattr__(name: str):
 
 def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset along ``dag`` and return the run record."""
+    since = time.time()  # the record's wall time covers the early stages and the services' start
     from bonforge.engine.run import CommittedRun, NotCommitted, execute
     from bonforge.report import report_after_build
     from bonforge.storage.store import StageStore
 
     first = CommittedRun(StageStore(store_root), recipe)
     try:
-        record = execute(dag, first, recipe_dir, run_id, record_start=False)
+        record = execute(dag, first, recipe_dir, run_id, record_start=False, since=since)
         log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record.stages.values())))
         report_after_build(store_root, record, reuse=True)
         return record
@@ -62,4 +64,4 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
         log.info("stage %s must be computed: starting the Prefect flow", e)
     from bonforge.engine.prefect import compute  # Prefect loads only here
 
-    return compute(dag, recipe, store_root, recipe_dir, run_id, first.done)
+    return compute(dag, recipe, store_root, recipe_dir, run_id, first.done, since)

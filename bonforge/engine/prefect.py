@@ -67,19 +67,21 @@ class PrefectRun(Run):
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
 def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None,
-               done: dict[str, tuple[Manifest, float]] | None = None) -> RunRecord:
+               done: dict[str, tuple[Manifest, float]] | None = None, since: float | None = None) -> RunRecord:
     try:
-        return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True)
+        return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True,
+                       since=since)
     finally:
         stop_sandboxes()
 
 
 def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: str | None,
-            done: dict[str, tuple[Manifest, float]]) -> RunRecord:
+            done: dict[str, tuple[Manifest, float]], since: float | None = None) -> RunRecord:
     """The build flow with its services, then the report: what a build that has something to compute does
-    after its early stages (in the caller, or in the warm builder of ``bonforge up``)."""
+    after its early stages (in the caller, or in the warm builder of ``bonforge up``); ``since``: when the
+    build began (epoch seconds), for the record's wall time."""
     with services.for_build(recipe):
-        record = build_flow(dag, recipe, store_root, recipe_dir, run_id, done)
+        record = build_flow(dag, recipe, store_root, recipe_dir, run_id, done, since)
     report_after_build(store_root, record)
     return record
 

@@ -224,6 +224,16 @@ def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
     return index.filter(pc.is_in(index.column("row_key"), value_set=kept))
 
 
+def computed_rows(store: StageStore, node: Node, shards: list[int]) -> int:
+    """The rows of the written ``shards`` of ``node`` that were computed (not reused), from their footers."""
+    rows = 0
+    for i in shards:
+        path = store.loc.key(store.shard_path(node.stage.name, node.key, i))
+        footer = pq.read_metadata(path, filesystem=store.loc.fs)
+        rows += footer.num_rows - int((footer.metadata or {}).get(REUSED, b"0"))
+    return rows
+
+
 def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
     """Write the row index of ``node``'s output beside its shards, from the pieces in their footers (a shard
     written without one, by an older version: its rows are not offered for reuse), one footer in memory at a

@@ -47,9 +47,10 @@ class Run:
 
     def _note(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
         name, key = node.stage.name, node.key
-        self.record.setdefault(name, []).append(key)
-        if cached:
-            self.cached.setdefault(name, []).append(key)
+        if "round" not in node.note:  # a round of early stopping draws into outputs that are not the run's tables
+            self.record.setdefault(name, []).append(key)
+            if cached:
+                self.cached.setdefault(name, []).append(key)
         self.timings[node.label] = round(secs, 3)
         computed, reused = (0, 0) if cached else manifest.counts()
         self.rows[node.label] = {"computed": computed, "reused": reused}
@@ -69,11 +70,15 @@ class Run:
     def publish(self, name: str, parts: Iterable[dict[str, pa.Table]] | Iterator[dict[str, pa.Table]],
                 trainers: dict | None = None) -> dict:
         """Publish ``parts`` as the next version of dataset ``name`` (or reuse the version with the same
-        content), its lineage the stages run so far; ``trainers``: the manifest's section for trainers."""
+        content), its lineage the recipe, its overrides and the stages run so far (``engine.lineage``), split
+        as ``export.validation_fraction`` says; ``trainers``: the manifest's section for trainers."""
+        from bonforge.engine.lineage import lineage
         from bonforge.storage.datasets import publish
+        from bonforge.storage.splits import Split
 
-        lineage = {"recipe": self.recipe.name, "stages": dict(self.record)}
-        return publish(self.store.loc, name, parts, lineage, trainers)
+        fraction = self.recipe.export.validation_fraction
+        split = Split(fraction, self.recipe.seed) if fraction else None
+        return publish(self.store.loc, name, parts, lineage(self.store, self.recipe, self.record), trainers, split)
 
 
 class NotCommitted(BonforgeError):
@@ -124,31 +129,45 @@ class CommittedRun(Run):
         return self._note(node, manifest, False, self.done[node.key][1])
 
 
-def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool) -> RunRecord:
+def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool,
+            since: float | None = None) -> RunRecord:
     """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
-    at a stage that is not committed)."""
+    at a stage that is not committed). ``since``: when the build began (epoch seconds; default now), before
+    its early stages and its services: the record's ``started`` and ``wall_s`` count from there."""
     recipe, store = run.recipe, run.store
-    record = RunRecord.build(recipe, run_id, run.record, run.cached)
+    since = time.time() if since is None else since
+    record = RunRecord.build(recipe, run_id, run.record, run.cached, started=utc_now(since))
     if record_start:
         store.record_run(record)
-    t0 = time.perf_counter()
     try:
         dataset = dag(recipe, run, Path(recipe_dir))
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
+        record.build_summary = _summary(store, run.record)
     except NotCommitted:
         raise
     except BaseException as e:
         record.status, record.error = "failed", f"{type(e).__name__}: {e}"[:2000]
         raise
     finally:
-        record.finished, record.wall_s = utc_now(), round(time.perf_counter() - t0, 3)
+        record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
         record.timings, record.rows = run.timings, run.rows
         if record.status != "running":
             _record(store, record)
     return record
+
+
+def _summary(store: StageStore, stages: dict[str, list[str]]) -> dict | None:
+    """What the build kept and dropped (``bonforge.report.summary``); a failure only logs a warning."""
+    from bonforge.report.summary import build_summary
+
+    try:
+        return build_summary(store, stages)
+    except Exception as e:  # the summary must never fail the build it describes
+        log.warning("the build's summary could not be computed: %s: %s", type(e).__name__, e)
+        return None
 
 
 def _record(store: StageStore, record: RunRecord) -> None:

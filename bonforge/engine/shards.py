@@ -158,13 +158,18 @@ def _opened(node: Node) -> contextlib.AbstractContextManager[Callable[..., pa.Ta
 class _Plan:
     """The shards of a node as they come, cut into windows (``WINDOW_ROWS``, ``WINDOW_BYTES``) whose rows
     are looked up in the store at once. Yields (shard, table, part) for each shard still to compute; shards
-    written by an earlier run are skipped, and shards whose every row is reused are written here.
-    ``count``: the shards seen."""
+    written by an earlier run are skipped, and shards whose every row is reused are written here (their rows
+    go to ``advance``, the stage's progress). ``count``: the shards seen."""
 
     def __init__(self, store: StageStore, node: Node, shards: Iterable[pa.Table], done: set[int], context: dict,
                  look_up: bool):
         self.store, self.node, self.shards, self.done = store, node, shards, done
         self.context, self.look_up, self.count = context, look_up, 0
+        self.reused_rows = 0  # rows of the shards written here, until ``advance`` (the progress) is set
+        self.advance: Callable[[int], None] = self._count
+
+    def _count(self, n: int) -> None:
+        self.reused_rows += n
 
     def __iter__(self) -> Iterator[tuple[int, pa.Table, Part | None]]:
         window: list[tuple[int, pa.Table]] = []
@@ -190,6 +195,7 @@ class _Plan:
             if part.idle:  # every row reused: written here, nothing opened
                 _compute_and_write(str(self.store.root), self.node.stage.name, self.node.key, i, table, None, part,
                                    rows)
+                self.advance(table.num_rows)
             else:
                 yield i, table, part
 
@@ -278,8 +284,11 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
 
     taken = iter(work)
     first = list(itertools.islice(taken, 2))  # nothing to compute: nothing opened; one shard: no Ray
+    resumed_rows = sum(plan[i] for i in done if i < len(plan)) if stage.stream is None else 0
     with _opened(node) if first else contextlib.nullcontext(None) as compute:
-        with stage_progress(node.label, total=_total(node, plan)) as advance:
+        with stage_progress(node.label, _total(node, plan), resumed_rows) as advance:
+            work.advance = advance  # shards whose every row is reused, written as the plan comes
+            advance(work.reused_rows)
             for n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first):
                 compute_s += secs
                 hosts.add(host)
@@ -291,6 +300,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         summary = stage.summary(written) if stage.summary else {}
     if stage.rows is not None:
         summary.update(reuse.commit_rows(store, node, work.count))
+    resumed = sorted(done & set(range(work.count)))
     man = store.commit(
         stage.name,
         key,
@@ -303,7 +313,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
             "hosts": sorted(hosts),
             "ray_nodes": sorted(per_node),
             "shards_per_node": dict(sorted(per_node.items())),  # Ray node id -> the shards it computed
-            "shards_resumed": len(done & set(range(work.count))),
+            "shards_resumed": len(resumed),
+            "rows_resumed": reuse.computed_rows(store, node, resumed),
             **({"streamed": True} if stage.stream else {}),
             **node.note,
             **summary,

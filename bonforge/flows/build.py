@@ -9,7 +9,8 @@
 Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
 node with Ray inside). A new stage is one module plus one line here. With a ``decontaminate`` section a
-``contamination`` stage first names the problems to leave out.
+``contamination`` stage first names the problems to leave out. With ``filter.early_stop`` the candidates and
+verdicts are drawn in rounds (``bonforge.flows.rounds``) and ``problem_stats`` reads the last round's table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from bonforge import engine
 from bonforge.config import PoolTeacher, Recipe
+from bonforge.flows import rounds
 from bonforge.storage.run_record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
@@ -28,16 +30,22 @@ from bonforge.stages import (assemble, bon, decontaminate, fuse, fuse_open, load
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     contamination = run(decontaminate.node(recipe, recipe_dir)) if recipe.decontaminate else None
     problems = run(load.node(recipe, recipe_dir, contamination))
-    candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher)
-                      else sample.node(problems, t)) for t in recipe.teachers]
-    if recipe.problems.include_reference:
-        candidates.append(run(load_pool.reference_node(problems)))
-    if recipe.problems.domain == "open":
-        return open_ended(recipe, run, problems, candidates)
-    domains = run.values(problems, "domain")
-    verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
-    stats = run(score.node(recipe, verdicts))
-    genselect = run(assemble.node(recipe, problems, candidates, verdicts, stats))
+    if recipe.filter.early_stop:  # sampling and verification in rounds (bonforge.flows.rounds)
+        domains = run.values(problems, "domain")
+        candidates, verdicts, plan = rounds.sampled(recipe, run, problems, domains)
+    else:
+        candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher)
+                          else sample.node(problems, t)) for t in recipe.teachers]
+        if recipe.problems.include_reference:
+            candidates.append(run(load_pool.reference_node(problems)))
+        if recipe.problems.domain == "open":
+            return open_ended(recipe, run, problems, candidates)
+        domains = run.values(problems, "domain")
+        verdicts, plan = [run(verify.node(recipe, problems, c, domains)) for c in candidates], None
+    stats = run(score.node(recipe, verdicts, plan))
+    # the reference solutions (appended last) enter GenSelect prompts only where the recipe asks
+    own = -1 if recipe.problems.include_reference and not recipe.genselect.include_reference_candidates else None
+    genselect = run(assemble.node(recipe, problems, candidates[:own], verdicts[:own], stats))
     if not genselect.manifest.rows and not recipe.export.allow_empty:
         counts = score.filter_counts(run.inputs(problem_stats=stats))
         raise EmptyDataset(counts, genselect.manifest.extra["prompts_dropped_too_long"])

@@ -9,6 +9,7 @@ the next run. Schedules need a real server (``prefect server start``) named by `
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from uuid import UUID
@@ -18,6 +19,7 @@ from prefect import flow
 from bonforge.errors import ConfigError
 
 FLOW_NAME = "bonforge-scheduled-build"
+log = logging.getLogger("bonforge")
 
 
 @flow(name=FLOW_NAME, log_prints=False)
@@ -26,7 +28,11 @@ def scheduled_build(recipe: str, store: str, overrides: list[str] | None = None)
     from bonforge.config import load_recipe
     from bonforge.flows.build import build
 
+    from bonforge.report.summary import summary_lines
+
     record = build(load_recipe(recipe, overrides or []), store, str(Path(recipe).parent))
+    for line in summary_lines(record.build_summary or {}):  # in the deployment's log, as `bonforge run` prints it
+        log.info("%s", line)
     return {"run_id": record.run_id, "status": record.status, "dataset": record.dataset,
             "dataset_version": record.dataset_version}
 

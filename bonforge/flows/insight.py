@@ -8,19 +8,23 @@ stages plus the new one, ``kind`` and ``base_run`` naming where it came from. Th
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Literal
 
 from bonforge.config import Recipe
 from bonforge.engine import run_node
+from bonforge.engine.shards import StoreInputs
 from bonforge.storage.run_record import RunRecord
-from bonforge.errors import StoreError
+from bonforge.errors import DataError, StoreError
 from bonforge.llm.base import Engine
 from bonforge.llm.config import SampledTeacher
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
 from bonforge.stages import maxk, select_eval
+
+log = logging.getLogger("bonforge")
 
 
 def latest_run(store: StageStore, recipe: Recipe) -> dict:
@@ -48,6 +52,26 @@ def _refs(store: StageStore, run: dict, stages: tuple[str, ...]) -> dict[str, li
     if missing:
         raise StoreError(f"run {run.run_id} has no {missing[0]!r} stage")
     return {s: [Ref(s, k, store.manifest(s, k)) for k in run.stages[s]] for s in stages}
+
+
+def _check_ks(store: StageStore, base: RunRecord, verdicts: list[Ref], ks: list[int], pool: bool) -> None:
+    """A k larger than every group gives no weights: an error naming the largest group (and ``--pool``, which
+    groups a problem's candidates of every teacher) rather than a silent empty stage; a warning when only
+    some of ``ks`` are too large."""
+    by = "problem_id" if pool else "problem_id, teacher"
+    largest = StoreInputs(store, {"verdicts": verdicts}).sql(
+        f"SELECT coalesce(max(n), 0) AS n FROM (SELECT count(*) AS n FROM verdicts GROUP BY {by})").column("n")[0]
+    largest = largest.as_py()
+    too_big = sorted(k for k in set(ks) if k > largest)
+    if not too_big:
+        return
+    what = "candidates per problem" if pool else "candidates per problem and teacher"
+    hint = "" if pool else " (--pool weighs every teacher's candidates of a problem together)"
+    if len(too_big) == len(set(ks)):
+        raise DataError(f"run {base.run_id} has at most {largest} {what}: no weights for k = "
+                        f"{', '.join(map(str, too_big))}{hint}")
+    log.warning("run %s has at most %d %s: no weights for k = %s%s", base.run_id, largest, what,
+                ", ".join(map(str, too_big)), hint)
 
 
 def eval_selector(
@@ -88,7 +112,10 @@ def maxk_weights(store: StageStore, run_id: str | None, ks: list[int] | None, po
     t0 = time.perf_counter()
     base = store.run(run_id)
     ks = ks or (base.recipe or {}).get("score", {}).get("ks")
-    node = maxk.node(_refs(store, base, ("verdicts",))["verdicts"], ks, pool)
+    verdicts = _refs(store, base, ("verdicts",))["verdicts"]
+    if ks:
+        _check_ks(store, base, verdicts, ks, pool)
+    node = maxk.node(verdicts, ks, pool)
     man = run_node(store, node)
     record = record_derived(store, base, "maxk", node, man, time.perf_counter() - t0)
     return record, man

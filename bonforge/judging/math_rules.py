@@ -165,6 +165,23 @@ def _parse_gold(gold: str, cfg_json: str) -> list:
     return parsed
 
 
+def gold_answer(gold: str, cfg_json: str) -> str:
+    """The final answer of a gold as the judge reads it, as text (the RL export's ``ground_truth``): the value of
+    the recipe pattern that matches (GSM8K's ``#### 18``), else the last ``\\boxed{...}`` (MATH's worked
+    solutions), else a one-line gold as it is, else the text math-verify extracts from the worked solution."""
+    rules, text = _rules(cfg_json), _normalised(gold)
+    hit = _pattern_answer(text, rules)
+    if hit:
+        return hit[1]
+    text, box = text.strip(), _last_box(text)
+    if box is not None and box.strip():
+        return box.strip()
+    if "\n" not in text and len(text) <= MAX_EXTRACTED_CHARS:
+        return text
+    parsed = _parse_gold(gold, cfg_json)
+    return _shown(parsed) if parsed else text
+
+
 def _pair_words(text: str, pair: tuple[str, str]) -> set[str]:
     return {m.lower() for m in re.findall(rf"(?<![A-Za-z])(?:{pair[0]}|{pair[1]})(?![A-Za-z])", text, re.IGNORECASE)}
 

@@ -67,11 +67,13 @@ def _figure(store: StageStore, plot, code: str) -> bytes:
 
 
 def stages_table(con) -> str:
-    """The run's stages: rows in each output, rows computed by this run and rows reused (taken from earlier
-    outputs by row reuse; a cached output counts neither), wall time and whether the output was cached."""
-    stages = con.sql("SELECT stage, key, rows, rows_computed, rows_reused, wall_s, cached FROM run_stages "
-                     "ORDER BY stage, key").fetchall()
-    head = "".join(f"<th>{h}</th>" for h in ("stage", "key", "rows", "computed", "reused", "wall s", "cached"))
+    """The run's stages, a per-teacher stage's teacher named: rows in each output, rows computed by this run
+    and rows reused (taken from earlier outputs by row reuse; a cached output counts neither), wall time and
+    whether the output was cached."""
+    stages = con.sql("SELECT stage, coalesce(teacher, ''), key, rows, rows_computed, rows_reused, wall_s, cached "
+                     "FROM run_stages ORDER BY stage, teacher, key").fetchall()
+    head = "".join(f"<th>{h}</th>" for h in ("stage", "teacher", "key", "rows", "computed", "reused", "wall s",
+                                             "cached"))
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>" for r in stages)
     return f'<h2>Stages</h2><table id="stages"><tr>{head}</tr>{body}</table>'
 
@@ -79,7 +81,7 @@ def stages_table(con) -> str:
 def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
     """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
     S3); returns the HTML file's path."""
-    from bonforge.report import plots  # matplotlib loads only here
+    from bonforge.report import labels, plots  # matplotlib loads only here
 
     run = store.run(run_id)
     con = connect(store, run.run_id)
@@ -105,6 +107,9 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
                            f"<tr><th>dropped by</th><th>problems</th></tr>{cells or '<tr><td>none</td><td>0</td></tr>'}"
                            "</table><details><summary>query</summary><code>SELECT * FROM contamination</code>"
                            "</details></section>")  # fmt: skip
+    labelled = labels.section(con)
+    if labelled:
+        sections.insert(0, labelled)
     sections += open_ended.sections(con, store, run)
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}

@@ -64,7 +64,13 @@ def pass_rate(con, run) -> Plot:
 
 
 def teacher_accuracy(con, run) -> Plot:
-    q = "SELECT teacher, avg(correct::INT) AS accuracy, count(*) AS n FROM verdicts GROUP BY teacher ORDER BY teacher"
+    """Over every problem, or with early stopping over the problems drawn in full: a problem stopped early holds
+    only its first samples, all or mostly right, which would tilt the figure."""
+    early = bool(((run.get("recipe") or {}).get("filter") or {}).get("early_stop"))
+    where = (" WHERE problem_id NOT IN (SELECT problem_id FROM problem_stats WHERE teacher = '*' AND stopped_early)"
+             if early else "")
+    q = (f"SELECT teacher, avg(correct::INT) AS accuracy, count(*) AS n FROM verdicts{where} GROUP BY teacher "
+         "ORDER BY teacher")
     rows = _rows(con, q, "verdicts")
 
     def draw(ax, rows):
@@ -75,7 +81,8 @@ def teacher_accuracy(con, run) -> Plot:
         ax.set_xlabel("candidates verified correct (%)")
         ax.invert_yaxis()
 
-    return Plot("teacher_accuracy", "Accuracy per teacher", q, rows, draw, 0.5 + 0.45 * max(len(rows), 2))
+    title = "Accuracy per teacher" + (" (problems stopped early left out)" if early else " (every problem)")
+    return Plot("teacher_accuracy", title, q, rows, draw, 0.5 + 0.45 * max(len(rows), 2))
 
 
 def verdict_classes(con, run) -> Plot:

@@ -7,7 +7,8 @@ response that makes sympy hang scores 0 with status ``timeout`` and the trainer 
 on SIGALRM: trainers call rewards from threads and worker processes.
 
 Rows are the RL export's (``rl/train.parquet``, ability ``math``): ``reward_model.ground_truth`` is the
-problem's gold answer as the verdicts stage read it (a plain answer, or a worked solution with a marker).
+problem's gold final answer as the verdicts stage read it (``judging.math_rules.gold_answer``); a worked
+solution given as ground truth is read the same way.
 """
 
 from __future__ import annotations

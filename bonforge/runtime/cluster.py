@@ -9,11 +9,17 @@ from typing import Any
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address and "ray" not in sys.modules:
+        # Ray's documented setting, made explicit: a local cluster starts with token authentication (its
+        # default), and Ray prints no banner about that default on every build. Ray reads it when imported
+        # (set later, the driver and the cluster it starts would disagree): a process that imported Ray
+        # first keeps Ray's default, banner included.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
 
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS")
     kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
     if address:
         ray.init(address=address, **kwargs)

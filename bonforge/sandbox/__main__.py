@@ -16,14 +16,15 @@ def main(argv: list[str] | None = None) -> int:
     build = sub.add_parser("build-image", help="build the sandbox image with no registry (debootstrap)")
     build.add_argument("--tag", default=None, help="image tag (default: bonforge-sandbox:<runner hash>)")
     build.add_argument("--force", action="store_true", help="rebuild the base and the image")
-    sub.add_parser("cleanup", help="remove every bonforge sandbox container")
+    clean = sub.add_parser("cleanup", help="remove this user's bonforge sandbox containers")
+    clean.add_argument("--all-users", action="store_true", help="every user's, on a shared Docker engine")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if args.command == "build-image":
             print(build_image(args.tag, force=args.force))
         else:
-            print(f"removed {cleanup_containers()} sandbox container(s)")
+            print(f"removed {cleanup_containers(all_users=args.all_users)} sandbox container(s)")
     except SandboxError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

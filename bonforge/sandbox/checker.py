@@ -233,7 +233,7 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
     mem = memory_mb + 64
     return [
         "docker", "run", "-i", "--rm", "--init", "--name", name,
-        "--label", f"{image_mod.LABEL}=1", "--label", f"{image_mod.OWNER_LABEL}={image_mod.owner()}",
+        *[a for k, v in image_mod.labels().items() for a in ("--label", f"{k}={v}")],
         "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=16m",
         "--memory", f"{mem}m", "--memory-swap", f"{mem}m", "--pids-limit", str(CHECKER_PIDS), "--cpus", "1",
         "--ipc", "private", "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",

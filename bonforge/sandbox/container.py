@@ -161,7 +161,7 @@ def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str
     return {
         "image": image, "name": name, "host_config": host_config, "user": "0:0", "working_dir": "/tmp",
         "command": ["python3", "-u", image_mod.RUNNER_IN_IMAGE, "--contained", "--uid", SANDBOX_IDS, *connect],
-        "labels": {image_mod.LABEL: "1", image_mod.OWNER_LABEL: image_mod.owner()},
+        "labels": image_mod.labels(),
         # The runner's symbols bound at start, not in each forked test (each lazy binding copies a page).
         "environment": {"HOME": "/tmp", "LD_BIND_NOW": "1"},
         "stdin_open": not socket_dir, "use_config_proxy": False,

@@ -40,6 +40,7 @@ BASE_PACKAGES = ("python3", "g++", "openjdk-17-jdk-headless", "pypy3")
 BASE_IMAGE = "bonforge-sandbox-base:bookworm-" + hashlib.sha256(" ".join(BASE_PACKAGES).encode()).hexdigest()[:8]
 LABEL = "bonforge.sandbox"
 OWNER_LABEL = "bonforge.sandbox.owner"
+USER_LABEL = "bonforge.sandbox.user"  # who started it: ``sandbox cleanup`` removes only its user's
 APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 
@@ -56,6 +57,19 @@ def default_tag() -> str:
 def owner() -> str:
     """The owner label of containers this process starts: ``<host>:<pid>``."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def user() -> str:
+    """The user label of containers this process starts: the login name and uid (a Docker engine may be
+    shared by several users of a machine, each with their own sandboxes)."""
+    import getpass
+
+    return f"{getpass.getuser()}:{os.getuid()}"
+
+
+def labels() -> dict[str, str]:
+    """Every label of a sandbox container this process starts."""
+    return {LABEL: "1", OWNER_LABEL: owner(), USER_LABEL: user()}
 
 
 def sdk():
@@ -241,11 +255,12 @@ def remove(*ids: str) -> None:
             log.warning("could not remove sandbox container %s: %s", cid, e)
 
 
-def cleanup_containers(all_owners: bool = True) -> int:
-    """Remove sandbox containers; with ``all_owners=False`` only those whose owning process on this
-    host is gone (safe while other pools run). Returns how many were removed."""
+def cleanup_containers(all_owners: bool = True, all_users: bool = False) -> int:
+    """Remove this user's sandbox containers (those labelled with ``user()``); with ``all_owners=False``
+    only those whose owning process on this host is gone (safe while other pools run); with ``all_users``
+    every bonforge sandbox container on the engine, whoever started it. Returns how many were removed."""
     try:
-        found = client().api.containers(all=True, filters={"label": LABEL})
+        found = client().api.containers(all=True, filters={"label": LABEL if all_users else f"{USER_LABEL}={user()}"})
     except engine_errors() as e:
         raise engine_error("listing sandbox containers", e) from None
     host = socket.gethostname()

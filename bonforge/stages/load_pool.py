@@ -13,7 +13,7 @@ from bonforge.sources import data
 from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
 from bonforge.tables.records import get_field, read_records, require_str
-from bonforge.schema import CANDIDATES, conform, text_chars
+from bonforge.schema import CANDIDATES, REFERENCE_TEACHER, conform, text_chars
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed
 from bonforge.sources import code as load_code
 
@@ -126,5 +126,5 @@ def node(recipe_dir: Path, problems: Ref, teacher: PoolTeacher) -> Node:
 
 def reference_node(problems: Ref) -> Node:
     """The problems' reference solutions as a teacher named ``reference``."""
-    return REFERENCE.bind({"teacher": "reference"}, {"problems": problems}, label="candidates[reference]",
-                          note={"teacher": "reference"})
+    return REFERENCE.bind({"teacher": REFERENCE_TEACHER}, {"problems": problems},
+                          label=f"candidates[{REFERENCE_TEACHER}]", note={"teacher": REFERENCE_TEACHER})

@@ -99,15 +99,23 @@ def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
     t = params.teacher
     rendered = rendered_prompts(shard, t, {})
     pids = shard.column("problem_id").combine_chunks()
-    n = len(pids)
-    prompt_of = np.repeat(np.arange(n), t.n)
-    index = np.tile(np.arange(t.n, dtype=np.int32), n)
+    counts = _counts(shard, t)
+    prompt_of = np.repeat(np.arange(len(pids)), counts)
+    index = (np.arange(len(prompt_of)) - np.repeat(np.cumsum(counts) - counts, counts)).astype(np.int32)
     seed = problem_seeds(t.seed, pids)[prompt_of] + index
     ids = identity.sample_ids(identity.settings("sample", sample_settings(t)), rendered, prompt_of, index, seed)
     problem = pids.take(prompt_of)
     cids = pc.binary_join_element_wise(problem, pa.scalar(t.name), pa.array(index).cast(pa.string()), "/")
     return pa.table({"candidate_id": cids, "row_id": ids, "problem_id": problem, "sample_index": index, "seed": seed,
                      "teacher": pa.repeat(pa.scalar(t.name, pa.string()), len(index))})
+
+
+def _counts(shard: pa.Table, teacher: SampledTeacher) -> np.ndarray:
+    """The samples each problem of ``shard`` gets: its ``draws`` (a round of early stopping,
+    ``bonforge.stages.rounds``), else the teacher's ``n``."""
+    if "draws" in shard.column_names:
+        return shard.column("draws").to_numpy(zero_copy_only=False).astype(np.int64)
+    return np.full(shard.num_rows, teacher.n, np.int64)
 
 
 class Sampler:
@@ -130,8 +138,8 @@ class Sampler:
             for pid, index in zip(todo.column("problem_id").to_pylist(), todo.column("sample_index").to_pylist()):
                 missing.setdefault(pid, []).append(index)
         out = []
-        for pid, prompt in prompts(shard, t, self.templates):
-            runs = [(0, t.n)] if todo is None else consecutive(sorted(missing.get(pid, ())))
+        for (pid, prompt), count in zip(prompts(shard, t, self.templates), _counts(shard, t).tolist()):
+            runs = ([(0, count)] if count else []) if todo is None else consecutive(sorted(missing.get(pid, ())))
             for start, n in runs:
                 out.append((Request(
                     id=pid, messages=({"role": "user", "content": prompt},), n=n, temperature=t.temperature,
@@ -193,7 +201,9 @@ def _summary(w: Written) -> dict:
     s = sampler.stats
     table = w.read(["problem_id", "prompt_tokens", "completion_tokens"])
     per_problem = table.group_by("problem_id").aggregate([("problem_id", "count")]).to_pylist()
-    short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n} | sampler.skipped)
+    rounds = "round" in w.node.inputs or "held" in w.node.inputs  # early stopping: fewer than n by design
+    short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n and not rounds}
+                   | sampler.skipped)
     return {
         "teacher": teacher.name,
         "engine": teacher.engine,
@@ -229,7 +239,14 @@ STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
 
 def _requests(i: Inputs) -> pa.Table:
     """What each problem's teacher is asked (column ``question``, rendered by the teacher's template): the
-    problem's question, or for the fusor a fusion pool's rendered ``prompt``."""
+    problem's question, or for the fusor a fusion pool's rendered ``prompt``. With early stopping
+    (``bonforge.stages.rounds``), the problems of a ``round`` table that this teacher draws from in the round,
+    or (``held``) every problem it holds samples of after the last round, with their ``draws``."""
+    for name, grows in (("round", "r.draws > r.drawn"), ("held", "r.draws > 0")):
+        if name in i:
+            return i.sql(f"SELECT p.problem_id, p.domain, p.question, r.draws FROM problems p JOIN {name} r "
+                         f"ON r.problem_id = p.problem_id WHERE r.teacher = $t AND {grows} ORDER BY p.problem_id",
+                         {"t": i.params.teacher.name})
     if "fusion_pools" in i:
         pools = i.read("fusion_pools", ["problem_id", "domain", "prompt"])
         return pools.rename_columns(["problem_id", "domain", "question"])
@@ -241,6 +258,14 @@ def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -
     token totals and this run's tokens/s."""
     return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
                       shard_rows=teacher.shard_problems)
+
+
+def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False) -> Node:
+    """Early stopping: the samples of ``teacher`` that the round ``plan`` draws (``final``: all the samples it
+    holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
+    as in ``node``: those drawn before are reused)."""
+    return STAGE.bind(SampleParams(teacher), {"problems": problems, "held" if final else "round": plan},
+                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems)
 
 
 def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:

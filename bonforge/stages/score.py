@@ -1,6 +1,10 @@
 """Stage `problem_stats`: per problem, overall (teacher ``*``) and per teacher — n, n_correct, pass rate,
 unbiased pass@k, majority@k, max@k — and the keep/drop decision of the recipe's filter.
 
+With ``problems.include_reference`` the reference solutions are a teacher of their own (``reference``): they
+get their own row, and the overall row (the one the filter reads) leaves them out unless
+``filter.count_reference``: the filter is on the model's pass rate.
+
 k in 1, 2, 4, ... <= n unless the recipe lists ks; the definitions are in ``bonforge.selection.metrics``.
 
 The stage streams its input (``Stage.stream``): shards of whole problems as they are read. It works on
@@ -20,10 +24,13 @@ import pyarrow.compute as pc
 from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.tables.ordering import sort_by
-from bonforge.schema import PROBLEM_STATS, DropReason
+from bonforge.schema import PROBLEM_STATS, REFERENCE_TEACHER, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
-VERSION = "4"  # 4: drop_reason is a DropReason code, not a sentence with the numbers inside (3: exact majority@k)
+# 5: drop_detail (the numbers against the filter's bound); the overall row leaves the reference solutions out;
+# stopped_early and n_planned (filter.early_stop). 4: drop_reason is a DropReason code, not a sentence with the
+# numbers inside (3: exact majority@k)
+VERSION = "5"
 
 
 def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
@@ -34,6 +41,15 @@ def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
     if rate > cfg.max_pass_rate:
         return DropReason.TOO_EASY
     return None
+
+
+def drop_detail(reason: DropReason, n: int, rate: float, cfg: FilterConfig) -> str:
+    """The sentence beside ``reason``: the problem's numbers against the filter's bound."""
+    if reason is DropReason.TOO_FEW_CANDIDATES:
+        return f"{n} candidates < min_candidates {cfg.min_candidates}"
+    if reason is DropReason.TOO_HARD:
+        return f"pass rate {rate:.3f} <= min_pass_rate {cfg.min_pass_rate:g} ({round(rate * n)} of {n})"
+    return f"pass rate {rate:.3f} > max_pass_rate {cfg.max_pass_rate:g} ({round(rate * n)} of {n})"
 
 
 def _ks(n: int, ks_cfg: list[int] | None) -> list[int]:
@@ -48,11 +64,16 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
                                    mask=None if mask is None else pa.array(mask))
 
 
-def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) -> pa.Table:
+def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig,
+          reference: str | None = None) -> pa.Table:
     """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems): per problem the
-    overall row (teacher ``*``), then one per teacher, in problem and teacher order."""
-    t = sort_by(verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]),
-                ["problem_id", "teacher", "candidate_id"])
+    overall row (teacher ``*``), then one per teacher, in problem and teacher order (``reference`` last).
+    ``reference``: a teacher whose candidates the overall row leaves out (it keeps its own row)."""
+    early = [c for c in _EARLY if c in verdicts.column_names]  # with filter.early_stop (``_verdicts``)
+    t = verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", *early])
+    aside = pc.equal(t.column("teacher"), reference or "").combine_chunks() if reference else pa.array([], pa.bool_())
+    t = sort_by(t.append_column("aside", aside) if reference else t,
+                ["problem_id"] + (["aside"] if reference else []) + ["teacher", "candidate_id"])
     if not t.num_rows:
         return PROBLEM_STATS.empty_table()
 
@@ -68,7 +89,11 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
     new_pid = np.r_[True, pid[1:] != pid[:-1]]
     p_start, t_start = np.flatnonzero(new_pid), np.flatnonzero(new_pid | np.r_[True, tch[1:] != tch[:-1]])
     start = np.r_[p_start, t_start]
-    length = np.r_[np.diff(np.r_[p_start, len(t)]), np.diff(np.r_[t_start, len(t)])]
+    p_length = np.diff(np.r_[p_start, len(t)])
+    if reference:  # the teacher set aside sorts last in its problem: the overall row stops before it
+        kept = np.r_[0, np.cumsum(~t.column("aside").to_numpy(zero_copy_only=False).astype(bool))]
+        p_length = kept[p_start + p_length] - kept[p_start]
+    length = np.r_[p_length, np.diff(np.r_[t_start, len(t)])]
     problem = np.searchsorted(p_start, start, side="right") - 1
     overall = np.r_[np.ones(len(p_start), bool), np.zeros(len(t_start), bool)]
     order = np.lexsort((start, ~overall, problem))
@@ -76,8 +101,16 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
-    reasons = np.array([(r := drop_reason(n, c / n, filter_cfg)) and r.value
-                        for n, c in zip(length[overall].tolist(), n_correct[overall].tolist())], dtype=object)
+    drawn = length[overall]
+    if early:  # per problem; a stopped problem is judged on the samples a full build draws: too easy
+        stopped = t.column("stopped_early").to_numpy(zero_copy_only=False).astype(bool)[p_start]
+        planned = t.column("n_planned").to_numpy(zero_copy_only=False).astype(np.int64)[p_start]
+    else:
+        stopped, planned = np.zeros(len(p_start), bool), drawn
+    whys = [(drop_reason(n, c / d if d else 0.0, filter_cfg), d, c / d if d else 0.0) for n, c, d in
+            zip(np.where(stopped, planned, drawn).tolist(), n_correct[overall].tolist(), drawn.tolist())]
+    reasons = np.array([r and r.value for r, _, _ in whys], dtype=object)
+    details = np.array([r and drop_detail(r, d, rate, filter_cfg) for r, d, rate in whys], dtype=object)
 
     blocks, positions = [], []
     for n in np.unique(length).tolist():
@@ -86,27 +119,31 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
         ks = _ks(n, score_cfg.ks)
         ok, rw = correct[idx], rewards[idx]
         c = ok.sum(axis=1)
-        pass_table = np.array([[pass_at_k(n, ci, k) for k in ks] for ci in range(n + 1)])
-        weights = np.column_stack([rank_weights(n, k) for k in ks])
+        rate = c / n if n else np.zeros(len(seg))  # n = 0: a problem with only the candidates set aside
+        pass_table = np.array([[pass_at_k(n, ci, k) for k in ks] for ci in range(n + 1)]).reshape(n + 1, len(ks))
+        weights = np.column_stack([rank_weights(n, k) for k in ks]) if ks else np.zeros((n, 0))
         first = pa.array(start[seg])
         teacher = pc.if_else(pa.array(overall[seg]), ALL, t.column("teacher").take(first))
         seeds = lambda r, first=first, teacher=teacher: (  # noqa: E731  (only where majority@k is sampled)
             f"{t.column('problem_id')[first[r].as_py()]}/{teacher[r]}")
-        maj = majority_block(answer[idx], ok, ks, seeds)
-        no_answers = np.isnan(maj[:, 0])
+        maj = majority_block(answer[idx], ok, ks, seeds) if ks else np.zeros((len(seg), 0))
+        no_answers = np.isnan(maj[:, 0]) if ks else np.ones(len(seg), bool)
         reason = reasons[problem[seg]]
         blocks.append(pa.table({
             "problem_id": t.column("problem_id").take(first),
             "teacher": teacher,
             "n": pa.array(np.full(len(seg), n, dtype=np.int32)),
             "n_correct": pa.array(c.astype(np.int32)),
-            "pass_rate": pa.array(c / n),
-            "mean_reward": pa.array(rw.mean(axis=1)),
+            "pass_rate": pa.array(rate),
+            "mean_reward": pa.array(rw.mean(axis=1) if n else rate),
             "pass_at_k": _kmap(pass_table[c], ks),
             "majority_at_k": _kmap(np.where(no_answers[:, None], 0.0, maj), ks, no_answers),
             "max_at_k": _kmap(np.sort(rw, axis=1) @ weights, ks),
             "keep": pa.array(reason == None),  # noqa: E711  (elementwise)
             "drop_reason": pa.array(reason, pa.string()),
+            "drop_detail": pa.array(details[problem[seg]], pa.string()),
+            "stopped_early": pa.array(stopped[problem[seg]]),
+            "n_planned": pa.array(planned[problem[seg]], pa.int32(), mask=None if early else np.ones(len(seg), bool)),
         }, schema=PROBLEM_STATS))
         positions.append(seg)
     out = pa.concat_tables(blocks)
@@ -114,30 +151,49 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) 
 
 
 _COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]
+_EARLY = ["stopped_early", "n_planned"]
 
 
 def _verdicts(i: Inputs) -> Iterator[pa.Table]:
-    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once)."""
-    with i.aligned({"verdicts": _COLUMNS}) as chunks:
+    """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once); with
+    early stopping each row also carries its problem's ``stopped_early`` and ``n_planned`` (the samples a build
+    without early stop draws), from the last round's table."""
+    early = "rounds" in i
+    columns = {"verdicts": _COLUMNS, **({"rounds": ["problem_id", "n", "stopped_early"]} if early else {})}
+    with i.aligned(columns) as chunks:
         for chunk in chunks:
-            yield chunk["verdicts"]
+            if not early:
+                yield chunk["verdicts"]
+                continue
+            per_problem = chunk["rounds"].group_by("problem_id").aggregate([("n", "sum"), ("stopped_early", "max")])
+            per_problem = pa.table({"problem_id": per_problem.column("problem_id"),
+                                    "n_planned": per_problem.column("n_sum").cast(pa.int32()),
+                                    "stopped_early": per_problem.column("stopped_early_max")})
+            yield chunk["verdicts"].join(per_problem, "problem_id")
 
 
 @dataclass(frozen=True)
 class ScoreParams(Params):
     score_cfg: ScoreConfig
     filter_cfg: FilterConfig
+    reference: str | None = None  # the teacher the overall row leaves out
 
     def key_config(self) -> dict:
-        return {"score": self.score_cfg.key_config(), "filter": self.filter_cfg.key_config()}
+        # count_reference acts through ``reference`` alone (without references it changes nothing)
+        filt = {k: v for k, v in self.filter_cfg.key_config().items() if k != "count_reference"}
+        out = {"score": self.score_cfg.key_config(), "filter": filt}
+        return {**out, "reference": self.reference} if self.reference else out
 
 
 STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS, compute=score, shard_rows=200_000,
               stream=_verdicts, stream_of="verdicts")
 
 
-def node(recipe: Recipe, verdicts: list[Ref]) -> Node:
-    return STAGE.bind(ScoreParams(recipe.score, recipe.filter), {"verdicts": verdicts})
+def node(recipe: Recipe, verdicts: list[Ref], rounds: Ref | None = None) -> Node:
+    """``rounds``: the last round's table of early stopping (``bonforge.stages.rounds``)."""
+    aside = recipe.problems.include_reference and not recipe.filter.count_reference
+    return STAGE.bind(ScoreParams(recipe.score, recipe.filter, REFERENCE_TEACHER if aside else None),
+                      {"verdicts": verdicts, "rounds": rounds})
 
 
 def filter_counts(i: Inputs) -> dict[str, int]:

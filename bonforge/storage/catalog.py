@@ -32,6 +32,7 @@ def connect(store: StageStore, run_id: str | None = None):
                 {
                     "run_id": run.run_id,
                     "stage": stage,
+                    "teacher": man and man.extra.get("teacher"),  # a per-teacher stage's (candidates, verdicts)
                     "key": key,
                     "rows": man and man.rows,
                     "wall_s": man and man.timings.get("wall_s"),
@@ -49,6 +50,7 @@ RUN_STAGES = pa.schema(
     [
         ("run_id", pa.string()),
         ("stage", pa.string()),
+        ("teacher", pa.string()),
         ("key", pa.string()),
         ("rows", pa.int64()),
         ("wall_s", pa.float64()),

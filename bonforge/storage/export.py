@@ -11,10 +11,11 @@ GenSelect dataset:
 RL dataset (``export.rl``): the kept problems themselves.
 
 * ``rl``: the same verl layout, one row per kept problem, the prompt rendered with the sampling template;
-  ``ground_truth`` is the gold answer as stored (math, read by the reward as the verdicts stage reads it:
-  a plain answer or a worked solution with a marker) or the JSON test spec (code); ``extra_info.verify``
-  holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code`` check exactly as the
-  verdicts stage did.
+  ``ground_truth`` is the gold final answer (math: read out of the stored gold as the maths judge reads it,
+  ``bonforge.judging.math_rules.gold_answer``: GSM8K's text after ``####``, MATH's last box) or the JSON test
+  spec (code); ``extra_info.solution`` keeps the gold as stored (a worked solution, or a reference program);
+  ``extra_info.verify`` holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code``
+  check exactly as the verdicts stage did.
 * ``candidates``: the kept problems' candidates with their verdicts (``reward`` = the fraction of tests
   passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N.
 """
@@ -30,6 +31,8 @@ import pyarrow.compute as pc
 
 from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
+from bonforge.judging.math_rules import gold_answer
+from bonforge.schema import REFERENCE_TEACHER
 from bonforge.selection.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -121,7 +124,7 @@ PASS_AT_K = pa.list_(pa.struct([("k", pa.int32()), ("value", pa.float64())]))
 RL_SCHEMA = verl_schema([("problem_id", pa.string()), ("index", pa.int32()), ("question", pa.string()),
                          ("pass_rate", pa.float64()), ("n_samples", pa.int32()), ("n_correct", pa.int32()),
                          ("pass_at_k", PASS_AT_K), ("measured_on", pa.list_(pa.string())),
-                         ("verify", pa.string())])  # fmt: skip
+                         ("verify", pa.string()), ("solution", pa.string())])  # fmt: skip
 
 RL_CANDIDATES_SCHEMA = pa.schema(
     [
@@ -142,10 +145,13 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
     ``extra_info.index`` counts from ``start``. ``templates`` and ``verify`` map a domain to its prompt
     template and its checking config (a model with ``key_config()``)."""
     settings = {d: json.dumps(cfg.key_config(), sort_keys=True) for d, cfg in verify.items()}
+    golds = {d: cfg.model_dump_json() for d, cfg in verify.items()}
     rows = []
     for i, r in enumerate(kept.sort_by("problem_id").to_pylist(), start):
         domain = r["domain"]
         truth = r["tests"] if domain == "code" else r["answer"]
+        if truth and domain == "math":
+            truth = gold_answer(truth, golds[domain])
         if not truth:
             field = "tests" if domain == "code" else "answer"
             raise DataError("a kept problem has no ground truth", "problems", r["problem_id"], field)
@@ -157,14 +163,14 @@ def to_rl(kept: pa.Table, data_source: str, templates: dict[str, str], verify: d
             "extra_info": {"problem_id": r["problem_id"], "index": i, "question": r["question"],
                            "pass_rate": r["pass_rate"], "n_samples": r["n"], "n_correct": r["n_correct"],
                            "pass_at_k": [{"k": e["key"], "value": e["value"]} for e in r["pass_at_k"] or []],
-                           "measured_on": r["teachers"], "verify": settings[domain]},
+                           "measured_on": r["teachers"], "verify": settings[domain], "solution": r["answer"]},
         })  # fmt: skip
     return pa.Table.from_pylist(rows, schema=RL_SCHEMA)
 
 
 KEPT_PROBLEMS = """
     WITH teachers AS (SELECT problem_id, list(teacher ORDER BY teacher) AS teachers FROM problem_stats
-                      WHERE teacher <> '*' GROUP BY problem_id)
+                      WHERE teacher <> '*' {aside} GROUP BY problem_id)
     SELECT p.problem_id, p.domain, p.question, p.answer, p.tests, s.pass_rate, s.n, s.n_correct,
            map_entries(s.pass_at_k) AS pass_at_k, t.teachers
     FROM problems p JOIN problem_stats s ON s.problem_id = p.problem_id AND s.teacher = '*' AND s.keep
@@ -176,18 +182,21 @@ KEPT_CANDIDATES = {"problem_id": "candidates", "candidate_id": "candidates", "te
 _BATCH = 100_000  # rows per part written
 
 
-def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict) -> Iterator[dict[str, pa.Table]]:
+def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict,
+             counted_reference: bool = True) -> Iterator[dict[str, pa.Table]]:
     """The RL dataset's tables from inputs with the views ``problems``, ``candidates``, ``verdicts`` and
     ``problem_stats``, in parts of _BATCH rows in problem_id order: the kept problems, then their candidates
-    (streamed in chunks of whole problems: never all the texts at once)."""
+    (streamed in chunks of whole problems: never all the texts at once). ``counted_reference``: the overall
+    pass rate counts the reference solutions, so ``measured_on`` names them."""
     from bonforge.selection import judged_pool
 
+    query = KEPT_PROBLEMS.format(aside="" if counted_reference else f"AND teacher <> '{REFERENCE_TEACHER}'")
     start = 0
-    for batch in i.con.sql(KEPT_PROBLEMS).to_arrow_reader(_BATCH):
+    for batch in i.con.sql(query).to_arrow_reader(_BATCH):
         yield {"rl": to_rl(pa.Table.from_batches([batch]), data_source, templates, verify, start)}
         start += batch.num_rows
     if not start:
-        yield {"rl": to_rl(i.sql(KEPT_PROBLEMS), data_source, templates, verify)}  # the schema of an empty file
+        yield {"rl": to_rl(i.sql(query), data_source, templates, verify)}  # the schema of an empty file
     order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
     for part in judged_pool.rebatched((t.sort_by(order) for t in judged_pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
         yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
@@ -203,7 +212,8 @@ def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     # the policy answers the sampling template in a fenced block: `auto` also reads completions
     code = recipe.verify.code.model_copy(update={"extraction": "auto"})
     verify = {"math": recipe.verify.math, "code": code}
-    parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify)
+    counted = not recipe.problems.include_reference or recipe.filter.count_reference
+    parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify, counted)
     return parts, trainers(domain, "rl/train.parquet")
 
 

@@ -20,9 +20,11 @@ from typing import Any, Iterator
 from bonforge.storage import liveness
 
 
-def utc_now() -> str:
-    """An ISO timestamp with microseconds: runs started within one second still sort in order."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def utc_now(at: float | None = None) -> str:
+    """An ISO timestamp with microseconds (of now, or of the epoch seconds ``at``): runs started within one
+    second still sort in order."""
+    when = datetime.now(timezone.utc) if at is None else datetime.fromtimestamp(at, timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def new_run_id() -> str:
@@ -50,15 +52,18 @@ class RunRecord(Mapping):
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None
+    build_summary: dict | None = None  # a build's: problems in, kept, dropped by reason, verdicts by status
     report: str | None = None  # a build's HTML report, once written (``bonforge.report.report_after_build``)
     process: dict | None = None  # a build's: who writes it (``bonforge.storage.liveness``; a killed one is failed)
     extra: dict[str, Any] = field(default_factory=dict)  # what a derived run adds: its selector, its summary
 
     @classmethod
-    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]]) -> RunRecord:
-        """A build of ``recipe`` starting now; ``stages``/``cached``: the run's maps, filled as it goes."""
+    def build(cls, recipe, run_id: str | None, stages: dict[str, list[str]], cached: dict[str, list[str]],
+              started: str | None = None) -> RunRecord:
+        """A build of ``recipe`` started at ``started`` (default now); ``stages``/``cached``: the run's maps,
+        filled as it goes."""
         return cls(run_id or new_run_id(), recipe.name, recipe.model_dump(mode="json"), stages, cached,
-                   process=liveness.stamp())
+                   started=started or utc_now(), process=liveness.stamp())
 
     @classmethod
     def derived(cls, base: dict, kind: str, stage: str, key: str, label: str, cached: bool, secs: float,

@@ -25,13 +25,13 @@ class BadRequest(BonforgeError, ValueError):
 
 
 def run_summary(cat, run: dict) -> dict:
-    """A run's stages (key, rows, cached, seconds), its dataset versions and the problems it dropped."""
+    """A run's stages (teacher, key, rows, cached, seconds), its dataset versions and the problems it dropped."""
     cur = cat.cursor(run)
     if run.status == "running":
         stages = committed_since(cat.store, run.started)
     elif run.stages:
-        stages = _rows(cur, "SELECT stage, key, rows, cached, wall_s, compute_s FROM run_stages "
-                            "ORDER BY stage, key", [])
+        stages = _rows(cur, "SELECT stage, teacher, key, rows, cached, wall_s, compute_s FROM run_stages "
+                            "ORDER BY stage, teacher, key", [])
     else:
         stages = []
     drops = []
@@ -50,7 +50,8 @@ def committed_since(store, started: str) -> list[dict]:
             if store.exists(stage, key):
                 man = store.manifest(stage, key)
                 if man.created >= started[:19] + "Z":
-                    out.append({"stage": stage, "key": key, "rows": man.rows, "cached": False,
+                    out.append({"stage": stage, "teacher": man.extra.get("teacher"), "key": key, "rows": man.rows,
+                                "cached": False,
                                 "wall_s": man.timings.get("wall_s"), "compute_s": man.timings.get("compute_s")})
     return sorted(out, key=lambda s: (s["stage"], s["key"]))
 

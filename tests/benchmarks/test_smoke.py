@@ -46,6 +46,12 @@ SMOKE = {
                            r"^filter change .* with it \(median of 3"), needs=("data", "services"), timeout_s=600),
     "decontaminate": Smoke(("--problems", "500", "--items", "20", "--planted", "5"),
                            (r"^stage \(vectorised, with dedup\): ", r"^ratio python / stage: .*same problems dropped")),
+    "early_stop --pools-only": Smoke(("--pools-only",), (r"^GSM8K, 4 GPT-3 teachers x 1 +1319 ",
+                                                         r"^  saving: .* \(exact potential .* %\)$"), needs=("data",)),
+    # a build with and without early stopping on one vLLM CPU engine (its start: minutes here): opt-in, as below
+    "early_stop": Smoke(("--problems", "2", "--n", "2", "--max-tokens", "8", "--target", "0"),
+                        (r"^one batch +\d+ ", r"^rounds +\d+ ", r"^saving: .* same dataset content: True$",
+                         r"^tokens/s rounds / one batch: "), needs=("vllm",), timeout_s=600),
     "humaneval_style_harness": Smoke(("{tmp}/programs.json", "2", "1"), (r'^\{"seconds": .*, "passed": \d+\}$',)),
     "incremental": Smoke(("grow:10", "overhead:8", "lookup:8", "--baseline", "."),
                          (r"sampling stage, \+10 % / from scratch: .*x", r"best of two: .* with, .* without",

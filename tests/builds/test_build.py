@@ -132,7 +132,7 @@ def test_an_empty_result_is_loud_and_publishes_nothing(runs):
     """No problem passes the filter: the drop reasons and counts, no dataset version, exit code 2, unless
     the recipe allows an empty dataset (last here: it becomes the latest run)."""
     store = runs[0]
-    versions = lambda: sorted(p.name for p in (store / "datasets" / "gsm8k-genselect").iterdir())  # noqa: E731
+    versions = lambda: sorted(p.name for p in (store / "datasets" / "gsm8k-genselect").glob("v*"))  # noqa: E731
     before = versions()
     res = CliRunner().invoke(app, ["run", str(RECIPE), "--set", "filter.min_candidates=5", "--store", str(store)])
     assert res.exit_code == 2
@@ -143,5 +143,6 @@ def test_an_empty_result_is_loud_and_publishes_nothing(runs):
     res = CliRunner().invoke(app, ["run", str(RECIPE), "--set", "filter.min_candidates=5", "--set",
                                    "export.allow_empty=true", "--store", str(store)])
     assert res.exit_code == 0, res.output
+    assert "problems: 1319 in, 0 kept, 1319 dropped (too_few_candidates 1319)" in res.output.splitlines()
     man = json.loads((store / "datasets" / "gsm8k-genselect" / f"v{len(before) + 1}" / "manifest.json").read_text())
     assert {f["rows"] for f in man["files"].values()} == {0}

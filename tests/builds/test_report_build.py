@@ -71,6 +71,17 @@ def test_build_writes_the_report_and_every_plot_has_data(built):
     assert not re.search(r'(href|src)="(https?:|//)', page)
 
 
+def test_the_report_compares_our_verdicts_with_the_pools_labels(built):
+    """GSM8K's pool publishes `is_correct` for every sample: the report lists each of the four teachers, the
+    candidates labelled and where we disagree (nowhere: our verdicts reproduce the labels)."""
+    store, record = built
+    page = Path(record["report"]).read_text()
+    part = page.split('<section id="labels">')[1].split("</section>")[0]
+    cells = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", part)[1:]]
+    assert sorted(c[0] for c in cells) == sorted(t.name for t in load_recipe(RECIPE).teachers) and len(cells) == 4
+    assert all(int(c[1]) > 0 and c[2:] == ["0", "none", "none"] for c in cells), cells
+
+
 def test_the_report_reads_no_candidate_text(built, tmp_path):
     """Every figure comes from aggregates that leave the text column unread: the report of a copy of the store
     whose candidates files have no ``text`` column at all is the same report, characters per teacher included

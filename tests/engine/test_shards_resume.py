@@ -63,6 +63,9 @@ def test_failure_midway_then_rerun_resumes(tmp_path):
         man = sample_stage(store, problems(), teacher(s2.url))
     assert s2.count == (N_PROBLEMS - 2 * SHARD) * N_SAMPLES  # finished shards were not regenerated
     assert man["key"] == key and man["shards_resumed"] == 2 and man["rows"] == N_PROBLEMS * N_SAMPLES
+    # the resumed shards' rows were computed by the interrupted run: this one reused them
+    assert man["rows_resumed"] == 2 * SHARD * N_SAMPLES
+    assert man.counts() == (s2.count, 2 * SHARD * N_SAMPLES)
     assert man["tokens"]["completion"] == 7 * N_PROBLEMS * N_SAMPLES  # totals cover resumed shards too
     assert man["throughput"]["completion_tokens"] == 7 * s2.count
     assert man["teacher"] == "served" and man["problems_short_of_n_count"] == 0

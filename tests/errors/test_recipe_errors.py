@@ -51,6 +51,15 @@ def test_cross_field_rule_fires():
         load_recipe(GSM8K, ["filter.min_pass_rate=0.6"])
 
 
+def test_early_stop_refuses_teachers_it_cannot_draw_in_rounds():
+    with pytest.raises(ConfigError, match="filter.early_stop draws sampled teachers in rounds: not with pool teachers"):
+        load_recipe(GSM8K, ["filter.early_stop=true"])  # the GSM8K recipe's teachers are pools
+    smol = REPO / "recipes" / "gsm8k-smollm2.yaml"
+    assert load_recipe(smol, ["filter.early_stop=true"]).filter.early_stop
+    with pytest.raises(ConfigError, match=r"filter.early_stop takes .* not with reuse: false \(--fresh\)"):
+        load_recipe(smol, ["filter.early_stop=true", "reuse=false"])
+
+
 def test_override_syntax_and_index_errors():
     with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
         load_recipe(GSM8K, ["filter.max_pass_rate"])

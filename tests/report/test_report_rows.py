@@ -18,12 +18,12 @@ def test_the_stages_table_shows_rows_computed_and_reused(tmp_path):
     for stage, key, computed, reused in [("candidates", "grown", 2, 3), ("verdicts", "same", 5, 0)]:
         store.write_shard(stage, key, 0, table)
         store.commit(stage, key, 1, version="1", config={}, upstream={},
-                     extra={"rows_computed": computed, "rows_reused": reused})
+                     extra={"rows_computed": computed, "rows_reused": reused, "teacher": "qwen"})
     store.record_run(RunRecord.from_json({"run_id": "r", "recipe_name": "x", "status": "succeeded",
                       "stages": {"candidates": ["grown"], "verdicts": ["same"]}, "cached": {"verdicts": ["same"]}}))
     page = stages_table(connect(store, "r"))
     header, *rows = re.findall(r"<tr>(.*?)</tr>", page)
-    assert re.findall(r"<th>(.*?)</th>", header)[2:5] == ["rows", "computed", "reused"]
+    assert re.findall(r"<th>(.*?)</th>", header)[:6] == ["stage", "teacher", "key", "rows", "computed", "reused"]
     cells = [re.findall(r"<td>(.*?)</td>", r) for r in rows]
-    assert [c[:5] for c in cells] == [["candidates", "grown", "5", "2", "3"],
-                                      ["verdicts", "same", "5", "0", "0"]]  # cached: computed and reused nothing
+    assert [c[:6] for c in cells] == [["candidates", "qwen", "grown", "5", "2", "3"],
+                                      ["verdicts", "qwen", "same", "5", "0", "0"]]  # cached: none computed or reused

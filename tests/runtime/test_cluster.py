@@ -94,3 +94,15 @@ def test_build_runs_unchanged_on_the_cluster_and_uses_both_nodes(cluster, tmp_pa
         nodes |= set(man["ray_nodes"])
     assert len(nodes) == 2, nodes
     assert "dataset gsm8k-genselect v1" in log.read_text()
+
+
+def test_a_local_start_says_nothing_about_token_authentication(tmp_path):
+    """Ray's banner about its token-authentication default is not printed on every build: the mode is set
+    explicitly (token, Ray's default for a local cluster), and the cluster still requires the token."""
+    code = ("import os\nfrom bonforge.runtime.cluster import ensure_ray\nensure_ray(num_cpus=1)\nimport ray\n"
+            "print('mode', os.environ['RAY_AUTH_MODE'], ray.is_initialized())\nray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(REPO)}, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "mode token True" in out.stdout and "Token authentication" not in out.stderr, out.stderr[-3000:]

@@ -46,3 +46,33 @@ def test_docker_host_is_the_engine_asked(tmp_path, monkeypatch):
             image.image_exists("bonforge-sandbox:none")
     finally:
         image.client.cache_clear()
+
+
+@pytest.mark.docker
+def test_cleanup_removes_only_this_users_containers(sandbox_image):
+    """On a Docker engine shared by several users, `bonforge sandbox cleanup` removes the containers this
+    user's sandboxes started (labelled at creation), never another user's; --all-users removes both."""
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from bonforge.cli import app
+
+    def create(labels: dict) -> str:
+        argv = ["docker", "create", *[a for k, v in labels.items() for a in ("--label", f"{k}={v}")], sandbox_image,
+                "true"]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+    def exists(cid: str) -> bool:
+        return subprocess.run(["docker", "inspect", cid], capture_output=True).returncode == 0
+
+    mine = create(image.labels())
+    theirs = create({**image.labels(), image.USER_LABEL: "someone-else:4242", image.OWNER_LABEL: "elsewhere:1"})
+    try:
+        res = CliRunner().invoke(app, ["sandbox", "cleanup"])
+        assert res.exit_code == 0, res.output
+        assert not exists(mine) and exists(theirs)
+        res = CliRunner().invoke(app, ["sandbox", "cleanup", "--all-users"])
+        assert res.exit_code == 0 and not exists(theirs), res.output
+    finally:
+        subprocess.run(["docker", "rm", "-f", mine, theirs], capture_output=True)

@@ -42,6 +42,27 @@ def test_score_table_overall_and_per_teacher():
     assert b["keep"] is False and b["drop_reason"] == "too_easy"
 
 
+def test_a_problem_stopped_early_is_too_easy_on_the_samples_a_full_build_draws():
+    v = pa.table({
+        "problem_id": ["a"] * 3 + ["k"] * 8,
+        "teacher": ["t"] * 11,
+        "candidate_id": [f"a/t/{i}" for i in range(3)] + [f"k/t/{i}" for i in range(8)],
+        "correct": [True] * 3 + [True, False] * 4,
+        "reward": [1.0] * 3 + [1.0, 0.0] * 4,
+        "extracted": ["5"] * 11,
+        "stopped_early": [True] * 3 + [False] * 8,
+        "n_planned": [4] * 3 + [8] * 8,
+    })
+    cfg = FilterConfig(max_pass_rate=0.5, min_candidates=4)
+    out = {(r["problem_id"], r["teacher"]): r for r in score(v, ScoreConfig(), cfg).to_pylist()}
+    a = out[("a", "*")]  # 3 drawn, fewer than min_candidates, but a full build draws 4: too easy, not too few
+    assert (a["n"], a["stopped_early"], a["n_planned"], a["drop_reason"]) == (3, True, 4, "too_easy")
+    k = out[("k", "*")]
+    assert (k["n"], k["stopped_early"], k["n_planned"], k["keep"]) == (8, False, 8, True)
+    plain = score(v.drop_columns(["stopped_early", "n_planned"]), ScoreConfig(), cfg).to_pylist()
+    assert {r["n_planned"] for r in plain} == {None} and not any(r["stopped_early"] for r in plain)
+
+
 def _old_majority(answers, correct, k, seed_text):
     """majority@k as the stage computed it before it was vectorised: exact enumeration when C(n, k) <= 512,
     else 512 seeded random subsets."""
@@ -155,3 +176,68 @@ def test_a_drop_reason_is_one_code_whatever_the_numbers():
     out = score(v, ScoreConfig(), FilterConfig()).filter(pc.equal(pc.field("teacher"), "*"))
     assert out.column("drop_reason").to_pylist() == ["too_easy", "too_easy"]
     assert {DropReason(r).words for r in out.column("drop_reason").to_pylist()} == {"too easy"}
+
+
+def _with_references(model_correct: list[bool], n_reference: int) -> pa.Table:
+    n = len(model_correct)
+    return pa.table({
+        "problem_id": ["p"] * (n + n_reference),
+        "teacher": ["m"] * n + ["reference"] * n_reference,
+        "candidate_id": [f"p/m/{i}" for i in range(n)] + [f"p/reference/{i}" for i in range(n_reference)],
+        "correct": model_correct + [True] * n_reference,
+        "reward": [float(c) for c in model_correct] + [1.0] * n_reference,
+        "extracted": ["1" if c else "2" for c in model_correct] + ["1"] * n_reference,
+    })
+
+
+def _recipe(*overrides: str):
+    from bonforge.config import Recipe, apply_overrides
+
+    raw = {"name": "r", "problems": {"name": "p", "source": {"path": "p.jsonl"}}, "export": {"name": "d"},
+           "teachers": [{"name": "m", "engine": "pool", "source": {"path": "p.jsonl"}, "samples": "s", "text": "t"}]}
+    return Recipe.model_validate(apply_overrides(raw, list(overrides)))
+
+
+def _stats(recipe_overrides: list[str], verdicts: pa.Table) -> dict:
+    """problem_stats rows by teacher as the recipe's node computes them."""
+    from bonforge.stages import score as stage
+
+    p = stage.node(_recipe(*recipe_overrides), []).params
+    out = stage.STAGE.compute(verdicts, score_cfg=p.score_cfg, filter_cfg=p.filter_cfg, reference=p.reference)
+    return {r["teacher"]: r for r in out.to_pylist()}
+
+
+def test_reference_solutions_do_not_count_in_the_filter():
+    """The issue's case: the model solved a problem 0 of 4 times; its 10 reference solutions made the overall
+    pass rate 10/14 = 0.714 and the problem was dropped as too easy. The filter reads the model's rate."""
+    v = _with_references([False] * 4, 10)
+    rows = _stats(["problems.include_reference=true"], v)
+    star = rows["*"]
+    assert (star["n"], star["n_correct"], star["pass_rate"]) == (4, 0, 0.0)
+    assert star["drop_reason"] == "too_hard" and star["drop_detail"] == "pass rate 0.000 <= min_pass_rate 0 (0 of 4)"
+    assert (rows["reference"]["n"], rows["reference"]["pass_rate"]) == (10, 1.0)  # kept as a row of its own
+    assert list(rows) == ["*", "m", "reference"]
+    # a problem the model solves 1 of 4 times is kept, whatever its references
+    assert _stats(["problems.include_reference=true"], _with_references([True] + [False] * 3, 10))["*"]["keep"]
+    # counted only where the recipe asks: then the old figure
+    counted = _stats(["problems.include_reference=true", "filter.count_reference=true"], v)["*"]
+    assert (counted["n"], round(counted["pass_rate"], 3), counted["drop_reason"]) == (14, 0.714, "too_easy")
+    assert counted["drop_detail"] == "pass rate 0.714 > max_pass_rate 0.5 (10 of 14)"
+
+
+def test_a_problem_with_only_reference_solutions_has_too_few_candidates():
+    star = _stats(["problems.include_reference=true"], _with_references([], 3))["*"]
+    assert (star["n"], star["pass_rate"], star["keep"], star["drop_reason"]) == (0, 0.0, False, "too_few_candidates")
+    assert star["pass_at_k"] == [] and star["majority_at_k"] is None
+
+
+def test_the_reference_setting_enters_the_key_only_where_it_acts():
+    from bonforge.stages import score as stage
+
+    def key(*overrides):
+        return stage.node(_recipe(*overrides), []).key
+
+    plain = key()
+    assert key("filter.count_reference=true") == plain  # no references: nothing to count
+    assert key("problems.include_reference=true") != plain
+    assert key("problems.include_reference=true", "filter.count_reference=true") == plain  # all counted, as before

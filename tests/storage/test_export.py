@@ -1,6 +1,7 @@
 """Dataset versions: immutable, content-addressed, with lineage and checksums; verl format."""
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,14 +35,14 @@ def test_identical_content_reuses_the_version_and_new_content_gets_the_next(tmp_
     v2 = publish(tmp_path, "ds", formats(genselect(4), ["verl", "plain"], "x"), lineage)
     assert (v1["version"], again["version"], v2["version"]) == (1, 1, 2)
     assert v1["reused"] is False and again["reused"] is True
-    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["v1", "v2"]
+    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["latest", "v1", "v2"]
     man = json.loads((tmp_path / "datasets" / "ds" / "v1" / "manifest.json").read_text())
     assert man["stages"] == {"genselect": ["k1"]}  # v1's lineage is untouched by the reuse
     for name, meta in man["files"].items():
         path = tmp_path / "datasets" / "ds" / "v1" / name
         assert sha256_file(path) == meta["sha256"] and pq.read_metadata(path).num_rows == meta["rows"]
     # nothing half-written is left beside the versions
-    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["v1", "v2"]
+    assert sorted(p.name for p in (tmp_path / "datasets" / "ds").iterdir()) == ["latest", "v1", "v2"]
 
 
 def test_stream_of_shards_equals_one_table(tmp_path):
@@ -118,8 +119,9 @@ def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
     assert t.schema == RL_SCHEMA
     first, second = t.to_pylist()
     assert first["extra_info"]["problem_id"] == "gsm8k/1" and first["extra_info"]["index"] == 0  # problem order
-    assert first["reward_model"] == {"style": "rule", "ground_truth": "#### 1,000"}  # read by the reward
-    assert second["reward_model"]["ground_truth"] == "He has 2 + 2 = 4 apples.\nA: 4"
+    assert first["reward_model"] == {"style": "rule", "ground_truth": "1,000"}  # the gold final answer
+    assert second["reward_model"]["ground_truth"] == "4"
+    assert second["extra_info"]["solution"] == "He has 2 + 2 = 4 apples.\nA: 4"  # the solution as stored
     assert second["prompt"] == [{"role": "user", "content": "Solve: Two plus {x}?"}]  # other braces stay
     assert (second["ability"], second["data_source"]) == ("math", "bonforge/gsm8k")
     assert second["extra_info"]["pass_rate"] == 0.25
@@ -129,7 +131,48 @@ def test_rl_rows_carry_the_gold_answer_the_prompt_and_the_checking_settings():
     assert MathVerifyConfig(**json.loads(second["extra_info"]["verify"])) == verify["math"]
     code = to_rl(kept_problems("code"), "bonforge/h", {"code": "{question}"}, verify).to_pylist()
     assert code[0]["reward_model"]["ground_truth"] == '{"kind": "stdio", "tests": []}'
+    assert code[0]["extra_info"]["solution"] == "#### 1,000"  # a code problem's reference program, as stored
     assert CodeVerifyConfig(**json.loads(code[0]["extra_info"]["verify"])).time_limit_s == 3.0
+
+
+def _jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_rl_ground_truth_is_gsm8ks_final_answer_on_every_real_row(data_dir):
+    """All 1,319 GSM8K test golds with the GSM8K recipes' patterns: the text after ``####``; the reward scores the
+    gold's own worked solution 1 against it."""
+    from bonforge.config import load_recipe
+    from bonforge.rewards.math import compute_score
+    from bonforge.storage.export import to_rl
+
+    rows = _jsonl(data_dir / "gsm8k" / "test.jsonl")
+    cfg = load_recipe(Path(__file__).parents[2] / "recipes" / "gsm8k-genselect.yaml").verify.math
+    kept = pa.Table.from_pylist([{"problem_id": f"gsm8k/{i:04d}", "domain": "math", "question": r["question"],
+                                  "answer": r["answer"], "tests": None, "pass_rate": 0.5, "n": 2, "n_correct": 1,
+                                  "pass_at_k": [], "teachers": ["a"]} for i, r in enumerate(rows)])  # fmt: skip
+    out = to_rl(kept, "bonforge/gsm8k", {"math": "{question}"}, {"math": cfg}).to_pylist()
+    assert [r["reward_model"]["ground_truth"] for r in out] == [r["answer"].split("####")[-1].strip() for r in rows]
+    assert [r["extra_info"]["solution"] for r in out] == [r["answer"] for r in rows]
+    assert out[0]["reward_model"]["ground_truth"] == "18"
+    for r in out[:20]:
+        got = compute_score("bonforge/gsm8k", r["extra_info"]["solution"], r["reward_model"]["ground_truth"],
+                            r["extra_info"])
+        assert got["score"] == 1.0, r["extra_info"]["problem_id"]
+
+
+def test_math_gold_answer_is_the_last_box_of_a_worked_solution(data_dir):
+    """MATH-500's worked solutions: the last boxed answer, as the maths judge reads golds: the published
+    ``answer`` field on every row."""
+    from bonforge.config import MathVerifyConfig
+    from bonforge.judging.math_rules import gold_answer
+
+    cfg = MathVerifyConfig().model_dump_json()
+    rows = _jsonl(data_dir / "math" / "math500.jsonl")
+    got = [gold_answer(r["solution"], cfg) for r in rows]
+    assert got == [r["answer"] for r in rows]  # all 500
+    assert gold_answer("So $x = \\boxed{\\frac{1}{2}}$.\nDone.", cfg) == "\\frac{1}{2}"
+    assert gold_answer("  42 ", cfg) == "42"  # a plain answer stays itself
 
 
 def test_rl_export_refuses_a_kept_problem_without_ground_truth():

@@ -61,6 +61,43 @@ def test_a_build_returns_its_record_typed(tmp_path):
     assert record["report"] == record.report and record.get("error") is None
 
 
+def test_wall_time_counts_the_whole_build(tmp_path, monkeypatch):
+    """A build's ``wall_s`` runs from the call, through its early stages and the start of its services, to the
+    end: not from when the flow began walking the DAG (9 s recorded for a 39 s build)."""
+    import time
+
+    import bonforge.engine.prefect as prefect
+    from bonforge import engine
+    from bonforge.engine.run import CommittedRun, NotCommitted, execute
+    from bonforge.storage.store import StageStore
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml")
+    store = StageStore(tmp_path / "store")
+    walks = []
+
+    def dag(recipe, run, recipe_dir):
+        walks.append(type(run).__name__)
+        if len(walks) == 1:
+            time.sleep(0.6)  # the early stages, computed before any service starts
+            raise NotCommitted("verdicts")
+        return {"path": "/store/datasets/r/v1", "version": 1}
+
+    def compute(dag, recipe, store_root, recipe_dir, run_id, done, since):
+        time.sleep(0.6)  # Prefect's and Ray's start
+        return execute(dag, CommittedRun(StageStore(store_root), recipe), recipe_dir, run_id, True, since=since)
+
+    monkeypatch.setattr(prefect, "compute", compute)
+    t0 = time.time()
+    record = engine.build(dag, recipe, str(store.root), ".", "r1")
+    took = time.time() - t0
+    assert len(walks) == 2 and 1.2 <= record.wall_s <= took + 0.01
+    assert record.started <= store.runs()[-1]["finished"] and store.runs()[-1]["wall_s"] == record.wall_s
+    from datetime import datetime, timezone
+
+    started = datetime.strptime(record.started, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert abs((started - datetime.fromtimestamp(t0, timezone.utc)).total_seconds()) < 0.2
+
+
 def test_the_store_reads_its_records_back_typed_with_unknown_keys_kept(tmp_path):
     from bonforge.storage.store import StageStore
 

@@ -183,6 +183,23 @@ def test_a_claimed_version_without_manifest_is_invisible_and_skipped(s3_store):
     assert publish(s3_store.root, "ds", {"plain": _table(2)}, {})["reused"] is True
 
 
+def test_a_version_on_s3_has_its_card_splits_latest_and_listing(s3_store, s3_env):
+    from bonforge.storage.datasets import latest, listing
+    from bonforge.storage.splits import Split
+
+    loc = s3_store.loc
+    publish(s3_store.root, "ds", {"plain": _table(2)}, {"recipe": "r"})
+    man = publish(s3_store.root, "ds", {"plain": _table(40)}, {"recipe": "r"}, validation=Split(0.5, 0))
+    assert set(man["files"]) == {"plain/train.parquet", "plain/validation.parquet"}
+    assert loc.read_bytes(loc.path("datasets", "ds", "v2", "README.md")).startswith(b"---\nlicense: unknown\n")
+    assert latest(s3_store.root, "ds") == 2 and loc.read_bytes(loc.path("datasets", "ds", "latest")) == b"v2\n"
+    assert [(r["version"], r["latest"]) for r in listing(s3_store.root)] == [(2, True), (1, False)]
+    out = CliRunner(env=s3_env).invoke(app, ["datasets", "--store", s3_store.root])
+    assert out.exit_code == 0 and out.output.splitlines()[1].split()[:3] == ["ds", "v2", "latest"], out.output
+    publish(s3_store.root, "ds", {"plain": _table(2)}, {"recipe": "r"})  # v1's content: reused, and latest
+    assert latest(s3_store.root, "ds") == 1
+
+
 def test_sql_and_runs_over_an_s3_store(s3_store, s3_env):
     key = run_node(s3_store, demo(_table(4), lambda s: s, name="problem_stats", shard_rows=3))["key"]
     s3_store.record_run(RunRecord.from_json({"run_id": "r1", "started": "2026", "status": "succeeded",

@@ -60,6 +60,8 @@ def test_runs_newest_first_and_a_run_summary(client, runs, viewer_store):
     assert {(x["stage"], x["key"]) for x in s["stages"]} == {(st, k) for st, ks in record["stages"].items() for k in ks}
     man = viewer_store[0].manifest("problems", record["stages"]["problems"][0])
     assert next(x for x in s["stages"] if x["stage"] == "problems")["rows"] == man["rows"] == 12
+    verdicts = [x["teacher"] for x in s["stages"] if x["stage"] == "verdicts"]  # whose each one is
+    assert len(verdicts) > 1 and all(verdicts) and len(set(verdicts)) == len(verdicts), verdicts
     assert {d["kind"] for d in s["datasets"]} == {"dataset", "fusion_dataset"}
     assert all(d["version"] == 1 for d in s["datasets"])
     assert sum(d["problems"] for d in s["drops"]) == 12 and "kept" in {d["reason"] for d in s["drops"]}

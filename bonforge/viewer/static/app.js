@@ -199,9 +199,9 @@ async function viewRuns(p) {
   const s = await api("run", { run: runId });
   nav(s.run.run_id);
   const stages = h("table", { class: "stages" },
-    h("tr", {}, ["stage", "key", "rows", "", "wall s", "compute s"].map((c) => h("th", {}, c))),
+    h("tr", {}, ["stage", "teacher", "key", "rows", "", "wall s", "compute s"].map((c) => h("th", {}, c))),
     s.stages.map((st) => h("tr", {},
-      h("td", {}, st.stage), h("td", { class: "key" }, (st.key || "").slice(0, 16)),
+      h("td", {}, st.stage), h("td", {}, st.teacher || ""), h("td", { class: "key" }, (st.key || "").slice(0, 16)),
       h("td", { class: "num" }, st.rows), h("td", {}, h("span", { class: st.cached ? "cached" : "computed" },
         st.cached ? "cached" : "computed")),
       h("td", { class: "num" }, num(st.wall_s, 2)), h("td", { class: "num" }, num(st.compute_s, 2)))));

@@ -1,0 +1,226 @@
+"""Exact early stopping (``filter.early_stop``): what it saves, against what it could save, and what its rounds
+cost the engine.
+
+1. Real labelled pools (no model): per pool, the samples a build draws with and without early stopping, and the
+   exact potential (drawing one sample at a time in the interleaved order, each problem stopped once decided).
+   The rounds' saving is printed as a share of the potential (target >= 0.95).
+2. A real model (vLLM, SmolLM2-135M on CPU by default): the same recipe built with and without early stopping
+   in two stores, one engine for both (loaded once). Prints the completions and completion tokens asked, the
+   saving against the exact potential (from the full build's verdicts), and the completion tokens per second
+   of the sampling stage: early stopping's rounds (several batches) against one batch of all samples (target
+   >= 0.9x). Model loading is left out; the figure is tokens over the engine's generation time.
+
+    python benchmarks/early_stop.py                              # CPU, tiny: 8 problems x 8 samples x 32 tokens
+    python benchmarks/early_stop.py --pools-only                 # part 1 alone (seconds)
+    python benchmarks/early_stop.py --device gpu --model /models/Qwen3-0.6B --problems 512 --n 16 \\
+        --max-tokens 1024 --max-pass-rate 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DATA  # noqa: E402
+
+from bonforge.config import FilterConfig  # noqa: E402
+from bonforge.stages import rounds  # noqa: E402
+
+
+def one_at_a_time(patterns: list[list[bool]], cfg: FilterConfig) -> int:
+    """Samples drawn one at a time in the interleaved order, stopped once too easy is certain."""
+    order, seen, ok = rounds.interleaved(tuple(map(len, patterns))), [0] * len(patterns), 0
+    total = sum(map(len, patterns))
+    need = rounds.threshold(total, cfg)
+    for k, t in enumerate(order):
+        ok += patterns[t][seen[t]]
+        seen[t] += 1
+        if need is not None and ok >= need:
+            return k + 1
+    return total
+
+
+def in_rounds(patterns: list[list[bool]], cfg: FilterConfig) -> tuple[int, int]:
+    """Samples drawn by the rounds (``bonforge.stages.rounds.decide``), and the rounds taken."""
+    caps = [len(p) for p in patterns]
+    order, drawn, r = rounds.interleaved(tuple(caps)), [0] * len(caps), 1
+    while True:
+        correct = [sum(p[:d]) for p, d in zip(patterns, drawn)]
+        draws, stopped = rounds.decide(drawn, correct, caps, order, cfg, r)
+        if stopped or draws == drawn:
+            return sum(drawn), r
+        drawn, r = draws, r + 1
+
+
+def pools() -> dict[str, list[list[list[bool]]]]:
+    """Labelled pools of the data mirror: per problem, per teacher, its samples' labels."""
+    out: dict[str, list] = {}
+    gsm = DATA / "gsm8k" / "example_model_solutions.jsonl"
+    if gsm.is_file():
+        teachers = ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
+        rows = [json.loads(line) for line in gsm.read_text().splitlines() if line.strip()]
+        out["GSM8K, 4 GPT-3 teachers x 1"] = [[[bool(r[t]["is_correct"])] for t in teachers] for r in rows]
+    apps = sorted(p for p in (DATA / "apps-coderl").glob("*/gen_solutions.json"))
+    if apps:
+        out["APPS (CodeRL), 1 teacher"] = [[[s["result"] is True for s in json.loads(p.read_text())]] for p in apps]
+    return out
+
+
+def report_pools(cfg: FilterConfig) -> float:
+    print(f"{'pool':34} {'problems':>8} {'samples':>8} {'rounds':>8} {'potential':>9} {'share':>6} {'max rounds':>10}")
+    worst = 1.0
+    for name, problems in pools().items():
+        total = sum(sum(map(len, p)) for p in problems)
+        best = sum(one_at_a_time(p, cfg) for p in problems)
+        drawn = [in_rounds(p, cfg) for p in problems]
+        used = sum(d for d, _ in drawn)
+        share = (total - used) / (total - best) if total > best else 1.0
+        worst = min(worst, share)
+        most = max(r for _, r in drawn)
+        print(f"{name:34} {len(problems):>8} {total:>8} {used:>8} {best:>9} {share:>6.3f} {most:>10}")
+        print(f"  saving: {100 * (total - used) / total:.1f} % of the samples (exact potential "
+              f"{100 * (total - best) / total:.1f} %)")
+    return worst
+
+
+def easy_sums(count: int) -> list[dict]:
+    """Sums a small model often gets right, some harder: a mix of problems that stop early and that do not."""
+    rng = random.Random(0)
+    rows = []
+    for i in range(count):
+        a, b = (rng.randint(1, 9), rng.randint(1, 9)) if i % 2 == 0 else (rng.randint(100, 999), rng.randint(100, 999))
+        rows.append({"id": f"s{i:05d}", "question": f"What is {a} + {b}? Answer with the number in \\boxed{{}}.",
+                     "answer": str(a + b)})
+    return rows
+
+
+class Counting:
+    """The engine both builds use (their stages' ``close`` keeps it loaded): counts completions and tokens."""
+
+    def __init__(self, engine):
+        self.engine, self.name, self.completions, self.tokens = engine, engine.name, 0, 0
+
+    def start(self) -> None:
+        self.engine.start()
+
+    def generate(self, requests):
+        out = self.engine.generate(requests)
+        self.completions += sum(len(cs) for cs in out)
+        self.tokens += sum(c.completion_tokens for cs in out for c in cs)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def real_model(args, cfg: FilterConfig) -> float:
+    import bonforge.llm
+    from bonforge.config import load_recipe
+    from bonforge.engine.run import Run, execute
+    from bonforge.engine.shards import run_node
+    from bonforge.flows.build import dag
+    from bonforge.llm.vllm_engine import VLLMEngine
+    from bonforge.runtime.cluster import ensure_ray
+    from bonforge.storage.store import StageStore
+
+    class LocalRun(Run):  # every node in this process, without Prefect: the sampling stage is what is measured
+        def __call__(self, node):
+            t0 = time.perf_counter()
+            return self._note(node, run_node(self.store, node), False, time.perf_counter() - t0)
+
+    folder = Path(tempfile.mkdtemp(prefix="bonforge-early-stop-"))
+    (folder / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in easy_sums(args.problems)))
+    cpu = ", device: cpu, dtype: float32" if args.device == "cpu" else ""
+    (folder / "recipe.yaml").write_text(f"""
+name: early-stop-bench
+problems: {{name: sums, source: {{path: sums.jsonl}}, fields: {{id: id}}}}
+teachers:
+  - {{name: t, engine: vllm, model: "{args.model}"{cpu}, max_model_len: 2048, n: {args.n}, temperature: 0.7,
+     top_p: 0.95, max_tokens: {args.max_tokens}, shard_problems: {args.problems}}}
+filter: {{max_pass_rate: {cfg.max_pass_rate}}}
+export: {{name: sums, allow_empty: true}}
+""")
+    recipe = load_recipe(folder / "recipe.yaml")
+    teacher = recipe.teachers[0]
+    if args.device == "cpu":  # the replica computes on every core but reserves half of Ray's: verification runs beside
+        cores = os.cpu_count() or 1
+        ensure_ray(num_cpus=2 * cores)
+        teacher = teacher.model_copy(update={"cpus_per_replica": cores})
+    engine = Counting(VLLMEngine(teacher))
+    t0 = time.perf_counter()
+    engine.start()
+    print(f"model loaded in {time.perf_counter() - t0:.1f}s (left out of the figures)")
+    bonforge.llm.make_engine = lambda teacher: engine
+    figures = {}
+    for label, early in (("one batch", False), ("rounds", True)):
+        store = StageStore(folder / label.replace(" ", "-"))
+        before = (engine.completions, engine.tokens)
+        r = load_recipe(folder / "recipe.yaml", [f"filter.early_stop={str(early).lower()}"])
+        record = execute(dag, LocalRun(store, r), str(folder), None, record_start=True).json()
+        tokens = gen_s = 0.0
+        for key in store.loc.names(store.loc.path("stages", "candidates")):
+            throughput = store.manifest("candidates", key).get("throughput") or {}
+            tokens += throughput.get("completion_tokens", 0)
+            gen_s += throughput.get("generate_s", 0.0)
+        figures[label] = {"completions": engine.completions - before[0], "tokens": engine.tokens - before[1],
+                          "tokens_per_s": tokens / gen_s if gen_s else 0.0, "record": record, "store": store,
+                          "rounds": len(record["stages"].get("rounds", []))}
+    engine.engine.close()
+    full, early = figures["one batch"], figures["rounds"]
+    (key,) = full["record"]["stages"]["verdicts"]
+    verdicts = full["store"].read("verdicts", key, ["problem_id", "candidate_id", "correct"]).to_pylist()
+    by_problem: dict[str, list] = {}
+    for v in sorted(verdicts, key=lambda v: int(v["candidate_id"].rsplit("/", 1)[1])):
+        by_problem.setdefault(v["problem_id"], []).append(bool(v["correct"]))
+    best = sum(one_at_a_time([p], cfg) for p in by_problem.values())
+    saved, potential = full["completions"] - early["completions"], full["completions"] - best
+    share = saved / potential if potential else 1.0
+    same = _content(full) == _content(early)
+    print(f"{'':10} {'completions':>11} {'tokens':>8} {'tokens/s':>9} {'rounds':>6}")
+    for label, f in figures.items():
+        print(f"{label:10} {f['completions']:>11} {f['tokens']:>8} {f['tokens_per_s']:>9.1f} {f['rounds']:>6}")
+    print(f"saving: {saved} completions ({100 * saved / max(full['completions'], 1):.1f} %), "
+          f"{full['tokens'] - early['tokens']} tokens; exact potential {potential}: share {share:.3f}; "
+          f"same dataset content: {same}")
+    ratio = early["tokens_per_s"] / full["tokens_per_s"] if full["tokens_per_s"] else 0.0
+    print(f"tokens/s rounds / one batch: {ratio:.2f}x")
+    return min(share, ratio / 0.9 * 0.95) if same else 0.0
+
+
+def _content(figure: dict) -> str:
+    path = figure["store"].root / figure["record"]["dataset"] / "manifest.json"
+    return json.loads(path.read_text())["content_sha256"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--problems", type=int, default=8)
+    p.add_argument("--n", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--max-pass-rate", type=float, default=0.25)
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    p.add_argument("--pools-only", action="store_true")
+    p.add_argument("--target", type=float, default=0.95, help="exit 1 when a share falls below (0: never)")
+    args = p.parse_args()
+    cfg = FilterConfig(max_pass_rate=args.max_pass_rate)
+    print(f"real pools, max_pass_rate {cfg.max_pass_rate} (share: the rounds' saving / the exact potential)")
+    worst = report_pools(cfg)
+    if not args.pools_only:
+        worst = min(worst, real_model(args, cfg))
+    sys.exit(1 if args.target and worst < args.target else 0)
+
+
+if __name__ == "__main__":
+    if "--pools-only" not in sys.argv:
+        import multiprocessing
+
+        multiprocessing.freeze_support()
+    main()

@@ -1,0 +1,40 @@
+"""Exact early stopping (``filter.early_stop``), the DAG of its rounds: each round's table
+(``bonforge.stages.rounds``) says what every teacher draws; the round's samples are the ordinary sampling and
+verification stages over the problems that draw (one batch per teacher and round, the samples drawn before taken
+by row reuse); the next round's table reads their verdicts. When a round draws nothing, each teacher's final
+candidates (every sample it holds) and their verdicts are the same stages again, every row reused.
+
+Each round is committed stage outputs, so a build killed inside a round resumes there, and a later build (a larger
+n, or early stopping off) takes every sample already drawn from the store and draws only the others. The
+run's record names the rounds tables and the final candidates and verdicts (its catalog views); the rounds'
+own samples appear in its timings and rows, labelled ``...@round<r>``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bonforge import engine
+from bonforge.config import Recipe
+from bonforge.stage import Node, Ref
+from bonforge.stages import rounds, sample, verify
+
+
+def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tuple[list[Ref], list[Ref], Ref]:
+    """Every teacher's candidates and verdicts, drawn in rounds; and the last round's table (for
+    ``problem_stats``)."""
+    plan = run(rounds.node(recipe.teachers, recipe.filter, problems))
+    while plan.manifest.extra["sampling"]:
+        r = plan.manifest.extra["round"]
+        drawn = [run(_in_round(sample.round_node(problems, plan, t), r)) for t in recipe.teachers
+                 if plan.manifest.extra["sampling"].get(t.name)]
+        judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
+        plan = run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged))
+    candidates = [run(sample.round_node(problems, plan, t, final=True)) for t in recipe.teachers]
+    verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
+    return candidates, verdicts, plan
+
+
+def _in_round(node: Node, round_: int) -> Node:
+    """A node of round ``round_``: its own label (timings, rows), and left out of the run's stage tables (the
+    catalog's views hold the final candidates and verdicts only; the keys are unchanged)."""
+    return replace(node, label=f"{node.label}@round{round_}", note={**node.note, "round": round_})

@@ -1,0 +1,65 @@
+"""The summary at the end of every build: problems in, kept, dropped by reason code, candidates, verdicts by
+status with the correct ones counted across domains; kept in the run record and printed by `bonforge run`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from bonforge.config import load_recipe
+from bonforge.report.summary import build_summary, summary_lines
+from bonforge.storage.store import StageStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def commit(store: StageStore, stage: str, key: str, rows: list[dict]) -> None:
+    store.write_shard(stage, key, 0, pa.Table.from_pylist(rows))
+    store.commit(stage, key, 1, version="1", config={}, upstream={})
+
+
+def a_build(store: StageStore) -> dict[str, list[str]]:
+    """Four problems (one maths, three code), two teachers' verdicts, the filter's stats."""
+    commit(store, "problems", "p", [{"problem_id": f"p{i}"} for i in range(4)])
+    cands = [{"problem_id": f"p{i}", "candidate_id": f"p{i}/{t}/0", "teacher": t} for i in range(4) for t in "ab"]
+    commit(store, "candidates", "ca", [c for c in cands if c["teacher"] == "a"])
+    commit(store, "candidates", "cb", [c for c in cands if c["teacher"] == "b"])
+    statuses = {"p0": ("correct", "wrong_answer"), "p1": ("passed", "passed"), "p2": ("passed", "timeout"),
+                "p3": ("runtime_error", "wrong_answer")}
+    for j, t in enumerate("ab"):
+        commit(store, "verdicts", f"v{t}", [{"problem_id": p, "candidate_id": f"{p}/{t}/0", "teacher": t,
+                                             "status": s[j], "correct": s[j] in ("correct", "passed")}
+                                            for p, s in statuses.items()])
+    reasons = {"p0": None, "p1": "too_easy", "p2": None, "p3": "too_hard"}
+    commit(store, "problem_stats", "s", [{"problem_id": p, "teacher": t, "keep": why is None, "drop_reason": why}
+                                         for p, why in reasons.items() for t in ("*", "a")])
+    return {"problems": ["p"], "candidates": ["ca", "cb"], "verdicts": ["va", "vb"], "problem_stats": ["s"]}
+
+
+def test_the_summary_counts_kept_dropped_and_verdicts(tmp_path):
+    store = StageStore(tmp_path / "store")
+    summary = build_summary(store, a_build(store))
+    assert summary == {"problems": 4, "kept": 2, "dropped": {"too_easy": 1, "too_hard": 1}, "candidates": 8,
+                       "verdicts": {"passed": 3, "wrong_answer": 2, "correct": 1, "runtime_error": 1, "timeout": 1},
+                       "correct": 4}
+    assert summary_lines(summary) == [
+        "problems: 4 in, 2 kept, 2 dropped (too_easy 1, too_hard 1)",
+        "candidates: 8",
+        "verdicts: 8, 4 correct (passed 3, wrong_answer 2, correct 1, runtime_error 1, timeout 1)"]
+    assert build_summary(store, {"problems": ["p"]}) == {"problems": 4}  # an open-ended build: no filter
+
+
+def test_a_build_records_its_summary(tmp_path):
+    from bonforge.engine.run import CommittedRun, execute
+
+    recipe = load_recipe(REPO / "recipes" / "gsm8k-genselect.yaml")
+    store = StageStore(tmp_path / "store")
+    stages = a_build(store)
+
+    def dag(recipe, run, recipe_dir):
+        run.record.update(stages)
+        return {"path": "/store/datasets/r/v1", "version": 1}
+
+    record = execute(dag, CommittedRun(store, recipe), ".", "r1", record_start=False)
+    assert record.build_summary["kept"] == 2 and store.runs()[-1].build_summary == record.build_summary

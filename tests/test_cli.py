@@ -1,0 +1,125 @@
+"""The command line's own behaviour: its version, flags that read as flags, tables that never cut an id, JSON
+that a program can read, and a derived command that says why it wrote nothing."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pyarrow as pa
+from typer.testing import CliRunner
+
+from bonforge import __version__
+from bonforge.cli import app
+from bonforge.storage.run_record import RunRecord
+from bonforge.storage.store import StageStore
+
+
+def invoke(*argv: str, **kw):
+    return CliRunner().invoke(app, list(argv), **kw)
+
+
+def test_version():
+    res = invoke("--version")
+    assert res.exit_code == 0 and res.output.strip() == f"bonforge {__version__}"
+
+
+def _commands(group, path=()):
+    import typer.main
+
+    click_group = typer.main.get_command(group) if not path else group
+    for name, cmd in click_group.commands.items():
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def test_flags_have_no_metavar():
+    """`--debug` is a flag: the help shows no value after it (never `--debug <bool>`), in every command."""
+    commands = list(_commands(app))
+    assert ("run",) in commands and ("sandbox", "cleanup") in commands
+    for cmd in commands:
+        res = invoke(*cmd, "--help", env={"COLUMNS": "200"})
+        assert res.exit_code == 0, (cmd, res.output)
+        assert "bool>" not in res.output.lower() and "BOOLEAN" not in res.output, (cmd, res.output)
+    assert "  --debug  " in invoke("run", "--help", env={"COLUMNS": "200"}).output
+
+
+def _store_with_run(tmp_path, run_id: str, **fields) -> StageStore:
+    store = StageStore(tmp_path / "store")
+    store.record_run(RunRecord.from_json({"run_id": run_id, "recipe_name": "r", "recipe": {"name": "r"},
+                                          "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {}, "cached": {}, **fields}))
+    return store
+
+
+def test_runs_never_cuts_a_run_id(tmp_path):
+    long_path = "/a/rather/long/store/path/" + "x" * 120 + "/datasets/gsm8k-genselect/v12"
+    ids = [f"20260101T0000{i:02d}-abcdef" for i in range(3)]
+    for i in ids:
+        store = _store_with_run(tmp_path, i, dataset=long_path, wall_s=12.5)
+    res = invoke("runs", "--store", str(store.root), env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    for i in ids:
+        assert i in res.output, res.output
+
+
+def test_json_prints_blobs_as_base64(tmp_path):
+    store = _store_with_run(tmp_path, "r1")
+    res = invoke("sql", "SELECT '\\x00\\xffab'::BLOB AS b, [('\\x01'::BLOB)] AS l", "--format", "json",
+                 "--store", str(store.root))
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.output)
+    assert base64.b64decode(row["b"]) == b"\x00\xffab" and base64.b64decode(row["l"][0]) == b"\x01"
+
+
+def _verdicts_run(tmp_path) -> StageStore:
+    """A run whose verdicts hold one candidate per (problem, teacher): two teachers, three problems."""
+    store = StageStore(tmp_path / "store")
+    rows = [(f"p{i}", t, f"p{i}-{t}", float((i + j) % 2)) for i in range(3) for j, t in enumerate(("a", "b"))]
+    table = pa.table({k: list(v) for k, v in zip(("problem_id", "teacher", "candidate_id", "reward"), zip(*rows))})
+    store.begin("verdicts", "v1", [table.num_rows])
+    store.write_shard("verdicts", "v1", 0, table)
+    store.commit("verdicts", "v1", 1, version="1", config={}, upstream={})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"},
+                                          "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["v1"]}, "cached": {}}))
+    return store
+
+
+def test_maxk_on_one_sample_teachers_says_why_and_points_at_pool(tmp_path):
+    store = _verdicts_run(tmp_path)
+    res = invoke("maxk", "r1", "--k", "2", "--store", str(store.root))
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        "error: run r1 has at most 1 candidates per problem and teacher: no weights for k = 2 (--pool weighs "
+        "every teacher's candidates of a problem together)"]
+    res = invoke("maxk", "r1", "--k", "2", "--pool", "--store", str(store.root))
+    assert res.exit_code == 0 and ", 6 rows" in res.output, res.output
+
+
+def test_runs_of_a_run_names_the_teacher_of_each_stage(tmp_path):
+    """`runs --run` lists one `verdicts` line per teacher: each says whose it is."""
+    store = StageStore(tmp_path / "store")
+    table = pa.table({"problem_id": ["p0"], "candidate_id": ["p0/x/0"]})
+    for key, teacher in (("va", "qwen-math-7b"), ("vb", "llama-8b")):
+        store.write_shard("verdicts", key, 0, table)
+        store.commit("verdicts", key, 1, version="1", config={}, upstream={}, extra={"teacher": teacher})
+    store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "recipe": {"name": "r"},
+                                          "status": "succeeded",
+                      "started": "2026-01-01T00:00:00Z", "stages": {"verdicts": ["va", "vb"]}, "cached": {}}))
+    res = invoke("runs", "--run", "r1", "--store", str(store.root), env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    rows = [line for line in res.output.splitlines() if "verdicts" in line]
+    assert len(rows) == 2 and "llama-8b" in rows[0] and "qwen-math-7b" in rows[1], res.output
+
+
+def test_maxk_warns_about_the_ks_it_cannot_weigh(tmp_path, caplog):
+    import logging
+
+    store = _verdicts_run(tmp_path)
+    with caplog.at_level(logging.WARNING, "bonforge"):
+        res = invoke("maxk", "r1", "--k", "1", "--k", "2", "--store", str(store.root))
+    assert res.exit_code == 0 and ", 6 rows" in res.output, res.output  # k = 1: one weight per candidate
+    assert "run r1 has at most 1 candidates per problem and teacher: no weights for k = 2 (--pool" in caplog.text
