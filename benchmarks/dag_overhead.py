@@ -1,8 +1,9 @@
 """Orchestration cost of a whole build, on the GSM8K recipe with a fresh store, measured in one run:
 
-* the first build, in a fresh process, split into start (imports, Prefect's temporary server and Ray,
-  started side by side), the DAG (the Prefect flow) and the report; the DAG's wall time is compared with
-  the sum of the stages' own compute time (each stage's wall time inside the runner, from its manifest):
+* the first build, in a fresh process, split into start (imports, Prefect's temporary server; a local
+  Ray starts inside the DAG, once a stage first maps several shards), the DAG (the Prefect flow) and the
+  report; the DAG's wall time is compared with the sum of the stages' own compute time (each stage's wall
+  time inside the runner, from its manifest):
   targets DAG <= 1.3 x compute, start <= 15 s;
 * a cached re-run (`bonforge run` with every stage committed) against the first run (`bonforge run` on a
   fresh store): target <= 10 %;
@@ -108,7 +109,7 @@ def main() -> None:
         finally:
             cli("down")
     print(
-        f"start: imports {phases['imports']:.1f}s + Prefect server and Ray side by side {phases['services']:.1f}s "
+        f"start: imports {phases['imports']:.1f}s + Prefect's server {phases['services']:.1f}s "
         f"= {phases['imports'] + phases['services']:.1f}s (target <= 15 s)"
     )
     print(

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from bonforge.errors import BonforgeError
+from bonforge.services import quiet_prefect
 
 # Plain click help (rich_markup_mode=None): flags read as flags (``--debug``), never ``--debug <bool>``.
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -54,6 +55,20 @@ StoreOpt = typer.Option(None, "--store", envvar="BONFORGE_STORE",
                         help="Store root: a folder or s3://bucket/prefix (default ./bonforge-store).")
 
 
+RecipeOpt = typer.Option(None, "--recipe", metavar="NAME",
+                         help="The latest run of this recipe (its `name`), or with --run the run of it named.")
+
+
+def _run_of(st, run_id: Optional[str], recipe: Optional[str]) -> Optional[str]:
+    """The run ``--run`` and ``--recipe`` name (``StageStore.run``): its id, or None for the store's default."""
+    if recipe is None:
+        return run_id
+    try:
+        return st.run(run_id, recipe)["run_id"]
+    except BonforgeError as e:
+        _fail(e)
+
+
 def _store(store: Optional[str]):
     """The store ``--store`` names; an unsupported URL is an error, never a local folder."""
     from bonforge.storage.store import StageStore
@@ -62,15 +77,6 @@ def _store(store: Optional[str]):
         return StageStore(store or "bonforge-store")
     except BonforgeError as e:
         _fail(e)
-
-
-def _quiet_prefect() -> None:
-    """Defaults for an offline, quiet Prefect (each can be overridden in the environment)."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
-    # Prefect's 20 s default for its temporary server to answer is too short on a busy machine.
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 
 def _fail(err: Exception, debug: bool = False) -> None:
@@ -97,7 +103,7 @@ def run(
     `error:` line (exit code 2); the run record keeps the details."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
-    _quiet_prefect()
+    quiet_prefect()
     if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
     from bonforge.services import hand_over
@@ -143,6 +149,7 @@ def sql(
     fmt: str = typer.Option("table", "--format", help="table | csv | json | parquet"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (parquet needs one)."),
     store: Optional[str] = StoreOpt,
+    recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """Query the candidate pool and every stage of a run with DuckDB SQL."""
     from bonforge.storage.catalog import connect
@@ -153,6 +160,7 @@ def sql(
     import pyarrow as pa
 
     st = _store(store)
+    run_id = _run_of(st, run_id, recipe)
     try:
         con = connect(st, run_id)
         rel = con.sql(query)
@@ -232,12 +240,14 @@ def view(
                                      "queries (at most 4 runs are open); past it a query is refused."),
     max_result: str = typer.Option("64MiB", "--max-result", help="The most bytes one query's result may hold "
                                    "(SQL box and SQL export); past it the query is refused."),
+    recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """Browse a store in a web page: runs, problems, candidates, GenSelect prompts, FusioN, SQL."""
     from bonforge.viewer import serve
     from bonforge.viewer.sql import Limits, parse_size
 
     st = _store(store)
+    run_id = _run_of(st, run_id, recipe)
     try:
         limits = Limits(memory_bytes=parse_size(memory_limit, "--memory-limit"),
                         result_bytes=parse_size(max_result, "--max-result"))
@@ -252,25 +262,26 @@ def view(
 def runs(
     run_id: Optional[str] = typer.Option(None, "--run", help="Show this run's stages instead (id or prefix)."),
     store: Optional[str] = StoreOpt,
+    recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
     with --run, that run's stages (and for a failed run its error, exit code 2). A build whose process is
-    gone (killed) shows as failed."""
-    if run_id:
+    gone (killed) shows as failed. With --recipe, that recipe's latest run's stages."""
+    if run_id or recipe:
         try:
-            run = _store(store).run(run_id)
+            run = _store(store).run(run_id, recipe)
         except BonforgeError as e:
             _fail(e)
         error = ((run.error or "").strip().splitlines() or ["no error recorded"])[0]
         if run.status == "failed" and not run.stages:
             _fail(BonforgeError(f"run {run.run_id} failed before it recorded any stage: {error}"))
         sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store)
+            "FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store, None)
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return
     sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
-        "FROM runs ORDER BY started, run_id", None, "table", None, store)
+        "FROM runs ORDER BY started, run_id", None, "table", None, store, None)
 
 
 @app.command()
@@ -326,6 +337,7 @@ def show(
     limit: int = typer.Option(10, help="Rows to show."),
     run_id: Optional[str] = typer.Option(None, "--run"),
     store: Optional[str] = StoreOpt,
+    recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """Show the first rows of a stage table of a run."""
     from bonforge.stages import registry
@@ -334,12 +346,12 @@ def show(
         _fail(BonforgeError(f"unknown stage {stage!r}; choose one of {', '.join(registry())}"))
     st = _store(store)
     try:
-        run = st.run(run_id)
+        run = st.run(run_id, recipe)
     except BonforgeError as e:
         _fail(e)
     if stage not in run.stages:
         _fail(BonforgeError(f"run {run.run_id} has no stage {stage!r} (it has {', '.join(run.stages)})"))
-    sql(f'SELECT * FROM "{stage}" LIMIT {int(limit)}', run_id, "table", None, store)
+    sql(f'SELECT * FROM "{stage}" LIMIT {int(limit)}', run.run_id, "table", None, store, None)
 
 
 @app.command("eval-selector")
@@ -399,13 +411,14 @@ def maxk(
                               "(default: per teacher, on-policy)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the weights to this Parquet file."),
     store: Optional[str] = StoreOpt,
+    recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """Compute max@k weights per candidate (stage maxk_weights: candidate_id, k, weight) for RL trainers."""
     from bonforge.flows.insight import maxk_weights
 
     st = _store(store)
     try:
-        record, man = maxk_weights(st, run_id, k or None, pool)
+        record, man = maxk_weights(st, _run_of(st, run_id, recipe), k or None, pool)
     except BonforgeError as e:
         _fail(e)
     if output:
@@ -421,12 +434,14 @@ def report(
     run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder (default <store>/reports/<run>)."),
     store: Optional[str] = StoreOpt,
+    recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """Write a run's HTML report (plots embedded) and one PNG per plot; prints the HTML file's path."""
     from bonforge.report import write_report
 
+    st = _store(store)
     try:
-        typer.echo(write_report(_store(store), run_id, output))
+        typer.echo(write_report(st, _run_of(st, run_id, recipe), output))
     except BonforgeError as e:
         _fail(e)
 
@@ -473,7 +488,7 @@ def up(
     them)."""
     from bonforge.services import warm
 
-    _quiet_prefect()
+    quiet_prefect()
     try:
         record = warm.up(num_cpus)
     except BonforgeError as e:

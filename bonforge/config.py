@@ -6,6 +6,7 @@ stage keys: changing them never invalidates a cached stage.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -66,6 +67,9 @@ class FieldMap(Model):
     solutions: str | None = added(
         None, description="Code problems: field with a list of reference programs (or its JSON string): "
         "answer = the first, all of them in metadata reference_solutions (see include_reference).")  # fmt: skip
+    solution_languages: str | None = added(
+        None, description="Code problems: field with the language of each of `solutions` (a list beside them: "
+        "names, or CodeContests' codes 2 C++, 3 Python 3, 4 Java; Python 2 and unknown ones are left out).")
 
 
 class ProblemsConfig(Model):
@@ -73,9 +77,11 @@ class ProblemsConfig(Model):
 
     source: DataSource
     name: str = Field(description="Dataset name, used in problem ids and `data_source`.")
-    format: Literal["jsonl", "parquet", "hf", "humaneval", "apps"] = Field(
+    format: Literal["jsonl", "parquet", "hf", "humaneval", "apps", "problem_package"] = Field(
         "jsonl", description="'hf': a local Hugging Face dataset directory (save_to_disk output, or hub-style "
-        "Parquet shards such as data/train-*.parquet); 'parquet' also takes a directory of shards.")
+        "Parquet shards such as data/train-*.parquet); 'parquet' also takes a directory of shards; "
+        "'problem_package': a folder of competitive-programming packages in the Library Checker layout (or one "
+        "package), `files` a glob of the package folders to take.")
     split: str | None = added(None, description="Split of an 'hf' directory (default: train, or the only one).")
     files: str | None = added(None, description="Glob of the shard files inside the source directory.")
     domain: Literal["math", "code", "open"] = Field(
@@ -94,10 +100,14 @@ class ProblemsConfig(Model):
     @model_validator(mode="after")
     def _tests_for_code(self) -> "ProblemsConfig":
         table = self.format in ("jsonl", "parquet", "hf")
+        if self.format == "problem_package" and self.domain != "code":
+            raise ValueError("format: problem_package holds code problems (set domain: code)")
         if table and self.domain == "code" and not self.fields.tests:
             raise ValueError("code problems from a table need fields.tests (the field holding their tests)")
         if self.fields.tests and (self.domain != "code" or not table):
             raise ValueError("fields.tests applies to code problems (domain: code) from jsonl, parquet or hf")
+        if self.fields.solution_languages and not self.fields.solutions:
+            raise ValueError("fields.solution_languages needs fields.solutions (the programs they belong to)")
         if self.fields.language and self.domain != "open":
             raise ValueError("fields.language applies to open-ended problems (domain: open)")
         if self.domain == "open" and not table:
@@ -141,15 +151,32 @@ class PoolTeacher(Model):
     engine: Literal["pool"]
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     source: DataSource
-    format: Literal["jsonl", "codet", "apps"] = "jsonl"
+    format: Literal["jsonl", "codet", "apps", "problem_package"] = Field(
+        "jsonl", description="'problem_package': the solutions (sol/*) of the packages the problems came from "
+        "(problems.format: problem_package), labelled by their info.toml, their language from the file's suffix.")
     match: Literal["question", "id", "order"] = Field(
         "question", description="How a pool record finds its problem: same question text, same id, or row order."
     )
-    match_field: str = Field("question", description="The pool record's field compared with the problem.")
+    match_field: str = Field("question", description="The pool record's field compared with the problem's question "
+                             "or id (default: `question`, or `id` with match: id).")
     samples: str = Field("samples", description="Field (dotted path) holding one sample or a list of samples.")
     text: str | None = Field(None, description="Field of a sample holding its text (None: the sample is text).")
     label: str | None = Field(None, description="Field of a sample with a published correctness label.")
     n: int | None = Field(None, gt=0, description="Keep at most n samples per problem.")
+    language: str | None = added(
+        None, description="Field of the record with the programs' language: one value for all its samples, or a "
+        "list beside them (CodeContests' solutions.language); names (cpp, java, python, pypy) or CodeContests' "
+        "codes (2 C++, 3 Python 3, 4 Java; samples in Python 2 or of unknown language are left out).")
+    reference_correct: bool | None = added(
+        None, description="A label every sample of this pool carries: false for known-wrong programs "
+        "(CodeContests' incorrect_solutions), which measure the problem's test-suite strength.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _id_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("match") == "id" and "match_field" not in data:
+            data = {**data, "match_field": "id"}  # a record names its problem by id in `id` unless told otherwise
+        return data
 
 
 ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}
@@ -207,6 +234,9 @@ class FilterConfig(Model):
     min_pass_rate: float = Field(0.0, ge=0, le=1)
     max_pass_rate: float = Field(0.5, ge=0, le=1)
     min_candidates: int = Field(2, ge=1)
+    min_suite_strength: float | None = added(
+        None, ge=0, le=1, description="Drop code problems whose tests reject less than this share of their "
+        "known-wrong candidates (problem_stats.suite_strength; problems without any are kept). Off by default.")
     early_stop: bool = added(
         False, description="Sample and verify in rounds and stop drawing a problem once it is certain to be "
         "dropped as too easy (bonforge.stages.rounds): exact, the kept problems and every export are those of a "
@@ -518,12 +548,19 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping, got {type(raw).__name__}")
-    raw = apply_overrides(raw, overrides or [])
+    return recipe_from_dict(raw, overrides, path.parent, str(path))
+
+
+def recipe_from_dict(raw: dict, overrides: list[str] | None = None, base: str | Path = ".",
+                     source: str = "recipe") -> Recipe:
+    """A recipe from its mapping (what a YAML file holds), with ``a.b=value`` overrides; local files it names
+    are relative to ``base`` (a recipe file's folder); ``source`` names it in errors."""
+    raw = apply_overrides(copy.deepcopy(raw), overrides or [])
     try:
         recipe = Recipe.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, str(path))) from None
-    recipe = _resolve_local_paths(recipe, path.parent).model_copy(update={"overrides": list(overrides or [])})
+        raise ConfigError(format_validation_error(e, source)) from None
+    recipe = _resolve_local_paths(recipe, Path(base)).model_copy(update={"overrides": list(overrides or [])})
     _check_judge_templates(recipe)
     return recipe
 

@@ -122,8 +122,9 @@ def sample_ids(settings_hex: str, prompts: pa.Array, prompt_of: np.ndarray, inde
 
 def verdict_ids(settings_hex: str, problems: pa.Table, candidates: pa.Table) -> pa.Array:
     """The identity of the verdict on each candidate (``problem_id``, ``text``, and ``text_digest`` where
-    it was written) of ``problems`` (``problem_id``, ``domain``, ``gold``: the gold answer, or for code
-    everything the judge reads of the problem: its test spec and question)."""
+    it was written; ``language`` where its record names one) of ``problems`` (``problem_id``, ``domain``,
+    ``gold``: the gold answer, or for code everything the judge reads of the problem: its test spec and
+    question)."""
     prefix = [sha256([problems.column("domain"), problems.column("gold")], settings_hex)[:, :SIZE]]
     pids = candidates.column("problem_id")
     pos = pc.index_in(pids, value_set=problems.column("problem_id"))
@@ -134,4 +135,20 @@ def verdict_ids(settings_hex: str, problems: pa.Table, candidates: pa.Table) -> 
         pos = pc.coalesce(pos, pc.add(pc.index_in(pids, value_set=orphans), problems.num_rows))
     rows = np.concatenate(prefix)[pos.to_numpy(zero_copy_only=False).astype(np.int64)]
     known = candidates.column("text_digest") if "text_digest" in candidates.column_names else None
-    return _fixed(np.concatenate([rows, text_digests(candidates.column("text"), known)], axis=1))
+    texts = text_digests(candidates.column("text"), known)
+    if "language" in candidates.column_names:
+        texts = _with_language(texts, candidates.column("language"))
+    return _fixed(np.concatenate([rows, texts], axis=1))
+
+
+def _with_language(texts: np.ndarray, languages: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The language a candidate's record names decides its verdict with its text: folded into the text's
+    digest where one is named (a candidate without one keeps the identity it had before the column)."""
+    named = np.flatnonzero(pc.is_valid(languages).to_numpy(zero_copy_only=False))
+    if not len(named):
+        return texts
+    texts = texts.copy()
+    for row, lang in zip(named.tolist(), languages.take(pa.array(named)).to_pylist(), strict=True):
+        texts[row, 1:] = np.frombuffer(hashlib.sha256(b"language\0" + _field(lang) + texts[row, 1:].tobytes())
+                                       .digest()[:SIZE], np.uint8)  # fmt: skip
+    return texts

@@ -17,6 +17,7 @@ class DropReason(str, Enum):
     TOO_FEW_CANDIDATES = "too_few_candidates"
     TOO_HARD = "too_hard"
     TOO_EASY = "too_easy"
+    WEAK_TESTS = "weak_tests"  # its tests catch too few of its known-wrong solutions (filter.min_suite_strength)
 
     @property
     def words(self) -> str:
@@ -51,6 +52,8 @@ CANDIDATES = pa.schema(
         pa.field("seed", pa.int64()),
         pa.field("reference_correct", pa.bool_()),  # a published label from an imported pool, else null
         pa.field("text_digest", pa.binary(16)),  # 16 bytes of the text's SHA-256 (bonforge.identity), null: none
+        pa.field("language", pa.string()),  # the program's language as its record names it (pool teachers,
+        # reference solutions: cpp, java, python, pypy); null: the fence's tag, else the recipe's default
     ]
 )
 
@@ -149,6 +152,11 @@ PROBLEM_STATS = pa.schema(
         # how many were), and how many samples a build without early stop draws (null: early stop off)
         pa.field("stopped_early", pa.bool_(), nullable=False),
         pa.field("n_planned", pa.int32()),
+        # Test-suite strength: of the candidates labelled wrong (reference_correct false: a dataset's incorrect
+        # solutions, a package's WA/RE/TLE ones) whose verdict says something about the tests (not
+        # compile_error or sandbox_error), how many, and the share the tests rejected (null: none)
+        pa.field("n_known_wrong", pa.int32()),
+        pa.field("suite_strength", pa.float64()),
     ]
 )
 

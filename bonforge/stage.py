@@ -201,6 +201,9 @@ class Stage:
     * ``schema``: the output table's schema (``bonforge.schema``): what ``bonforge show``, ``sql --help``, the
       report and the viewer know of the stage, from ``bonforge.stages.registry()``.
     * ``rows``: row-level reuse (``Rows``), for the stages whose rows are expensive (sampling, verification).
+    * ``reports``: ``compute`` also takes ``progress``, a function it calls as ``progress(done, of)`` when
+      ``done`` of the shard's ``of`` units of work are done, so that the stage's progress moves while a long
+      shard runs (``bonforge.engine.shard_progress``, in process and from Ray tasks alike).
 
     Shard sizes are not part of the key, but changing them makes an interrupted run start over.
     """
@@ -222,6 +225,7 @@ class Stage:
     early: bool = False
     schema: pa.Schema | None = None
     rows: Rows | None = None
+    reports: bool = False
 
     def __post_init__(self) -> None:
         if (self.compute is None) == (self.open is None):

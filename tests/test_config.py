@@ -24,3 +24,18 @@ def test_seed_recipes(name):
     assert r.filter.max_pass_rate < 0.5 and r.genselect.prompts_per_problem == 4 and r.genselect.max_tokens == 16384
     wanted = {"aime24", "aime25", "math500"} if "math" in name else {"livecodebench"}
     assert {b.name for b in r.decontaminate.benchmarks} == wanted and r.decontaminate.dedup
+
+
+@pytest.mark.parametrize("problems, message", [
+    ({"format": "problem_package", "domain": "math"}, "format: problem_package holds code problems"),
+    ({"format": "jsonl", "domain": "code", "fields": {"tests": "t", "solution_languages": "solutions.language"}},
+     "fields.solution_languages needs fields.solutions"),
+])  # fmt: skip
+def test_problem_package_and_solution_languages_rules(problems, message):
+    from bonforge.config import FilterConfig, ProblemsConfig
+
+    with pytest.raises(ValueError, match=message):
+        ProblemsConfig(source={"path": "x"}, name="n", **problems)
+    with pytest.raises(ValueError, match="less than or equal to 1"):
+        FilterConfig(min_suite_strength=1.5)
+    assert "min_suite_strength" not in FilterConfig().key_config()  # off by default: old keys stay

@@ -69,8 +69,9 @@ def test_the_checks_find_bare_names():
 def test_no_step_test_or_quick_start_runs_an_installed_command_by_its_bare_name():
     assert {"bonforge", "ruff", "pytest", "prefect"} <= installed_commands()
     found = {p.name: shell_calls(p.read_text()) for p in (REPO / ".ci").iterdir() if p.is_file()}
-    quick_start = (REPO / "README.md").read_text().split("## Two commands", 1)[1].split("```", 2)[1]
-    found["README.md (two commands)"] = shell_calls(quick_start)
+    quick_start = (REPO / "README.md").read_text().split("## Quick start", 1)[1].split("```", 2)[1]
+    found["README.md (quick start)"] = shell_calls(quick_start)
+    assert "python -m pip install -e . " in quick_start and "[dev]" not in quick_start  # the plain install
     for path in sorted((REPO / "tests").rglob("*.py")) + sorted((REPO / "bonforge").rglob("*.py")):
         found[str(path.relative_to(REPO))] = python_calls(path.read_text())
     assert {where: calls for where, calls in found.items() if calls} == {}

@@ -33,6 +33,17 @@ def test_a_verdict_identity_covers_settings_domain_gold_and_text_only():
     assert verdict(text="") != verdict(text=None)
 
 
+def test_the_language_a_record_names_is_part_of_a_verdicts_identity():
+    """The same text named C++ and Java are two programs; a candidate naming none keeps the identity it had
+    before the column existed (stored verdicts stay reusable)."""
+    probs = pa.table({"problem_id": ["p"], "domain": ["code"], "gold": ["t"]})
+    text = "int main(){}"
+    named = pa.table({"problem_id": ["p"] * 3, "text": [text] * 3, "language": ["cpp", "java", None]})
+    cpp, java, none = identity.verdict_ids("s", probs, named).to_pylist()
+    (before,) = identity.verdict_ids("s", probs, pa.table({"problem_id": ["p"], "text": [text]})).to_pylist()
+    assert len({cpp, java, none}) == 3 and none == before
+
+
 def test_a_verdict_of_a_candidate_without_its_problem_is_its_own():
     probs = pa.table({"problem_id": ["p"], "domain": ["math"], "gold": ["4"]})
     cands = pa.table({"problem_id": ["q", "r"], "text": ["x", "x"]})

@@ -2,6 +2,7 @@
 
 * ``shards.py``: ``run_node``, the shard runner (plan, resume, Ray or in process, commit);
 * ``streams.py``: a stage's inputs read in ``problem_id`` order, a bounded batch at a time;
+* ``shard_progress.py``: the rows a running shard has done (in process or from a Ray task), for the progress;
 * ``run.py``: a build's ``Run`` (the committed-store fast path), which writes its run record
   (``bonforge.storage.run_record``);
 * ``reuse.py``: row-level reuse (the row index, the look-up, the merge of reused and computed rows);

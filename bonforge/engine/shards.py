@@ -24,6 +24,8 @@ from bonforge.runtime.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
 from bonforge.engine.reuse import Part
+import bonforge.engine.shard_progress as shard_progress
+from bonforge.engine.shard_progress import RayCounts, ShardCounts
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Params, Ref, Rows
 from bonforge.storage.catalog import add_view
@@ -116,15 +118,18 @@ IN_FLIGHT_PER_CPU = 2  # Ray: shards submitted and not yet written, per CPU of t
 
 def _compute_and_write(
     root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table] | None,
-    part: Part | None = None, rows: Rows | None = None, **context
+    part: Part | None = None, rows: Rows | None = None, progress: Callable[[int, int], None] | None = None,
+    **context
 ) -> tuple[float, str, str | None]:
     """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute, merged
     with its reused ones, its piece of the row index in the file's own metadata); returns (seconds, hostname,
-    Ray node id or None)."""
+    Ray node id or None). ``progress``: given to a compute that reports its work (``Stage.reports``)."""
     import socket
 
     t0 = time.perf_counter()
     store = StageStore(root)
+    if progress is not None:
+        context = {**context, "progress": progress}
     if part is None:
         store.write_shard(stage, key, shard, compute(table, **context))
     else:
@@ -201,15 +206,17 @@ class _Plan:
 
 
 def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table, Part | None]],
-              compute: Callable[..., pa.Table], context: dict,
-              first: list) -> Iterator[tuple[int, float, str, str | None]]:
-    """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (its rows,
-    seconds, host, Ray node) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the cluster's CPUs are
-    submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one is
-    done, so the driver holds a bounded number of shards whatever the size of the build."""
+              compute: Callable[..., pa.Table], context: dict, first: list,
+              counts: ShardCounts) -> Iterator[tuple[int, int, float, str, str | None]]:
+    """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (shard, its
+    rows, seconds, host, Ray node) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the cluster's
+    CPUs are submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one
+    is done, so the driver holds a bounded number of shards whatever the size of the build. A stage that
+    reports its work (``Stage.reports``) tells ``counts`` how far each running shard is."""
     root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
     several = len(first) > 1
     work = itertools.chain(_handed(first), work)
+    reports = node.stage.reports
     if node.stage.executor == "ray" and (several or ray_up()):
         import ray
 
@@ -218,17 +225,26 @@ def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table,
         ctx = {k: ray.put(v) for k, v in context.items()}
         bound = in_flight_bound()
         pending: dict = {}
-        for i, table, part in work:
-            while len(pending) >= bound:
-                yield _finished(ray, pending)
-            extra = {} if part is None else {"part": part, "rows": rows}
-            pending[remote.remote(root, name, key, i, table, compute, **extra, **ctx)] = table.num_rows
-        while pending:
-            yield _finished(ray, pending)
+        polled = RayCounts(counts) if reports else None
+        try:
+            for i, table, part in work:
+                while len(pending) >= bound:
+                    yield _finished(ray, pending, polled)
+                extra = {} if part is None else {"part": part, "rows": rows}
+                if polled is not None:
+                    extra["progress"] = polled.start(i, table.num_rows)
+                pending[remote.remote(root, name, key, i, table, compute, **extra, **ctx)] = (i, table.num_rows)
+            while pending:
+                yield _finished(ray, pending, polled)
+        finally:
+            if polled is not None:
+                polled.close()
     else:
         for i, table, part in work:
             extra = {} if part is None else {"part": part, "rows": rows}
-            yield (table.num_rows, *_compute_and_write(root, name, key, i, table, compute, **extra, **context))
+            if reports:
+                extra["progress"] = counts.start(i, table.num_rows)
+            yield (i, table.num_rows, *_compute_and_write(root, name, key, i, table, compute, **extra, **context))
 
 
 def _handed(items: list) -> Iterator:
@@ -245,9 +261,16 @@ def in_flight_bound() -> int:
     return max(1, int(IN_FLIGHT_PER_CPU * ray.cluster_resources().get("CPU", 1)))
 
 
-def _finished(ray, pending: dict) -> tuple[int, float, str, str | None]:
-    (ready,), _ = ray.wait(list(pending), num_returns=1)
-    return (pending.pop(ready), *ray.get(ready))
+def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, float, str, str | None]:
+    """The next shard to finish (reading the running shards' counts while it waits, and as shards finish,
+    every ``POLL_S``: ``polled``)."""
+    while True:
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if polled is None else shard_progress.POLL_S)
+        if polled is not None:
+            polled.poll()
+        if ready:
+            break
+    return (*pending.pop(ready[0]), *ray.get(ready[0]))
 
 
 def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest:
@@ -289,12 +312,13 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         with stage_progress(node.label, _total(node, plan), resumed_rows) as advance:
             work.advance = advance  # shards whose every row is reused, written as the plan comes
             advance(work.reused_rows)
-            for n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first):
+            counts = ShardCounts(advance)
+            for i, n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first, counts):
                 compute_s += secs
                 hosts.add(host)
                 if ray_node:
                     per_node[ray_node] += 1
-                advance(n_rows)
+                counts.finish(i, n_rows)
         wall = time.perf_counter() - t0
         written = Shards(store, node, work.count, compute)
         summary = stage.summary(written) if stage.summary else {}

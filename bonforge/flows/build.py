@@ -42,7 +42,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
             return open_ended(recipe, run, problems, candidates)
         domains = run.values(problems, "domain")
         verdicts, plan = [run(verify.node(recipe, problems, c, domains)) for c in candidates], None
-    stats = run(score.node(recipe, verdicts, plan))
+    stats = run(score.node(recipe, verdicts, plan, candidates if domains == {"code"} else None))  # labels: strength
     # the reference solutions (appended last) enter GenSelect prompts only where the recipe asks
     own = -1 if recipe.problems.include_reference and not recipe.genselect.include_reference_candidates else None
     genselect = run(assemble.node(recipe, problems, candidates[:own], verdicts[:own], stats))

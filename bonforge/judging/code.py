@@ -43,7 +43,7 @@ from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.codec import decode_value
 from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
-from bonforge.sandbox.testlib import PROBLEM_ERROR, Checkers
+from bonforge.sandbox.testlib import CRASHED, PROBLEM_ERROR, Checkers
 from bonforge.schema import VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
@@ -385,6 +385,35 @@ def run_checkers(specs: list[TestSpec], kept: list[dict], checkers: Checkers) ->
     for (i, waiting), readings in zip(where, checkers.check(jobs), strict=True):
         for k, (status, note) in zip(waiting, readings, strict=True):
             kept[i]["results"][k].update(status=status, error=note)
+    _blame_crashes(specs, kept, binaries, checkers)
+
+
+def _blame_crashes(specs: list[TestSpec], kept: list[dict], binaries: dict[int, str], checkers: Checkers) -> None:
+    """A checker that crashed on a candidate's output (``CRASHED``: not testlib's FAIL) is run once more per
+    such test with the jury's answer as the output. Accepted: the candidate's output made it crash, and the
+    test is that candidate's ``wrong_answer`` (an RL policy must not earn the problem's error, a verdict that
+    is never reused and that says "nothing is known", by finding outputs that crash a buggy checker). Not
+    accepted: the checker is broken whatever it reads, the problem's error."""
+    crashed = [(i, k) for i, req in enumerate(kept) for k, r in enumerate(req.get("results") or ())
+               if r["status"] == CRASHED]  # fmt: skip
+    controls: dict[tuple[int, int], int] = {}  # (spec, test) -> its control's place among the jobs
+    for i, k in crashed:
+        controls.setdefault((id(specs[i]), k), len(controls))
+    if not controls:
+        return
+    spec_of = {id(specs[i]): specs[i] for i, _ in crashed}
+    jobs = [(binaries[sid], [(spec_of[sid].inputs[k], spec_of[sid].outputs[k], spec_of[sid].outputs[k])])
+            for sid, k in controls]  # fmt: skip
+    control = [readings[0] for readings in checkers.check(jobs)]
+    for i, k in crashed:
+        res = kept[i]["results"][k]
+        status, note = control[controls[id(specs[i]), k]]
+        if status == "passed":
+            log.warning("a checker crashed on one candidate's output and accepts the jury's answer: %s", res["error"])
+            res.update(status="wrong_answer", error="the checker crashed on this output (it accepts the jury's "
+                       f"answer): {res['error']}")  # fmt: skip
+        else:
+            res.update(status=PROBLEM_ERROR, error=f"{res['error']} (on the jury's answer too: {note or status})")
 
 
 def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:

@@ -15,6 +15,9 @@ from bonforge.judging.code import Pool, verify_code
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import CANDIDATES
 
+SAYS_NOTHING = ("compile_error", "sandbox_error")  # verdicts that say nothing about the tests: the program never
+# ran (a solution that does not build here), or the problem's own check failed
+
 STRENGTH = pa.schema([
     pa.field("problem_id", pa.string(), nullable=False),
     pa.field("n_wrong", pa.int32(), nullable=False),  # known-wrong solutions judged
@@ -27,15 +30,16 @@ STRENGTH = pa.schema([
 def suite_strength(problems: pa.Table, wrong: list[dict], cfg: CodeVerifyConfig, pool: Pool | None = None) -> pa.Table:
     """One row per problem of ``problems``: how many of its known-wrong solutions (``wrong``: records with
     ``problem_id``, ``name``, ``text`` and optional ``language``) its tests catch. A solution whose verdict says
-    nothing about it (``sandbox_error``: the problem's checker failed) is not counted."""
+    nothing about them (``SAYS_NOTHING``) is not counted. (A build measures the same from its known-wrong
+    candidates: ``problem_stats.suite_strength``.)"""
     rows = [{"candidate_id": f"{w['problem_id']}/known-wrong/{n}", "problem_id": w["problem_id"],
-             "teacher": "known-wrong", "sample_index": n, "text": w["text"]} for n, w in enumerate(wrong)]  # fmt: skip
-    candidates = pa.Table.from_pylist(rows, schema=CANDIDATES).append_column(
-        "language", pa.array([w.get("language") for w in wrong], pa.string()))
+             "teacher": "known-wrong", "sample_index": n, "text": w["text"], "language": w.get("language")}
+            for n, w in enumerate(wrong)]  # fmt: skip
+    candidates = pa.Table.from_pylist(rows, schema=CANDIDATES)
     verdicts = verify_code(problems, candidates, cfg, pool).to_pylist() if rows else []
     by_problem: dict[str, list] = {pid: [] for pid in problems.column("problem_id").to_pylist()}
     for w, v in zip(wrong, verdicts, strict=True):
-        if v["status"] != "sandbox_error":
+        if v["status"] not in SAYS_NOTHING:
             by_problem[w["problem_id"]].append((w["name"], v["status"] != "passed"))
     out = []
     for pid, judged in by_problem.items():

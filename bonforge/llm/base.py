@@ -21,6 +21,7 @@ from bonforge.errors import BonforgeError, TransientError
 log = logging.getLogger("bonforge")
 
 T = TypeVar("T")
+Progress = Callable[[int], None]  # ``generate``'s report: the samples done so far
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class Completion:
 
 
 class Engine(Protocol):
-    """``generate`` returns, for each request in order, its completions ordered by sample index.
+    """``generate`` returns, for each request in order, its completions ordered by sample index. With
+    ``progress``, it calls ``progress(k)`` as samples finish: ``k`` of the requests' samples are done.
 
     A request the engine cannot serve without aborting the batch (a prompt longer than the model window)
     gets an empty list and is logged; everything else that fails raises.
@@ -76,7 +78,7 @@ class Engine(Protocol):
     def start(self) -> None:
         """Load the model / start workers (idempotent; ``generate`` calls it too)."""
 
-    def generate(self, requests: list[Request]) -> list[list[Completion]]: ...
+    def generate(self, requests: list[Request], progress: Progress | None = None) -> list[list[Completion]]: ...
 
     def close(self) -> None: ...
 

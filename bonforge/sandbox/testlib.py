@@ -9,7 +9,9 @@ and what it says is read as exit codes and a capped stderr tail. Invocation and 
     0 accepted · 1 wrong answer · 2 presentation error (4, 8: also the output's fault) · 3 the checker failed
 
 A checker that fails (exit 3, a crash, its time or memory limit) is the problem's error, never the
-candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``). A checker is
+candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``); except a crash
+(not exit 3) on an output when the same checker accepts the jury's answer as the output (``CRASHED``, then a
+control run: ``judging.code.run_checkers``): that output made it crash, and it is rejected. A checker is
 compiled once per process for its content (the source, its files and the build's argv, hashed): the binary
 is kept here and sent with each request that runs it.
 """
@@ -28,6 +30,8 @@ CHECK_TIME_S = 10.0  # CPU seconds per run of a checker
 MAX_BINARY = 32 << 20  # bytes of a compiled checker
 MESSAGE_BYTES = 1 << 16  # a checker's stdout cap (its verdict text goes to stderr, of which a tail is kept)
 PROBLEM_ERROR = "problem_error"  # a test whose checker failed: the problem's error, not the candidate's
+CRASHED = "checker_crashed"  # the checker crashed on an output (not exit 3): the problem's error unless a control
+# run of it on the jury's answer is accepted (then the output made it crash: wrong_answer)
 ACCEPTED, WRONG = {0}, {1, 2, 4, 7, 8}  # testlib: ok; wa, pe, dirt, points, unexpected eof
 PARTIAL = range(16, 117)  # testlib's partial scores (16 + points): not accepted
 
@@ -66,7 +70,7 @@ def check_request(binary: str, items: list[tuple[str, str, str]], cfg: CodeVerif
 
 
 def reading(result: dict) -> tuple[str, str]:
-    """(``passed`` | ``wrong_answer`` | ``PROBLEM_ERROR``, note) from one run of a checker."""
+    """(``passed`` | ``wrong_answer`` | ``PROBLEM_ERROR`` | ``CRASHED``, note) from one run of a checker."""
     said = (result.get("stderr") or result.get("error") or "").strip()[-300:]
     code = result.get("exit_code")
     if result.get("status") in ("ok", "runtime_error") and code in ACCEPTED:
@@ -76,7 +80,7 @@ def reading(result: dict) -> tuple[str, str]:
         return "wrong_answer", f"the checker says {kind}" + (f": {said}" if said else "")
     what = "reported its own failure (exit 3)" if code == 3 else f"failed ({result.get('status')}" + (
         f", exit code {code})" if code is not None else ")")  # fmt: skip
-    return PROBLEM_ERROR, f"the problem's checker {what}" + (f": {said}" if said else "")
+    return PROBLEM_ERROR if code == 3 else CRASHED, f"the problem's checker {what}" + (f": {said}" if said else "")
 
 
 class Checkers:

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("bonforge")
 
 
+def quiet_prefect() -> None:
+    """Defaults for an offline, quiet Prefect in this process (each can be overridden in the environment)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+    # Prefect's 20 s default for its temporary server to answer is too short on a busy machine.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+
 def hand_over(module: str, command: str, **kwargs) -> int | None:
     """Run ``command`` of ``module`` with ``kwargs`` in the warm builder of ``bonforge up``; its exit code, or
     None when no builder runs or it declines (the caller then runs the command itself)."""
@@ -36,11 +45,14 @@ def for_build(recipe: Recipe) -> Iterator[None]:
     """Prefect's API and Ray for one build.
 
     Configured ones come first (``PREFECT_API_URL`` or a profile; the recipe's ``ray.address`` or
-    ``RAY_ADDRESS``), then the warm services of ``bonforge up`` (Ray joined only when a stage needs it).
-    Otherwise a temporary Prefect server runs for the build while a local Ray starts beside it: the same
-    uvicorn command Prefect uses for its own temporary server, launched here straight away and without
-    importing Prefect's server code into this process (Prefect's way imports it here first, then again in
-    the server). It stops when the build ends, or when this process dies.
+    ``RAY_ADDRESS``, joined at once), then the warm services of ``bonforge up`` (Ray joined only when a stage
+    needs it). Otherwise a temporary Prefect server runs for the build: the same uvicorn command Prefect uses
+    for its own temporary server, launched here straight away and without importing Prefect's server code
+    into this process (Prefect's way imports it here first, then again in the server). It stops when the
+    build ends, or when this process dies. A local Ray starts only when a stage first has several shards to
+    map (``engine.shards``; at once beside the server when the recipe sets ``ray.num_cpus``): a small build
+    or a filter change, whose stages are one shard each, computes them in this process and never pays
+    Ray's start (seconds; on a loaded machine it can time out).
 
     A flow run on one of these servers of ours sends no heartbeats: they serve to find crashed runs on a
     server that outlives them, and Prefect waits for its heartbeat thread at the end of a flow. Flows on a
@@ -60,7 +72,7 @@ def for_build(recipe: Recipe) -> Iterator[None]:
                  f" Ray at {ray_env['RAY_ADDRESS']}" if ray_env else "")
     server = None if PREFECT_API_URL.value() or url else TemporaryServer()
     try:
-        if not ray_env:
+        if not ray_env and (recipe.ray.address or os.environ.get("RAY_ADDRESS") or recipe.ray.num_cpus):
             ensure_ray(recipe.ray.address, recipe.ray.num_cpus)  # meanwhile the server starts
         url = server.wait() if server else url
         ours = {PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}

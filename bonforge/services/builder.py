@@ -47,9 +47,9 @@ def fingerprint() -> dict[str, tuple[int, int]]:
 
 
 def _identity() -> dict:
-    import bonforge
+    import importlib.util
 
-    return {"python": sys.executable, "bonforge": bonforge.__file__}
+    return {"python": sys.executable, "bonforge": importlib.util.find_spec("bonforge").origin}
 
 
 def declined(request: dict, started: dict[str, tuple[int, int]]) -> str | None:

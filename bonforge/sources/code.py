@@ -35,6 +35,22 @@ from bonforge.sources.spec_formats import Where, memory_limit_mb, time_limit_s, 
 
 APPS_TIME_LIMIT_S = 4.0
 _REQUIRED = object()
+UNRUNNABLE = object()  # a program in a language the sandbox does not run (left out where programs are read)
+# CodeContests' language codes (its ``solutions.language``): 0 unknown, 1 Python 2, 2 C++, 3 Python 3, 4 Java
+CODECONTESTS_LANGUAGES = {0: UNRUNNABLE, 1: UNRUNNABLE, 2: "cpp", 3: "python", 4: "java"}
+
+
+def program_language(value, where: Where, field: str):
+    """A program's language as a record gives it: a name as is (lower case; one the sandbox does not know is
+    the candidate's compile_error, said in its detail), a CodeContests code mapped (``UNRUNNABLE`` for
+    Python 2 and unknown), null as null."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() or None
+    if isinstance(value, int) and not isinstance(value, bool) and value in CODECONTESTS_LANGUAGES:
+        return CODECONTESTS_LANGUAGES[value]
+    raise where.error(f"expected a language name or a CodeContests language code (0-4), got {value!r:.40}", field)
 
 
 def field_value(rec: dict, dotted: str, where: Where, default=_REQUIRED):
@@ -74,7 +90,15 @@ def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]
                                   fm.solutions) from None
         if not isinstance(sols, list) or not all(isinstance(s, str) for s in sols):
             raise where.error("expected a list of programs (strings)", fm.solutions)
-        meta["reference_solutions"] = sols
+        if fm.solution_languages:
+            langs = field_value(rec, fm.solution_languages, where)
+            if not isinstance(langs, list) or len(langs) != len(sols):
+                raise where.error(f"expected a list of {len(sols)} languages, one per solution",
+                                  fm.solution_languages)  # fmt: skip
+            langs = [program_language(v, where, f"{fm.solution_languages}[{i}]") for i, v in enumerate(langs)]
+            keep = [k for k, v in enumerate(langs) if v is not UNRUNNABLE]
+            sols, meta["reference_languages"] = [sols[k] for k in keep], [langs[k] for k in keep]
+        meta["reference_solutions"] = list(sols)
     return spec, meta
 
 
@@ -212,12 +236,15 @@ def import_apps_pool(directory: str | Path, problems: pa.Table, teacher: str = "
 
 
 def reference_candidates(problems: pa.Table, teacher: str = "reference") -> pa.Table:
-    """The problems' reference solutions as candidates (metadata ``reference_solutions`` when present,
-    else ``answer``), for ``include_reference``."""
+    """The problems' reference solutions as candidates (metadata ``reference_solutions`` when present, with
+    their ``reference_languages`` where recorded, else ``answer``), for ``include_reference``."""
     rows = []
     for p in problems.select(["problem_id", "answer", "metadata"]).to_pylist():
-        refs = json.loads(p["metadata"] or "{}").get("reference_solutions")
+        meta = json.loads(p["metadata"] or "{}")
+        refs = meta.get("reference_solutions")
         if refs is None:
             refs = [p["answer"]] if p["answer"] is not None else []
-        rows += [_candidate(p["problem_id"], teacher, i, text) for i, text in enumerate(refs)]
+        langs = meta.get("reference_languages") or [None] * len(refs)
+        rows += [dict(_candidate(p["problem_id"], teacher, i, text), language=lang)
+                 for i, (text, lang) in enumerate(zip(refs, langs, strict=True))]  # fmt: skip
     return pa.Table.from_pylist(rows, schema=CANDIDATES)

@@ -53,9 +53,12 @@ def resolve(src: DataSource, base: Path | None = None) -> Path:
     if cached.exists():
         return _checked(cached, src)
     if not src.url:
+        if Path(src.path).is_absolute():
+            raise FetchError(f"data file {src.path} does not exist")
         raise FetchError(
-            f"data file {src.path!r} not found: no mirror has it (BONFORGE_DATA={mirror or 'unset'}) and the "
-            f"recipe gives no url; set BONFORGE_DATA to a directory holding {src.path} or give a local path"
+            f"data file {src.path!r} not found: not at {local} (a relative path is read from the recipe's folder), "
+            f"no mirror has it (BONFORGE_DATA={mirror or 'unset'}) and the recipe gives no url; put the file "
+            f"there, name it by its absolute path, or set BONFORGE_DATA to a directory holding {src.path}"
         )
     return _download(src, cached)
 

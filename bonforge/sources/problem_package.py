@@ -10,6 +10,11 @@ Solution outcomes, from ``info.toml``: ``pass`` (no entry, or no flags), ``fail`
 ``"RE"``, or ``wrong = true``), ``tle`` (``expect = "TLE"``: correct but too slow), ``tle_ok``
 (``allow_tle = true``: passes, or runs out of time on some tests). A solution with ``function = true`` is a
 function linked with a grader: not a program on its own (``expected`` is ``None``: not judged as one).
+
+A recipe reads a folder of packages (``problems.format: problem_package``: ``load_packages``, the ``common``
+folder beside them shared) and their solutions as a pool teacher (``format: problem_package``:
+``package_candidates``, labelled ``reference_correct`` true for ``pass``, false for ``fail`` and ``tle``, none
+for ``tle_ok``).
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ import re
 import tomllib
 from pathlib import Path
 
+import pyarrow as pa
+
 from bonforge.errors import DataError
 from bonforge.judging.spec import TestSpec
+from bonforge.schema import CANDIDATES, PROBLEMS
 
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"/\n]{1,100})"', re.M)
 LANGUAGE_OF_SUFFIX = {".cpp": "cpp", ".cc": "cpp", ".java": "java", ".py": "python"}
@@ -95,3 +103,44 @@ def load_package(folder: str | Path, common: list[str | Path] = ()) -> tuple[dic
         solutions.append({"name": path.name, "language": language, "text": path.read_text(),
                           "expected": _outcome(entries.get(path.name, {}))})  # fmt: skip
     return row, solutions
+
+
+LABEL_OF_OUTCOME = {"pass": True, "fail": False, "tle": False, "tle_ok": None}
+COMMON = "common"  # the folder beside the packages with the headers their checkers share (Library Checker's)
+
+
+def package_folders(path: str | Path, glob: str | None = None) -> list[Path]:
+    """The packages under ``path`` (folders holding ``info.toml``, matched by ``glob``), or ``path`` itself."""
+    path = Path(path)
+    if (path / "info.toml").is_file():
+        return [path]
+    found = sorted(p for p in path.glob(glob or "*") if (p / "info.toml").is_file())
+    if not found:
+        raise DataError(f"no problem package (a folder with info.toml) matches {glob or '*'!r}", str(path))
+    return found
+
+
+def _common(folder: Path) -> list[Path]:
+    return [d for d in (folder.parent / COMMON, folder / COMMON) if d.is_dir()]
+
+
+def load_packages(path: str | Path, name: str, glob: str | None = None, limit: int | None = None) -> pa.Table:
+    """A PROBLEMS table of the packages under ``path`` (``source`` = ``name``, ``problem_id`` = the folder's)."""
+    rows = [dict(load_package(f, _common(f))[0], source=name) for f in package_folders(path, glob)[:limit]]
+    return pa.Table.from_pylist(rows, schema=PROBLEMS)
+
+
+def package_candidates(path: str | Path, problems: pa.Table, teacher: str) -> pa.Table:
+    """The solutions of the packages under ``path`` whose problems are in ``problems``, as candidates of
+    ``teacher`` with their language and info.toml's label (function-style solutions left out; sample ``i`` is
+    the i-th of the others in file-name order)."""
+    wanted = set(problems.column("problem_id").to_pylist())
+    rows = []
+    for folder in package_folders(path):
+        if folder.name not in wanted:
+            continue
+        sols = [s for s in load_package(folder, _common(folder))[1] if s["expected"] is not None]
+        rows += [{"candidate_id": f"{folder.name}/{teacher}/{i}", "problem_id": folder.name,
+                  "teacher": teacher, "sample_index": i, "text": s["text"], "language": s["language"],
+                  "reference_correct": LABEL_OF_OUTCOME[s["expected"]]} for i, s in enumerate(sols)]  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=CANDIDATES)

@@ -36,7 +36,11 @@ def records(cfg: ProblemsConfig, path: Path) -> Iterator[tuple[str, str, dict]]:
 
 def load_problems(cfg: ProblemsConfig, path: Path, drop: pa.Table | None = None) -> pa.Table:
     """All problems of the source, less the ``problem_id`` values in ``drop`` (a contamination table)."""
-    if cfg.format in ("humaneval", "apps"):
+    if cfg.format == "problem_package":
+        from bonforge.sources.problem_package import load_packages
+
+        table = load_packages(path, cfg.name, cfg.files, cfg.limit)
+    elif cfg.format in ("humaneval", "apps"):
         from bonforge.sources import code as load_code
 
         if cfg.format == "humaneval":

@@ -16,9 +16,22 @@ from bonforge.tables.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, REFERENCE_TEACHER, conform, text_chars
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed
 from bonforge.sources import code as load_code
+from bonforge.sources.spec_formats import Where
 
 
 _ABSENT = object()
+
+
+def _languages(rec: dict, teacher: PoolTeacher, n: int, src: str, where: str) -> list:
+    """The language of each of a record's ``n`` samples (``teacher.language``: one value, or a list beside them)."""
+    if not teacher.language:
+        return [None] * n
+    value = get_field(rec, teacher.language, source=src, record=where, default=None)  # none: the fence's tag
+    if not isinstance(value, list):
+        return [load_code.program_language(value, Where(src, where), teacher.language)] * n
+    if len(value) != n:
+        raise DataError(f"{len(value)} languages for {n} samples ({teacher.samples})", src, where, teacher.language)
+    return [load_code.program_language(v, Where(src, where), f"{teacher.language}[{i}]") for i, v in enumerate(value)]
 
 
 def _norm(text: str) -> str:
@@ -28,6 +41,10 @@ def _norm(text: str) -> str:
 def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Table:
     """Candidates of one teacher from a pool file, matched to ``problems``."""
     if teacher.format != "jsonl":
+        if teacher.format == "problem_package":
+            from bonforge.sources.problem_package import package_candidates
+
+            return package_candidates(path, problems, teacher.name)
         if teacher.format == "codet":
             table = load_code.import_codet_pool(path, problems, n=teacher.n or 8, teacher=teacher.name,
                                                limits=teacher.source.byte_limits())
@@ -43,6 +60,8 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
     src = str(path)
     rows: dict[str, list] = {f.name: [] for f in CANDIDATES}
     matched = 0
+    first = None  # the first record's match value, for the error when none matches
+    taken: dict[str, int] = {}  # samples per problem so far: a problem's samples may come in several records
     for order, (lineno, rec) in enumerate(read_records(path, teacher.source.byte_limits())):
         where = f"line {lineno}"
         if teacher.match == "order":
@@ -52,6 +71,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         else:
             key = require_str(get_field(rec, teacher.match_field, source=src, record=where), source=src,
                               record=where, field=teacher.match_field)
+            first = key if first is None else first
             pid = index.get(_norm(key) if teacher.match == "question" else key)
             if pid is None:
                 continue  # a pool may cover more problems than the recipe loads
@@ -59,7 +79,13 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         samples = get_field(rec, teacher.samples, source=src, record=where)
         if not isinstance(samples, list):
             samples = [samples]
-        for i, sample in enumerate(samples[: teacher.n]):
+        languages = _languages(rec, teacher, len(samples), src, where)
+        start = taken.get(pid, 0)
+        keep = samples if teacher.n is None else samples[: max(0, teacher.n - start)]
+        taken[pid] = start + len(keep)
+        for i, sample in enumerate(keep):
+            if languages[i] is load_code.UNRUNNABLE:
+                continue
             field = f"{teacher.samples}[{i}]"
             if teacher.text:
                 if not isinstance(sample, dict):
@@ -71,19 +97,23 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
             else:
                 text = sample
             text = require_str(text, source=src, record=where, field=field, allow_empty=True)
-            label = None
+            label = teacher.reference_correct
             if teacher.label:
                 label = get_field(sample, teacher.label, source=src, record=where, default=None)
                 if label is not None and not isinstance(label, bool):
                     raise DataError(f"label must be true/false, got {label!r}", src, where,
                                     f"{teacher.samples}[{i}].{teacher.label}")
-            for name, value in (("candidate_id", f"{pid}/{teacher.name}/{i}"), ("problem_id", pid),
-                                ("teacher", teacher.name), ("sample_index", i), ("text", text),
-                                ("reference_correct", label)):
+            number = start + i  # a problem's samples are numbered in file order, across its records
+            for name, value in (("candidate_id", f"{pid}/{teacher.name}/{number}"), ("problem_id", pid),
+                                ("teacher", teacher.name), ("sample_index", number), ("text", text),
+                                ("reference_correct", label), ("language", languages[i])):
                 rows[name].append(value)
     if matched == 0:
-        raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match!r} "
-                        f"(field {teacher.match_field!r})", src)
+        seen = "" if first is None else f"; the first record's is {first[:80]!r}"
+        like = (f", problem ids are like {ids[0]!r} (problems.fields.id names them)" if teacher.match == "id" and ids
+                else "")
+        raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match} (the records' "
+                        f"field {teacher.match_field!r}{seen}){like}", src)
     n = len(rows["candidate_id"])
     for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed", "text_digest"):
         rows[name] = [None] * n
@@ -112,9 +142,12 @@ class PoolParams(Params):
 
 _PROBLEMS = dict(context=lambda i: {"problems": i.read("problems")}, early=True,
                  summary=lambda w: {"text_chars": text_chars(w.each(["text"]))})
+# (The ``language`` column, whole-pool labels and problem packages came with recipe fields that are keyless at
+# their defaults: a pool written before them keeps its key; its missing column reads as null.)
 # 3: keyed by the pool file's content (a digest cached by stat), not its path: a pool edited in place is new.
 # 2: the text_digest column (each text hashed once, here, for verification's row identity)
-POOL = Stage("candidates", "pool-3", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
+# 4: a problem's samples from several records (one record per sample) are numbered on (they all had index 0)
+POOL = Stage("candidates", "pool-4", params=PoolParams, schema=CANDIDATES, compute=_import, **_PROBLEMS)
 REFERENCE = Stage("candidates", "reference-2", schema=CANDIDATES, compute=_reference, **_PROBLEMS)
 
 

@@ -147,7 +147,8 @@ class Sampler:
                 ), start))  # fmt: skip
         return out
 
-    def __call__(self, shard: pa.Table, todo: pa.Table | None = None) -> pa.Table:
+    def __call__(self, shard: pa.Table, todo: pa.Table | None = None, progress=None) -> pa.Table:
+        """``progress(done, of)``: the samples drawn of those asked (``bonforge.stage.Stage.reports``)."""
         if self.engine is None:
             from bonforge.llm import make_engine
 
@@ -156,13 +157,14 @@ class Sampler:
         planned = self.requests(shard, todo)
         requests = [r for r, _ in planned]
         t0 = time.perf_counter()
-        results = self.engine.generate(requests)
+        samples = sum(r.n for r in requests)
+        results = self.engine.generate(requests, None if progress is None else lambda k: progress(k, samples))
         secs = time.perf_counter() - t0
         if len(results) != len(requests):
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
                               f"{len(requests)} requests")
         name = self.teacher.name
-        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name != "text_digest"}
+        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name not in ("text_digest", "language")}
         for (req, start), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
@@ -230,11 +232,11 @@ class SampleParams(Params):
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct", "text_digest"), CANDIDATES,
-            optional=("text_digest",))  # null: verification hashes the text
+                                   "reference_correct", "text_digest", "language"), CANDIDATES,
+            optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
-              table=lambda i: _requests(i), summary=_summary, rows=ROWS)
+              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True)
 
 
 def _requests(i: Inputs) -> pa.Table:

@@ -1,5 +1,6 @@
 """Stage `problem_stats`: per problem, overall (teacher ``*``) and per teacher — n, n_correct, pass rate,
-unbiased pass@k, majority@k, max@k — and the keep/drop decision of the recipe's filter.
+unbiased pass@k, majority@k, max@k, the test-suite strength (code: the share of candidates labelled wrong that
+the tests reject) — and the keep/drop decision of the recipe's filter.
 
 With ``problems.include_reference`` the reference solutions are a teacher of their own (``reference``): they
 get their own row, and the overall row (the one the filter reads) leaves them out unless
@@ -21,19 +22,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bonforge.judging.strength import SAYS_NOTHING
 from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.tables.ordering import sort_by
 from bonforge.schema import PROBLEM_STATS, REFERENCE_TEACHER, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
+# 6: test-suite strength (n_known_wrong, suite_strength) from the candidates' labels, read beside the verdicts (a
+# new input), and filter.min_suite_strength.
 # 5: drop_detail (the numbers against the filter's bound); the overall row leaves the reference solutions out;
 # stopped_early and n_planned (filter.early_stop). 4: drop_reason is a DropReason code, not a sentence with the
 # numbers inside (3: exact majority@k)
-VERSION = "5"
+VERSION = "6"
 
 
-def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
+def drop_reason(n: int, rate: float, cfg: FilterConfig, strength: float | None = None) -> DropReason | None:
+    if cfg.min_suite_strength is not None and strength is not None and strength < cfg.min_suite_strength:
+        return DropReason.WEAK_TESTS
     if n < cfg.min_candidates:
         return DropReason.TOO_FEW_CANDIDATES
     if rate <= cfg.min_pass_rate:
@@ -43,8 +49,10 @@ def drop_reason(n: int, rate: float, cfg: FilterConfig) -> DropReason | None:
     return None
 
 
-def drop_detail(reason: DropReason, n: int, rate: float, cfg: FilterConfig) -> str:
+def drop_detail(reason: DropReason, n: int, rate: float, cfg: FilterConfig, strength: float | None = None) -> str:
     """The sentence beside ``reason``: the problem's numbers against the filter's bound."""
+    if reason is DropReason.WEAK_TESTS:
+        return f"suite strength {strength:.3f} < min_suite_strength {cfg.min_suite_strength:g}"
     if reason is DropReason.TOO_FEW_CANDIDATES:
         return f"{n} candidates < min_candidates {cfg.min_candidates}"
     if reason is DropReason.TOO_HARD:
@@ -64,13 +72,29 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
                                    mask=None if mask is None else pa.array(mask))
 
 
+_SAYS_NOTHING = pa.array(SAYS_NOTHING)
+
+
+def _known_wrong(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(labelled wrong and judged on the tests, and of those rejected) per verdict row: the candidates whose
+    ``reference_correct`` is false measure the suite (``bonforge.judging.strength``)."""
+    if "reference_correct" not in t.column_names:
+        return np.zeros(t.num_rows, bool), np.zeros(t.num_rows, bool)
+    wrong = pc.fill_null(pc.and_(pc.equal(t.column("reference_correct"), False),
+                                 pc.invert(pc.is_in(t.column("status"), value_set=_SAYS_NOTHING))), False)
+    wrong = wrong.to_numpy(zero_copy_only=False).astype(bool)
+    return wrong, wrong & ~t.column("correct").to_numpy(zero_copy_only=False).astype(bool)
+
+
 def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig,
           reference: str | None = None) -> pa.Table:
     """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems): per problem the
     overall row (teacher ``*``), then one per teacher, in problem and teacher order (``reference`` last).
-    ``reference``: a teacher whose candidates the overall row leaves out (it keeps its own row)."""
+    ``reference``: a teacher whose candidates the overall row leaves out (it keeps its own row). With the
+    candidates' ``reference_correct`` (and the verdicts' ``status``), the test-suite strength."""
     early = [c for c in _EARLY if c in verdicts.column_names]  # with filter.early_stop (``_verdicts``)
-    t = verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", *early])
+    labels = [c for c in ("status", "reference_correct") if c in verdicts.column_names]
+    t = verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", *early, *labels])
     aside = pc.equal(t.column("teacher"), reference or "").combine_chunks() if reference else pa.array([], pa.bool_())
     t = sort_by(t.append_column("aside", aside) if reference else t,
                 ["problem_id"] + (["aside"] if reference else []) + ["teacher", "candidate_id"])
@@ -101,16 +125,20 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig,
 
     c_sum = np.r_[0, np.cumsum(correct)]
     n_correct = c_sum[start + length] - c_sum[start]
+    wrong, caught = (np.r_[0, np.cumsum(x)] for x in _known_wrong(t))
+    n_wrong, n_caught = wrong[start + length] - wrong[start], caught[start + length] - caught[start]
+    strength = np.where(n_wrong > 0, n_caught / np.maximum(n_wrong, 1), np.nan)
     drawn = length[overall]
     if early:  # per problem; a stopped problem is judged on the samples a full build draws: too easy
         stopped = t.column("stopped_early").to_numpy(zero_copy_only=False).astype(bool)[p_start]
         planned = t.column("n_planned").to_numpy(zero_copy_only=False).astype(np.int64)[p_start]
     else:
         stopped, planned = np.zeros(len(p_start), bool), drawn
-    whys = [(drop_reason(n, c / d if d else 0.0, filter_cfg), d, c / d if d else 0.0) for n, c, d in
-            zip(np.where(stopped, planned, drawn).tolist(), n_correct[overall].tolist(), drawn.tolist())]
-    reasons = np.array([r and r.value for r, _, _ in whys], dtype=object)
-    details = np.array([r and drop_detail(r, d, rate, filter_cfg) for r, d, rate in whys], dtype=object)
+    suites = [None if np.isnan(x) else x for x in strength[overall].tolist()]
+    whys = [(drop_reason(n, c / d if d else 0.0, filter_cfg, x), d, c / d if d else 0.0, x) for n, c, d, x in
+            zip(np.where(stopped, planned, drawn).tolist(), n_correct[overall].tolist(), drawn.tolist(), suites)]
+    reasons = np.array([r and r.value for r, _, _, _ in whys], dtype=object)
+    details = np.array([r and drop_detail(r, d, rate, filter_cfg, x) for r, d, rate, x in whys], dtype=object)
 
     blocks, positions = [], []
     for n in np.unique(length).tolist():
@@ -144,32 +172,41 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig,
             "drop_detail": pa.array(details[problem[seg]], pa.string()),
             "stopped_early": pa.array(stopped[problem[seg]]),
             "n_planned": pa.array(planned[problem[seg]], pa.int32(), mask=None if early else np.ones(len(seg), bool)),
+            "n_known_wrong": pa.array(n_wrong[seg].astype(np.int32)),
+            "suite_strength": pa.array(strength[seg], from_pandas=True),
         }, schema=PROBLEM_STATS))
         positions.append(seg)
     out = pa.concat_tables(blocks)
     return out.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
 
 
-_COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted"]
+_COLUMNS = ["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", "status"]
 _EARLY = ["stopped_early", "n_planned"]
+_LABELS = ["problem_id", "candidate_id", "reference_correct"]
 
 
 def _verdicts(i: Inputs) -> Iterator[pa.Table]:
     """Every teacher's verdicts, in chunks of whole problems (streamed: never the whole table at once); with
     early stopping each row also carries its problem's ``stopped_early`` and ``n_planned`` (the samples a build
-    without early stop draws), from the last round's table."""
-    early = "rounds" in i
-    columns = {"verdicts": _COLUMNS, **({"rounds": ["problem_id", "n", "stopped_early"]} if early else {})}
+    without early stop draws), from the last round's table; with the candidates as an input, each candidate's
+    published label (``reference_correct``: the test-suite strength)."""
+    early, labels = "rounds" in i, "candidates" in i
+    columns = {"verdicts": _COLUMNS, **({"rounds": ["problem_id", "n", "stopped_early"]} if early else {}),
+               **({"candidates": _LABELS} if labels else {})}
     with i.aligned(columns) as chunks:
         for chunk in chunks:
+            verdicts = chunk["verdicts"]
+            if labels:
+                verdicts = verdicts.join(chunk["candidates"].select(["candidate_id", "reference_correct"]),
+                                         "candidate_id", join_type="left outer")
             if not early:
-                yield chunk["verdicts"]
+                yield verdicts
                 continue
             per_problem = chunk["rounds"].group_by("problem_id").aggregate([("n", "sum"), ("stopped_early", "max")])
             per_problem = pa.table({"problem_id": per_problem.column("problem_id"),
                                     "n_planned": per_problem.column("n_sum").cast(pa.int32()),
                                     "stopped_early": per_problem.column("stopped_early_max")})
-            yield chunk["verdicts"].join(per_problem, "problem_id")
+            yield verdicts.join(per_problem, "problem_id")
 
 
 @dataclass(frozen=True)
@@ -189,11 +226,12 @@ STAGE = Stage("problem_stats", VERSION, params=ScoreParams, schema=PROBLEM_STATS
               stream=_verdicts, stream_of="verdicts")
 
 
-def node(recipe: Recipe, verdicts: list[Ref], rounds: Ref | None = None) -> Node:
-    """``rounds``: the last round's table of early stopping (``bonforge.stages.rounds``)."""
+def node(recipe: Recipe, verdicts: list[Ref], rounds: Ref | None = None, candidates: list[Ref] | None = None) -> Node:
+    """``rounds``: the last round's table of early stopping (``bonforge.stages.rounds``); ``candidates``: their
+    labels give the test-suite strength (code problems)."""
     aside = recipe.problems.include_reference and not recipe.filter.count_reference
-    return STAGE.bind(ScoreParams(recipe.score, recipe.filter, REFERENCE_TEACHER if aside else None),
-                      {"verdicts": verdicts, "rounds": rounds})
+    inputs = {"verdicts": verdicts, "rounds": rounds, **({"candidates": candidates} if candidates else {})}
+    return STAGE.bind(ScoreParams(recipe.score, recipe.filter, REFERENCE_TEACHER if aside else None), inputs)
 
 
 def filter_counts(i: Inputs) -> dict[str, int]:

@@ -14,6 +14,7 @@ reaches sooner)."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -37,16 +38,67 @@ def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
     return candidates.filter(pc.is_in(candidates.column("candidate_id"), value_set=todo.column("candidate_id")))
 
 
-def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None) -> pa.Table:
-    return verify_math.verify_math(_only(candidates, todo), problems, cfg)
+# Progress (``Stage.reports``) is counted here, round the judges, whose sources are in the verdicts' identity
+# (``bonforge.judging.fingerprint``): counting it inside them would judge every stored verdict again.
+PIECE = 32  # with progress: maths candidates sent to the checker at once, counted after each piece
+
+
+def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None,
+                 progress=None) -> pa.Table:
+    """With ``progress``: the candidates ``PIECE`` at a time (the checker keeps its process and its cache of
+    verdicts between pieces), counted after each."""
+    candidates = _only(candidates, todo)
+    if progress is None or candidates.num_rows <= PIECE:
+        return verify_math.verify_math(candidates, problems, cfg)
+    parts = []
+    for start in range(0, candidates.num_rows, PIECE):
+        parts.append(verify_math.verify_math(candidates.slice(start, PIECE), problems, cfg))
+        progress(start + parts[-1].num_rows, candidates.num_rows)
+    return pa.concat_tables(parts)
+
+
+class _Counted:
+    """A sandbox pool that tells ``progress(done, of)`` of each outcome (``of``: the candidates; identical
+    programs run once and a program that is not found runs not at all, so the count may stop short of them
+    until the shard is written)."""
+
+    def __init__(self, pool, progress, of: int):
+        self.pool, self.progress, self.of, self.done = pool, progress, of, 0
+        self.streams_outcomes = getattr(pool, "streams_outcomes", False)
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        return getattr(self.pool, name)
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            done = self.done
+        self.progress(min(done, self.of), self.of)
+
+    def run(self, requests: list[dict], on_outcome=None) -> list[dict]:
+        if on_outcome is None:
+            out = self.pool.run(requests)
+            self._count(len(requests))
+            return out
+
+        def each(i: int, outcome: dict) -> dict:
+            kept = on_outcome(i, outcome)
+            self._count(1)
+            return kept
+
+        return self.pool.run(requests, each)
 
 
 def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig,
-                 todo: pa.Table | None = None) -> pa.Table:
+                 todo: pa.Table | None = None, progress=None) -> pa.Table:
     """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
     from bonforge.sandbox.ray_pool import pool_for
 
-    return verify_code.verify_code(problems, _only(candidates, todo), cfg, pool=pool_for(cfg))
+    candidates, pool = _only(candidates, todo), pool_for(cfg)
+    if progress is not None:
+        pool = _Counted(pool, progress, candidates.num_rows)
+    return verify_code.verify_code(problems, candidates, cfg, pool=pool)
 
 
 def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
@@ -86,22 +138,25 @@ class VerifyParams(Params):
         return {"settings": self.cfg.key_config(), "judge": self.judge()}
 
 
-# What judging and the verdict identity read: not the reasoning, token counts or the problems' metadata.
+# What judging and the verdict identity read (and each program's ``language``, see ``_candidates``): not the
+# reasoning, token counts or the problems' metadata.
 _JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
            "problems": ["problem_id", "domain", "question", "answer", "tests"]}
 
 
 def _candidates(i: Inputs) -> Iterator[pa.Table]:
     """The candidates in problem_id order, a bounded batch of bytes at a time (never the whole table), with
-    each text's ``text_digest`` where every candidates output has one."""
-    digested = "text_digest" in i.sql("SELECT * FROM candidates LIMIT 0").column_names
-    with i.aligned({"candidates": _JUDGED["candidates"] + ["text_digest"] * digested}) as chunks:
+    each text's ``text_digest`` and the ``language`` its record names, where candidates outputs have them."""
+    columns = i.sql("SELECT * FROM candidates LIMIT 0").column_names
+    extra = [c for c in ("text_digest", "language") if c in columns]  # outputs written before these lack them
+    with i.aligned({"candidates": _JUDGED["candidates"] + extra}) as chunks:
         for chunk in chunks:
             yield chunk["candidates"]
 
 
 _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000, stream=_candidates,
-               stream_of="candidates", context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
+               stream_of="candidates", reports=True,
+               context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,

@@ -210,16 +210,25 @@ class StageStore:
         out = [RunRecord.from_json(settle(json.loads(self.loc.read_bytes(self.loc.path("runs", n))))) for n in names]
         return sorted(out, key=lambda r: (r.started or "", r.run_id))
 
-    def run(self, run_id: str | None = None) -> RunRecord:
+    def run(self, run_id: str | None = None, recipe: str | None = None) -> RunRecord:
         """The run ``run_id`` (a prefix will do); by default the latest that succeeded (a run still in
-        progress has not recorded its stages yet), else the latest."""
+        progress has not recorded its stages yet), else the latest. With ``recipe`` (a recipe's name), only
+        that recipe's runs count: the latest of them, or the one ``run_id`` names, which must be of it."""
         runs = self.runs()
         if not runs:
             raise StoreError(f"no runs recorded in {self.root}; run `bonforge run RECIPE` first")
+        if recipe is not None:
+            names = sorted({r.recipe_name or "" for r in runs} - {""})
+            runs = [r for r in runs if r.recipe_name == recipe]
+            if not runs:
+                raise StoreError(f"no run of recipe {recipe!r} in {self.root}; its runs are of "
+                                 f"{', '.join(names) or 'no named recipe'}")
         if run_id is None:
             return next((r for r in reversed(runs) if r.status == "succeeded"), runs[-1])
         for r in runs:
             if r.run_id == run_id or r.run_id.startswith(run_id):
                 return r
+        if recipe is not None:
+            raise StoreError(f"no run {run_id!r} of recipe {recipe!r} in {self.root}; `bonforge runs` lists them")
         raise StoreError(f"no run {run_id!r} in {self.root}; `bonforge runs` lists them")
 

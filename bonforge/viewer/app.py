@@ -101,6 +101,7 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
         Route("/api/genselect", endpoint(_genselect)),
         Route("/api/fusion", endpoint(_fusion)),
         Route("/api/open", endpoint(_open)),
+        Route("/api/teachers", endpoint(_teachers)),
         Route("/api/sql", endpoint(_sql), methods=["POST"]),
         Route("/api/export", endpoint(_export)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -233,7 +234,8 @@ def _filter(request: Request) -> ProblemFilter:
     return ProblemFilter(
         teacher=q.get("teacher") or "*", min_rate=_param(request, "min", 0.0, float, FINITE),
         max_rate=_param(request, "max", 1.0, float, FINITE),
-        kept=q.get("kept", ""), status=q.get("status", ""), domain=q.get("domain", ""), q=q.get("q", ""),
+        kept=q.get("kept", ""), status=q.get("status", ""), majority=q.get("majority", ""),
+        domain=q.get("domain", ""), q=q.get("q", ""),
         sort=q.get("sort") or "problem_id", desc=q.get("desc") in ("1", "true"),
     ).check()
 
@@ -273,6 +275,10 @@ def _fusion(cat: Catalog, limits: sqlbox.Limits, request: Request):
 
 def _open(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(open_views.open_problem(cat, _the_run(cat, request), _required(request, "id")))
+
+
+def _teachers(cat: Catalog, limits: sqlbox.Limits, request: Request):
+    return _json(views.teachers(cat, _the_run(cat, request)))
 
 
 def _query(cat: Catalog, run: dict, text: str, limits: sqlbox.Limits, cap: int) -> tuple[pa.Table, bool]:

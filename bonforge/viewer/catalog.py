@@ -217,6 +217,18 @@ def _copy_queries(have: set[str]) -> dict[str, str]:
     return out
 
 
+# Per problem and teacher (``*``: all teachers together), whether the most frequent extracted answer among the
+# candidates is wrong (none of the answers tied for most votes is correct); problems without any extracted
+# answer (code) have no row.
+MAJORITY_WRONG = (
+    "SELECT problem_id, teacher, NOT bool_or(ok) AS wrong FROM ("
+    " SELECT problem_id, teacher, ok, votes = max(votes) OVER (PARTITION BY problem_id, teacher) AS top FROM ("
+    "  SELECT problem_id, coalesce(t, '*') AS teacher, extracted, bool_or(correct) AS ok, count(*) AS votes"
+    "  FROM (SELECT problem_id, teacher AS t, extracted, correct FROM verdicts WHERE extracted IS NOT NULL)"
+    "  GROUP BY GROUPING SETS ((problem_id, t, extracted), (problem_id, extracted))))"
+    " WHERE top GROUP BY problem_id, teacher")
+
+
 def _build_index(con, have: set[str]) -> None:
     """The problem list in memory: per-teacher pass rates as columns ``rate_<i>`` (teacher ``i`` of
     ``viewer.teachers``), the verdict statuses as a bit mask over ``STATUSES``, the question in lower case."""
@@ -232,15 +244,18 @@ def _build_index(con, have: set[str]) -> None:
     bits = " + ".join(f"(CASE WHEN bool_or(status = '{s}') THEN {1 << i} ELSE 0 END)" for i, s in enumerate(STATUSES))
     statuses = (f"(SELECT problem_id, ({bits})::BIGINT AS status_mask FROM verdicts GROUP BY ALL)"
                 if "verdicts" in have else "(SELECT NULL::VARCHAR AS problem_id, 0::BIGINT AS status_mask)")
+    majority = (f"(SELECT problem_id, wrong AS majority_wrong FROM ({MAJORITY_WRONG}) WHERE teacher = '*')"
+                if "verdicts" in have else "(SELECT NULL::VARCHAR AS problem_id, NULL::BOOLEAN AS majority_wrong)")
     prompts = ("(SELECT problem_id, count(*) AS n_prompts FROM genselect GROUP BY ALL)" if "genselect" in have
                else "(SELECT NULL::VARCHAR AS problem_id, 0 AS n_prompts)")
     con.execute(
         "CREATE TABLE viewer.problems_index AS SELECT s.problem_id, p.domain, p.source, p.question, "
         "lower(p.question) AS question_lc, s.pass_rate, s.n, s.n_correct, s.pass_at_k, s.majority_at_k, s.keep, "
         "s.drop_reason, r.* EXCLUDE (problem_id), coalesce(st.status_mask, 0) AS status_mask, "
-        "coalesce(g.n_prompts, 0) AS n_prompts "
+        "coalesce(g.n_prompts, 0) AS n_prompts, m.majority_wrong "
         f"FROM problem_stats s JOIN problems p USING (problem_id) LEFT JOIN {rates_sql} r USING (problem_id) "
         f"LEFT JOIN {statuses} st USING (problem_id) LEFT JOIN {prompts} g USING (problem_id) "
+        f"LEFT JOIN {majority} m USING (problem_id) "
         "WHERE s.teacher = '*' ORDER BY s.problem_id", teachers)
     con.execute("CREATE UNIQUE INDEX problems_index_id ON viewer.problems_index (problem_id)")
 

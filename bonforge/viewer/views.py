@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute
 from bonforge.errors import BonforgeError
-from bonforge.viewer.catalog import CANDIDATE_COLUMNS, STATUSES, VERDICT_COLUMNS, NotFound, need
+from bonforge.viewer.catalog import CANDIDATE_COLUMNS, MAJORITY_WRONG, STATUSES, VERDICT_COLUMNS, NotFound, need
 
 SORTS = {"pass_rate": "rate", "n": "n", "n_correct": "n_correct", "problem_id": "problem_id",
          "domain": "domain", "keep": "keep"}
@@ -98,6 +98,7 @@ class ProblemFilter:
     max_rate: float = 1.0
     kept: str = ""  # "", "kept" or "dropped"
     status: str = ""  # problems with at least one verdict of this status
+    majority: str = ""  # "wrong" / "right": the most frequent extracted answer is wrong / right
     domain: str = ""
     q: str = ""  # text in the question
     sort: str = "problem_id"
@@ -108,6 +109,8 @@ class ProblemFilter:
             raise BadRequest(f"pass-rate range [{self.min_rate}, {self.max_rate}] must lie in [0, 1], min <= max")
         if self.kept not in ("", "kept", "dropped"):
             raise BadRequest(f"kept must be kept or dropped, not {self.kept!r}")
+        if self.majority not in ("", "wrong", "right"):
+            raise BadRequest(f"majority must be wrong or right, not {self.majority!r}")
         if self.status and self.status not in STATUSES:
             raise BadRequest(f"unknown verdict status {self.status!r}; choose one of {', '.join(STATUSES)}")
         if self.sort not in SORTS:
@@ -124,6 +127,8 @@ def _where(f: ProblemFilter, teachers: list[str]) -> tuple[str, str, list]:
     if f.status:
         where.append("(s.status_mask & ?) <> 0")
         params.append(1 << STATUSES.index(f.status))
+    if f.majority:
+        where.append("s.majority_wrong" if f.majority == "wrong" else "NOT s.majority_wrong")
     if f.domain:
         where.append("s.domain = ?")
         params.append(f.domain)
@@ -170,7 +175,8 @@ def problems_page(cat, run: dict, f: ProblemFilter, page: int, size: int) -> dic
              "WHERE s.problem_id IN (SELECT unnest(?::VARCHAR[]))", [ids])}
     rows = [{**found[pid], "rate": p[-1]} for pid, p in zip(ids, picked)]
     domains = [d for (d,) in cur.execute("SELECT domain FROM viewer.domains ORDER BY domain").fetchall()]
-    return {"total": total, "page": page, "size": size, "rows": rows, "teachers": sorted(teachers),
+    return {"run_id": run.run_id, "total": total, "page": page, "size": size, "rows": rows,
+            "teachers": sorted(teachers),
             "domains": domains, "statuses": list(STATUSES)}
 
 
@@ -181,6 +187,37 @@ def problems_table(cat, run: dict, f: ProblemFilter, cap: int) -> pa.Table:
     rate, where, params = _where(f, teachers)
     return cur.sql(f"SELECT {_columns(teachers, 's.question')}, {rate} AS rate FROM viewer.problems_index s "
                    f"WHERE {where} ORDER BY {_order(f)} LIMIT ?", params=[*params, cap]).to_arrow_table()
+
+
+# -- teachers ------------------------------------------------------------------------------------------
+
+
+def teachers(cat, run: dict) -> dict:
+    """Per teacher (and ``*``, all together): accuracy over its verdicts, candidates and problems, the mean
+    pass@k and majority@k of its problems (problem_stats), and the problems whose majority answer is wrong;
+    best accuracy first."""
+    if "verdicts" not in cat.views(run):
+        return {"run_id": run.run_id, "teachers": []}
+    cur = cat.cursor(run)
+    out = _rows(cur, "SELECT teacher, avg(correct::INT) AS accuracy, count(*) AS candidates, "
+                     "count(DISTINCT problem_id) AS problems FROM verdicts GROUP BY teacher UNION ALL "
+                     "SELECT '*', avg(correct::INT), count(*), count(DISTINCT problem_id) FROM verdicts "
+                     "ORDER BY teacher = '*' DESC, accuracy DESC, teacher", [])
+    by = {t["teacher"]: t for t in out}
+    for t in out:
+        t.update(pass_at_k={}, majority_at_k={}, majority_wrong=None)
+    if "problem_stats" in cat.views(run):
+        for column in ("pass_at_k", "majority_at_k"):
+            for teacher, k, mean in cur.execute(
+                    f"SELECT teacher, e.key, avg(e.value) FROM (SELECT teacher, unnest(map_entries({column})) AS e "
+                    "FROM problem_stats) GROUP BY ALL ORDER BY ALL").fetchall():
+                if teacher in by:
+                    by[teacher][column][k] = mean
+    for teacher, n in cur.execute(f"SELECT teacher, count(*) FILTER (WHERE wrong) FROM ({MAJORITY_WRONG}) "
+                                  "GROUP BY teacher").fetchall():
+        if teacher in by:
+            by[teacher]["majority_wrong"] = n
+    return {"run_id": run.run_id, "teachers": out}
 
 
 # -- one problem ---------------------------------------------------------------------------------------
@@ -216,9 +253,11 @@ def problem(cat, run: dict, problem_id: str) -> dict:
     stats, counts = [], {}
     if "problem_stats" in have:
         source = cat.sorted_source(run, "stats", problem_id) or "problem_stats"
+        strength = [c for c in ("n_known_wrong", "suite_strength")  # a store from before them lacks them
+                    if c in {d[0] for d in cur.execute(f"SELECT * FROM {source} LIMIT 0").description}]
         stats = _rows(cur, "SELECT teacher, n, n_correct, pass_rate, mean_reward, pass_at_k, majority_at_k, keep, "
-                           f"drop_reason FROM {source} WHERE problem_id = ? ORDER BY teacher = '*' DESC, teacher",
-                      [problem_id])
+                           f"{''.join(c + ', ' for c in strength)}drop_reason FROM {source} WHERE problem_id = ? "
+                           "ORDER BY teacher = '*' DESC, teacher", [problem_id])
         counts["genselect"] = _value(cur, "SELECT n_prompts FROM viewer.problems_index WHERE problem_id = ?",
                                      problem_id)
     if "fusion" in have:

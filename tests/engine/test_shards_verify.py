@@ -26,7 +26,7 @@ RECIPE = Recipe.model_validate({"name": "s", "problems": {"name": "s", "source":
                                 "teachers": [{"name": "t", "engine": "pool", "source": SRC}]})
 
 
-def _judged(candidates, problems, cfg, todo=None):
+def _judged(candidates, problems, cfg, todo=None, progress=None):
     n = candidates.num_rows
     return conform(pa.table({"candidate_id": candidates.column("candidate_id"),
                              "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher"),
@@ -59,7 +59,7 @@ def test_a_streamed_stage_s_bar_counts_the_rows_of_the_input_it_streams(tmp_path
     totals, advanced = [], []
 
     @contextlib.contextmanager
-    def progress(label, total):
+    def progress(label, total, done=0):
         totals.append(total)
         yield advanced.append
 
@@ -77,7 +77,7 @@ def test_without_a_known_input_a_streamed_stage_s_bar_has_no_total(tmp_path, mon
     totals = []
 
     @contextlib.contextmanager
-    def progress(label, total):
+    def progress(label, total, done=0):
         totals.append(total)
         yield lambda n: None
 
@@ -106,7 +106,7 @@ def test_a_shard_without_its_piece_is_committed_and_its_rows_are_not_offered(tmp
     store = _store(tmp_path)
     calls = []
 
-    def interrupted(candidates, problems, cfg, todo=None):
+    def interrupted(candidates, problems, cfg, todo=None, progress=None):
         calls.append(candidates.num_rows)
         if len(calls) == 2:
             raise KeyboardInterrupt

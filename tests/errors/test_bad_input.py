@@ -59,12 +59,34 @@ def line(rec: dict) -> bytes:
     (line({**GOOD, "s": [{"solution": ["A: 2"]}]}), r"field 's\[0\]\.solution': expected a string, got list"),
     (line({**GOOD, "s": [{"solution": "A: 2", "ok": "yes"}]}), r"field 's\[0\]\.ok': label must be true/false"),
     (line({**GOOD, "question": 7}), r"no pool record matched any of the 2 problems"),
-    (b"", r"no pool record matched any of the 2 problems by 'question'"),
+    (b"", r"no pool record matched any of the 2 problems by question \(the records' field 'question'\)"),
     (b"\n\n", r"no pool record matched"),
 ])  # fmt: skip
 def test_bad_pool_records_name_line_and_field(tmp_path, content, message):
     with pytest.raises(DataError, match=message):
         pool(tmp_path, content)
+
+
+def test_a_pool_matched_by_id_reads_the_id_field_and_says_what_ids_look_like(tmp_path):
+    got = pool(tmp_path, line({"id": "t/00001", "s": [{"solution": "A: 4", "ok": True}]}), match="id")
+    assert got.column("candidate_id").to_pylist() == ["t/00001/t1/0"]
+    with pytest.raises(DataError, match=r"no pool record matched any of the 2 problems by id \(the records' field "
+                                        r"'id'; the first record's is '1'\), problem ids are like 't/00000' "
+                                        r"\(problems.fields.id names them\)"):
+        pool(tmp_path, line({"id": "1", "s": [{"solution": "A: 4", "ok": True}]}), match="id")
+
+
+def test_a_problem_s_samples_may_come_one_record_each(tmp_path):
+    """One record per sample: a problem's samples are numbered on across its records (distinct candidate
+    ids), and ``n`` caps them all together."""
+    records = [{"question": q, "s": {"solution": s, "ok": ok}} for q, s, ok in [
+        ("What is 1 + 1?", "A: 2", True), ("What is 2 + 2?", "A: 4", True), ("What is 1 + 1?", "A: 3", False),
+        ("What is 1 + 1?", "A: 11", False)]]
+    got = pool(tmp_path, b"".join(line(r) for r in records))
+    assert got.column("candidate_id").to_pylist() == ["t/00000/t1/0", "t/00001/t1/0", "t/00000/t1/1", "t/00000/t1/2"]
+    assert got.column("sample_index").to_pylist() == [0, 0, 1, 2]
+    capped = pool(tmp_path, b"".join(line(r) for r in records), n=2)
+    assert capped.column("text").to_pylist() == ["A: 2", "A: 4", "A: 3"]
 
 
 def test_pool_record_without_samples_contributes_nothing(tmp_path):

@@ -41,7 +41,7 @@ def run(tmp_path: Path, path: Path, *extra: str) -> tuple[int, list[str]]:
 
 
 CASES = {
-    "missing data file": ([], {}, "data file 'problems.jsonl' not found: no mirror has it"),
+    "missing data file": ([], {}, "data file 'problems.jsonl' not found: not at "),
     "offline without a mirror": ([], {"source_url": "http://127.0.0.1:9/problems.jsonl"},
                                  "could not download http://127.0.0.1:9/problems.jsonl"),
     "bad JSON record": ([GOOD, '{"question": "2 + 2?", '], {}, "record line 2: not valid JSON"),
@@ -64,9 +64,16 @@ def test_bad_input_is_one_error_line_before_any_service(tmp_path, monkeypatch, c
     code, lines = run(tmp_path, recipe(tmp_path, **kw))
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
     if case == "missing data file":
+        assert f"not at {tmp_path / 'problems.jsonl'} (a relative path is read from the recipe's folder)" in lines[0]
         assert "set BONFORGE_DATA to a directory holding problems.jsonl" in lines[0]
     if case == "offline without a mirror":
         assert "Offline? Set BONFORGE_DATA to a directory that holds problems.jsonl" in lines[0]
+
+
+def test_a_missing_absolute_path_is_said_to_be_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("BONFORGE_CACHE", str(tmp_path / "cache"))
+    code, lines = run(tmp_path, recipe(tmp_path, problems=str(tmp_path / "nowhere" / "problems.jsonl")))
+    assert code == 2 and lines == [f"error: data file {tmp_path / 'nowhere' / 'problems.jsonl'} does not exist"]
 
 
 def test_a_failing_stage_names_stage_record_and_field_once(tmp_path):

@@ -31,7 +31,7 @@ class EchoEngine:
     def start(self):
         pass
 
-    def generate(self, requests):
+    def generate(self, requests, progress=None):
         self.requests += requests
         return [[Completion(request_id=r.id, index=i, text=f"answer {i}", reasoning="why" if i else None,
                             finish_reason="stop", prompt_tokens=11, completion_tokens=5, seed=r.sample_seed(i),

@@ -35,9 +35,9 @@ class Kept:
     def start(self) -> None:
         self.engine.start()
 
-    def generate(self, requests: list[Request]):
+    def generate(self, requests: list[Request], progress=None):
         self.requests += requests
-        return self.engine.generate(requests)
+        return self.engine.generate(requests, progress)
 
     def close(self) -> None:
         """The module's fixture closes the real engine."""

@@ -72,7 +72,8 @@ def table(problems: list[dict], candidates: list[tuple[str, str, str]], language
             for cid, pid, text in candidates]  # fmt: skip
     cands = pa.Table.from_pylist(rows, schema=CANDIDATES)
     if language is not None:
-        cands = cands.append_column("language", pa.array([language.get(c[0]) for c in candidates], pa.string()))
+        cands = cands.set_column(cands.schema.get_field_index("language"), "language",
+                                 pa.array([language.get(c[0]) for c in candidates], pa.string()))
     return pa.Table.from_pylist(problems, schema=PROBLEMS), cands
 
 
@@ -158,6 +159,21 @@ HOSTILE = {
                       "template<> struct F<0> { static const int v = 0; };\n"
                       "template<> struct F<1> { static const int v = 1; };\n"
                       "int main(){ return F<100000>::v; }\n", {"compile_error"}),
+    "include /dev/urandom": ("cpp", "#include </dev/urandom>\nint main(){}\n", {"compile_error"}),
+    "a gigabyte object file": ("cpp", "char a[1 << 30] = {1};\nint main(){ return a[12345]; }\n", {"compile_error"}),
+    "fork bomb (java)": ("java", "public class F { public static void main(String[] a) {\n  while (true) new Thread("
+                         "() -> { try { Thread.sleep(600000); } catch (InterruptedException e) {} }).start(); } }\n",
+                         {"runtime_error", "timeout", "memory_limit"}),
+    "fork bomb (java, processes)": ("java", "public class P { public static void main(String[] a) throws Exception "
+                                    "{\n  while (true) new ProcessBuilder(\"java\", \"P\").start(); } }\n",
+                                    {"runtime_error", "timeout", "memory_limit"}),
+    "output flood (java)": ("java", "public class O { public static void main(String[] a) {\n  while (true) "
+                            "System.out.print(\"xxxxxxxxxxxxxxxx\"); } }\n", {"output_limit"}),
+    "writes outside (java)": ("java", "import java.io.*;\npublic class W {\n  static int opened(String p) { try "
+                              "{ new FileWriter(p, true).close(); return 1; } catch (IOException e) { return 0; } }"
+                              "\n  public static void main(String[] a) { System.exit(opened(\"/opt/bonforge/runner.py"
+                              "\") + opened(\"/etc/passwd\") + opened(\"/usr/bin/x\") == 0 ? 1 : 0); } }\n",
+                              {"runtime_error"}),  # exit 1 only when every write failed
     "kills its parent": ("cpp", "#include <signal.h>\n#include <unistd.h>\nint main(){kill(getppid(),9);"
                          "kill(1,9);kill(-1,9);return 0;}\n", {"wrong_answer", "runtime_error"}),
     "checker attack": ("cpp", "#include <cstdio>\nint main(){printf(\"1\\n\");for(int i=0;i<10000;i++)"
@@ -225,3 +241,37 @@ def test_a_problems_memory_limit_applies(cfg):
     assert verdicts["recorded"]["status"] == "memory_limit", verdicts["recorded"]["detail"]
     assert verdicts["tight/py"]["status"] == "memory_limit", verdicts["tight/py"]["detail"]
     assert verdicts["roomy"]["status"] == "passed", verdicts["roomy"]["detail"]
+
+
+CRASHES_ON_BOOM = r'''#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+int main(int argc, char** argv) {
+    char out[64] = {0}, ans[64] = {0};
+    FILE* o = fopen(argv[2], "r"); FILE* a = fopen(argv[3], "r");
+    if (fscanf(o, "%63s", out) != 1) return 2;
+    if (strcmp(out, "boom") == 0) abort();  // a checker bug that only this output reaches
+    if (fscanf(a, "%63s", ans) != 1) return 3;
+    return strcmp(out, ans) == 0 ? 0 : 1;
+}
+'''
+
+
+def test_a_checker_crashed_by_one_output_rejects_that_output(cfg):
+    """A checker that crashes only on a candidate's output (it accepts the jury's answer, run as a control):
+    that candidate's wrong_answer, never the problem's error (which a policy could learn to reach); the right
+    program still passes, and a checker that crashes on the jury's answer too stays the problem's error."""
+    tests = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "1 1\n", "output": "2\n"}]}
+    problems = [{"problem_id": "buggy", "domain": "code", "tests": json.dumps(dict(tests, checker={
+                    "source": CRASHES_ON_BOOM}))},
+                {"problem_id": "broken", "domain": "code", "tests": json.dumps(dict(tests, checker={
+                    "source": CRASHES_ON_BOOM.replace('strcmp(out, "boom") == 0', "true")}))}]  # fmt: skip
+    verdicts = judge(problems, [("right", "buggy", fenced("python", APLUSB_PY)),
+                                ("boom", "buggy", fenced("python", "print('boom')\n")),
+                                ("wrong", "buggy", fenced("python", "print(7)\n")),
+                                ("broken/right", "broken", fenced("python", APLUSB_PY))], cfg)  # fmt: skip
+    got = {c: v["status"] for c, v in verdicts.items()}
+    assert got == {"right": "passed", "boom": "wrong_answer", "wrong": "wrong_answer",
+                   "broken/right": "sandbox_error"}, verdicts  # fmt: skip
+    assert "the checker crashed on this output (it accepts the jury's answer)" in verdicts["boom"]["detail"]
+    assert "on the jury's answer too" in verdicts["broken/right"]["detail"]

@@ -149,3 +149,13 @@ def test_engine_works_inside_a_running_event_loop():
 
     out = asyncio.run(main())
     assert len(out[0]) == 2
+
+
+def test_progress_counts_the_samples_as_they_finish():
+    """``progress`` hears of each sample as it comes back, not once the batch is done."""
+    heard: list[tuple[int, int]] = []
+    with ScriptedServer(delay_s=0.02) as server:
+        engine = OpenAIEngine(teacher(server.url, max_concurrency=2))
+        engine.generate([chat(i, n=3) for i in range(4)], lambda k: heard.append((k, server.count)))
+    assert [k for k, _ in heard] == list(range(1, 13))
+    assert heard[0][1] < 12  # the first sample was counted while others were still to be asked

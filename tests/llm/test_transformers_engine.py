@@ -90,6 +90,12 @@ def test_one_sample_regenerates_alone_with_its_seed(tiny_model):
     assert alone.text == batch[2].text
 
 
+def test_progress_counts_each_batch_as_it_is_done(tiny_model):
+    heard: list[int] = []
+    TransformersEngine(teacher(tiny_model, batch_size=2)).generate([req(1, 10), req(2, 20)], heard.append)
+    assert heard == [2, 4, 6]  # six samples, two at a time
+
+
 def test_greedy_and_raw_prompt(tiny_model):
     engine = TransformersEngine(teacher(tiny_model))
     a = engine.generate([Request(id="g", prompt="Question 5: what is", n=2, temperature=0.0, max_tokens=8, seed=1)])

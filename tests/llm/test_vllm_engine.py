@@ -128,3 +128,40 @@ def test_a_replica_larger_than_the_cluster_fails_at_start_not_waits():
         actor_options(VLLMTeacher(engine="vllm", name="q", model="m", tensor_parallel_size=2), {"CPU": 2.0})
     with pytest.raises(ValueError, match="tensor_parallel_size applies to device: gpu"):
         VLLMTeacher(engine="vllm", name="q", model="m", device="cpu", tensor_parallel_size=2)
+
+
+class BarLLM(FakeLLM):
+    """Drives ``use_tqdm`` as vLLM does: a bar round the prompts as they are rendered, then a bar of the
+    prompts updated as each finishes."""
+
+    def generate(self, prompts, params, use_tqdm):
+        assert len(list(use_tqdm(prompts, desc="Rendering prompts"))) == len(prompts)  # iterated: not counted
+        bar = use_tqdm(total=len(prompts), desc="Processed prompts", dynamic_ncols=True, postfix="est. speed")
+        for _ in prompts:
+            bar.update(1)
+            _ = bar.format_dict["elapsed"]
+        bar.close()
+        return super().generate(prompts, params, use_tqdm)
+
+
+class Counter:
+    def __init__(self):
+        self.sent: list[int] = []
+        self.add = SimpleNamespace(remote=self.sent.append)
+
+
+def test_a_replica_counts_the_samples_as_vllm_finishes_them(monkeypatch):
+    import bonforge.llm.vllm_engine as vllm_engine
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    worker = Worker.__new__(Worker)
+    worker.llm, worker.tokenizer, worker.window = BarLLM(), FakeTokenizer(), 90
+    items = [job(req(p), i) for p in ("a", "b", "c") for i in range(2)]
+    counter = Counter()
+    monkeypatch.setattr(vllm_engine, "REPORT_EVERY_S", 0.0)
+    assert len(worker.generate(items, counter)) == 6
+    assert counter.sent == [1] * 6  # each sample as it finished
+    monkeypatch.setattr(vllm_engine, "REPORT_EVERY_S", 3600.0)
+    counter = Counter()
+    worker.generate(items, counter)
+    assert counter.sent == [6]  # the rest when the batch ends

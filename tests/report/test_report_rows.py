@@ -27,3 +27,21 @@ def test_the_stages_table_shows_rows_computed_and_reused(tmp_path):
     cells = [re.findall(r"<td>(.*?)</td>", r) for r in rows]
     assert [c[:6] for c in cells] == [["candidates", "qwen", "grown", "5", "2", "3"],
                                       ["verdicts", "qwen", "same", "5", "0", "0"]]  # cached: none computed or reused
+
+
+def test_the_strength_section_lists_measured_suites_weakest_first():
+    import duckdb
+
+    from bonforge.report import strength_section
+
+    con = duckdb.connect()
+    assert strength_section(con) == ""  # no problem_stats
+    con.sql("CREATE TABLE problem_stats (problem_id VARCHAR, teacher VARCHAR, n_known_wrong INT, "
+            "suite_strength DOUBLE)")
+    con.sql("INSERT INTO problem_stats VALUES ('a', '*', 4, 1.0), ('b<', '*', 2, 0.5), ('b<', 'x', 2, 0.5), "
+            "('c', '*', 0, NULL)")
+    html = strength_section(con)
+    assert "2 problems with known-wrong candidates; their tests reject 75.0% of them" in html
+    assert html.index("b&lt;") < html.index("<td>a</td>")  # weakest first, escaped
+    con.sql("UPDATE problem_stats SET suite_strength = NULL")
+    assert strength_section(con) == ""

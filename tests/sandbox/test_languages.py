@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from bonforge.sandbox import image, wire
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.languages import LANGUAGES, language_of
-from bonforge.sandbox.testlib import PROBLEM_ERROR, reading
+from bonforge.sandbox.testlib import CRASHED, PROBLEM_ERROR, reading
 
 
 def test_language_settings_are_checked_at_load():
@@ -33,10 +33,11 @@ def test_language_settings_are_checked_at_load():
          "presentation error"),
         ({"status": "runtime_error", "exit_code": 3, "stderr": "FAIL Judge can't find solution"}, PROBLEM_ERROR,
          "reported its own failure (exit 3): FAIL"),
-        ({"status": "runtime_error", "exit_code": -6}, PROBLEM_ERROR, "failed (runtime_error, exit code -6)"),
-        ({"status": "runtime_error", "exit_code": 127, "error": "cannot start ./checker"}, PROBLEM_ERROR,
+        # a crash: the problem's error unless a control run on the jury's answer is accepted (judging.code)
+        ({"status": "runtime_error", "exit_code": -6}, CRASHED, "failed (runtime_error, exit code -6)"),
+        ({"status": "runtime_error", "exit_code": 127, "error": "cannot start ./checker"}, CRASHED,
          "cannot start"),
-        ({"status": "timeout"}, PROBLEM_ERROR, "failed (timeout)"),
+        ({"status": "timeout"}, CRASHED, "failed (timeout)"),
     ],
 )
 def test_testlib_exit_codes(result, status, words):

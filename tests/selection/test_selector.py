@@ -67,7 +67,7 @@ class Scripted:
     def close(self):
         pass
 
-    def generate(self, requests):
+    def generate(self, requests, progress=None):
         self.requests += requests
         return [[] if r.id in self.drop else
                 [Completion(r.id, i, self.script[(r.id, i)], None, "stop", 10, 3, r.sample_seed(i), "scripted", "m")

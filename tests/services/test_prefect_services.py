@@ -66,3 +66,31 @@ def test_the_builder_completes_prefects_deferred_models():
                      "_complete_prefect_models; "
                  "_complete_prefect_models(); print(FlowRun.__pydantic_complete__)")  # fmt: skip
     assert out == ["False", "True"]
+
+
+SMALL_BUILD = """
+import json, sys
+from pathlib import Path
+import bonforge
+folder = Path(sys.argv[1])
+(folder / "problems.jsonl").write_text(json.dumps({"question": "What is 2 + 3?", "answer": "5"}) + "\\n")
+(folder / "pool.jsonl").write_text(json.dumps({"question": "What is 2 + 3?", "samples": ["A: 5", "A: 6"]}) + "\\n")
+recipe = {"name": "small", "problems": {"name": "small", "source": {"path": "problems.jsonl"}},
+          "teachers": [{"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}}],
+          "verify": {"math": {"patterns": ["A:\\\\s*(.+?)\\\\s*$"]}}, "export": {"name": "small"}}
+record = bonforge.build(recipe, store=folder / "store", recipe_dir=folder)
+ray = sys.modules.get("ray")
+print(record.status, record.dataset_version, ray is not None and ray.is_initialized())
+"""
+
+
+def test_a_small_build_starts_no_ray(tmp_path, shared_prefect):
+    """Every stage of a small build is one shard, computed in the build's process: no local Ray is started
+    (it was started beside Prefect's server for every build: seconds, or a start that timed out when loaded)."""
+    import os
+
+    env = {**os.environ, "PREFECT_API_URL": shared_prefect, "RAY_ADDRESS": ""}
+    out = subprocess.run([sys.executable, "-c", SMALL_BUILD, str(tmp_path)], cwd=REPO, capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["succeeded", "1", "False"]

@@ -25,3 +25,27 @@ def test_a_package_without_its_checkers_header_is_one_clear_error(tmp_path):
     (pkg / "info.toml").write_text("timelimit = 'soon'\n")
     with pytest.raises(DataError, match="'timelimit' must be a positive number"):
         load_package(pkg)
+
+
+def test_a_folder_of_packages_as_problems_and_their_solutions_as_a_pool(data_dir):
+    """The shared Library Checker folder: every package a problem (the common headers found beside them), every
+    solution program a labelled candidate with its language; grader-linked functions left out."""
+    import pyarrow as pa
+
+    from bonforge.sources.problem_package import load_packages, package_candidates
+
+    lc = data_dir / "library-checker"
+    if not lc.is_dir():
+        pytest.skip("no Library Checker problems in the data mirror")
+    problems = load_packages(lc, "lc")
+    assert problems.num_rows == 12 and set(problems.column("source").to_pylist()) == {"lc"}
+    assert load_packages(lc, "lc", "a*").column("problem_id").to_pylist() == ["aplusb"]
+    assert load_packages(lc / "factorize", "lc").column("problem_id").to_pylist() == ["factorize"]
+    cands = package_candidates(lc, problems.filter(pa.compute.is_in(problems.column("problem_id"),
+                                                                    pa.array(["aplusb", "factorize"]))), "pkg")
+    got = [(r["candidate_id"], r["language"], r["reference_correct"]) for r in cands.to_pylist()]
+    assert got == [("aplusb/pkg/0", "cpp", True), ("aplusb/pkg/1", "cpp", False),  # ac_func.cpp left out
+                   ("factorize/pkg/0", "cpp", True), ("factorize/pkg/1", "cpp", False),  # fixed_RNG: TLE
+                   ("factorize/pkg/2", "cpp", True)]  # fmt: skip
+    with pytest.raises(DataError, match="no problem package"):
+        load_packages(lc, "lc", "nothing-*")

@@ -1,8 +1,12 @@
-"""The sampling stage's pure parts: stage key, seeds, prompts, the table it writes (fake engine)."""
+"""The sampling stage's pure parts: stage key, seeds, prompts, the table it writes (fake engine); its progress
+moving within one shard (the scripted OpenAI-compatible server)."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+from llm_server import ScriptedServer
 
 from bonforge.errors import ConfigError, DataError
 from bonforge.llm.base import problem_seed
@@ -106,7 +110,7 @@ def test_stage_key_is_known_before_running(tmp_path):
 class SkipsLong(EchoEngine):
     """Answers every request except those whose question mentions 'long' (as if over the window)."""
 
-    def generate(self, requests):
+    def generate(self, requests, progress=None):
         out = super().generate(requests)
         return [[] if "long" in r.messages[0]["content"] else cs for r, cs in zip(requests, out)]
 
@@ -119,3 +123,19 @@ def test_a_skipped_prompt_is_reported_although_it_has_no_rows(tmp_path):
     man = run_node(store, sample.node(ref, openai_teacher(), engine=SkipsLong()))
     assert man["rows"] == 4 and man["skipped_requests"] == 1
     assert man["problems_short_of_n"] == ["p1"] and man["problems_short_of_n_count"] == 1
+
+
+def test_one_shard_of_problems_moves_as_its_samples_come_back(tmp_path, caplog, monkeypatch):
+    """12 problems in one shard: the progress says rows done before the shard is written (not 0/12, then
+    12/12)."""
+    monkeypatch.delenv("BONFORGE_QUIET", raising=False)
+    store = StageStore(tmp_path)
+    store.write_shard("problems", "pk", 0, problems(*(f"What is {i} + {i}?" for i in range(12))))
+    ref = Ref("problems", "pk", store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
+    with ScriptedServer(delay_s=0.02) as server, caplog.at_level(logging.INFO, "bonforge"):
+        t = openai_teacher(base_url=server.url, n=2, max_concurrency=2)
+        man = run_node(store, sample.node(ref, t))
+    assert man["rows"] == 24 and t.shard_problems >= 12  # one shard
+    counts = [int(r.getMessage().split(": ")[1].split("/")[0]) for r in caplog.records
+              if r.getMessage().startswith("candidates[t]: ") and "rows" in r.getMessage()]
+    assert counts[-1] == 12 and len([c for c in counts if 0 < c < 12]) >= 5, counts

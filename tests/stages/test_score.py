@@ -241,3 +241,33 @@ def test_the_reference_setting_enters_the_key_only_where_it_acts():
     assert key("filter.count_reference=true") == plain  # no references: nothing to count
     assert key("problems.include_reference=true") != plain
     assert key("problems.include_reference=true", "filter.count_reference=true") == plain  # all counted, as before
+
+
+def test_suite_strength_counts_known_wrong_candidates_the_tests_reject():
+    """Of the candidates labelled wrong, those judged on the tests (not compile_error, not sandbox_error):
+    the share rejected; a problem without any has none (null) and is never dropped as weak."""
+    v = pa.table({
+        "problem_id": ["a"] * 5 + ["b"] * 2,
+        "teacher": ["ref", "wrong", "wrong", "wrong", "wrong", "ref", "ref"],
+        "candidate_id": ["a/ref/0", "a/wrong/0", "a/wrong/1", "a/wrong/2", "a/wrong/3", "b/ref/0", "b/ref/1"],
+        "correct": [True, False, True, False, False, True, False],
+        "reward": [1.0, 0.5, 1.0, 0.0, 0.0, 1.0, 0.0],
+        "extracted": [None] * 7,
+        "status": ["passed", "wrong_answer", "passed", "compile_error", "timeout", "passed", "wrong_answer"],
+        "reference_correct": [True, False, False, False, False, None, None],
+    })
+    out = {(r["problem_id"], r["teacher"]): r for r in score(v, ScoreConfig(), FilterConfig()).to_pylist()}
+    a = out[("a", "*")]
+    assert (a["n_known_wrong"], a["suite_strength"]) == (3, 2 / 3)  # the compile_error says nothing
+    assert (out[("a", "wrong")]["n_known_wrong"], out[("a", "ref")]["n_known_wrong"]) == (3, 0)
+    assert out[("a", "ref")]["suite_strength"] is None
+    assert (out[("b", "*")]["n_known_wrong"], out[("b", "*")]["suite_strength"]) == (0, None)
+    strict = FilterConfig(max_pass_rate=1.0, min_suite_strength=0.9)
+    dropped = {r["problem_id"]: r["drop_reason"] for r in score(v, ScoreConfig(), strict).to_pylist()
+               if r["teacher"] == "*"}
+    assert dropped == {"a": DropReason.WEAK_TESTS.value, "b": None}
+    detail = next(r["drop_detail"] for r in score(v, ScoreConfig(), strict).to_pylist() if r["teacher"] == "*")
+    assert detail == "suite strength 0.667 < min_suite_strength 0.9"
+    assert {r["drop_reason"] for r in score(v, ScoreConfig(), FilterConfig(max_pass_rate=1.0)).to_pylist()} == {None}
+    plain = score(v.drop_columns(["status", "reference_correct"]), ScoreConfig(), FilterConfig())
+    assert set(plain.column("n_known_wrong").to_pylist()) == {0}  # no labels read: nothing known

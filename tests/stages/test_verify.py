@@ -1,5 +1,6 @@
 """What verification reads of its inputs: the columns judging and the verdict identity use, not the
-candidates' reasoning (a thinking model's is many times its answer) or the problems' metadata."""
+candidates' reasoning (a thinking model's is many times its answer) or the problems' metadata; the progress it
+reports while a shard is judged."""
 
 from __future__ import annotations
 
@@ -39,5 +40,43 @@ def test_verification_reads_only_the_columns_it_judges(stage):
     assert stage.table is None  # streamed: read in problem_id order, a bounded batch at a time
     list(stage.stream(inputs))
     stage.context(inputs)
-    assert inputs.asked == {"candidates": ["candidate_id", "problem_id", "teacher", "text", "text_digest"],
+    assert inputs.asked == {"candidates": ["candidate_id", "problem_id", "teacher", "text", "text_digest",
+                                           "language"],  # the language a record names decides with the text
                             "problems": ["problem_id", "domain", "question", "answer", "tests"]}
+
+
+def test_maths_progress_counts_each_piece_and_judges_the_same():
+    from bonforge.config import MathVerifyConfig
+    from bonforge.judging.math import verify_math
+
+    n = 70
+    cands = pa.table({"candidate_id": [f"c{i}" for i in range(n)], "problem_id": [f"p{i % 3}" for i in range(n)],
+                      "teacher": ["t"] * n, "text": [f"A: {i % 5}" for i in range(n)]})
+    problems = pa.table({"problem_id": ["p0", "p1", "p2"], "answer": ["1", "2", "3"]})
+    heard: list[tuple[int, int]] = []
+    out = verify._verify_math(cands, problems, MathVerifyConfig(), progress=lambda d, of: heard.append((d, of)))
+    assert heard == [(32, 70), (64, 70), (70, 70)]
+    whole = verify_math(cands, problems, MathVerifyConfig())
+    assert out.drop(["latency_ms"]).equals(whole.drop(["latency_ms"]))
+
+
+def test_code_progress_counts_each_program_as_it_is_judged():
+    import json
+
+    from bonforge.judging.code import verify_code
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.sandbox.pool import SandboxPool
+
+    spec = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}]}
+    problems = pa.Table.from_pylist([{"problem_id": "p", "source": "t", "domain": "code", "question": "",
+                                      "tests": json.dumps(spec)}], schema=PROBLEMS)
+    programs = ["print(5)\n", "print(6)\n", "print(5)\n", "print(7)\n"]
+    cands = pa.Table.from_pylist([{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i,
+                                   "text": p} for i, p in enumerate(programs)], schema=CANDIDATES)
+    heard: list[tuple[int, int]] = []
+    cfg = CodeVerifyConfig(backend="process", pool_size=1, time_limit_s=2.0, memory_mb=256, extraction="raw")
+    with SandboxPool(cfg) as pool:
+        counted = verify._Counted(pool, lambda d, of: heard.append((d, of)), cands.num_rows)
+        out = verify_code(problems, cands, cfg, pool=counted)
+    assert out.column("status").to_pylist() == ["passed", "wrong_answer", "passed", "wrong_answer"]
+    assert heard == [(1, 4), (2, 4), (3, 4)]  # three programs run (one twice asked): the write gives the 4th

@@ -130,6 +130,66 @@ def test_teacher_kept_status_domain_and_text_filters(client, runs, viewer_store)
     assert all(word.lower() in r["question"].lower() or len(r["question"]) == 240 for r in hits)
 
 
+def _majority_wrong(rows) -> dict[tuple[str, str], bool]:
+    """(problem, teacher or *) -> whether the most frequent extracted answer is wrong, counted in Python."""
+    votes: dict[tuple[str, str], dict[str, list[bool]]] = {}
+    for pid, teacher, extracted, correct in rows:
+        if extracted is None:
+            continue
+        for who in (teacher, "*"):
+            votes.setdefault((pid, who), {}).setdefault(extracted, []).append(correct)
+    out = {}
+    for key, answers in votes.items():
+        top = max(len(v) for v in answers.values())
+        out[key] = not any(any(v) for v in answers.values() if len(v) == top)
+    return out
+
+
+def test_majority_wrong_filter_and_teacher_table(client, runs, viewer_store):
+    run = runs["fusion"]
+    con = catalog(viewer_store, run)
+    verdicts = con.sql("SELECT problem_id, teacher, extracted, correct FROM verdicts").fetchall()
+    majority = _majority_wrong(verdicts)
+    wrong = {p for (p, t), w in majority.items() if t == "*" and w}
+    right = {p for (p, t), w in majority.items() if t == "*" and not w}
+    assert wrong and right  # the test store has both kinds
+    got = ok(client.get("/api/problems", params={"run": run, "majority": "wrong", "size": 200}))
+    assert {r["problem_id"] for r in got["rows"]} == wrong
+    got = ok(client.get("/api/problems", params={"run": run, "majority": "right", "size": 200}))
+    assert {r["problem_id"] for r in got["rows"]} == right
+    error(client.get("/api/problems", params={"run": run, "majority": "maybe"}), 400, "majority must be")
+
+    table = ok(client.get("/api/teachers", params={"run": run}))
+    assert table["run_id"] == run
+    rows = {t["teacher"]: t for t in table["teachers"]}
+    teachers = {t for _, t, _, _ in verdicts}
+    assert set(rows) == teachers | {"*"} and table["teachers"][0]["teacher"] == "*"
+    accuracies = [t["accuracy"] for t in table["teachers"][1:]]
+    assert accuracies == sorted(accuracies, reverse=True)  # the best teacher first
+    for teacher in teachers:
+        mine = [c for _, t, _, c in verdicts if t == teacher]
+        assert rows[teacher]["candidates"] == len(mine)
+        assert rows[teacher]["accuracy"] == pytest.approx(sum(mine) / len(mine))
+        assert rows[teacher]["problems"] == len({p for p, t, _, _ in verdicts if t == teacher})
+        assert rows[teacher]["majority_wrong"] == sum(w for (p, t), w in majority.items() if t == teacher)
+    for teacher in teachers | {"*"}:
+        means: dict[str, list[float]] = {}
+        for (kmap,) in con.sql("SELECT pass_at_k FROM problem_stats WHERE teacher = ?", params=[teacher]).fetchall():
+            for k, v in (kmap or {}).items():
+                means.setdefault(str(k), []).append(v)
+        assert rows[teacher]["pass_at_k"] == {k: pytest.approx(sum(v) / len(v)) for k, v in means.items()}
+        assert means or teacher == "fusor"  # the fused answers are verified, not scored per problem
+    assert rows["*"]["candidates"] == len(verdicts) and rows["*"]["majority_wrong"] == len(wrong)
+
+
+def test_teacher_table_of_a_run_without_verdicts(tmp_path):
+    from viewer_helpers import small_store
+
+    store, run = small_store(tmp_path / "store")
+    with page_client(create_app(store, copies=False)) as c:
+        assert ok(c.get("/api/teachers", params={"run": run})) == {"run_id": run, "teachers": []}
+
+
 @pytest.mark.parametrize("params, words", [
     ({"page": -1}, ["'page'", "between 0"]), ({"size": 0}, ["'size'"]), ({"size": 201}, ["'size'", "200"]),
     ({"page": "x"}, ["'page'", "integer"]), ({"min": "abc"}, ["'min'", "number"]),
@@ -150,6 +210,8 @@ def test_one_problem_has_its_candidates_and_verdicts(client, runs, viewer_store)
     pid = con.sql("SELECT problem_id FROM problems ORDER BY problem_id LIMIT 1").fetchall()[0][0]
     p = ok(client.get("/api/problem", params={"run": runs["code"], "id": pid}))
     assert p["problem"]["domain"] == "code" and len(p["candidates"]) == 8
+    overall = p["stats"][0]  # the problem page carries the test-suite strength (no known-wrong candidates here)
+    assert (overall["teacher"], overall["n_known_wrong"], overall["suite_strength"]) == ("*", 0, None)
     want = dict(con.sql("SELECT candidate_id, status FROM verdicts WHERE problem_id = ?", params=[pid]).fetchall())
     assert {c["candidate_id"]: c["status"] for c in p["candidates"]} == want
     assert all(c["tests_total"] and c["tests_total"] >= c["tests_passed"] >= 0 for c in p["candidates"])

@@ -217,3 +217,70 @@ def test_bad_links_show_a_message_not_a_trace(view, viewer_store):
     expect(page.locator("#error")).to_contain_text("no problem 'nothing'")
     page = view.open("#nosuchview")
     expect(page.locator("#error")).to_contain_text("unknown view")
+
+
+def test_stored_text_is_shown_exactly(view, viewer_store):
+    """Questions, gold answers and candidates read as the store holds them: GSM8K's dollar amounts keep
+    their `$` (maths is only ever rendered beside the stored text)."""
+    store, runs = viewer_store
+    from bonforge.storage.catalog import connect
+
+    con = connect(store, runs["fusion"])
+    pid, question, answer = con.sql("SELECT problem_id, question, answer FROM problems WHERE question LIKE '%$%' "
+                                    "ORDER BY problem_id LIMIT 1").fetchall()[0]
+    texts = dict(con.sql("SELECT candidate_id, text FROM candidates WHERE problem_id = ?", params=[pid]).fetchall())
+    page = view.open(f"#problem?run={runs['fusion']}&id={pid}")
+    assert page.locator(".question pre.prose").first.text_content() == question
+    page.click("details.gold summary")
+    assert page.locator("details.gold pre.prose").first.text_content() == answer
+    shown = page.locator(".cand").evaluate_all(
+        "els => els.map(e => [e.dataset.candidate, e.querySelector('.text pre').textContent])")
+    assert shown and dict(shown) == {cid: t[:900] for cid, t in texts.items()}  # 900: the fold
+    assert len(shown) == len(texts)
+
+
+def test_every_link_carries_its_run(view, viewer_store):
+    """A view opened without a run names the store's default run in its address, and every link it makes
+    carries that run: a link copied today opens the same run after later builds."""
+    store, runs = viewer_store
+    default = store.run()["run_id"]
+    for start in ("", "#problems", "#teachers", "#sql"):
+        page = view.open(start)
+        assert f"run={default}" in page.url, (start, page.url)
+        hrefs = page.locator("a[href^='#']").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+        assert hrefs and all("run=" in h for h in hrefs), hrefs
+        nav = page.locator("#nav a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+        assert nav and all(f"run={default}" in h for h in nav), nav
+    page = view.open(f"#problems?run={runs['fusion']}")
+    view.then(lambda: page.locator("table.problems tr[data-problem] a").first.click())
+    hrefs = page.locator("a[href^='#']").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert hrefs and all(f"run={runs['fusion']}" in h for h in hrefs), hrefs
+
+
+def test_teacher_table_and_majority_wrong_filter(view, viewer_store):
+    store, runs = viewer_store
+    page = view.open(f"#teachers?run={runs['fusion']}")
+    rows = page.locator("table.teachers tr[data-teacher]")
+    names = rows.evaluate_all("els => els.map(e => e.dataset.teacher)")
+    assert names[0] == "*" and len(names) >= 5  # all teachers, four GPT-3 teachers and the fusor
+    assert page.locator("table.teachers th", has_text="pass@1").count() == 1
+    wrong = int(rows.first.locator("td").last.inner_text())
+    view.then(lambda: rows.first.locator("td").last.locator("a").click())
+    assert "majority=wrong" in page.url
+    expect(page.locator("#page-info")).to_contain_text(f"({wrong} problems)")
+    assert page.locator("select[name=majority]").input_value() == "wrong"
+    page = view.open(f"#teachers?run={runs['fusion']}")
+    view.then(lambda: page.locator("table.teachers tr[data-teacher]").nth(1).locator("td a").first.click())
+    assert "teacher=" in page.url and page.locator("select[name=teacher]").input_value() == names[1]
+
+
+def test_sql_result_problem_ids_link_to_their_problem(view, viewer_store):
+    _, runs = viewer_store
+    page = view.open(f"#sql?run={runs['fusion']}")
+    page.fill("#sql", "SELECT problem_id, count(*) AS n FROM candidates GROUP BY ALL ORDER BY problem_id")
+    view.then(lambda: page.click("#run-sql"))
+    cell = page.locator("#sql-result td a").first
+    pid = cell.inner_text()
+    view.then(lambda: cell.click())
+    assert f"run={runs['fusion']}" in page.url
+    expect(page.locator("h2", has_text=f"Problem {pid}")).to_be_visible()

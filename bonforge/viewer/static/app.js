@@ -93,16 +93,19 @@ function teacherColor(legend, name) {
 
 function nav(run) {
   const r = run ? { run } : {};
+  document.querySelector("a.brand").setAttribute("href", link("runs", r));
   const navEl = document.getElementById("nav");
   navEl.replaceChildren(
     h("a", { href: link("runs", r) }, "runs"),
     h("a", { href: link("problems", r) }, "problems"),
+    h("a", { href: link("teachers", r) }, "teachers"),
     h("a", { href: link("sql", r) }, "sql"));
 }
 
 // -- text rendering -------------------------------------------------------------------------------------
 
-// LaTeX made readable as plain text (no renderer ships offline in 300 KB): common macros to Unicode.
+// LaTeX made readable as plain text (no renderer ships offline in 300 KB): common macros to Unicode. Shown
+// only beside the stored text, never instead of it (the stored text is what the dataset holds).
 const TEX = [
   [/\\(?:d|t)?frac\{([^{}]*)\}\{([^{}]*)\}/g, "($1)/($2)"], [/\\sqrt\{([^{}]*)\}/g, "√($1)"],
   [/\\boxed\{([^{}]*)\}/g, "⟦$1⟧"], [/\\text(?:bf|rm|it)?\{([^{}]*)\}/g, "$1"], [/\^\{?2\}?/g, "²"],
@@ -111,6 +114,8 @@ const TEX = [
   [/\\infty/g, "∞"], [/\\(?:left|right)/g, ""], [/\\[()[\]]/g, ""], [/\$\$?/g, ""], [/\\[,;!]/g, " "],
   [/\\%/g, "%"], [/\\\$/g, "$"],
 ];
+
+const LATEX = /\\[a-zA-Z]+|\$\$|\\[()[\]]/; // a macro, $$ or \( \[ : text worth a rendered copy
 
 function readable(text) {
   let out = text;
@@ -134,14 +139,19 @@ function highlight(code) {
   return pre;
 }
 
-// A long text folded to its start, with its full text one click away; code highlighted, maths readable.
+// A long text folded to its start, with its full text one click away; code highlighted. The text is shown
+// exactly as stored; maths with LaTeX gets a readable copy beside it (folded), never in its place.
 function textBlock(text, kind) {
   const full = text || "";
   const wrap = h("div", { class: "text" });
   const show = (all) => {
     const shown = all || full.length <= FOLD ? full : full.slice(0, FOLD);
-    const body = kind === "code" ? highlight(shown) : h("pre", { class: "prose" }, kind === "math" ? readable(shown) : shown);
+    const body = kind === "code" ? highlight(shown) : h("pre", { class: "prose" }, shown);
     const kids = [body];
+    if (kind === "math" && LATEX.test(shown)) {
+      kids.push(h("details", { class: "rendered" }, h("summary", {}, "maths as Unicode (a rendering, not the stored text)"),
+        h("pre", { class: "prose" }, readable(shown))));
+    }
     if (full.length > FOLD) {
       kids.push(h("button", { class: "fold", onclick: () => show(!all) },
         all ? "fold" : `show full text (${full.length} chars)`));
@@ -222,12 +232,13 @@ async function viewRuns(p) {
   ];
 }
 
-const FILTERS = ["run", "teacher", "min", "max", "kept", "status", "domain", "q", "sort", "desc", "page"];
+const FILTERS = ["run", "teacher", "min", "max", "kept", "status", "majority", "domain", "q", "sort", "desc", "page"];
 
 async function viewProblems(p) {
   const params = {};
   for (const k of FILTERS) if (p.get(k)) params[k] = p.get(k);
   const data = await api("problems", params);
+  params.run = data.run_id;
   nav(params.run);
   const field = (name, el) => h("label", {}, name, el);
   const sel = (name, options, value) => h("select", { name },
@@ -244,6 +255,7 @@ async function viewProblems(p) {
     field("of teacher", sel("teacher", [["", "all (*)"], ...data.teachers.map((t) => [t, t])], p.get("teacher"))),
     field("keep", sel("kept", [["", "any"], ["kept", "kept"], ["dropped", "dropped"]], p.get("kept"))),
     field("verdict", sel("status", [["", "any"], ...data.statuses.map((s) => [s, s])], p.get("status"))),
+    field("majority answer", sel("majority", [["", "any"], ["wrong", "wrong"], ["right", "right"]], p.get("majority"))),
     field("domain", sel("domain", [["", "any"], ...data.domains.map((d) => [d, d])], p.get("domain"))),
     field("search", h("input", { name: "q", type: "search", value: p.get("q") || "", placeholder: "text in the question" })),
     h("button", { type: "submit" }, "apply"));
@@ -275,6 +287,28 @@ async function viewProblems(p) {
   const exp = Object.assign({ view: "problems" }, params);
   delete exp.page;
   return [h("h2", {}, "Problems"), form, h("div", { class: "bar-row" }, pager, exportLinks(exp)), table];
+}
+
+async function viewTeachers(p) {
+  const data = await api("teachers", { run: p.get("run") });
+  const run = data.run_id;
+  nav(run);
+  if (!data.teachers.length) return [h("h2", {}, "Teachers"), h("p", { class: "note" }, "no verdicts in this run")];
+  const ks = [...new Set(data.teachers.flatMap((t) => Object.keys(t.pass_at_k || {})))].sort((a, b) => a - b);
+  const table = h("table", { class: "teachers" },
+    h("tr", {}, ["teacher", "accuracy", ...ks.map((k) => `pass@${k}`), ...ks.map((k) => `majority@${k}`),
+      "candidates", "problems", "majority wrong"].map((c) => h("th", {}, c))),
+    data.teachers.map((t) => h("tr", { "data-teacher": t.teacher },
+      h("td", {}, t.teacher === "*" ? "all teachers" : h("a", { href: link("problems", { run, teacher: t.teacher }) }, t.teacher)),
+      h("td", {}, bar(t.accuracy)),
+      ks.map((k) => h("td", { class: "num", "data-k": k }, pct((t.pass_at_k || {})[k]))),
+      ks.map((k) => h("td", { class: "num" }, pct((t.majority_at_k || {})[k]))),
+      h("td", { class: "num" }, t.candidates), h("td", { class: "num" }, t.problems),
+      h("td", { class: "num" }, t.teacher === "*" ? h("a", { href: link("problems", { run, majority: "wrong" }) }, t.majority_wrong ?? "–")
+        : t.majority_wrong ?? "–"))));
+  return [h("h2", {}, "Teachers ", h("small", {}, `run ${run}`)),
+    h("p", { class: "note" }, "accuracy: the share of a teacher's candidates verified correct; pass@k and majority@k: the mean over its problems (problem_stats); majority wrong: problems whose most frequent extracted answer is wrong."),
+    table];
 }
 
 function groupKey(c, by) {
@@ -340,6 +374,9 @@ async function viewProblem(p) {
       h("td", { class: "num" }, s.n_correct), h("td", {}, bar(s.pass_rate)), h("td", { class: "k" }, kmap(s.pass_at_k)),
       h("td", { class: "k" }, kmap(s.majority_at_k)),
       h("td", {}, s.teacher === "*" ? (s.keep ? "kept" : s.drop_reason || "dropped") : ""))));
+  const all = data.stats.find((s) => s.teacher === "*");
+  const strength = all && all.suite_strength != null ? h("p", { class: "strength" }, "test-suite strength: ",
+    bar(all.suite_strength), h("small", {}, ` its tests reject ${Math.round(all.suite_strength * all.n_known_wrong)} of ${all.n_known_wrong} known-wrong candidates`)) : null;
   const links = [];
   if (data.has.genselect) links.push(h("a", { href: link("genselect", { run, id }) }, `GenSelect prompts (${data.has.genselect})`));
   if (data.has.fusion) links.push(h("a", { href: link("fusion", { run, id }) }, "FusioN"));
@@ -353,7 +390,7 @@ async function viewProblem(p) {
     h("div", { class: "question" }, textBlock(pr.question, kind === "code" ? "code" : "math")),
     h("details", { class: "gold" }, h("summary", {}, kind === "code" ? "reference solution / tests" : `gold answer: ${gold}`),
       textBlock(pr.answer || "", kind), pr.tests ? textBlock(pr.tests, "plain") : null),
-    stats, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
+    stats, strength, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
     sections.length ? h("div", { class: "groups" }, sections) : h("p", { class: "note" }, "no candidates for this problem in this run"),
   ];
 }
@@ -504,7 +541,9 @@ async function viewSql(p) {
       h("a", { href: page + 1 < pages ? link("sql", { run, q: query, page: page + 1 }) : null, class: page + 1 < pages ? "" : "off" }, "next →")),
     exportLinks({ view: "sql", run, q: query })));
   out.push(h("table", { class: "result", id: "sql-result" }, h("tr", {}, res.columns.map((c) => h("th", {}, c))),
-    res.rows.map((r) => h("tr", {}, res.columns.map((c) => h("td", {}, cell(r[c])))))));
+    res.rows.map((r) => h("tr", {}, res.columns.map((c) => h("td", {},
+      c === "problem_id" && typeof r[c] === "string" ? h("a", { href: link("problem", { run: res.run_id, id: r[c] }) }, r[c])
+        : cell(r[c])))))));
   return out;
 }
 
@@ -519,12 +558,26 @@ function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
 // -- the router -----------------------------------------------------------------------------------------
 
 const VIEWS = { runs: viewRuns, problems: viewProblems, problem: viewProblem, genselect: viewGenselect,
-                fusion: viewFusion, open: viewOpen, sql: viewSql };
+                fusion: viewFusion, open: viewOpen, teachers: viewTeachers, sql: viewSql };
 let rendering = 0;
 
-async function render() {
+// Every view's URL names its run: a link without one gets the run the store opens by default (the latest
+// that succeeded), written into the address, so that a link copied now shows the same run later.
+async function pinRun() {
   const { view, p } = state();
+  if (p.get("run")) return;
+  try {
+    const data = await api("run");
+    p.set("run", data.run.run_id);
+    history.replaceState(null, "", location.pathname + location.search + link(view, Object.fromEntries(p)));
+  } catch (e) { /* no runs (or none readable): the view says so */ }
+}
+
+async function render() {
   const ticket = ++rendering;
+  await pinRun();
+  if (ticket !== rendering) return;
+  const { view, p } = state();
   const fn = VIEWS[view];
   let kids;
   try {
