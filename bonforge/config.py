@@ -19,7 +19,7 @@ from bonforge.errors import ConfigError
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.scoring.config import SCORERS, ScorerConfig
+from bonforge.scoring.config import SCORERS, BonConfig, BonFilter, EvaluateConfig, ScorerConfig  # noqa: F401
 
 
 class DataSource(Model):
@@ -345,41 +345,6 @@ class FusionConfig(Model):
         return self
 
 
-class BonFilter(Model):
-    """Candidates left out before the pick (FusioN's hard filter)."""
-
-    language: str | None = Field(None, description="A language_id scorer: leave out answers not in the "
-                                 "expected language.")
-    min: dict[str, float] = Field(default_factory=dict, description="Scorer -> lowest value kept.")
-
-
-class BonConfig(Model):
-    """Best-of-N: per problem, the candidate with the highest score of `scorer` among those the filter keeps
-    (ties: the lowest candidate_id), over all teachers together and per teacher."""
-
-    scorer: str = Field(description="The scorer that picks (a name in `scorers`).")
-    filter: BonFilter = Field(default_factory=BonFilter)
-    preferences: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_.\-]+$", description="Also publish a preference dataset under this name: per "
-        "problem the pick (chosen) against the lowest-scored eligible answer (rejected), for TRL's RewardTrainer "
-        "and DPOTrainer.")
-
-
-class EvaluateConfig(Model):
-    """Pairwise evaluation of open-ended answers against a baseline by a prompted judge, every pair judged in
-    both orders (the `pairwise` stage; win rates with a bootstrap interval in its manifest)."""
-
-    judge: FusorConfig = Field(description="The judge model (engine openai, transformers or vllm).")
-    baseline: str = Field(description="What every contender is compared with: `teacher:<name>` (its first answer).")
-    contenders: list[str] = Field(default_factory=lambda: ["bon"], min_length=1,
-                                  description="`bon` (the Best-of-N pick) and/or `teacher:<name>`.")
-    template: str | None = Field(None, description="Template file with {question}, {answer_a} and {answer_b} "
-                                 "(default: bonforge's judge_pairwise.txt).")
-    bootstrap_rounds: int = Field(1000, ge=10, description="Bootstrap resamples of the prompts.")
-    seed: int = Field(0, ge=0, description="The bootstrap's seed.")
-    level: float = Field(0.95, gt=0, lt=1, description="The interval's coverage.")
-
-
 class RayConfig(Model):
     address: str | None = exec_only(None, description="Ray cluster address (default: RAY_ADDRESS or local).")
     num_cpus: int | None = exec_only(None, gt=0, description="CPUs for a local Ray (default: all).")
@@ -448,8 +413,15 @@ class Recipe(Model):
         if not self.scorers or not self.bon:
             raise ValueError("open-ended problems (domain: open) need scorers and bon (the Best-of-N pick that "
                              "export.name publishes)")
-        if self.fusion or self.export.rl:
-            raise ValueError("open-ended problems: fusion and export.rl are not available yet (they read verdicts)")
+        if self.export.rl:
+            raise ValueError("open-ended problems: export.rl is not available (it reads verdicts)")
+        verdict_keys = self.fusion and (self.fusion.prefilter.drop_statuses or self.fusion.selector
+                                        or self.fusion.problems == "kept"
+                                        or "only_correct" in self.fusion.export.model_fields_set)
+        if verdict_keys:
+            raise ValueError("fusion.prefilter.drop_statuses, fusion.selector, fusion.problems: kept and "
+                             "fusion.export.only_correct read verdicts; open-ended pools and fused answers are kept "
+                             "by bon.filter (the hard filter)")
         named = {"bon.scorer": [self.bon.scorer], "bon.filter.min": list(self.bon.filter.min),
                  "bon.filter.language": [self.bon.filter.language] if self.bon.filter.language else []}
         for where, names in named.items():
@@ -465,19 +437,25 @@ class Recipe(Model):
         return self
 
     def _check_evaluate(self, scorers: dict) -> None:
-        ev, teachers = self.evaluate, [t.name for t in self.teachers]
-        for where, name in [("evaluate.baseline", ev.baseline)] + [("evaluate.contenders", c) for c in ev.contenders]:
-            if name == "bon" and where != "evaluate.baseline":
-                continue
-            if not name.startswith("teacher:") or name[len("teacher:"):] not in teachers:
-                allowed = "`teacher:<name>`" if where == "evaluate.baseline" else "`bon` or `teacher:<name>`"
-                raise ValueError(f"{where}: {name!r} is not {allowed} (teachers: {', '.join(teachers)})")
-        if ev.baseline in ev.contenders or len(set(ev.contenders)) != len(ev.contenders):
-            raise ValueError("evaluate.contenders: each once, and never the baseline")
-        picker = scorers[self.bon.scorer]
-        if "bon" in ev.contenders and picker.kind == "judge" and picker.judge.model == ev.judge.model:
-            raise ValueError(f"evaluate.judge: model {ev.judge.model!r} is the judge that picked the Best-of-N answers "
-                             f"(scorer {picker.name!r}): it would grade its own choices; take another judge")
+        ev = self.evaluate
+        teachers = [t.name for t in self.teachers] + ["reference"] * self.problems.include_reference
+        systems = ["bon"] + ["fused"] * bool(self.fusion)
+        for where, name in [("evaluate.baseline", b) for b in ev.baselines] + [("evaluate.contenders", c)
+                                                                              for c in ev.contenders]:
+            if name not in systems and (not name.startswith("teacher:") or name[len("teacher:"):] not in teachers):
+                raise ValueError(f"{where}: {name!r} is not {' or '.join(f'`{x}`' for x in systems)} or "
+                                 f"`teacher:<name>` (teachers: {', '.join(teachers)})")
+        if len(set(ev.contenders)) != len(ev.contenders) or len(set(ev.baselines)) != len(ev.baselines):
+            raise ValueError("evaluate: each contender and each baseline once")
+        if set(ev.contenders) <= set(ev.baselines):
+            raise ValueError("evaluate.contenders: at least one that is not a baseline")
+        selecting = {self.bon.scorer, *self.bon.filter.min}  # the picking scorer, and the hard filter's
+        for s in (scorers[n] for n in sorted(selecting)):
+            if s.kind == "judge" and s.judge.model == ev.judge.model and {"bon", "fused"} & {*ev.contenders,
+                                                                                            *ev.baselines}:
+                raise ValueError(f"evaluate.judge: model {ev.judge.model!r} is the judge that picked the Best-of-N "
+                                 f"answers and filtered the fusion pools (scorer {s.name!r}): it would grade its own "
+                                 "choices; take another judge")
 
 
 # -- loading -------------------------------------------------------------------------------------------

@@ -262,6 +262,27 @@ FUSION = pa.schema([
 ])
 
 
+# FusioN on open-ended problems (fusion_open): the fused answer's scores beside Best-of-N on the same pool.
+_VALUES = pa.map_(pa.string(), pa.float64())  # scorer -> value (status ok only)
+FUSION_OPEN = pa.schema([
+    pa.field("problem_id", pa.string(), nullable=False),
+    pa.field("fused_candidate_id", pa.string()),
+    pa.field("fused_kept", pa.bool_()),  # the hard filter (bon.filter) keeps the fused answer
+    pa.field("pool_size", pa.int32(), nullable=False),
+    pa.field("scorer", pa.string(), nullable=False),  # the selection scorer (bon.scorer)
+    pa.field("bon_candidate_id", pa.string()),  # Best-of-N on the pool by the selection scorer
+    pa.field("fused_values", _VALUES),
+    pa.field("bon_values", _VALUES),
+    pa.field("pool_max", _VALUES),
+    pa.field("pool_mean", _VALUES),
+    pa.field("total_chars", pa.int64(), nullable=False),
+    pa.field("teacher_chars", pa.map_(pa.string(), pa.int64())),
+    pa.field("position_chars", pa.list_(pa.int64())),
+    pa.field("position_multiple", pa.int64()),
+    pa.field("position_unmatched", pa.int64()),
+])
+
+
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Reorder/cast ``table`` to ``schema``; missing nullable columns become nulls."""
     cols = []

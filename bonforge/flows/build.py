@@ -4,6 +4,7 @@
                     └─(fusion)─► fusion_pools ─► fused candidates ─► verdicts ─► fusion ─► SFT dataset
     open-ended problems (domain: open, no gold answer):
     problems ─► candidates (per teacher) ─► scores (per teacher) ─► bon ─► (pairwise) ─► Best-of-N SFT dataset
+                    └─(fusion)─► fusion_pools (hard filter) ─► fused candidates ─► scores ─► fusion_open ─► SFT
 
 Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
 node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
@@ -22,8 +23,8 @@ from bonforge.flows import rounds
 from bonforge.storage.run_record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
-from bonforge.stages import (assemble, bon, decontaminate, fuse, load, load_pool, pairwise, rate, sample, score,
-                             verify)
+from bonforge.stages import (assemble, bon, decontaminate, fuse, fuse_open, load, load_pool, pairwise, rate,
+                             sample, score, verify)
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
@@ -70,14 +71,29 @@ def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> d
     """Problems without a gold answer: every candidate scored, Best-of-N picked by a scorer, its SFT export."""
     scores = [run(rate.node(recipe, problems, c)) for c in candidates]
     picks = run(bon.node(recipe, scores))
+    fused = recipe.fusion and fuse_open_ended(recipe, run, problems, candidates, scores)
     if recipe.evaluate:
-        run(pairwise.node(recipe, problems, candidates, picks))
+        run(pairwise.node(recipe, problems, candidates + ([fused[0]] if fused else []), picks))
     kept = run.inputs(problems=problems, candidates=candidates, bon=picks)
     dataset = run.publish(recipe.export.name, bon.sft_parts(kept), export.sft_trainers())
     if recipe.bon.preferences:
         dataset["preference_dataset"] = run.publish(recipe.bon.preferences, bon.preference_parts(kept),
                                                     export.preference_trainers())
+    if fused:
+        sft = fuse_open.sft_parts(run.inputs(problems=problems, candidates=fused[0], scores=fused[1]),
+                                  recipe.bon.filter)
+        dataset["fusion_dataset"] = run.publish(recipe.fusion.export.name, sft, export.sft_trainers())
     return dataset
+
+
+def fuse_open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list, scores: list) -> tuple:
+    """FusioN over the answers the hard filter keeps; the fused answers scored like every candidate and set
+    beside Best-of-N on the same pools. Returns the fused candidates and their scores."""
+    pools = run(fuse.open_pools_node(recipe, problems, candidates, scores))
+    fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
+    fused_scores = run(rate.node(recipe, problems, fused))
+    run(fuse_open.node(recipe, pools, candidates, scores, fused, fused_scores))
+    return fused, fused_scores
 
 
 def build(recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:

@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bonforge.report import open_ended
 from bonforge.storage.catalog import connect
 from bonforge.storage.fs import LocalDir
 
@@ -130,6 +131,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     labelled = labels.section(con)
     if labelled:
         sections.insert(0, labelled)
+    sections += open_ended.sections(con, store, run)
     sections.append(strength_section(con))
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}

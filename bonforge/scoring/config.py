@@ -87,3 +87,43 @@ SCORERS = {"reference": ReferenceScorer, "language_id": LanguageScorer, "reward_
            "judge": JudgeScorer}
 ScorerConfig = Annotated[Union[ReferenceScorer, LanguageScorer, RewardModelScorer, JudgeScorer],
                          Field(discriminator="kind")]
+
+
+class BonFilter(Model):
+    """Candidates left out before the pick (FusioN's hard filter)."""
+
+    language: str | None = Field(None, description="A language_id scorer: leave out answers not in the "
+                                 "expected language.")
+    min: dict[str, float] = Field(default_factory=dict, description="Scorer -> lowest value kept.")
+
+
+class BonConfig(Model):
+    """Best-of-N: per problem, the candidate with the highest score of `scorer` among those the filter keeps
+    (ties: the lowest candidate_id), over all teachers together and per teacher."""
+
+    scorer: str = Field(description="The scorer that picks (a name in `scorers`).")
+    filter: BonFilter = Field(default_factory=BonFilter)
+    preferences: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.\-]+$", description="Also publish a preference dataset under this name: per "
+        "problem the pick (chosen) against the lowest-scored eligible answer (rejected), for TRL's RewardTrainer "
+        "and DPOTrainer.")
+
+
+class EvaluateConfig(Model):
+    """Pairwise evaluation of open-ended answers against a baseline by a prompted judge, every pair judged in
+    both orders (the `pairwise` stage; win rates with a bootstrap interval in its manifest)."""
+
+    judge: GenerationTeacher = Field(description="The judge model (engine openai, transformers or vllm).")
+    baseline: str | list[str] = Field(description="What every contender is compared with: `teacher:<name>` (its "
+                                      "first answer), `bon` or `fused`; a list: each contender against each.")
+    contenders: list[str] = Field(default_factory=lambda: ["bon"], min_length=1, description="`bon` (the Best-of-N "
+                                  "pick), `fused` (the fusor's answer, with `fusion`) and/or `teacher:<name>`.")
+    template: str | None = Field(None, description="Template file with {question}, {answer_a} and {answer_b} "
+                                 "(default: bonforge's judge_pairwise.txt).")
+    bootstrap_rounds: int = Field(1000, ge=10, description="Bootstrap resamples of the prompts.")
+    seed: int = Field(0, ge=0, description="The bootstrap's seed.")
+    level: float = Field(0.95, gt=0, lt=1, description="The interval's coverage.")
+
+    @property
+    def baselines(self) -> list[str]:
+        return [self.baseline] if isinstance(self.baseline, str) else list(self.baseline)

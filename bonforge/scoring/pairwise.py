@@ -57,3 +57,27 @@ def win_rate(scores: list[float], rounds: int = 1000, seed: int = 0, level: floa
     tail = (1 - level) / 2 * 100
     return {"n": len(values), "win_rate": float(values.mean()), "ci_low": float(np.percentile(means, tail)),
             "ci_high": float(np.percentile(means, 100 - tail))}
+
+
+def summary(games: list[dict], cfg) -> dict:
+    """The games of one contender against one baseline (rows: problem_id, game, label, contender_score):
+    outcome counts per prompt, the win rate with its interval (``cfg``: bootstrap_rounds, seed, level), the
+    share of inconsistent prompts, and how often the answer shown first (A) won a decisive game."""
+    per: dict[str, dict[int, float | None]] = {}
+    first_won = decisive = 0
+    for r in games:
+        per.setdefault(r["problem_id"], {})[r["game"]] = r["contender_score"]
+        if r["label"] in ("A>>B", "A>B", "B>A", "B>>A"):
+            decisive += 1
+            first_won += r["label"].startswith("A>")
+    counts = {k: 0 for k in ("win", "tie", "loss", "inconsistent", "split", "invalid")}
+    scores = []
+    for g in per.values():
+        kind, score = outcome(g.get(0), g.get(1))
+        counts[kind] += 1
+        if score is not None:
+            scores.append(score)
+    rate = win_rate(scores, cfg.bootstrap_rounds, cfg.seed, cfg.level)
+    valid = len(scores)
+    return {**counts, **rate, "inconsistent_rate": counts["inconsistent"] / valid if valid else None,
+            "first_shown_wins": first_won / decisive if decisive else None}

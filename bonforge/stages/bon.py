@@ -15,23 +15,14 @@ import pyarrow as pa
 
 from bonforge.config import BonConfig, Recipe
 from bonforge.schema import BON
+from bonforge.selection.best_of_n import excluded, pick
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, whole_key
 
 VERSION = "1"
 
 
-def pick(values: dict[str, float]) -> tuple[str, float, float | None, bool]:
-    """The best (candidate_id, value) of ``values``, the best value among the others, and whether the best
-    value is shared (then the lowest candidate_id wins)."""
-    best = max(values.values())
-    winners = sorted(c for c, v in values.items() if v == best)
-    others = [v for c, v in values.items() if c != winners[0]]
-    return winners[0], best, (max(others) if others else None), len(winners) > 1
-
-
 def best_of_n(scores: pa.Table, cfg: BonConfig) -> pa.Table:
     """BON rows of ``scores`` (problem_id, candidate_id, teacher, scorer, value, status; whole problems)."""
-    lang, mins = cfg.filter.language, cfg.filter.min
     by_problem: dict[str, dict[str, dict]] = defaultdict(dict)
     for r in scores.to_pylist():
         cand = by_problem[r["problem_id"]].setdefault(r["candidate_id"], {"teacher": r["teacher"], "ok": {}})
@@ -48,9 +39,7 @@ def best_of_n(scores: pa.Table, cfg: BonConfig) -> pa.Table:
             eligible: dict[str, float] = {}
             for cid in pools[pool]:
                 ok = cands[cid]["ok"]
-                reason = ("unscored" if cfg.scorer not in ok else
-                          "language" if lang and ok.get(lang) != 1.0 else
-                          next((f"min:{s}" for s, m in sorted(mins.items()) if ok.get(s, float("-inf")) < m), None))
+                reason = "unscored" if cfg.scorer not in ok else excluded(ok, cfg.filter)
                 if reason:
                     filtered[reason] += 1
                 else:

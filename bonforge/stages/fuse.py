@@ -23,8 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from bonforge.selection import judged_pool, prompts, selector, templates
+from bonforge.selection.best_of_n import excluded, ok_values
 from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute, counts
-from bonforge.config import FusionConfig, FusionExport, GenSelectConfig, Recipe
+from bonforge.config import BonFilter, FusionConfig, FusionExport, GenSelectConfig, Recipe
 from bonforge.llm.config import SampledTeacher
 from bonforge.selection.metrics import majority_at_k
 from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
@@ -35,6 +36,8 @@ POOLS_VERSION = "2"  # 2: the rendered pool is column `prompt` (was `question`, 
 FUSION_VERSION = "1"
 SELECT_VERSION = "1"
 PASSTHROUGH = templates.HERE / "passthrough.txt"
+OPEN_GUIDANCE = ("\n\nWrite one answer in the language of the request. Keep what the responses get right and "
+                 "support, drop what they get wrong, and add no unsafe or invented content.")
 GUIDANCE = ("\n\nBe careful with the result: check every computation before you commit to it, keep the "
             "answer self-contained, state the final answer clearly, and do not add unsafe or invented "
             "content that none of the responses supports.")
@@ -53,18 +56,29 @@ def pool_seed(seed: int, problem_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{problem_id}".encode()).digest()[:6], "big")
 
 
-def render(template: str, question: str, texts: list[str], guidance: bool) -> str:
+def render(template: str, question: str, texts: list[str], guidance: str) -> str:
     """Fill the template's slots in one pass (braces inside the texts, e.g. LaTeX, stay as they are)."""
     values = {
-        "question": question.strip(), "n": str(len(texts)), "guidance": GUIDANCE if guidance else "",
+        "question": question.strip(), "n": str(len(texts)), "guidance": guidance,
         "candidates": "\n\n".join(f"### Response {i}\n{t.strip()}" for i, t in enumerate(texts)),
     }
     return re.sub(r"\{(question|candidates|n|guidance)\}", lambda m: values[m.group(1)], template)
 
 
-def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
-    """FUSION_POOLS rows from ``pool`` (candidates joined with verdicts and problems: problem_id, question, domain,
-    candidate_id, teacher, text, status), a shard of whole problems."""
+def _kept(c: dict, cfg: FusionConfig, hard_filter: BonFilter | None) -> bool:
+    """A candidate may enter a pool: it has a text of ``min_chars``, and a verdict status the prefilter keeps
+    (verified domains) or scores the hard filter keeps (open-ended: ``scores``, scorer -> value)."""
+    if not c["text"] or len(c["text"]) < cfg.prefilter.min_chars:
+        return False
+    if hard_filter is not None:
+        return excluded(dict(c["scores"] or []), hard_filter) is None
+    return c["status"] not in cfg.prefilter.drop_statuses
+
+
+def build_pools(pool: pa.Table, cfg: FusionConfig, hard_filter: BonFilter | None = None) -> pa.Table:
+    """FUSION_POOLS rows from ``pool`` (candidates joined with problems and verdicts: problem_id, question,
+    domain, candidate_id, teacher, text, status; open-ended: with ``scores`` instead of ``status``), a shard of
+    whole problems."""
     template = template_text(cfg)
     t = pool.sort_by([("problem_id", "ascending"), ("candidate_id", "ascending")])
     rows = []
@@ -76,9 +90,7 @@ def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
         rng = random.Random(seed)
         chosen = []
         for teacher, count in sorted(cfg.teachers.items()):
-            mine = [c for c in cands if c["teacher"] == teacher and c["text"]
-                    and c["status"] not in cfg.prefilter.drop_statuses
-                    and len(c["text"]) >= cfg.prefilter.min_chars]
+            mine = [c for c in cands if c["teacher"] == teacher and _kept(c, cfg, hard_filter)]
             chosen += rng.sample(mine, min(count, len(mine)))
         if cfg.n is not None and len(chosen) > cfg.n:
             chosen = rng.sample(chosen, cfg.n)
@@ -88,7 +100,8 @@ def build_pools(pool: pa.Table, cfg: FusionConfig) -> pa.Table:
         rows.append({
             "problem_id": pid, "domain": cands[0]["domain"], "pool_seed": seed,
             "candidate_ids": [c["candidate_id"] for c in chosen], "teachers": [c["teacher"] for c in chosen],
-            "prompt": render(template, cands[0]["question"], [c["text"] for c in chosen], cfg.guidance),
+            "prompt": render(template, cands[0]["question"], [c["text"] for c in chosen],
+                             "" if not cfg.guidance else OPEN_GUIDANCE if hard_filter else GUIDANCE),
         })
     return pa.Table.from_pylist(rows, schema=FUSION_POOLS)
 
@@ -203,12 +216,26 @@ def _pool_candidates(i: Inputs) -> Iterator[pa.Table]:
     return judged_pool.chunks(i, _POOL, teachers=sorted(i.params.cfg.teachers))
 
 
+def _open_pool_candidates(i: Inputs) -> pa.Table:
+    """Open-ended problems: the fusion teachers' candidates with their problem and their scores (status ok),
+    whole problems in problem order (the scores hold no texts; the candidates are read once)."""
+    teachers = sorted(i.params.cfg.teachers)
+    table = i.sql("SELECT c.problem_id, p.question, p.domain, c.candidate_id, c.teacher, c.text "
+                  "FROM candidates c JOIN problems p USING (problem_id) WHERE list_contains($1, c.teacher) "
+                  "ORDER BY c.problem_id, c.candidate_id", [teachers])
+    ok = ok_values(i.sql("SELECT candidate_id, scorer, value, status FROM scores").to_pylist())
+    scores = [sorted(ok.get(c, {}).items()) for c in table.column("candidate_id").to_pylist()]
+    return table.append_column("scores", pa.array(scores, pa.map_(pa.string(), pa.float64())))
+
+
 @dataclass(frozen=True)
 class PoolsParams(Params):
     cfg: FusionConfig
+    hard_filter: BonFilter | None = None  # open-ended problems: the candidates bon.filter keeps
 
     def key_config(self) -> dict:
-        return pools_key_config(self.cfg)
+        keyed = pools_key_config(self.cfg)
+        return keyed if self.hard_filter is None else {**keyed, "hard_filter": self.hard_filter.key_config()}
 
 
 POOLS_STAGE = Stage("fusion_pools", POOLS_VERSION, params=PoolsParams, schema=FUSION_POOLS, compute=build_pools,
@@ -221,6 +248,13 @@ def pools_node(recipe: Recipe, problems: Ref, candidates: list[Ref], verdicts: l
         "problems": problems, "candidates": candidates, "verdicts": verdicts,
         "problem_stats": stats if cfg.problems == "kept" else None,
     })  # fmt: skip
+
+
+def open_pools_node(recipe: Recipe, problems: Ref, candidates: list[Ref], scores: list[Ref]) -> Node:
+    """Open-ended problems: pools drawn from the candidates the hard filter (``bon.filter``) keeps."""
+    return POOLS_STAGE.bind(PoolsParams(recipe.fusion, recipe.bon.filter),
+                            {"problems": problems, "candidates": candidates, "scores": scores},
+                            stream=None, table=_open_pool_candidates)
 
 
 def _members(i: Inputs, *columns: str) -> pa.Table:

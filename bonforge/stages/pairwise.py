@@ -1,8 +1,11 @@
-"""Stage ``pairwise``: each contender's answer (the Best-of-N pick, or a teacher's first answer) against the
-baseline's, judged by a prompted model in both orders (game 0: the contender shown as B; game 1: as A), for
-open-ended problems. Labels, their combination and the win rate: ``bonforge.scoring.pairwise``; the manifest's
-``evaluation`` holds, per contender, the outcome counts, the win rate with its seeded bootstrap interval over
-prompts, the share of prompts whose two orders disagree, and how often the answer shown first won.
+"""Stage ``pairwise``: each contender's answer (the Best-of-N pick, the fused answer, or a teacher's first
+answer) against each baseline's, judged by a prompted model in both orders (game 0: the contender shown as B;
+game 1: as A), for open-ended problems. Labels, their combination and the win rate:
+``bonforge.scoring.pairwise``; the manifest's ``evaluation`` holds, per contender and baseline
+(``"<contender> vs <baseline>"``), the outcome counts, the win rate with its seeded bootstrap interval over
+prompts, the share of prompts whose two orders disagree, and how often the answer shown first won. Where the
+judge is the fusor's own model and the fused answer plays, the entry says so (``warning``): the model grades
+its own writing. (The judge that picked the Best-of-N answers may not judge: the recipe is refused.)
 
 A game's content identity is the judge's settings (its model's identity, the template) and the request and
 both texts in their order: a rerun with one more contender asks the judge only for the new games."""
@@ -17,15 +20,15 @@ import numpy as np
 import pyarrow as pa
 
 from bonforge import identity
-from bonforge.config import EvaluateConfig, Recipe
+from bonforge.config import EvaluateConfig, FusorConfig, Recipe
 from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity
 from bonforge.schema import PAIRWISE
 from bonforge.scoring import pairwise as games
 from bonforge.selection import templates
-from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
 
-VERSION = "1"
+VERSION = "2"  # 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
 SLOTS = ("{question}", "{answer_a}", "{answer_b}")
 _CONTENT = ("label", "n_labels", "contender_score", "prompt_tokens", "completion_tokens", "response")
 _SLOT = r"\{(question|answer_a|answer_b)\}"
@@ -45,6 +48,7 @@ def judge_settings(cfg: EvaluateConfig) -> dict:
 @dataclass(frozen=True)
 class PairwiseParams(Params):
     cfg: EvaluateConfig
+    fusor: FusorConfig | None = unkeyed(None)  # its answers (teacher = its name) are contender `fused`
 
     def key_config(self) -> dict:
         c = self.cfg
@@ -71,7 +75,7 @@ def _ids(pairs: pa.Table, _context: dict, params: PairwiseParams) -> pa.Table:
                               settings)[:, :identity.SIZE]
     return pa.table({"problem_id": both.column("problem_id"), "contender": both.column("contender"),
                      "game": pa.array(game), "row_id": pa.array([bytes(r) for r in digests], identity.TYPE),
-                     "baseline": pa.array([params.cfg.baseline] * both.num_rows, pa.string()),
+                     "baseline": both.column("baseline"),
                      "contender_id": both.column("contender_id"), "baseline_id": both.column("baseline_id")})
 
 
@@ -90,10 +94,9 @@ class Judging:
     def compute(self, pairs: pa.Table, todo: pa.Table | None = None) -> pa.Table:
         cfg, j = self.params.cfg, self.params.cfg.judge
         wanted = _ids(pairs, {}, self.params) if todo is None else todo
-        by_pair = {(p, c): i for i, (p, c) in enumerate(zip(pairs.column("problem_id").to_pylist(),
-                                                            pairs.column("contender").to_pylist()))}
-        at = pa.array([by_pair[(p, c)] for p, c in zip(wanted.column("problem_id").to_pylist(),
-                                                       wanted.column("contender").to_pylist())], pa.int64())
+        key = ("problem_id", "contender", "baseline")
+        by_pair = {k: i for i, k in enumerate(zip(*(pairs.column(c).to_pylist() for c in key)))}
+        at = pa.array([by_pair[k] for k in zip(*(wanted.column(c).to_pylist() for c in key))], pa.int64())
         rows = pairs.take(at)
         game = np.asarray(wanted.column("game").to_pylist(), np.int32)
         a, b = _texts(rows, game)
@@ -127,65 +130,56 @@ def fill_pair(template: str, question: str, answer_a: str, answer_b: str) -> str
     return re.sub(_SLOT, lambda m: values[m.group(1)], template)
 
 
+def _system(system: str, fusor: FusorConfig | None) -> tuple[str, list]:
+    """SQL of a system's answer per problem (problem_id, candidate_id), and its parameters."""
+    if system == "bon":
+        return "SELECT problem_id, candidate_id FROM bon WHERE pool = '*' AND candidate_id IS NOT NULL", []
+    teacher = fusor.name if system == "fused" else system.removeprefix("teacher:")
+    return "SELECT problem_id, candidate_id FROM candidates WHERE teacher = ? AND sample_index = 0", [teacher]
+
+
 def _pairs(i: Inputs) -> pa.Table:
-    """One row per (problem, contender) where both answers exist, in problem order."""
+    """One row per (problem, contender, baseline) where both answers exist, in problem order."""
     cfg: EvaluateConfig = i.params.cfg
-    base = cfg.baseline.removeprefix("teacher:")
     parts = []
-    for contender in cfg.contenders:
-        if contender == "bon":
-            pick = "SELECT problem_id, candidate_id FROM bon WHERE pool = '*' AND candidate_id IS NOT NULL"
-            params: list = [base]
-        else:
-            pick = "SELECT problem_id, candidate_id FROM candidates WHERE teacher = $2 AND sample_index = 0"
-            params = [base, contender.removeprefix("teacher:")]
-        parts.append(i.sql(
-            "SELECT p.problem_id, p.question, k.candidate_id AS contender_id, c.text AS contender_text, "
-            "b.candidate_id AS baseline_id, "
-            f"b.text AS baseline_text FROM ({pick}) k JOIN candidates c USING (candidate_id) "
-            "JOIN problems p ON p.problem_id = k.problem_id "
-            "JOIN candidates b ON b.problem_id = k.problem_id AND b.teacher = $1 AND b.sample_index = 0 "
-            "WHERE c.text IS NOT NULL AND b.text IS NOT NULL", params))
-    tables = [t.append_column("contender", pa.array([c] * t.num_rows, pa.string()))
-              for c, t in zip(cfg.contenders, parts)]
-    table = pa.concat_tables(tables)
-    return table.sort_by([("problem_id", "ascending"), ("contender", "ascending")])
+    for baseline in cfg.baselines:
+        for contender in (c for c in cfg.contenders if c != baseline):
+            (con, con_args), (base, base_args) = _system(contender, i.params.fusor), _system(baseline, i.params.fusor)
+            t = i.sql(
+                "SELECT p.problem_id, p.question, k.candidate_id AS contender_id, c.text AS contender_text, "
+                f"j.candidate_id AS baseline_id, b.text AS baseline_text FROM ({con}) k JOIN ({base}) j "
+                "USING (problem_id) JOIN candidates c ON c.candidate_id = k.candidate_id "
+                "JOIN candidates b ON b.candidate_id = j.candidate_id JOIN problems p ON p.problem_id = k.problem_id "
+                "WHERE c.text IS NOT NULL AND b.text IS NOT NULL", con_args + base_args)
+            parts.append(t.append_column("contender", pa.array([contender] * t.num_rows, pa.string()))
+                          .append_column("baseline", pa.array([baseline] * t.num_rows, pa.string())))
+    return pa.concat_tables(parts).sort_by([("problem_id", "ascending"), ("contender", "ascending"),
+                                            ("baseline", "ascending")])
 
 
-def evaluation(table: pa.Table, cfg: EvaluateConfig) -> dict:
-    """Per contender: the outcome counts, the win rate and its interval, the share of inconsistent prompts,
-    and how often the answer shown first (A) won a decisive game."""
+def evaluation(table: pa.Table, cfg: EvaluateConfig, fusor: FusorConfig | None = None) -> dict:
+    """Per contender and baseline: the outcome counts, the win rate and its interval, the share of
+    inconsistent prompts, and how often the answer shown first (A) won a decisive game."""
     out = {}
     rows = table.to_pylist()
-    for contender in sorted({r["contender"] for r in rows}):
-        per: dict[str, dict[int, float | None]] = {}
-        first_won = decisive = 0
-        for r in rows:
-            if r["contender"] != contender:
-                continue
-            per.setdefault(r["problem_id"], {})[r["game"]] = r["contender_score"]
-            if r["label"] in ("A>>B", "A>B", "B>A", "B>>A"):
-                decisive += 1
-                first_won += r["label"].startswith("A>")
-        counts = {k: 0 for k in ("win", "tie", "loss", "inconsistent", "split", "invalid")}
-        scores = []
-        for g in per.values():
-            kind, score = games.outcome(g.get(0), g.get(1))
-            counts[kind] += 1
-            if score is not None:
-                scores.append(score)
-        rate = games.win_rate(scores, cfg.bootstrap_rounds, cfg.seed, cfg.level)
-        valid = len(scores)
-        out[contender] = {"baseline": cfg.baseline, **counts, **rate,
-                          "inconsistent_rate": counts["inconsistent"] / valid if valid else None,
-                          "first_shown_wins": first_won / decisive if decisive else None}
+    for contender, baseline in sorted({(r["contender"], r["baseline"]) for r in rows}):
+        mine = [r for r in rows if r["contender"] == contender and r["baseline"] == baseline]
+        entry = {"contender": contender, "baseline": baseline, **games.summary(mine, cfg)}
+        if fusor is not None and fusor.model == cfg.judge.model and "fused" in (contender, baseline):
+            entry["warning"] = (f"the judge ({cfg.judge.model}) is the fusor's model: it grades its own fused "
+                                "answers")
+        out[f"{contender} vs {baseline}"] = entry
     return out
 
 
 STAGE = Stage("pairwise", VERSION, params=PairwiseParams, schema=PAIRWISE, open=Judging, table=_pairs,
-              shard_rows=512, summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg)},
-              rows=Rows(("problem_id", "contender", "game"), _ids, _CONTENT, PAIRWISE))
+              shard_rows=512,
+              summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor)},
+              rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE))
 
 
 def node(recipe: Recipe, problems: Ref, candidates: list[Ref], bon: Ref) -> Node:
-    return STAGE.bind(PairwiseParams(recipe.evaluate), {"problems": problems, "candidates": candidates, "bon": bon})
+    """``candidates``: the teachers' and, with fusion, the fused answers."""
+    fusor = recipe.fusion.fusor if recipe.fusion else None
+    return STAGE.bind(PairwiseParams(recipe.evaluate, fusor), {"problems": problems, "candidates": candidates,
+                                                                "bon": bon})

@@ -39,6 +39,7 @@ from bonforge.errors import BonforgeError
 from bonforge.storage.store import StageStore
 import bonforge.viewer.sql as sqlbox
 import bonforge.viewer.views as views
+import bonforge.viewer.open_views as open_views
 from bonforge.viewer.catalog import Catalog, NotFound
 from bonforge.viewer.views import BadRequest, ProblemFilter
 
@@ -99,6 +100,7 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
         Route("/api/problem", endpoint(_problem)),
         Route("/api/genselect", endpoint(_genselect)),
         Route("/api/fusion", endpoint(_fusion)),
+        Route("/api/open", endpoint(_open)),
         Route("/api/teachers", endpoint(_teachers)),
         Route("/api/sql", endpoint(_sql), methods=["POST"]),
         Route("/api/export", endpoint(_export)),
@@ -269,6 +271,10 @@ def _genselect(cat: Catalog, limits: sqlbox.Limits, request: Request):
 
 def _fusion(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.fusion(cat, _the_run(cat, request), _required(request, "id")))
+
+
+def _open(cat: Catalog, limits: sqlbox.Limits, request: Request):
+    return _json(open_views.open_problem(cat, _the_run(cat, request), _required(request, "id")))
 
 
 def _teachers(cat: Catalog, limits: sqlbox.Limits, request: Request):

@@ -262,6 +262,8 @@ def problem(cat, run: dict, problem_id: str) -> dict:
                                      problem_id)
     if "fusion" in have:
         counts["fusion"] = _value(cur, "SELECT count(*) FROM fusion WHERE problem_id = ?", problem_id)
+    if "scores" in have:
+        counts["open"] = _value(cur, "SELECT count(*) FROM scores WHERE problem_id = ?", problem_id)
     cands = candidates_table(cat, run, problem_id).to_pylist() if "candidates" in have else []
     return {"problem": rows[0], "stats": stats, "candidates": cands, "has": counts}
 

@@ -161,7 +161,8 @@ def test_pairwise_both_orders_win_rates_and_position_bias_exact(tmp_path, shared
         record = build(load_recipe(RECIPE, [*base, ev]), store, str(RECIPE.parent))
         assert server.count == 20  # 10 prompts, both orders
         st = StageStore(tmp_path / "store")
-        got = st.manifest("pairwise", record["stages"]["pairwise"][0]).extra["evaluation"]["teacher:gpt-3.5-turbo-0125"]
+        got = st.manifest("pairwise", record["stages"]["pairwise"][0]).extra["evaluation"][
+            "teacher:gpt-3.5-turbo-0125 vs teacher:gpt-4-0314"]
         pids = list(questions)[:10]
         want = {"win": 0, "loss": 0, "tie": 0, "inconsistent": 0}
         for pid in pids:

@@ -41,10 +41,13 @@ JUDGE = "{name: arbiter, engine: openai, model: arbiter}"
 
 @pytest.mark.parametrize("evaluate, message", [
     (f"{{judge: {JUDGE}}}", r"evaluate\.baseline: Field required"),
-    (f"{{judge: {JUDGE}, baseline: gpt-4-0314}}", r"evaluate\.baseline: 'gpt-4-0314' is not `teacher:<name>`"),
+    (f"{{judge: {JUDGE}, baseline: gpt-4-0314}}", r"evaluate\.baseline: 'gpt-4-0314' is not `bon` or `teacher:<name>`"),
     (f"{{judge: {JUDGE}, baseline: 'teacher:gpt-5'}}", r"evaluate\.baseline: 'teacher:gpt-5' is not"),
     (f"{{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314', contenders: ['teacher:gpt-4-0314']}}",
-     r"never the baseline"),
+     r"evaluate\.contenders: at least one that is not a baseline"),
+    (f"{{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314', contenders: [fused]}}",
+     r"evaluate\.contenders: 'fused' is not `bon` or `teacher:<name>`"),  # no fusion section
+    (f"{{judge: {JUDGE}, baseline: ['teacher:gpt-4-0314', bon, bon]}}", r"each contender and each baseline once"),
     (f"{{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314', contenders: [best]}}", r"evaluate\.contenders: 'best'"),
 ])
 def test_bad_evaluation_is_one_error_line(evaluate, message):
@@ -58,3 +61,32 @@ def test_the_judge_that_picked_may_not_grade_its_picks():
     with pytest.raises(ConfigError, match=r"evaluate\.judge: model 'arbiter' is the judge that picked"):
         load_recipe(RECIPE, [f"scorers=[{picker}]", "bon.scorer=j", "bon.filter.language=null",
                              f"evaluate={{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314'}}"])
+
+
+FUSION = "fusion={teachers: {gpt-4-0314: 1}, fusor: {name: f, engine: openai, model: m}, export: {name: fused}}"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("fusion.export.only_correct=false", r"fusion\.export\.only_correct read verdicts"),
+    ("fusion.prefilter.drop_statuses=[no_answer]", r"fusion\.prefilter\.drop_statuses, fusion\.selector"),
+    ("fusion.teachers={gpt-5: 1}", r"fusion\.teachers: unknown teacher gpt-5"),
+    ("fusion.problems=kept", r"fusion\.problems: kept and"),
+    ("fusion.selector={name: s, engine: openai, model: m}", r"fusion\.selector, fusion\.problems"),
+])
+def test_bad_open_fusion_is_one_error_line(extra, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_recipe(RECIPE, [FUSION, extra])
+    assert "\n" not in str(err.value)
+
+
+def test_the_judge_that_filtered_the_pools_may_not_grade_the_fused_answers():
+    """A judge scorer in the hard filter chose which answers the fusor saw: it may not judge fused answers."""
+    rater = f"{{name: j, kind: judge, judge: {JUDGE}}}"
+    picked = r"evaluate\.judge: model 'arbiter' is the judge that picked .* \(scorer 'j'\)"
+    with pytest.raises(ConfigError, match=picked):
+        load_recipe(RECIPE, [f"scorers=[{{name: lang, kind: language_id}}, {rater}]", "bon.scorer=lang",
+                             "bon.filter.min={j: 3}", FUSION,
+                             f"evaluate={{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314', contenders: [fused]}}"])
+    ok = load_recipe(RECIPE, [f"scorers=[{{name: lang, kind: language_id}}, {rater}]", "bon.scorer=lang", FUSION,
+                              f"evaluate={{judge: {JUDGE}, baseline: 'teacher:gpt-4-0314', contenders: [fused, bon]}}"])
+    assert ok.evaluate.baselines == ["teacher:gpt-4-0314"]  # a judge scorer that selects nothing may judge

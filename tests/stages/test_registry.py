@@ -12,8 +12,8 @@ from bonforge.stage import Stage
 from bonforge.stages import registry
 
 EVERY_STAGE = {"problems", "contamination", "rounds", "candidates", "verdicts", "problem_stats", "genselect",
-               "maxk_weights", "selector_eval", "fusion_pools", "fusion_select", "fusion", "scores", "bon",
-               "pairwise"}  # fmt: skip
+               "maxk_weights", "selector_eval", "fusion_pools", "fusion_select", "fusion", "fusion_open", "scores",
+               "bon", "pairwise"}  # fmt: skip
 
 
 def test_the_registry_names_every_stage_with_its_schema():
@@ -21,6 +21,7 @@ def test_the_registry_names_every_stage_with_its_schema():
     assert set(stages) == EVERY_STAGE
     assert stages["verdicts"] == schema.VERDICTS and stages["fusion"] == schema.FUSION
     assert stages["scores"] == schema.SCORES and stages["bon"] == schema.BON and stages["pairwise"] == schema.PAIRWISE
+    assert stages["fusion_open"] == schema.FUSION_OPEN
     assert all(isinstance(s, pa.Schema) and len(s) for s in stages.values())
 
 

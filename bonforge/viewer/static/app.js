@@ -380,6 +380,7 @@ async function viewProblem(p) {
   const links = [];
   if (data.has.genselect) links.push(h("a", { href: link("genselect", { run, id }) }, `GenSelect prompts (${data.has.genselect})`));
   if (data.has.fusion) links.push(h("a", { href: link("fusion", { run, id }) }, "FusioN"));
+  if (data.has.open) links.push(h("a", { href: link("open", { run, id }) }, "Scores, Best-of-N and judge games"));
   const groupSwitch = h("span", { class: "switch" }, "group by ",
     ["teacher", "answer"].map((g) => h("a", { href: link("problem", { run, id, group: g === "teacher" ? "" : g, diff: p.get("diff") }),
       class: g === by ? "sorted" : "", "data-group-by": g }, g)));
@@ -463,6 +464,51 @@ async function viewFusion(p) {
   ];
 }
 
+async function viewOpen(p) {
+  // An open-ended problem: each candidate with its scores, the Best-of-N picks, the fused answer beside
+  // Best-of-N on its pool, and the pairwise games with both orders side by side.
+  const run = p.get("run"), id = p.get("id");
+  const data = await api("open", { run, id });
+  nav(run);
+  const fmt = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? num(v, 3) : String(v));
+  const scorers = [...new Set(data.candidates.flatMap((c) => c.scores.map((s) => s.scorer)))].sort();
+  const value = (s) => (s ? (s.status === "ok" ? fmt(s.value) + (s.label ? ` (${s.label})` : "") : s.status) : "–");
+  const cands = h("table", { class: "open-scores" },
+    h("tr", {}, ["candidate", "teacher", ...scorers, "Best-of-N"].map((c) => h("th", {}, c))),
+    data.candidates.map((c) => h("tr", { "data-candidate": c.candidate_id, class: c.bon ? "label" : "" },
+      h("td", {}, h("a", { href: link("problem", { run, id, cand: c.candidate_id }) }, c.candidate_id)),
+      h("td", {}, c.teacher),
+      scorers.map((name) => h("td", { class: "num" }, value(c.scores.find((s) => s.scorer === name)))),
+      h("td", {}, c.bon ? h("span", { class: "badge ok" }, "pick") : ""))));
+  const bon = h("table", { class: "open-bon" },
+    h("tr", {}, ["pool", "scorer", "candidates", "eligible", "pick", "value", "runner-up", "tie", "left out"].map((c) => h("th", {}, c))),
+    data.bon.map((b) => h("tr", {}, h("td", {}, b.pool), h("td", {}, b.scorer), h("td", { class: "num" }, b.n_candidates),
+      h("td", { class: "num" }, b.n_eligible), h("td", {}, b.candidate_id || "–"), h("td", { class: "num" }, fmt(b.value)),
+      h("td", { class: "num" }, fmt(b.runner_up)), h("td", {}, b.tie ? "tie" : ""),
+      h("td", {}, Object.entries(b.filtered).map(([k, n]) => `${k}: ${n}`).join(", ")))));
+  const f = data.fusion;
+  const fused = f ? h("table", { class: "open-fusion" },
+    h("tr", {}, ["scorer", "fused", "Best-of-N (pool)", "pool best", "pool mean"].map((c) => h("th", {}, c))),
+    Object.keys(f.pool_max).sort().map((s) => h("tr", {},
+      h("td", {}, s + (s === f.scorer ? " (selection scorer)" : "")), h("td", { class: "num" }, fmt(f.fused_values[s])),
+      h("td", { class: "num" }, fmt(f.bon_values[s])), h("td", { class: "num" }, fmt(f.pool_max[s])),
+      h("td", { class: "num" }, fmt(f.pool_mean[s])))))
+    : h("p", { class: "note" }, "no fused answer for this problem in this run");
+  const order = (g) => (g.game ? "contender shown first (A)" : "contender shown second (B)");
+  const pairs = data.games.length ? data.games.map((pr) => h("section", { class: "game", "data-pair": `${pr.contender} vs ${pr.baseline}` },
+    h("h4", {}, `${pr.contender} vs ${pr.baseline}: `, h("span", { class: "badge " + (pr.outcome === "win" ? "ok" : pr.outcome === "loss" ? "bad" : "") }, pr.outcome)),
+    h("div", { class: "grid" }, pr.games.map((g) => h("div", { class: "cand", "data-game": g.game },
+      h("div", { class: "head" }, order(g), ": ", h("b", {}, g.label || "no label"), ` → contender ${fmt(g.contender_score)}`),
+      textBlock(g.response || "", "plain"))))))
+    : [h("p", { class: "note" }, "no pairwise games for this problem in this run")];
+  return [
+    h("h2", {}, "Open-ended · ", h("a", { href: link("problem", { run, id }) }, id)),
+    h("div", { class: "question" }, textBlock(data.problem.question, "plain")),
+    h("h3", {}, "Candidates and scores"), cands, h("h3", {}, "Best-of-N"), bon,
+    h("h3", {}, "Fused answer beside Best-of-N on its pool"), fused, h("h3", {}, "Pairwise judge games (both orders)"), pairs,
+  ];
+}
+
 async function viewSql(p) {
   const run = p.get("run") || "";
   nav(run);
@@ -512,7 +558,7 @@ function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
 // -- the router -----------------------------------------------------------------------------------------
 
 const VIEWS = { runs: viewRuns, problems: viewProblems, problem: viewProblem, genselect: viewGenselect,
-                fusion: viewFusion, teachers: viewTeachers, sql: viewSql };
+                fusion: viewFusion, open: viewOpen, teachers: viewTeachers, sql: viewSql };
 let rendering = 0;
 
 // Every view's URL names its run: a link without one gets the run the store opens by default (the latest

@@ -1,0 +1,32 @@
+"""The viewer's open-ended page over a small hand-written store (``/api/open``): each candidate with its scores,
+the Best-of-N pick, the fused answer beside Best-of-N, and each pair's two games with the prompt's outcome;
+the problem page links to it; a problem the run lacks is one clear error."""
+
+from __future__ import annotations
+
+from open_store import open_store
+from viewer_helpers import page_client
+
+from bonforge.viewer.app import create_app
+
+
+def test_open_page_shows_scores_picks_fusion_and_both_orders(tmp_path):
+    store = open_store(tmp_path / "store")
+    with page_client(create_app(store), base_url="http://127.0.0.1") as client:
+        res = client.get("/api/open", params={"run": "r", "id": "de1"})
+        assert res.status_code == 200, res.text
+        data = res.json()
+        problem = client.get("/api/problem", params={"run": "r", "id": "de1"}).json()
+        missing = client.get("/api/open", params={"run": "r", "id": "nope"})
+    assert problem["has"]["open"] == 6  # 3 candidates x 2 scorers: the problem page links to the open page
+    by_id = {c["candidate_id"]: c for c in data["candidates"]}
+    assert sorted(by_id) == ["de1/a/0", "de1/b/0", "de1/fusor/0"]
+    assert {s["scorer"]: (s["value"], s["label"]) for s in by_id["de1/b/0"]["scores"]} == {
+        "lang": (0.0, "en"), "rm": (2.0, None)}
+    assert [c["candidate_id"] for c in data["candidates"] if c["bon"]] == ["de1/a/0"]
+    assert data["bon"][0]["filtered"] == {"language": 1}
+    assert data["fusion"]["fused_values"] == {"rm": 1.5} and data["fusion"]["bon_candidate_id"] == "de1/a/0"
+    (pair,) = data["games"]
+    assert (pair["contender"], pair["baseline"], pair["outcome"], pair["score"]) == ("fused", "teacher:b", "win", 1.0)
+    assert [(g["game"], g["label"]) for g in pair["games"]] == [(0, "B>A"), (1, "A>B")]
+    assert missing.status_code == 404 and "no problem 'nope'" in missing.json()["error"]
