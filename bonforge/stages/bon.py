@@ -17,6 +17,7 @@ from bonforge.config import BonConfig, Recipe
 from bonforge.schema import BON
 from bonforge.selection.best_of_n import excluded, pick
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, whole_key
+from bonforge.selection.sft import sft_messages
 
 VERSION = "1"
 
@@ -80,14 +81,8 @@ def sft_parts(i: Inputs) -> dict[str, pa.Table]:
     t = i.sql("SELECT b.problem_id, p.question, b.candidate_id, c.teacher, c.text, b.scorer, b.value "
               "FROM bon b JOIN candidates c USING (candidate_id) JOIN problems p ON p.problem_id = b.problem_id "
               "WHERE b.pool = '*' AND b.candidate_id IS NOT NULL ORDER BY b.problem_id")
-    rows = t.to_pylist()
-    msg = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-    messages = pa.Table.from_pylist(
-        [{"messages": [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["text"]}],
-          "problem_id": r["problem_id"], "candidate_id": r["candidate_id"], "scorer": r["scorer"],
-          "value": r["value"]} for r in rows],
-        schema=pa.schema([("messages", msg), ("problem_id", pa.string()), ("candidate_id", pa.string()),
-                          ("scorer", pa.string()), ("value", pa.float64())]))
+    messages = sft_messages(t, {"problem_id": pa.string(), "candidate_id": pa.string(), "scorer": pa.string(),
+                                "value": pa.float64()})
     return {"trl": messages, "plain": t}
 
 

@@ -31,6 +31,7 @@ from bonforge.selection.metrics import majority_at_k
 from bonforge.schema import FUSION, FUSION_POOLS, SELECTOR_EVAL
 from bonforge.selection.selector import Selector, selector_key
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
+from bonforge.selection.sft import sft_messages
 
 POOLS_VERSION = "2"  # 2: the rendered pool is column `prompt` (was `question`, which held no question)
 FUSION_VERSION = "1"
@@ -193,16 +194,11 @@ def sft_tables(fused: pa.Table, only_correct: bool) -> dict[str, pa.Table]:
     """TRL ``messages`` and a plain table of fused answers (``fused``: problem_id, question, candidate_id,
     text, correct)."""
     rows = [r for r in fused.sort_by("problem_id").to_pylist() if r["correct"] or not only_correct]
-    messages = pa.Table.from_pylist(
-        [{"messages": [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["text"]}],
-          "problem_id": r["problem_id"]} for r in rows],
-        schema=pa.schema([("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-                          ("problem_id", pa.string())]))
     plain = pa.Table.from_pylist(
         [{k: r[k] for k in ("problem_id", "question", "candidate_id", "text", "correct")} for r in rows],
         schema=pa.schema([("problem_id", pa.string()), ("question", pa.string()), ("candidate_id", pa.string()),
                           ("text", pa.string()), ("correct", pa.bool_())]))
-    return {"trl": messages, "plain": plain}
+    return {"trl": sft_messages(plain, {"problem_id": pa.string()}), "plain": plain}
 
 
 # -- the stages -------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from bonforge.schema import FUSION_OPEN
 from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.selection.best_of_n import excluded, ok_values, pick
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
+from bonforge.selection.sft import sft_messages
 
 VERSION = "1"
 
@@ -142,9 +143,4 @@ def sft_parts(i: Inputs, hard_filter: BonFilter) -> dict[str, pa.Table]:
               "JOIN problems p ON p.problem_id = c.problem_id WHERE c.text IS NOT NULL ORDER BY c.problem_id")
     t = t.filter(pa.array([excluded(values.get(c, {}), hard_filter) is None
                            for c in t.column("candidate_id").to_pylist()], pa.bool_()))
-    msg = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-    messages = pa.Table.from_pylist(
-        [{"messages": [{"role": "user", "content": r["question"]}, {"role": "assistant", "content": r["text"]}],
-          "problem_id": r["problem_id"], "candidate_id": r["candidate_id"]} for r in t.to_pylist()],
-        schema=pa.schema([("messages", msg), ("problem_id", pa.string()), ("candidate_id", pa.string())]))
-    return {"trl": messages, "plain": t}
+    return {"trl": sft_messages(t, {"problem_id": pa.string(), "candidate_id": pa.string()}), "plain": t}

@@ -27,24 +27,25 @@ def _rows(st: StageStore, stage: str, keys: list[str]) -> list[dict]:
 
 def test_open_fusion_recipe_builds_scores_fuses_judges_and_exports(tmp_path, shared_prefect):
     pytest.importorskip("gguf")
-    recipe = load_recipe(RECIPE, ["problems.limit=2"])
+    # one request and short generations: the stages and their tables are what is tested, not SmolLM2's prose
+    recipe = load_recipe(RECIPE, ["problems.limit=1", "fusion.fusor.max_tokens=32", "evaluate.judge.max_tokens=16"])
     record = build(recipe, str(tmp_path / "store"), str(RECIPE.parent))
     st, keys = StageStore(tmp_path / "store"), record["stages"]
     # the fused answers are an ordinary candidates stage, scored by every scorer like the teachers' answers
     assert len(keys["candidates"]) == 4 and len(keys["scores"]) == 4
     scores = _rows(st, "scores", keys["scores"])
     fused = [r for r in scores if r["teacher"] == "fusor"]
-    assert sorted({r["scorer"] for r in fused}) == ["judge", "lang", "rm"] and len(fused) == 2 * 3
+    assert sorted({r["scorer"] for r in fused}) == ["judge", "lang", "rm"] and len(fused) == 1 * 3
     assert all(r["status"] == "ok" for r in fused if r["scorer"] == "rm")
     judged = [r for r in scores if r["scorer"] == "judge"]
     assert all((r["status"] == "ok") == (r["value"] is not None) for r in judged)  # a parse failure has no value
     # the pools hold only answers the hard filter (language) keeps, three teachers at most
     pools = _rows(st, "fusion_pools", keys["fusion_pools"])
     lang = {r["candidate_id"]: r["value"] for r in scores if r["scorer"] == "lang"}
-    assert len(pools) == 2 and all(lang[c] == 1.0 for p in pools for c in p["candidate_ids"])
+    assert len(pools) == 1 and all(lang[c] == 1.0 for p in pools for c in p["candidate_ids"])
     # the fused answer beside Best-of-N on the same pool; the selection scorer marked
     beside = _rows(st, "fusion_open", keys["fusion_open"])
-    assert len(beside) == 2 and all(r["bon_candidate_id"] in p["candidate_ids"] for r, p in zip(beside, pools))
+    assert len(beside) == 1 and all(r["bon_candidate_id"] in p["candidate_ids"] for r, p in zip(beside, pools))
     cmp = st.manifest("fusion_open", keys["fusion_open"][0]).extra["comparison"]
     assert cmp["selection_scorer"] == "rm" and cmp["scorers"]["rm"]["selection"] is True
     assert cmp["scorers"]["lang"]["selection"] is False
@@ -52,11 +53,11 @@ def test_open_fusion_recipe_builds_scores_fuses_judges_and_exports(tmp_path, sha
     games = _rows(st, "pairwise", keys["pairwise"])
     pairs = {(g["contender"], g["baseline"]) for g in games}
     assert pairs == {("fused", "teacher:gpt-4-0314"), ("bon", "teacher:gpt-4-0314"), ("fused", "bon")}
-    assert len(games) == 3 * 2 * 2 and sorted({g["game"] for g in games}) == [0, 1]
+    assert len(games) == 3 * 2 * 1 and sorted({g["game"] for g in games}) == [0, 1]
     evaluation = st.manifest("pairwise", keys["pairwise"][0]).extra["evaluation"]
     for name, e in evaluation.items():
         outcomes = sum(e[k] for k in ("win", "tie", "loss", "inconsistent", "split", "invalid"))
-        assert outcomes == 2 and e["n"] == 2 - e["invalid"], name
+        assert outcomes == 1 and e["n"] == 1 - e["invalid"], name
         assert e["win_rate"] is None or e["ci_low"] <= e["win_rate"] <= e["ci_high"]
         # SmolLM2 judges and fused: every evaluation of a fused answer says the judge graded its own writing
         assert ("warning" in e) == ("fused" in name) and "fusor's model" in e.get("warning", "fusor's model")
