@@ -87,8 +87,14 @@ def compute(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str, run_id: 
 
 
 def stop_sandboxes() -> None:
-    """Stop the per-node sandbox pools (their containers) that code verification started (none when this
-    process never imported Ray: a build that ran no stage on Ray does not import it here either)."""
+    """Stop the sandbox pools and checkers (their containers) that code verification started: this process's
+    own (a stage run in process) and the per-node pools on Ray (none when this process never imported Ray: a
+    build that ran no stage on Ray does not import it here either)."""
+    from bonforge.sandbox.checker import close_shared_checkers
+    from bonforge.sandbox.pool import close_shared_pools
+
+    close_shared_pools()
+    close_shared_checkers()
     if ray_up():
         from bonforge.sandbox.ray_pool import shutdown_node_pools
 

@@ -260,9 +260,13 @@ def shared_checker(cfg) -> Checker:
     return checker
 
 
-def _close_shared() -> None:
-    for checker in list(_shared.values()):
+def close_shared_checkers() -> None:
+    """Stop this process's checkers (``shared_checker``) now: a build's end and interpreter exit."""
+    with _shared_lock:
+        checkers = list(_shared.values())
+        _shared.clear()
+    for checker in checkers:
         checker.close()
 
 
-atexit.register(_close_shared)
+atexit.register(close_shared_checkers)

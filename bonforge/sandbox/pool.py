@@ -548,6 +548,15 @@ def shared_pool(cfg: CodeVerifyConfig) -> SandboxPool:
     return pool
 
 
+def close_shared_pools() -> None:
+    """Stop this process's pools (``shared_pool``) now, with their containers: a build's end (the next call
+    starts a new pool)."""
+    with _shared_lock:
+        pools = list(_shared.values())
+    for pool in pools:
+        pool.close()
+
+
 def _close_idle_pools() -> None:
     global _closer
     while True:
