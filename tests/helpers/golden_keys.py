@@ -19,22 +19,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "faa90fddca56eefe13e7"
         ],
         "candidates": [
-            "9e2f9c96bbf0919a3b2e",
-            "6099acfa2b617ca9f70f",
-            "dc92d2a930debb62d1a9",
-            "f224e8636eae1b7d9dd4"
+            "94685003f5c6b4e5f0fe",
+            "a01b3b9d55b43c70c078",
+            "b391e9d8db87415d2a06",
+            "a6acb1ded5cef61d69b2"
         ],
         "verdicts": [
-            "5fb615c0bc1513873dea",
-            "d45a55aa1958765ce343",
-            "a2a64043580927a1f0ce",
-            "a72d28c370f0dc71ca51"
+            "ce55a86f5f42b9391143",
+            "30263a9d4b0349bdcc2f",
+            "1f784e55d15b94561843",
+            "01d51a80b3388ea414f2"
         ],
         "problem_stats": [
-            "6af491e2529f0141ea35"
+            "de611e7dd406fc4a21f1"
         ],
         "genselect": [
-            "bfc70c58330c3bd8f8f1"
+            "ecb8a06a15e7074cba22"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -42,22 +42,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "faa90fddca56eefe13e7"
         ],
         "candidates": [
-            "9e2f9c96bbf0919a3b2e",
-            "6099acfa2b617ca9f70f",
-            "dc92d2a930debb62d1a9",
-            "f224e8636eae1b7d9dd4"
+            "94685003f5c6b4e5f0fe",
+            "a01b3b9d55b43c70c078",
+            "b391e9d8db87415d2a06",
+            "a6acb1ded5cef61d69b2"
         ],
         "verdicts": [
-            "5fb615c0bc1513873dea",
-            "d45a55aa1958765ce343",
-            "a2a64043580927a1f0ce",
-            "a72d28c370f0dc71ca51"
+            "ce55a86f5f42b9391143",
+            "30263a9d4b0349bdcc2f",
+            "1f784e55d15b94561843",
+            "01d51a80b3388ea414f2"
         ],
         "problem_stats": [
-            "92c7808e9b8b67936617"
+            "d7d1cd35766f1437f011"
         ],
         "genselect": [
-            "34071df3f1b278317470"
+            "0bb814f04cc8740241de"
         ]
     },
     "apps-genselect": {
@@ -65,18 +65,18 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "3ad7d783da72e2943572"
         ],
         "candidates": [
-            "a8372d24b34e91997036",
+            "8f4aa0c7d206464e10f5",
             "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "9fd0757b94bdef87b2b3",
-            "77d71d068d3ede177c0d"
+            "33b1739f86e38e62eedd",
+            "e1cbf8ed49e0d875ef56"
         ],
         "problem_stats": [
-            "4e7f6e716aa1e84101bf"
+            "91acd39ade6a6292be0a"
         ],
         "genselect": [
-            "aa885ff8075de11d2ffd"
+            "d3d405b700c1fe484ff4"
         ]
     },
     "humaneval-genselect": {
@@ -84,18 +84,18 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "4e8333a1c5672d5a6983"
         ],
         "candidates": [
-            "bb9eee58e900a50ecb74",
+            "0f75bf83fe8072167501",
             "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "c6e90889b2bfef8e57c2",
-            "7b85cb8754e69384e134"
+            "6c941740c2b59d56f429",
+            "08497928c49be9292a1b"
         ],
         "problem_stats": [
-            "175a074e76af0ea8f7c6"
+            "841f15fa4dcc6f129719"
         ],
         "genselect": [
-            "d391a26f395770744d3d"
+            "a948bae9b2150965a90d"
         ]
     },
     "gsm8k-fusion": {
@@ -103,59 +103,59 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "269007f96e6825d5d20a"
         ],
         "candidates": [
-            "460f5e0093e7afe2347d",
-            "f39a5e7b6d6e99f3f786",
-            "b23b03772a3088934e55",
-            "e7a5e7f32eb89d1cfb22",
-            "2e7dadc1b6adc6730d69"
+            "7f353f46ded8098e8d24",
+            "d1de0626cbcf0f254d5d",
+            "f87cfc27f8e302c8d004",
+            "83dd8a0f8d3daec3d325",
+            "04efa20edfb9516f929b"
         ],
         "verdicts": [
-            "f2afe14d1ac12f6e5ac1",
-            "85c92b1efd025dda4b77",
-            "54117ca2b25404cf4843",
-            "6330bdddfcc1447ff0de",
-            "0fd54089cb83c3f29afa"
+            "9e191746117eeb8039c4",
+            "a13ce1c82bb052e7bd9c",
+            "8c41800137eb6ebcf9c4",
+            "a7686d138808c5057bdc",
+            "a00d7e44a8f388980bce"
         ],
         "problem_stats": [
-            "ab11103c7d31c54d9eb0"
+            "d2fd121cad084ce7786e"
         ],
         "genselect": [
-            "277cbb392cbeab9c8f18"
+            "d619ed6459d0cb4129c2"
         ],
         "fusion_pools": [
-            "86ae9e37ed7cf3e9ad2b"
+            "4cfb7c72cdc20497f278"
         ],
         "fusion_select": [
-            "a24996243f14b121f81b"
+            "5f8013dd16ce008bdbd5"
         ],
         "fusion": [
-            "0070264cb36ed5aef743"
+            "a4d60f501706ca0e2fb5"
         ]
     },
     "gsm8k-300-maxk": {
         "candidates": [
-            "bbf713ca11c1f762f6fb",
-            "a8407b060dca9c386657",
-            "6d4e65ab4bc2d8319000",
-            "1ab2821c240725efdd91"
+            "34af4129bf7f3e3a0e12",
+            "2f633da20c781b330774",
+            "126ba3096d59979ae825",
+            "0e629f5959cf2e3eacf5"
         ],
         "genselect": [
-            "337db35ca305daec4a31"
+            "729ae6c6ac40a13d345b"
         ],
         "maxk_weights": [
-            "0783d71e5a46aafac9e6"
+            "80de2c72a08982dbdbba"
         ],
         "problem_stats": [
-            "3452fee91613ace39a06"
+            "693505d909d536dffc1b"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "verdicts": [
-            "d5677b86bd1a26d58e0a",
-            "b87697ced3253c7f2a83",
-            "d5105ea7e1051f9e2cfe",
-            "c32d793b5269e969f1de"
+            "1481ba63dbd8ad7a308f",
+            "28b4b81b81242cc6c114",
+            "24ff8b8431e21aec74c3",
+            "9ec9b01ded17ebb638b7"
         ]
     },
     "sampled": {
@@ -163,68 +163,68 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1eae7e0a7e9968b7b76e"
         ],
         "genselect": [
-            "72f47613fd94ec6bfa81"
+            "6a8811d5b19bff69f06f"
         ],
         "problem_stats": [
-            "9c054aa1cadc78295910"
+            "686ea17e1b146a567428"
         ],
         "problems": [
             "b3727eca57ff9c1d78dd"
         ],
         "verdicts": [
-            "f1af6924972a565757d1"
+            "2a443d6cfc09468aebb5"
         ]
     },
     "gsm8k-300-selector-eval": {
         "candidates": [
-            "bbf713ca11c1f762f6fb",
-            "a8407b060dca9c386657",
-            "6d4e65ab4bc2d8319000",
-            "1ab2821c240725efdd91"
+            "34af4129bf7f3e3a0e12",
+            "2f633da20c781b330774",
+            "126ba3096d59979ae825",
+            "0e629f5959cf2e3eacf5"
         ],
         "genselect": [
-            "337db35ca305daec4a31"
+            "729ae6c6ac40a13d345b"
         ],
         "problem_stats": [
-            "3452fee91613ace39a06"
+            "693505d909d536dffc1b"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "32993e09d4d7c691fc4c"
+            "7eaad0344ee66126768f"
         ],
         "verdicts": [
-            "d5677b86bd1a26d58e0a",
-            "b87697ced3253c7f2a83",
-            "d5105ea7e1051f9e2cfe",
-            "c32d793b5269e969f1de"
+            "1481ba63dbd8ad7a308f",
+            "28b4b81b81242cc6c114",
+            "24ff8b8431e21aec74c3",
+            "9ec9b01ded17ebb638b7"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
         "candidates": [
-            "bbf713ca11c1f762f6fb",
-            "a8407b060dca9c386657",
-            "6d4e65ab4bc2d8319000",
-            "1ab2821c240725efdd91"
+            "34af4129bf7f3e3a0e12",
+            "2f633da20c781b330774",
+            "126ba3096d59979ae825",
+            "0e629f5959cf2e3eacf5"
         ],
         "genselect": [
-            "337db35ca305daec4a31"
+            "729ae6c6ac40a13d345b"
         ],
         "problem_stats": [
-            "3452fee91613ace39a06"
+            "693505d909d536dffc1b"
         ],
         "problems": [
             "c1613b206bf408a63a29"
         ],
         "selector_eval": [
-            "07ff8e704a27171fc0ba"
+            "eba0246b06276a501d7a"
         ],
         "verdicts": [
-            "d5677b86bd1a26d58e0a",
-            "b87697ced3253c7f2a83",
-            "d5105ea7e1051f9e2cfe",
-            "c32d793b5269e969f1de"
+            "1481ba63dbd8ad7a308f",
+            "28b4b81b81242cc6c114",
+            "24ff8b8431e21aec74c3",
+            "9ec9b01ded17ebb638b7"
         ]
     }
 }
