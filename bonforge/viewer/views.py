@@ -253,7 +253,7 @@ def problem(cat, run: dict, problem_id: str) -> dict:
     stats, counts = [], {}
     if "problem_stats" in have:
         source = cat.sorted_source(run, "stats", problem_id) or "problem_stats"
-        strength = [c for c in ("n_known_wrong", "suite_strength")  # a store from before them lacks them
+        strength = [c for c in ("n_known_wrong", "suite_strength", "drop_detail")  # older stores lack them
                     if c in {d[0] for d in cur.execute(f"SELECT * FROM {source} LIMIT 0").description}]
         stats = _rows(cur, "SELECT teacher, n, n_correct, pass_rate, mean_reward, pass_at_k, majority_at_k, keep, "
                            f"{''.join(c + ', ' for c in strength)}drop_reason FROM {source} WHERE problem_id = ? "

@@ -119,6 +119,10 @@ def test_teacher_kept_status_domain_and_text_filters(client, runs, viewer_store)
     dropped = ok(client.get("/api/problems", params={"run": run, "kept": "dropped", "size": 200}))
     assert kept["total"] + dropped["total"] == 12 and all(r["keep"] for r in kept["rows"])
     assert all(not r["keep"] and r["drop_reason"] for r in dropped["rows"])
+    # a dropped problem's page says why in numbers: the filter's bound against the problem's pass rate
+    first = dropped["rows"][0]
+    overall = ok(client.get("/api/problem", params={"run": run, "id": first["problem_id"]}))["stats"][0]
+    assert overall["drop_reason"] == first["drop_reason"] and "pass rate" in overall["drop_detail"]
     wrong = {p for (p,) in con.sql("SELECT DISTINCT problem_id FROM verdicts WHERE status = 'wrong_answer'").fetchall()}
     got = ok(client.get("/api/problems", params={"run": run, "status": "wrong_answer", "size": 200}))
     assert {r["problem_id"] for r in got["rows"]} == wrong

@@ -373,7 +373,7 @@ async function viewProblem(p) {
     data.stats.map((s) => h("tr", {}, h("td", {}, s.teacher), h("td", { class: "num" }, s.n),
       h("td", { class: "num" }, s.n_correct), h("td", {}, bar(s.pass_rate)), h("td", { class: "k" }, kmap(s.pass_at_k)),
       h("td", { class: "k" }, kmap(s.majority_at_k)),
-      h("td", {}, s.teacher === "*" ? (s.keep ? "kept" : s.drop_reason || "dropped") : ""))));
+      h("td", {}, s.teacher === "*" ? (s.keep ? "kept" : [s.drop_reason || "dropped", s.drop_detail ? h("small", {}, ` ${s.drop_detail}`) : null]) : ""))));
   const all = data.stats.find((s) => s.teacher === "*");
   const strength = all && all.suite_strength != null ? h("p", { class: "strength" }, "test-suite strength: ",
     bar(all.suite_strength), h("small", {}, ` its tests reject ${Math.round(all.suite_strength * all.n_known_wrong)} of ${all.n_known_wrong} known-wrong candidates`)) : null;
