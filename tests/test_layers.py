@@ -189,3 +189,12 @@ def test_the_tests_mirror_the_package():
     """Whoever changes ``bonforge/<package>/x.py`` finds its tests in ``tests/<package>/test_x*.py``."""
     folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
     assert sorted(f for f in folders - OWN_FOLDERS if not (PACKAGE / f).is_dir()) == []
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (the suite imports sibling test modules by it): two files of
+    one name in two folders stop the whole suite at collection."""
+    names: dict[str, list[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}
