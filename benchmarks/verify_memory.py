@@ -49,7 +49,7 @@ def child(root: str, keys: tuple[str, str], window_bytes: int | None) -> dict:
     recipe = Recipe.model_validate({"name": "s", "problems": {"name": "s", "source": src}, "export": {"name": "s"},
                                     "teachers": [{"name": "t", "engine": "pool", "source": src}]})
 
-    def judged(candidates, problems, cfg, todo=None):  # every candidate wrong: the engine's memory only
+    def judged(candidates, problems, cfg, todo=None, **_):  # every candidate wrong: the engine's memory only
         n = candidates.num_rows
         return conform(pa.table({
             "candidate_id": candidates.column("candidate_id"), "problem_id": candidates.column("problem_id"),
