@@ -125,7 +125,10 @@ def _fusion_inputs(store: StageStore, pids: list[str], rng) -> None:
 
 
 def _growth(root: Path, stage: str) -> float:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # Arrow's default pool (mimalloc/jemalloc) keeps freed pages for a while, so its peak RSS at 6000 problems
+    # swung by +-25 MB between runs of the same code; the system allocator shows what the stage itself holds
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "ARROW_DEFAULT_MEMORY_POOL": "system"}
     out = subprocess.run([sys.executable, "-c", CHILD, str(root), stage, str(TEACHERS)], env=env, check=True,
                          stdout=subprocess.PIPE, text=True, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1])
