@@ -69,7 +69,9 @@ VERDICT_CASES = {
     "runtime_error": "raise ValueError('nope')\n",
     "compile_error": "def f(:\n",
     "timeout": "while True:\n    pass\n",
-    "memory_limit": "x = []\nwhile True:\n    x.append(bytearray(10**7))\n",
+    # 64 MB a step: past the pools' 256 MB in five steps, well inside the 1 s limit on a loaded machine (10 MB
+    # steps took 26 and, under load, sometimes ran out of time first)
+    "memory_limit": "x = []\nwhile True:\n    x.append(bytearray(64 * 2**20))\n",
     "output_limit": "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)\n",
 }
 
