@@ -33,7 +33,7 @@ def small_store(store: StageStore, n: int = 6) -> None:
                                  "extracted": str(2 * i if ok else i)})
         for teacher, n_, c in (("*", 4, right), ("ta", 2, right // 2), ("tb", 2, right - right // 2)):
             stats.append({"problem_id": pid, "teacher": teacher, "n": n_, "n_correct": c, "pass_rate": c / n_,
-                          "mean_reward": c / n_, "keep": 0 < right / 4 <= 0.5})
+                          "mean_reward": c / n_, "keep": 0 < right / 4 <= 0.5, "stopped_early": False})
     kw = {"version": "1", "config": {}, "upstream": {}}
     for stage, rows, schema in (("problems", problems, PROBLEMS), ("candidates", cands, CANDIDATES),
                                 ("verdicts", verdicts, VERDICTS), ("problem_stats", stats, PROBLEM_STATS)):
