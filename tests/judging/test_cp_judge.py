@@ -14,44 +14,10 @@ from bonforge.judging.code import verify_code
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import CANDIDATES, PROBLEMS
 from bonforge.sources.problem_package import load_package
+from cp_programs import MIS_PY
 
 pytestmark = pytest.mark.docker
 
-MIS_PY = '''import sys
-
-
-def main():
-    data = sys.stdin.read().split()
-    n, m = int(data[0]), int(data[1])
-    adj = [0] * n
-    for k in range(m):
-        u, v = int(data[2 + 2 * k]), int(data[3 + 2 * k])
-        if u != v:
-            adj[u] |= 1 << v
-            adj[v] |= 1 << u
-    best = [0, 0]
-
-    def grow(rest, chosen, size):
-        if rest == 0:
-            if size > best[0]:
-                best[0], best[1] = size, chosen
-            return
-        if size + bin(rest).count("1") <= best[0]:
-            return
-        low = rest & -rest
-        v = low.bit_length() - 1
-        grow(rest & ~low & ~adj[v], chosen | low, size + 1)
-        if bin(adj[v] & rest).count("1") > 1:  # a vertex of degree 0 or 1 is in some maximum set
-            grow(rest & ~low, chosen, size)
-
-    grow((1 << n) - 1, 0, 0)
-    picked = [v for v in range(n) if best[1] >> v & 1]
-    print(len(picked))
-    print(*reversed(picked))  # another order than the jury's: only the checker accepts it
-
-
-main()
-'''
 MIS_TOO_SMALL_PY = "import sys\nn = int(sys.stdin.readline().split()[0])\nprint(1)\nprint(0)\n"  # one vertex: too small
 MIS_GARBAGE = "print('hello')\n"  # not a number: a presentation error
 APLUSB_PY = "a, b = map(int, input().split())\nprint(a + b)\n"
