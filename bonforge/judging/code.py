@@ -25,11 +25,12 @@ tests left when it runs out count as ``timeout``. The host waits for one request
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import itertools
 import json
 import logging
 import math
+import queue
 from typing import Protocol
 
 import pyarrow as pa
@@ -501,16 +502,25 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
         return run(requests, lambda i, o: judged(specs[i], o, cfg))
     replays = _Replays(requests, specs, asserts, checker, cfg)
 
-    def launch(s: int) -> Background:
-        return Background(run, requests[s : s + CHUNK], lambda i, o: replays.judged(s + i, o))
+    finished: queue.Queue[int] = queue.Queue()
 
-    kept: list[dict] = []
-    starts = range(0, len(requests), CHUNK)
-    ahead = collections.deque(map(launch, starts[:2]))
-    for k in range(len(starts)):
-        kept += ahead.popleft().result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
-        if k + 2 < len(starts):
-            ahead.append(launch(starts[k + 2]))
+    def chunk(s: int) -> list[dict]:
+        try:
+            return run(requests[s : s + CHUNK], lambda i, o: replays.judged(s + i, o))
+        finally:
+            finished.put(s)
+
+    # Two chunks in flight, the next launched as soon as EITHER ends: a chunk held up by one long program
+    # (a loop that runs to its time limit) must not keep the other worker idle until it ends.
+    starts = iter(range(0, len(requests), CHUNK))
+    running = {s: Background(chunk, s) for s in itertools.islice(starts, 2)}
+    done: dict[int, list[dict]] = {}
+    while running:
+        s = _next_finished(finished)
+        done[s] = running.pop(s).result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
+        for nxt in itertools.islice(starts, 1):
+            running[nxt] = Background(chunk, nxt)
+    kept = [outcome for s in sorted(done) for outcome in done[s]]
     while replays.again:
         again = sorted(replays.again)
         replays.again.clear()
@@ -518,6 +528,15 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
         for i, rerun in zip(again, reruns, strict=True):
             kept[i] = rerun
     return kept
+
+
+def _next_finished(finished: queue.Queue[int]) -> int:
+    """The next chunk to end, waited for in short steps (a long wait would not see Ctrl-C: ``Background``)."""
+    while True:
+        try:
+            return finished.get(timeout=0.2)
+        except queue.Empty:
+            continue
 
 
 @contextlib.contextmanager

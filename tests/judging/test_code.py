@@ -157,3 +157,27 @@ def test_config_fails_at_load():
     with pytest.raises(ValueError, match="image applies only to backend 'docker'"):
         CodeVerifyConfig(backend="process", image="x")
     assert CodeVerifyConfig(time_limit_s=2, wall_factor=3).wall_limit_s == 7
+
+
+def test_a_long_chunk_does_not_hold_the_next_back():
+    """Assert-style requests run in chunks, two at a time: when one chunk waits on a long program, the next
+    chunk starts as soon as the other one ends (before: in order, so a loop in one chunk left the other worker
+    idle until it ended: the whole CodeT pool at 56 % of its floor on an idle machine)."""
+    import threading
+
+    from bonforge.judging import code
+
+    n = 3 * code.CHUNK
+    third_started = threading.Event()
+
+    def run(requests, on_outcome):
+        first = requests[0]["i"]
+        if first == 2 * code.CHUNK:
+            third_started.set()
+        if first == 0:  # the long one: it ends only once the third chunk has started
+            assert third_started.wait(10), "the third chunk waited for the first"
+        return [on_outcome(k, {"sandbox_error": f"request {first + k}"}) for k in range(len(requests))]
+
+    requests = [{"i": i} for i in range(n)]
+    kept = code._run_and_check(requests, [None] * n, dict.fromkeys(range(n), "check"), None, run, CodeVerifyConfig())
+    assert [k["sandbox_error"] for k in kept] == [f"request {i}" for i in range(n)]
