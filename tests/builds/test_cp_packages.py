@@ -4,10 +4,13 @@ solutions as a pool teacher labelled by info.toml (C++), programs of ours as a s
 than the jury's, or an invalid one, for each problem that needs its checker); every solution judged as
 info.toml says, a crashing checker the problem's error, and the test-suite strength in problem_stats.
 
-Cost: candidates stop at their first failing test (``stop_on_first_failure``), so a solution that is only too
+Cost: candidates stop at their first failing run (``stop_on_first_failure``), so a solution that is only too
 slow burns its time limit once, not on each of its tests (composition_of_formal_power_series' naive.cpp runs
-out of time on 15 of 27 tests, sum_of_exponential_times_polynomial's brute.cpp on 7 of 20); right programs,
-and the checkers, still run on every test."""
+out of time on 15 of 27 tests, sum_of_exponential_times_polynomial's brute.cpp on 7 of 20), and factorial's
+limit is lowered (below). A wrong answer is known only once the checker reads it, after the runs: wrong
+programs still run every test, so ours are few. Right programs run every test (the packages' take about
+100 s of CPU, composition_of_formal_power_series' correct.cpp 60 s of it), and each of the 12 checkers is
+compiled (testlib.h: about 6 s of CPU each)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from bonforge.cli import app
 from bonforge.sources.problem_package import load_package, package_folders
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
-from cp_programs import (DLOG_COPRIME_ONLY_PY, DLOG_FROM_ONE_PY, DLOG_PY, FACTORIZE_TRIAL_PY, MIS_PY, TRANSFORMS,
+from cp_programs import (DLOG_FROM_ONE_PY, DLOG_PY, FACTORIZE_TRIAL_PY, MIS_PY, TRANSFORMS,
                          transformed)  # fmt: skip
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -33,9 +36,10 @@ PASSED, REJECTED = "passed", "wrong_answer"
 
 
 def _ours(lc) -> dict[str, list[tuple[str, str, str]]]:
-    """Our programs per problem: (program, language, the status it must get). For each checker-needed problem
-    (maximum_independent_set: MIS_PY's reversed order) a C++ program printing another valid answer than the
-    jury's (its bytes differ from the answer file on most tests) and one printing an invalid answer."""
+    """Our programs per problem: (program, language, the status it must get). For each checker-needed problem a
+    program printing another valid answer than the jury's (its bytes differ from the answer file on most
+    tests: MIS_PY's reversed order, polynomial_root_finding's own print_sorted.cpp, else C++ ``TRANSFORMS`` of
+    the jury's program) and one printing an invalid answer."""
     ours = {
         "aplusb": [("a, b = map(int, input().split())\nprint(a + b)\n", "python", PASSED),
                    ("a, b = map(int, input().split())\nprint(a + b + (a > 10**8))\n", "python", REJECTED),
@@ -43,14 +47,14 @@ def _ours(lc) -> dict[str, list[tuple[str, str, str]]]:
         "maximum_independent_set": [(MIS_PY, "python", PASSED),
                                     ("import sys\nsys.stdin.readline()\nprint(1)\nprint(0)\n", "python", REJECTED),
                                     ("print('hello')\n", "python", REJECTED)],
-        "discrete_logarithm_mod": [(DLOG_PY, "pypy", PASSED), (DLOG_FROM_ONE_PY, "pypy", REJECTED),
-                                   (DLOG_COPRIME_ONLY_PY, "python", REJECTED)],
+        "discrete_logarithm_mod": [(DLOG_PY, "pypy", PASSED), (DLOG_FROM_ONE_PY, "pypy", REJECTED)],
         "factorize": [(FACTORIZE_TRIAL_PY, "python", REJECTED)],
     }  # fmt: skip
     for name, (valid, invalid) in TRANSFORMS.items():
         jury = (lc / name / "sol" / "correct.cpp").read_text()
-        ours.setdefault(name, []).extend([(transformed(jury, valid), "cpp", PASSED),
-                                          (transformed(jury, invalid), "cpp", REJECTED)])  # fmt: skip
+        if name != "polynomial_root_finding":  # its print_sorted.cpp is one already
+            ours.setdefault(name, []).append((transformed(jury, valid), "cpp", PASSED))
+        ours.setdefault(name, []).append((transformed(jury, invalid), "cpp", REJECTED))
     return ours
 
 
@@ -63,6 +67,11 @@ def built(tmp_path_factory, data_dir, sandbox_image, shared_prefect):
     packages = root / "packages"
     shutil.copytree(lc, packages)
     assert len(package_folders(packages)) == 12
+    # factorial's limit from 10 s to 2 s: its naive.cpp (allow_tle) then runs out of time at once instead of
+    # passing in up to 10 s of CPU a test; correct.cpp needs 0.3 s
+    info = packages / "factorial" / "info.toml"
+    info.write_text(info.read_text().replace("timelimit = 10.0", "timelimit = 2.0", 1))
+    assert "timelimit = 2.0" in info.read_text()
     crash = packages / "aplusb_crashing_checker"  # aplusb whose checker dies on every reading
     shutil.copytree(lc / "aplusb", crash)
     (crash / "checker.cpp").write_text("#include <cstdlib>\nint main() { abort(); }\n")
@@ -82,10 +91,11 @@ def built(tmp_path_factory, data_dir, sandbox_image, shared_prefect):
              "match_field": "problem", "samples": "programs", "text": "code", "label": "right",
              "language": "languages"},
         ],
-        # CPU time is the limit (the packages' own, 2-10 s); the wall-clock net is wide (a loaded 2-core machine
-        # stretched hafnian's correct.cpp past 10 s x 2 + 1 of wall time once, at load 10-15)
+        # CPU time is the limit (the packages' own, 2-10 s); the wall-clock nets are wide (a loaded 2-core machine
+        # stretched hafnian's correct.cpp past 10 s x 2 + 1 of wall time once, at load 10-15, and
+        # composition_of_formal_power_series' correct.cpp, 60 s of CPU over its 27 tests, past 300 s at load 10)
         "verify": {"code": {"extraction": "raw", "time_limit_s": 10.0, "wall_factor": 5.0, "memory_mb": 1024,
-                            "candidate_wall_s": 300, "pool_size": 2, "image": sandbox_image,
+                            "candidate_wall_s": 1200, "pool_size": 2, "image": sandbox_image,
                             "stop_on_first_failure": True}},
         "filter": {"min_pass_rate": 0.0, "max_pass_rate": 1.0, "min_candidates": 1},
         "export": {"name": "library-checker", "allow_empty": True},
@@ -130,8 +140,10 @@ def test_our_programs_and_the_checkers_alternative_outputs(built, data_dir):
     got = _verdicts(con, "ours")
     want = {(pid, i): (lang, status) for pid, progs in programs.items() for i, (_, lang, status) in enumerate(progs)}
     assert {k: (lang, status) for k, (lang, status, _) in got.items()} == want, got
-    for pid in CHECKER_NEEDED:  # a valid output other than the jury's passes, an invalid one is rejected
-        assert {status for (p, _), (_, status, _) in got.items() if p == pid} == {PASSED, REJECTED}, pid
+    for pid in CHECKER_NEEDED:  # a valid output other than the jury's passes (polynomial_root_finding: its own
+        # print_sorted.cpp, below), an invalid one is rejected
+        statuses = {status for (p, _), (_, status, _) in got.items() if p == pid}
+        assert statuses == ({REJECTED} if pid == "polynomial_root_finding" else {PASSED, REJECTED}), pid
     rejected = {(pid, i): detail for (pid, i), (_, status, detail) in got.items() if status == REJECTED}
     assert all("the checker says" in d for d in rejected.values()), rejected  # every problem judged by its checker
     assert "presentation error" in got["maximum_independent_set", 2][2]  # 'hello'
@@ -161,5 +173,5 @@ def test_suite_strength_in_problem_stats(built):
         "aplusb": (2, 1.0), "hafnian_of_matrix": (2, 1.0), "maximum_independent_set": (2, 1.0),
         "polynomial_root_finding": (1, 1.0), "minimum_steiner_tree": (1, 1.0), "kth_root_mod": (1, 1.0),
         "find_linear_recurrence": (1, 1.0), "factorize": (2, 1.0), "composition_of_formal_power_series": (1, 1.0),
-        "sum_of_exponential_times_polynomial": (1, 1.0), "discrete_logarithm_mod": (2, 1.0), "factorial": (0, None),
+        "sum_of_exponential_times_polynomial": (1, 1.0), "discrete_logarithm_mod": (1, 1.0), "factorial": (0, None),
         "aplusb_crashing_checker": (0, None)}  # fmt: skip

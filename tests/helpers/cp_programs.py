@@ -85,8 +85,6 @@ main()
 '''
 # Wrong: it starts at K = 1 (a Y of 1, or anything modulo 1, gets a larger K than 0: not the least).
 DLOG_FROM_ONE_PY = DLOG_PY.replace("FIRST = 0", "FIRST = 1")
-# Wrong: it gives up where X and M share a factor.
-DLOG_COPRIME_ONLY_PY = DLOG_PY.replace("    if y % g:\n", "    if g > 1 or y % g:\n")
 
 # factorize, wrong: trial division to 1000, and whatever is left taken for a prime.
 FACTORIZE_TRIAL_PY = '''import sys
