@@ -22,7 +22,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.judging.strength import SAYS_NOTHING
 from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.tables.ordering import sort_by
@@ -72,12 +71,15 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
                                    mask=None if mask is None else pa.array(mask))
 
 
-_SAYS_NOTHING = pa.array(SAYS_NOTHING)
+# Verdicts of a known-wrong solution that say nothing about the tests: the program never ran (a solution that
+# does not build here), or the problem's own check failed.
+_SAYS_NOTHING = pa.array(["compile_error", "sandbox_error"])
 
 
 def _known_wrong(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(labelled wrong and judged on the tests, and of those rejected) per verdict row: the candidates whose
-    ``reference_correct`` is false measure the suite (``bonforge.judging.strength``)."""
+    ``reference_correct`` is false (CodeContests' ``incorrect_solutions``; a problem package's ``fail`` and
+    ``tle`` solutions: a suite that times out a too-slow one holds inputs large enough) measure the suite."""
     if "reference_correct" not in t.column_names:
         return np.zeros(t.num_rows, bool), np.zeros(t.num_rows, bool)
     wrong = pc.fill_null(pc.and_(pc.equal(t.column("reference_correct"), False),
