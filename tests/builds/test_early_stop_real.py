@@ -1,7 +1,8 @@
 """Exact early stopping with a real model: SmolLM2-135M in vLLM on CPU, on easy sums it often gets right. The same
 recipe built with and without ``filter.early_stop`` publishes the same datasets, and the early-stopping build
 asks the engine for exactly the samples that drawing one at a time would (computed from the full build's
-verdicts: sample k of a problem is the same text in either build). One engine serves both builds."""
+verdicts: sample k of a problem is the same text in either build). One engine serves both builds, then the
+smoke run of ``benchmarks/early_stop.py`` (``bench_smoke``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import bench_smoke
 import pytest
 from crash_build import LocalRun
 from real_models import Kept
@@ -40,10 +42,10 @@ export: {{name: sums-genselect, allow_empty: true, rl: {{name: sums-rl}}}}
     return path
 
 
-@pytest.fixture
-def engine(vllm_cpu, tmp_path, monkeypatch):
-    """The recipe's teacher in one real vLLM engine that both builds' sampling stages get (their `close` keeps
-    it); its replica reserves half of a local Ray of twice the cores, so verification finds CPUs beside it."""
+@pytest.fixture(scope="module")
+def engine(vllm_cpu, tmp_path_factory):
+    """The recipe's teacher in one real vLLM engine that the module's builds' sampling stages get (their `close`
+    keeps it); its replica reserves half of a local Ray of twice the cores, so verification finds CPUs beside it."""
     import ray
 
     import bonforge.llm
@@ -53,12 +55,13 @@ def engine(vllm_cpu, tmp_path, monkeypatch):
     cores = os.cpu_count() or 1
     ensure_ray(num_cpus=2 * cores)
     assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
-    (teacher,) = load_recipe(write(tmp_path)).teachers
+    (teacher,) = load_recipe(write(tmp_path_factory.mktemp("recipe"))).teachers
     real = VLLMEngine(teacher.model_copy(update={"cpus_per_replica": cores}))
     real.start()
     kept, make = Kept(real), bonforge.llm.make_engine
-    monkeypatch.setattr(bonforge.llm, "make_engine", lambda t: kept if t.name == teacher.name else make(t))
-    yield kept
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bonforge.llm, "make_engine", lambda t: kept if t.name == teacher.name else make(t))
+        yield kept
     real.close()
 
 
@@ -91,9 +94,9 @@ def one_at_a_time(verdicts: list[dict]) -> int:
 
 
 def test_early_stop_with_real_vllm_is_exact(tmp_path, engine):
-    recipe = tmp_path / "recipe.yaml"
+    recipe, asked = write(tmp_path), len(engine.requests)
     full = build(tmp_path / "full", recipe, "filter.early_stop=false")
-    assert sum(r.n for r in engine.requests) == len(SUMS) * N
+    assert sum(r.n for r in engine.requests[asked:]) == len(SUMS) * N
     (key,) = full["stages"]["verdicts"]
     want = one_at_a_time(StageStore(tmp_path / "full").read("verdicts", key).to_pylist())
     assert want < len(SUMS) * N, "no problem stopped early: the sums are too hard for the model"
@@ -105,3 +108,11 @@ def test_early_stop_with_real_vllm_is_exact(tmp_path, engine):
     (stats,) = early["stages"]["problem_stats"]
     rows = [r for r in StageStore(tmp_path / "early").read("problem_stats", stats).to_pylist() if r["teacher"] == "*"]
     assert any(r["stopped_early"] and r["drop_reason"] == "too_easy" and r["n"] < N for r in rows)
+
+
+def test_the_benchmark_runs_on_this_engine(engine, tmp_path, capsys):
+    """``benchmarks/early_stop.py``'s smoke run: the pools, then its two builds on this module's engine (the
+    script's own start would load the model again); no figure asserted."""
+    code = bench_smoke.load("early_stop").main(bench_smoke.argv("early_stop", tmp_path), engine=engine)
+    out = capsys.readouterr().out
+    assert code == 0 and bench_smoke.unprinted("early_stop", out) == [], out
