@@ -2,10 +2,10 @@
 it measures changes. Each runs as a user runs it (``python benchmarks/<script>.py ...`` from the repository
 root, in a process of its own) and must exit 0 and print its table or ratio line; no figure is asserted.
 
-The scripts that build with Prefect and Ray use one Prefect server and Ray head for the session (``bonforge
-up`` in a temporary home, handed over as ``PREFECT_API_URL`` and ``RAY_ADDRESS``), as a configured cluster
-gives them: their own start of these services is what tests/services covers, and on a 2-core machine it
-would cost more than the scripts' work.
+The scripts that build with Prefect and Ray use one Prefect server and Ray head for the session (conftest's
+``services``: ``bonforge up`` in a temporary home, handed over as ``PREFECT_API_URL`` and ``RAY_ADDRESS``), as a
+configured cluster gives them: their own start of these services is what tests/services covers, and on a
+2-core machine it would cost more than the scripts' work.
 
 The scripts that load a vLLM engine (``vllm_engine``, ``reward_model``, ``early_stop`` past its pools) run
 inside the real-model tests that load the same engine already (``bench_smoke.ON_ENGINE``): a start of their
@@ -19,7 +19,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,28 +110,6 @@ def test_the_scripts_that_load_vllm_are_run_by_a_real_model_test(script):
     body = source.partition(f"\ndef {function}(")[2].partition("\ndef ")[0]
     assert body, f"{path} has no test {function}"
     assert f'"{script}"' in body and "bench_smoke.unprinted" in body, f"{function} does not run the smoke of {script}"
-
-
-@pytest.fixture(scope="session")
-def services(tmp_path_factory) -> Iterator[dict[str, str]]:
-    """One Prefect server and Ray head for the session's scripts (``bonforge up`` in a home of its own): the
-    environment that points a build at them."""
-    home = tmp_path_factory.mktemp("services-home")
-    env = {**os.environ, "BONFORGE_HOME": str(home)}
-    for name in ("PREFECT_API_URL", "RAY_ADDRESS"):
-        env.pop(name, None)
-    up = subprocess.run([sys.executable, "-m", "bonforge.cli", "up"], env=env, cwd=REPO, capture_output=True,
-                        text=True, timeout=600)
-    if up.returncode:
-        pytest.fail(f"bonforge up failed:\n{up.stderr[-3000:]}")
-    try:
-        record = json.loads((home / "services.json").read_text())
-        ray = record["ray"]
-        yield {"PREFECT_API_URL": record["prefect"]["url"], "RAY_ADDRESS": ray["address"], "RAY_AUTH_MODE": "token",
-               "RAY_AUTH_TOKEN_PATH": ray["token_path"]}
-    finally:
-        subprocess.run([sys.executable, "-m", "bonforge.cli", "down"], env=env, cwd=REPO, capture_output=True,
-                       timeout=120)
 
 
 def _needs(smoke: Smoke, request) -> dict[str, str]:
