@@ -155,7 +155,7 @@ def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driv
 
 def test_reader_during_a_write_sees_only_committed_stages(driver, tmp_path, gsm8k_reference, warm_ray):
     store = tmp_path / "store"
-    shutil.copytree(gsm8k_reference, store)  # a first build's store
+    shutil.copytree(gsm8k_reference, store, symlinks=True)  # a first build's store (its "latest" links too)
     query = "SELECT (SELECT count(*) FROM problem_stats WHERE keep), (SELECT count(*) FROM genselect)"
     before = connect(StageStore(store)).sql(query).fetchall()[0]
     proc = start(build(driver, GSM8K, store, *GSM8K_SETS, "filter.max_pass_rate=0.75"), warm_ray,
