@@ -110,8 +110,8 @@ class Counting:
     def start(self) -> None:
         self.engine.start()
 
-    def generate(self, requests):
-        out = self.engine.generate(requests)
+    def generate(self, requests, progress=None):
+        out = self.engine.generate(requests, progress)
         self.completions += sum(len(cs) for cs in out)
         self.tokens += sum(c.completion_tokens for cs in out for c in cs)
         return out
