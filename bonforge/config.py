@@ -357,6 +357,12 @@ class Recipe(Model):
                                        or any(isinstance(t, PoolTeacher) for t in self.teachers)):
             raise ValueError("filter.early_stop draws sampled teachers in rounds: not with pool teachers, "
                              "problems.include_reference or open-ended problems")
+        batched = [t for t in self.teachers if isinstance(t, TransformersTeacher) and t.batch_size > 1]
+        if self.filter.early_stop and batched:
+            raise ValueError(f"teachers.{batched[0].name}.batch_size: filter.early_stop needs 1 with the transformers "
+                             f"engine (got {batched[0].batch_size}): a batch's size moves every row's logits, so "
+                             "sample k drawn in a round could differ from sample k drawn among all n; set it to 1 "
+                             "(each sample generated alone)")
         if self.filter.early_stop and not self.reuse:
             raise ValueError("filter.early_stop takes each round's earlier samples from the store: not with "
                              "reuse: false (--fresh)")

@@ -8,7 +8,8 @@ Each round is committed stage outputs, so a build killed inside a round resumes 
 n, or early stopping off) takes every sample already drawn from the store and draws only the others. The
 run's record names the rounds tables and the final candidates and verdicts (its catalog views); the rounds'
 own samples appear in its timings and rows, labelled ``...@round<r>``. A ``vllm`` teacher's model loads once for
-all the rounds where the cluster holds every such teacher at once (``bonforge.llm.held``)."""
+all the rounds where the cluster holds every such teacher at once, a ``transformers`` teacher's on CPU always
+(``bonforge.llm.held``)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from bonforge.stages import rounds, sample, verify
 
 def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tuple[list[Ref], list[Ref], Ref]:
     """Every teacher's candidates and verdicts, drawn in rounds; and the last round's table (for
-    ``problem_stats``). The ``vllm`` teachers' engines are lent to every round's sampling stage and closed when the
-    rounds end or fail (``bonforge.llm.held``: held when they fit in the cluster at once)."""
+    ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
+    and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
     with HeldEngines(list(recipe.teachers)) as held:
         plan = run(rounds.node(recipe.teachers, recipe.filter, problems))
         while plan.manifest.extra["sampling"]:

@@ -39,7 +39,7 @@ from bonforge.errors import DataError
 from bonforge.sandbox.checker import Checker, shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.extract import extract_code
-from bonforge.sandbox.pool import Background
+from bonforge.sandbox.lanes import Background
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.codec import decode_value

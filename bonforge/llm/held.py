@@ -1,13 +1,15 @@
 """Engines held across the sampling stages of one build (early stopping's rounds, ``bonforge.flows.rounds``): a
-``vllm`` teacher's model loads once per build instead of once per round.
+``vllm`` or ``transformers`` teacher's model loads once per build instead of once per round.
 
-The rule: the recipe's ``vllm`` teachers are held only when all their replicas fit in the Ray cluster at once
+The rule for ``vllm`` teachers: they are held only when all their replicas fit in the Ray cluster at once
 with a CPU to spare (their GPUs, ``tensor_parallel_size x num_replicas`` summed, within the cluster's; their CPU
 replicas' cores, summed, below the cluster's CPUs), because a held engine keeps its reservation while the other
 teachers sample and verification runs on Ray beside it. Otherwise each stage starts and closes the engine as
 before (a replica that waits for cores a held one keeps would wait forever). A ``vllm`` teacher on CPU with the
-default ``cpus_per_replica`` (every core) is never held. Holding is an execution detail: no stage key sees it,
-and sample ``k`` of a problem is the same text whichever engine process draws it.
+default ``cpus_per_replica`` (every core) is never held. A ``transformers`` teacher (in the build's own process,
+outside Ray) is held on CPU always, and on a GPU unless a ``vllm`` teacher uses GPUs too (its model would keep
+GPU memory while vLLM starts). Holding is an execution detail: no stage key sees it, and sample ``k`` of a
+problem is the same text whichever engine process draws it.
 """
 
 from __future__ import annotations
@@ -44,22 +46,29 @@ def _ray_resources() -> dict:
 
 
 class HeldEngines:
-    """The engines of one build's ``vllm`` teachers, lent to its sampling stages; a context manager that closes
-    them all at its end (on error too). Ray's resources are looked up at the first start only."""
+    """The engines of one build's ``vllm`` and ``transformers`` teachers, lent to its sampling stages; a context
+    manager that closes them all at its end (on error too). Ray's resources are looked up at the first start of a
+    ``vllm`` engine only."""
 
     def __init__(self, teachers: list):
         self.teachers = [t for t in teachers if t.engine == "vllm"]
-        self.lent = {t.name: Lent(t, self) for t in self.teachers}
-        self.hold: bool | None = None  # decided at the first start
+        gpus = any(t.device == "gpu" for t in self.teachers)
+        local = [t for t in teachers if t.engine == "transformers" and (t.device == "cpu" or not gpus)]
+        self.lent = {t.name: Lent(t, self) for t in [*self.teachers, *local]}
+        self.hold: bool | None = None  # the vllm teachers': decided at the first start
 
     def engine(self, teacher: Any) -> "Lent | None":
-        """The engine lent to ``teacher``'s stages, or None: the stage makes its own (not a ``vllm`` teacher)."""
+        """The engine lent to ``teacher``'s stages, or None: the stage makes its own (a teacher never held)."""
         return self.lent.get(teacher.name)
 
+    def holds(self, teacher: Any) -> bool:
+        return teacher.engine == "transformers" or self.holding()
+
     def holding(self) -> bool:
+        """Whether the vllm teachers are held (looks Ray's resources up once)."""
         if self.hold is None:
             self.hold = fit_at_once(self.teachers, _ray_resources())
-            log.info("vllm teachers %s: engines %s", ", ".join(self.lent),
+            log.info("vllm teachers %s: engines %s", ", ".join(t.name for t in self.teachers),
                      "held across the rounds" if self.hold else "started per round (they do not fit at once with "
                      "a CPU to spare)")
         return self.hold
@@ -84,7 +93,7 @@ class Lent:
         if self.engine is None:
             from bonforge import llm
 
-            self.owner.holding()
+            self.owner.holds(self.teacher)
             self.engine = llm.make_engine(self.teacher)
         self.engine.start()
 
@@ -97,7 +106,7 @@ class Lent:
             raise
 
     def close(self) -> None:
-        if not self.owner.hold:
+        if not self.owner.holds(self.teacher):
             self.release()
 
     def release(self) -> None:

@@ -1,10 +1,12 @@
 """The `transformers` engine: a local model directory on CPU or GPU, batched ``generate``.
 
 Sampling is done by a logits processor that draws each row with its own ``torch.Generator`` seeded with
-the sample's seed, so a sample depends on its seed, not on the random state other rows consumed. (Batch
-padding can still move logits by float rounding; the same requests with the same batch size reproduce
-exactly.) Stop strings are applied to the decoded text. A prompt that leaves less than ``max_tokens`` of
-the model window (``max_position_embeddings``) is skipped and reported, as in the other engines.
+the sample's seed, so a sample depends on its seed, not on the random state other rows consumed. (A batch's
+size and padding still move every row's logits by float rounding, so a token may flip where a draw falls near a
+boundary; the same requests with the same batch size reproduce exactly, and with ``batch_size: 1``, which early
+stopping requires, a sample is the same whatever else is asked.) Stop strings are applied to the decoded text.
+A prompt that leaves less than ``max_tokens`` of the model window (``max_position_embeddings``) is skipped and
+reported, as in the other engines.
 """
 
 from __future__ import annotations

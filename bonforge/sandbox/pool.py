@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import collections
 import itertools
-import json
 import logging
 import math
 import os
@@ -41,6 +40,7 @@ from bonforge.errors import SandboxError
 from bonforge.sandbox import container
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.lanes import Background, Job, Lanes
 from bonforge.sandbox.worker import WorkerDied, WorkerHung, _HostRunner, _Worker
 
 log = logging.getLogger("bonforge.sandbox")
@@ -63,91 +63,6 @@ def _seconds(value, default: float) -> float:
     """``value`` as seconds when it is a positive finite number (at most ``MAX_WAIT_S``), else ``default``."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
     return min(float(value), MAX_WAIT_S) if ok else default
-
-
-class Background:
-    """``fn(*args)`` on a daemon thread. ``result()`` waits in short steps: a process's SIGINT may land on
-    any thread, and a main thread blocked in one long wait would not see Ctrl-C until the work was done.
-    Being a daemon, it never holds up the interpreter's exit, which closes the pools (and so stops it)."""
-
-    def __init__(self, fn, *args):
-        self._value = self._error = None
-        self._thread = threading.Thread(target=self._call, args=(fn, args), daemon=True)
-        self._thread.start()
-
-    def _call(self, fn, args) -> None:
-        try:
-            self._value = fn(*args)
-        except BaseException as e:  # handed to the caller of result()
-            self._error = e
-
-    def result(self):
-        while self._thread.is_alive():
-            self._thread.join(0.2)
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-STEAL_AFTER_S = 0.05  # how long a request must have run before an idle worker takes the one waiting behind it
-
-
-class _Lanes:
-    """The requests in flight on each worker of one ``run``, for an idle worker to steal from."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._lanes: list[collections.deque] = []
-
-    def add(self, lane: collections.deque) -> None:
-        with self._lock:
-            self._lanes.append(lane)
-
-    def remove(self, lane: collections.deque) -> None:
-        with self._lock:
-            self._lanes.remove(lane)
-
-    def steal(self, mine: collections.deque, todo: queue.Queue, closed) -> _Job | None:
-        """A request waiting behind one that has run ``STEAL_AFTER_S`` on another worker (marked stolen: the
-        other worker still runs its copy, and the first answer wins); waits while one may come; None when no
-        worker holds one waiting (or ``todo`` got work again: the caller takes that first)."""
-        while not closed() and todo.empty():
-            waiting = False
-            with self._lock:
-                for lane in self._lanes:
-                    if lane is mine or len(lane) < 2:
-                        continue
-                    for job, _ in list(lane)[1:]:
-                        if not (job.done or job.stolen):
-                            waiting = True
-                            if time.monotonic() - lane[0][1] >= STEAL_AFTER_S:
-                                job.stolen = True
-                                return job
-            if not waiting:
-                return None
-            time.sleep(0.01)
-        return None
-
-
-class _Job:
-    __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome", "done", "stolen",
-                 "_line")
-
-    def __init__(self, index: int, request: dict, on_outcome=None):
-        self.index, self.on_outcome = index, on_outcome
-        self.done = self.stolen = False  # finished (a second answer, of a stolen copy, is dropped); stolen once
-        self.request = request
-        self.attempts = self.deaths = 0
-        self.errors: list[str] = []
-        self.start: float | None = None
-        self.outcome: dict | None = None
-        self._line: bytes | None = None
-
-    def line(self) -> bytes:
-        """The request as its line on the channel (encoded once, however often it is sent)."""
-        if self._line is None:
-            self._line = json.dumps(self.request).encode() + b"\n"
-        return self._line
 
 
 _netns_prefix: list[str] | None = None
@@ -305,14 +220,14 @@ class SandboxPool:
     def _run(self, requests: list[dict], on_outcome) -> list[dict]:
         if not self._started:
             self.start()
-        jobs = [_Job(i, r, on_outcome) for i, r in enumerate(requests)]
-        todo: queue.Queue[_Job] = queue.Queue()
+        jobs = [Job(i, r, on_outcome) for i, r in enumerate(requests)]
+        todo: queue.Queue[Job] = queue.Queue()
         for job in jobs:
             todo.put(job)
         if not jobs:
             return []
         width = min(self.cfg.pool_size, len(jobs))
-        lanes = _Lanes()
+        lanes = Lanes()
         drivers = [Background(self._drive, todo, width, lanes) for _ in range(width)]
         try:
             for driver in drivers:
@@ -323,15 +238,15 @@ class SandboxPool:
             raise
         return [job.outcome for job in jobs]
 
-    def _drive(self, todo: queue.Queue[_Job], width: int, lanes: _Lanes) -> None:
+    def _drive(self, todo: queue.Queue[Job], width: int, lanes: Lanes) -> None:
         """Feed one worker from ``todo`` until nothing is left. While at least ``width`` requests (one per
         worker of this run) wait, it keeps ``PIPELINE_DEPTH`` in flight (the runner reads the next while it
         runs the current: no idle round trip); with fewer, one. A worker with nothing left to do steals a
-        request still waiting behind a long one on another worker (``_Lanes.steal``): the first answer is
+        request still waiting behind a long one on another worker (``Lanes.steal``): the first answer is
         the outcome. So no request waits behind another while a worker of the run is idle (two long
         programs on two slots run side by side)."""
         slot = self._slots.get()
-        inflight: collections.deque[tuple[_Job, float]] = collections.deque()
+        inflight: collections.deque[tuple[Job, float]] = collections.deque()
         lanes.add(inflight)
         idle_since = time.monotonic()  # when the worker finished its last answer: the next may start
         try:
@@ -399,7 +314,7 @@ class SandboxPool:
             self._slots.put(slot)
 
     @staticmethod
-    def _requeue(inflight: collections.deque[tuple[_Job, float]], todo: queue.Queue[_Job]) -> None:
+    def _requeue(inflight: collections.deque[tuple[Job, float]], todo: queue.Queue[Job]) -> None:
         while inflight:
             job = inflight.popleft()[0]
             if not job.done:
@@ -408,7 +323,7 @@ class SandboxPool:
     _finishing = threading.Lock()
 
     @classmethod
-    def _finish(cls, job: _Job, outcome: dict) -> None:
+    def _finish(cls, job: Job, outcome: dict) -> None:
         """The job's outcome, once: the answer of a stolen job's other copy is dropped."""
         with cls._finishing:
             if job.done:
@@ -425,7 +340,7 @@ class SandboxPool:
                   "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}  # fmt: skip
         return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
 
-    def _lost(self, job: _Job, todo: queue.Queue[_Job], inflight: collections.deque[tuple[_Job, float]],
+    def _lost(self, job: Job, todo: queue.Queue[Job], inflight: collections.deque[tuple[Job, float]],
               slot: list, error: str, begun: float) -> None:  # fmt: skip
         """The runner died or faulted under ``job`` (started at monotonic ``begun``): the worker is replaced,
         the jobs behind it requeued; if the kernel's OOM killer struck in its container meanwhile (the program
@@ -444,7 +359,7 @@ class SandboxPool:
                   f"({error})", "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
         return {"id": request.get("id"), "results": [dict(result) for _ in request["tests"]], "clean": False}
 
-    def _failed(self, job: _Job, todo: queue.Queue[_Job], error: str, slot: list, ran: bool) -> None:
+    def _failed(self, job: Job, todo: queue.Queue[Job], error: str, slot: list, ran: bool) -> None:
         """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
         a known-good control program passes on a fresh worker, the program's (``runner_killed``)."""
         if job.done:  # a stolen job's other copy answered already

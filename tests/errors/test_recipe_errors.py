@@ -60,6 +60,17 @@ def test_early_stop_refuses_teachers_it_cannot_draw_in_rounds():
         load_recipe(smol, ["filter.early_stop=true", "reuse=false"])
 
 
+def test_early_stop_takes_a_transformers_teacher_only_one_sample_a_batch(tmp_path):
+    raw = base()
+    raw["teachers"] = [{"name": "smol", "engine": "transformers", "model": "smollm2-135m-instruct", "n": 4}]
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=r"teachers\.smol\.batch_size: filter\.early_stop needs 1 with the "
+                                          r"transformers engine \(got 16\): a batch's size moves every row's logits"):
+        load_recipe(path, ["filter.early_stop=true"])
+    assert load_recipe(path, ["filter.early_stop=true", "teachers.0.batch_size=1"]).filter.early_stop
+    assert load_recipe(path).teachers[0].batch_size == 16  # without early stopping, batches as before
+
+
 def test_override_syntax_and_index_errors():
     with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
         load_recipe(GSM8K, ["filter.max_pass_rate"])

@@ -1,7 +1,7 @@
-"""Early stopping's rounds with ``vllm`` teachers (a fake engine that counts its model loads): the model loads once
-per build where the teachers fit in the cluster at once, once per round and teacher where they do not, and every
-engine is closed at the end, on error too; the dataset is the same either way, and the same as without early
-stopping."""
+"""Early stopping's rounds with ``vllm`` and ``transformers`` teachers (a fake engine that counts its model loads): a
+vllm model loads once per build where the teachers fit in the cluster at once, once per round and teacher where they
+do not; a transformers model on CPU loads once per build; every engine is closed at the end, on error too; the
+dataset is the same either way, and the same as without early stopping."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from bonforge.storage.store import StageStore
 RIGHT_OF_8 = (8, 7, 6, 0, 2, 8, 5, 3)  # problem i: right for this many of every 8 seeds in a row
 
 
-class FakeVLLM:
+class FakeEngine:
     """Loads a "model" on start (counted), answers "What is i + 2i?" right for ``RIGHT_OF_8[i - 1]`` of every 8
     seeds; ``fail_at``: the generate call (1-based, over all fakes) that raises."""
 
@@ -31,17 +31,17 @@ class FakeVLLM:
     fail_at: int | None = None
 
     def __init__(self, teacher):
-        self.teacher, self.name, self.loaded = teacher, "vllm", False
+        self.teacher, self.name, self.loaded = teacher, teacher.engine, False
 
     def start(self) -> None:
         if not self.loaded:
-            FakeVLLM.loads += 1
+            FakeEngine.loads += 1
             self.loaded = True
 
     def generate(self, requests, progress=None):
         assert self.loaded, "generate before start"
-        FakeVLLM.calls += 1
-        if FakeVLLM.calls == FakeVLLM.fail_at:
+        FakeEngine.calls += 1
+        if FakeEngine.calls == FakeEngine.fail_at:
             raise RuntimeError("the replica died")
         out = []
         for r in requests:
@@ -51,34 +51,35 @@ class FakeVLLM:
                 seed = r.sample_seed(k)
                 value = 3 * i if seed % 8 < RIGHT_OF_8[i - 1] else 3 * i + 1
                 comps.append(Completion(r.id, k, f"{self.teacher.model}: \\boxed{{{value}}} ({seed})", None, "stop",
-                                        5, 3, seed, "vllm", self.teacher.model))
+                                        5, 3, seed, self.name, self.teacher.model))
             out.append(comps)
         return out
 
     def close(self) -> None:
         if self.loaded:
-            FakeVLLM.closes += 1
+            FakeEngine.closes += 1
             self.loaded = False
 
 
 @pytest.fixture
 def fake(monkeypatch):
     make = bonforge.llm.make_engine
-    monkeypatch.setattr(bonforge.llm, "make_engine", lambda t: FakeVLLM(t) if t.engine == "vllm" else make(t))
+    monkeypatch.setattr(bonforge.llm, "make_engine",
+                        lambda t: FakeEngine(t) if t.engine in ("vllm", "transformers") else make(t))
     for name, value in (("loads", 0), ("closes", 0), ("calls", 0), ("fail_at", None)):
-        monkeypatch.setattr(FakeVLLM, name, value)
-    return FakeVLLM
+        monkeypatch.setattr(FakeEngine, name, value)
+    return FakeEngine
 
 
 def cluster(monkeypatch, **resources):
     monkeypatch.setattr(held, "_ray_resources", lambda: resources)
 
 
-def write(folder: Path, teachers: int) -> Path:
+def write(folder: Path, teachers: int, engine: str = "engine: vllm") -> Path:
     rows = [{"id": f"q{i}", "question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}
             for i in range(1, len(RIGHT_OF_8) + 1)]
     (folder / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    vllm = "engine: vllm, n: 4, max_tokens: 8, shard_problems: 3"
+    vllm = f"{engine}, n: 4, max_tokens: 8, shard_problems: 3"
     lines = "\n".join(f"  - {{name: t{k}, model: org/m{k}, {vllm}}}" for k in range(teachers))
     path = folder / "recipe.yaml"
     path.write_text(f"""
@@ -138,3 +139,13 @@ def test_a_failed_round_closes_the_held_engine(tmp_path, fake, monkeypatch):
     with pytest.raises(RuntimeError, match="replica died"):
         build(tmp_path / "store", write(tmp_path, 1))
     assert fake.loads == fake.closes == 1
+
+
+def test_a_transformers_teacher_on_cpu_loads_its_model_once_for_all_rounds(tmp_path, fake):
+    recipe = write(tmp_path, 1, "engine: transformers, batch_size: 1")
+    early = build(tmp_path / "early", recipe)
+    assert sampling_rounds(early) >= 2
+    assert (fake.loads, fake.closes) == (1, 1)  # no Ray look-up: a local model reserves nothing there
+
+    full = build(tmp_path / "full", recipe, "filter.early_stop=false")
+    assert content(tmp_path / "early", early) == content(tmp_path / "full", full)

@@ -1,10 +1,10 @@
-"""The rule for holding ``vllm`` engines across early stopping's rounds: every vllm teacher's replicas fit in the
-Ray cluster at once, with a CPU left for verification."""
+"""The rule for holding engines across early stopping's rounds: every vllm teacher's replicas fit in the Ray cluster
+at once, with a CPU left for verification; a transformers teacher is held unless it would share GPUs with vLLM."""
 
 from __future__ import annotations
 
 from bonforge.llm.config import TransformersTeacher, VLLMTeacher
-from bonforge.llm.held import fit_at_once
+from bonforge.llm.held import HeldEngines, fit_at_once
 
 
 def gpu(name: str, **kw) -> VLLMTeacher:
@@ -31,3 +31,12 @@ def test_a_cpu_teacher_is_held_only_with_a_core_to_spare():
 def test_other_engines_reserve_nothing():
     local = TransformersTeacher(engine="transformers", name="t", model="org/m")
     assert fit_at_once([local, gpu("a")], {"GPU": 1, "CPU": 1})
+
+
+def test_a_transformers_teacher_is_held_unless_it_shares_gpus_with_vllm():
+    def local(device: str) -> TransformersTeacher:
+        return TransformersTeacher(engine="transformers", name="t", model="org/m", device=device)
+
+    assert HeldEngines([local("cpu"), gpu("a")]).engine(local("cpu")) is not None
+    assert HeldEngines([local("cuda:0"), cpu("a")]).engine(local("cuda:0")) is not None
+    assert HeldEngines([local("cuda:0"), gpu("a")]).engine(local("cuda:0")) is None  # vLLM would start beside it

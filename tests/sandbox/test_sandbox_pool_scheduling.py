@@ -96,7 +96,8 @@ def test_large_requests_with_large_answers_never_block_the_channel(backend, requ
     large request is not sent ahead while its worker runs another (the host would block writing it while
     the runner blocks writing its large answer). Before the fix this hung until the host's wall limit."""
     from bonforge.sandbox.config import CodeVerifyConfig
-    from bonforge.sandbox.pool import Background, SandboxPool
+    from bonforge.sandbox.lanes import Background
+    from bonforge.sandbox.pool import SandboxPool
 
     image = request.getfixturevalue("sandbox_image") if backend == "docker" else None
     cfg = CodeVerifyConfig(backend=backend, image=image, pool_size=1, time_limit_s=5.0, candidate_wall_s=60)
