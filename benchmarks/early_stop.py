@@ -120,20 +120,13 @@ class Counting:
         pass
 
 
-def real_model(args, cfg: FilterConfig) -> float:
+def real_model(args, cfg: FilterConfig, engine=None) -> float:
+    """Part 2. ``engine``: a started engine lent by the caller, with the recipe's model and window (the real-model
+    test of early stopping runs this script's smoke run so, on its own engine): neither started nor closed here."""
     import bonforge.llm
     from bonforge.config import load_recipe
-    from bonforge.engine.run import Run, execute
-    from bonforge.engine.shards import run_node
-    from bonforge.flows.build import dag
     from bonforge.llm.vllm_engine import VLLMEngine
     from bonforge.runtime.cluster import ensure_ray
-    from bonforge.storage.store import StageStore
-
-    class LocalRun(Run):  # every node in this process, without Prefect: the sampling stage is what is measured
-        def __call__(self, node):
-            t0 = time.perf_counter()
-            return self._note(node, run_node(self.store, node), False, time.perf_counter() - t0)
 
     folder = Path(tempfile.mkdtemp(prefix="bonforge-early-stop-"))
     (folder / "sums.jsonl").write_text("".join(json.dumps(r) + "\n" for r in easy_sums(args.problems)))
@@ -147,17 +140,42 @@ teachers:
 filter: {{max_pass_rate: {cfg.max_pass_rate}}}
 export: {{name: sums, allow_empty: true}}
 """)
-    recipe = load_recipe(folder / "recipe.yaml")
-    teacher = recipe.teachers[0]
-    if args.device == "cpu":  # the replica computes on every core but reserves half of Ray's: verification runs beside
-        cores = os.cpu_count() or 1
-        ensure_ray(num_cpus=2 * cores)
-        teacher = teacher.model_copy(update={"cpus_per_replica": cores})
-    engine = Counting(VLLMEngine(teacher))
-    t0 = time.perf_counter()
-    engine.start()
-    print(f"model loaded in {time.perf_counter() - t0:.1f}s (left out of the figures)")
-    bonforge.llm.make_engine = lambda teacher: engine
+    own = engine is None
+    if own:
+        teacher = load_recipe(folder / "recipe.yaml").teachers[0]
+        if args.device == "cpu":  # the replica computes on every core but reserves half of Ray's: verification beside
+            cores = os.cpu_count() or 1
+            ensure_ray(num_cpus=2 * cores)
+            teacher = teacher.model_copy(update={"cpus_per_replica": cores})
+        engine = VLLMEngine(teacher)
+        t0 = time.perf_counter()
+        engine.start()
+        print(f"model loaded in {time.perf_counter() - t0:.1f}s (left out of the figures)")
+    make, counting = bonforge.llm.make_engine, Counting(engine)
+    bonforge.llm.make_engine = lambda teacher: counting
+    try:
+        figures = builds(folder, counting)
+    finally:
+        bonforge.llm.make_engine = make
+        if own:
+            engine.close()
+    return compare(figures, cfg)
+
+
+def builds(folder: Path, engine: Counting) -> dict[str, dict]:
+    """The recipe built with and without early stopping, each in a store of its own, every node in this process
+    (without Prefect: the sampling stage is what is measured); what each asked of ``engine``."""
+    from bonforge.config import load_recipe
+    from bonforge.engine.run import Run, execute
+    from bonforge.engine.shards import run_node
+    from bonforge.flows.build import dag
+    from bonforge.storage.store import StageStore
+
+    class LocalRun(Run):
+        def __call__(self, node):
+            t0 = time.perf_counter()
+            return self._note(node, run_node(self.store, node), False, time.perf_counter() - t0)
+
     figures = {}
     for label, early in (("one batch", False), ("rounds", True)):
         store = StageStore(folder / label.replace(" ", "-"))
@@ -178,7 +196,11 @@ export: {{name: sums, allow_empty: true}}
         figures[label] = {"completions": engine.completions - before[0], "tokens": engine.tokens - before[1],
                           "tokens_per_s": tokens / gen_s if gen_s else 0.0, "record": record, "store": store,
                           "rounds": len(record["stages"].get("rounds", []))}
-    engine.engine.close()
+    return figures
+
+
+def compare(figures: dict[str, dict], cfg: FilterConfig) -> float:
+    """Prints the builds' table and the saving against the exact potential; the worst share (0: contents differ)."""
     full, early = figures["one batch"], figures["rounds"]
     (key,) = full["record"]["stages"]["verdicts"]
     verdicts = full["store"].read("verdicts", key, ["problem_id", "candidate_id", "correct"]).to_pylist()
@@ -205,7 +227,8 @@ def _content(figure: dict) -> str:
     return json.loads(path.read_text())["content_sha256"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, engine=None) -> int:
+    """The exit status; ``engine``: see ``real_model``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--problems", type=int, default=8)
     p.add_argument("--n", type=int, default=8)
@@ -215,13 +238,13 @@ def main() -> None:
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--pools-only", action="store_true")
     p.add_argument("--target", type=float, default=0.95, help="exit 1 when a share falls below (0: never)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     cfg = FilterConfig(max_pass_rate=args.max_pass_rate)
     print(f"real pools, max_pass_rate {cfg.max_pass_rate} (share: the rounds' saving / the exact potential)")
     worst = report_pools(cfg)
     if not args.pools_only:
-        worst = min(worst, real_model(args, cfg))
-    sys.exit(1 if args.target and worst < args.target else 0)
+        worst = min(worst, real_model(args, cfg, engine))
+    return 1 if args.target and worst < args.target else 0
 
 
 if __name__ == "__main__":
@@ -229,4 +252,4 @@ if __name__ == "__main__":
         import multiprocessing
 
         multiprocessing.freeze_support()
-    main()
+    sys.exit(main())

@@ -3,7 +3,9 @@ vLLM offline (CPU here), both on the test reward model (SmolLM2-135M with a seed
 scores differ. `PYTHONPATH=$PWD python benchmarks/reward_model.py [--n 48] [--max-length 512]`.
 
 Each engine runs in a fresh interpreter (vLLM spawns its engine process); the conversations are arena-hard
-v0.1 requests with gpt-4-0314's answers, cut from the left to --max-length tokens."""
+v0.1 requests with gpt-4-0314's answers, or those of ``--items FILE`` (a JSON list of ``{"question", "text"}``),
+cut from the left to --max-length tokens. ``--scores FILE`` writes each engine's scores there (JSON: engine ->
+scores in the conversations' order): the real-model test of the scorer checks vLLM's against its own."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from _common import DATA, REPO
 
@@ -39,10 +42,10 @@ def items(n: int) -> list[dict]:
     return [{"question": questions[a["uid"]], "text": a["messages"][-1]["content"]["answer"]} for a in answers]
 
 
-def run(engine: str, n: int, max_length: int) -> dict:
+def run(engine: str, conversations: list[dict], max_length: int) -> dict:
     cfg = {"kind": "reward_model", "name": "rm", "model": "smollm2-135m-instruct-rm", "allow_random_head": True,
            "engine": engine, "max_length": max_length, "batch_size": 8}
-    done = subprocess.run([sys.executable, "-c", PROBE], input=json.dumps({"cfg": cfg, "items": items(n)}),
+    done = subprocess.run([sys.executable, "-c", PROBE], input=json.dumps({"cfg": cfg, "items": conversations}),
                           capture_output=True, text=True, cwd=REPO, check=False)
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
@@ -54,10 +57,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=48)
     ap.add_argument("--max-length", type=int, default=512)
+    ap.add_argument("--items", type=Path, help="conversations to score instead of arena-hard's (--n is ignored)")
+    ap.add_argument("--scores", type=Path, help="write each engine's scores here (JSON)")
     args = ap.parse_args()
-    got = {e: run(e, args.n, args.max_length) for e in ("transformers", "vllm")}
+    conversations = json.loads(args.items.read_text()) if args.items else items(args.n)
+    got = {e: run(e, conversations, args.max_length) for e in ("transformers", "vllm")}
+    if args.scores:
+        args.scores.write_text(json.dumps({e: r["values"] for e, r in got.items()}))
     for engine, r in got.items():
-        print(f"{engine:<13} load {r['load_s']:6.1f} s   {args.n / r['score_s']:6.2f} scores/s")
+        print(f"{engine:<13} load {r['load_s']:6.1f} s   {len(conversations) / r['score_s']:6.2f} scores/s")
     diff = max(abs(a - b) for a, b in zip(got["transformers"]["values"], got["vllm"]["values"]))
     print(f"vllm / transformers: {got['transformers']['score_s'] / got['vllm']['score_s']:.2f}x   "
           f"largest score difference {diff:.2e} (target <= 1e-3)")

@@ -6,14 +6,18 @@ settings (``n`` samples per prompt), side by side in one run.
     python benchmarks/vllm_engine.py --device gpu --model /models/Qwen3-0.6B --problems 128 --n 16 --max-tokens 1024
 
 ``--model`` is a local model directory, a hub id already in the local HF cache, or a model bonforge knows by
-name (default ``smollm2-135m-instruct``). On CPU the replica computes with ``--cpus`` cores and raw vLLM
-with the same thread settings. Raw vLLM runs at the scheduling priority of Ray's workers (Ray starts them
-at niceness 15), so that other processes on a shared machine slow both sides alike. Sample i of a problem
-has seed ``problem seed + i`` on both sides (vLLM seeds the i-th child of an ``n > 1`` request so), so both
-draw the same samples: the benchmark prints how many texts agree. Prints completion tokens/s of both and
-their ratio (target: stage >= 0.95 x raw); exits 1 below the target. Model loading is left out of both
-figures; the stage figure is the stage's compute time (prompt building, the Ray hop, generation and
-writing the shards).
+name (default ``smollm2-135m-instruct``). On CPU the replica computes with ``--cpus`` cores. The model loads
+once: raw vLLM runs inside the stage's replica (Ray's ``__ray_call__``), on the ``LLM`` the replica holds, so
+both sides compute with the same threads, memory and scheduling priority (Ray starts its workers at niceness
+15: other processes on a shared machine slow both alike), and the prefix cache is emptied before each side.
+Sample i of a problem has seed ``problem seed + i`` on both sides (vLLM seeds the i-th child of an ``n > 1``
+request so), so both draw the same samples: the benchmark prints how many texts agree. Prints completion
+tokens/s of both and their ratio (target: stage >= 0.95 x raw); exits 1 below the target. Model loading is
+left out of both figures; the stage figure is the stage's compute time (prompt building, the Ray hop,
+generation and writing the shards), the raw figure the ``generate`` call alone.
+
+``main(argv, engine=...)`` runs on a started engine lent by the caller (the real-model test of the engine
+runs this script's smoke run so, on its own replica): it is neither started nor closed here.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,8 +34,7 @@ import pyarrow as pa
 from bonforge.engine import run_node
 from bonforge.llm.base import problem_seed
 from bonforge.llm.config import VLLMTeacher
-from bonforge.llm.models import resolve
-from bonforge.llm.vllm_engine import VLLMEngine, actor_options, engine_args
+from bonforge.llm.vllm_engine import VLLMEngine
 from bonforge.schema import PROBLEMS
 from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
@@ -54,73 +56,85 @@ def make_problems(count: int) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=PROBLEMS)
 
 
-def wait_for_free_gpu(fraction: float, timeout_s: float = 120.0) -> None:
-    """Wait until the stage's actor has released GPU memory (checked with nvidia-smi, not CUDA)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, check=True).stdout.splitlines()[0]
-        used, total = (float(x) for x in out.split(","))
-        if used <= (1 - fraction) * total:
-            return
-        time.sleep(2)
-    raise RuntimeError(f"GPU memory still in use after {timeout_s}s: {out}")
+class Loaded:
+    """The engine as the stage sees it: the stage's ``close`` leaves the replica loaded (raw vLLM runs in it
+    next; its owner closes it)."""
+
+    def __init__(self, engine: VLLMEngine):
+        self.engine, self.name = engine, engine.name
+
+    def start(self) -> None:
+        self.engine.start()
+
+    def generate(self, requests, progress=None):
+        return self.engine.generate(requests, progress)
+
+    def close(self) -> None:
+        pass
 
 
-def _niceness() -> int:
-    return os.nice(0)
-
-
-def bench_stage(problems: pa.Table, teacher: VLLMTeacher) -> tuple[float, list[str], int]:
-    """Tokens/s of the sampling stage, its texts (problem, then sample order) and the niceness of Ray's workers."""
+def in_replica(engine: VLLMEngine, fn, *args):
+    """``fn(worker, *args)`` in the engine's first replica, on the ``Worker`` that holds its ``LLM``."""
     import ray
 
-    engine = VLLMEngine(teacher)
-    t0 = time.perf_counter()
-    engine.start()  # model load, outside the measured time (the stage closes the engine)
-    load_s = time.perf_counter() - t0
+    module = sys.modules[fn.__module__]
+    if module.__name__ != "__main__":  # this script imported (a test runs it so): the replica cannot import it
+        ray.cloudpickle.register_pickle_by_value(module)
+    return ray.get(engine.workers[0].__ray_call__.remote(fn, *args))
+
+
+def _empty_prefix_cache(worker) -> None:
+    worker.llm.reset_prefix_cache()
+
+
+def bench_stage(problems: pa.Table, teacher: VLLMTeacher, engine: VLLMEngine) -> tuple[float, list[str]]:
+    """Tokens/s of the sampling stage on the started ``engine`` and its texts (problem, then sample order)."""
+    in_replica(engine, _empty_prefix_cache)
     with tempfile.TemporaryDirectory() as root:
         store = StageStore(root)
         store.write_shard("problems", "bench", 0, problems)
         ref = Ref("problems", "bench", store.commit("problems", "bench", 1, version="1", config={}, upstream={}))
-        man = run_node(store, sample.node(ref, teacher, engine=engine))
+        man = run_node(store, sample.node(ref, teacher, engine=Loaded(engine)))
         texts = store.read("candidates", man["key"]).sort_by([("problem_id", "ascending"),
                                                              ("sample_index", "ascending")]).column("text")
-    nice = ray.get(ray.remote(num_cpus=0)(_niceness).remote())
-    ray.shutdown()
     tokens, compute_s = man["tokens"]["completion"], man["timings"]["compute_s"]
     print(f"stage: {man['rows']} samples in {len(man['files'])} shards, {tokens} completion tokens, "
           f"compute {compute_s:.1f}s (of which generate {man['throughput']['generate_s']:.1f}s), "
-          f"model load {load_s:.1f}s, skipped requests {man['skipped_requests']}, Ray worker niceness {nice}",
-          flush=True)
-    return tokens / compute_s, texts.to_pylist(), nice
+          f"skipped requests {man['skipped_requests']}", flush=True)
+    return tokens / compute_s, texts.to_pylist()
 
 
-def bench_raw(problems: pa.Table, teacher: VLLMTeacher) -> tuple[float, list[str]]:
-    """One ``LLM.generate`` in this process, built with the engine's own arguments; its tokens/s and texts."""
-    from vllm import LLM, SamplingParams
+def _raw_generate(worker, chats: list[list[dict]], params: list[dict]) -> dict:
+    """In the replica: the prompts tokenized as the stage does, then one ``LLM.generate``, timed alone."""
+    from vllm import SamplingParams
 
-    llm = LLM(**{**engine_args(teacher), "model": resolve(teacher.model)})
-    tok = llm.get_tokenizer()
-    template = read_template(teacher, "math")
-    prompts, params = [], []
-    for pid, q in zip(problems.column("problem_id").to_pylist(), problems.column("question").to_pylist()):
-        text = tok.apply_chat_template([{"role": "user", "content": render(template, q)}], tokenize=False,
-                                       add_generation_prompt=True)
-        prompts.append({"prompt_token_ids": list(tok.encode(text, add_special_tokens=False))})
-        params.append(SamplingParams(n=teacher.n, temperature=teacher.temperature, top_p=teacher.top_p,
-                                     max_tokens=teacher.max_tokens, seed=problem_seed(teacher.seed, pid)))
+    tok = worker.llm.get_tokenizer()
+    prompts = [{"prompt_token_ids": list(tok.encode(tok.apply_chat_template(chat, tokenize=False,
+                                                                            add_generation_prompt=True),
+                                                    add_special_tokens=False))} for chat in chats]
+    worker.llm.reset_prefix_cache()
     t0 = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
+    outputs = worker.llm.generate(prompts, [SamplingParams(**p) for p in params], use_tqdm=False)
     secs = time.perf_counter() - t0
-    llm.llm_engine.engine_core.shutdown()  # its engine process: left to the interpreter's exit, it hangs there
-    tokens = sum(len(o.token_ids) for out in outputs for o in out.outputs)
-    print(f"raw:   {sum(len(out.outputs) for out in outputs)} samples, {tokens} completion tokens, "
-          f"generate {secs:.1f}s, niceness {os.nice(0)}", flush=True)
-    return tokens / secs, [o.text for out in outputs for o in out.outputs]
+    return {"secs": secs, "tokens": sum(len(o.token_ids) for out in outputs for o in out.outputs),
+            "texts": [o.text for out in outputs for o in out.outputs], "niceness": os.nice(0)}
 
 
-def main() -> int:
+def bench_raw(problems: pa.Table, teacher: VLLMTeacher, engine: VLLMEngine) -> tuple[float, list[str]]:
+    """One ``LLM.generate`` of ``n`` samples per prompt in the engine's replica; its tokens/s and texts."""
+    template = read_template(teacher, "math")
+    chats, params = [], []
+    for pid, q in zip(problems.column("problem_id").to_pylist(), problems.column("question").to_pylist()):
+        chats.append([{"role": "user", "content": render(template, q)}])
+        params.append({"n": teacher.n, "temperature": teacher.temperature, "top_p": teacher.top_p,
+                       "max_tokens": teacher.max_tokens, "seed": problem_seed(teacher.seed, pid)})
+    got = in_replica(engine, _raw_generate, chats, params)
+    print(f"raw:   {len(got['texts'])} samples, {got['tokens']} completion tokens, generate {got['secs']:.1f}s, "
+          f"in the replica (niceness {got['niceness']})", flush=True)
+    return got["tokens"] / got["secs"], got["texts"]
+
+
+def main(argv: list[str] | None = None, engine: VLLMEngine | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--model", default="smollm2-135m-instruct", help="local model dir, cached hub id or known name")
@@ -133,7 +147,7 @@ def main() -> int:
     ap.add_argument("--cpus", type=int, default=os.cpu_count(), help="cores of the replica (cpu)")
     ap.add_argument("--shard-problems", type=int, default=None, help="problems per stage shard (default: all)")
     ap.add_argument("--target", type=float, default=0.95)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     cpu = args.device == "cpu"
     problems = make_problems(args.problems or (16 if cpu else 128))
@@ -144,13 +158,18 @@ def main() -> int:
         dtype=args.dtype or ("float32" if cpu else "bfloat16"),
         shard_problems=args.shard_problems or problems.num_rows, cpus_per_replica=args.cpus,
         gpu_memory_utilization=0.2 if cpu else 0.85)  # CPU: 0.1 of a 12 GiB memory node leaves no KV cache
-    stage_tps, stage_texts, nice = bench_stage(problems, teacher)
-    if cpu:  # raw vLLM computes with the replica's threads (count and binding)
-        os.environ.update(actor_options(teacher, {"CPU": args.cpus})["runtime_env"]["env_vars"])
-    else:
-        wait_for_free_gpu(teacher.gpu_memory_utilization)
-    os.nice(max(0, nice - os.nice(0)))  # raw at the replica's priority (it can only be lowered)
-    raw_tps, raw_texts = bench_raw(problems, teacher)
+    own = engine is None
+    if own:
+        engine = VLLMEngine(teacher)
+        t0 = time.perf_counter()
+        engine.start()
+        print(f"model loaded in {time.perf_counter() - t0:.1f}s (left out of the figures)", flush=True)
+    try:
+        stage_tps, stage_texts = bench_stage(problems, teacher, engine)
+        raw_tps, raw_texts = bench_raw(problems, teacher, engine)
+    finally:
+        if own:
+            engine.close()
     same = sum(a == b for a, b in zip(stage_texts, raw_texts))
     print(f"same samples: {same} of {len(raw_texts)} texts agree (same seeds on both sides)")
     ratio = stage_tps / raw_tps

@@ -4,8 +4,10 @@ pool, SeaweedFS, a Prefect server, the real models. Shared test code (fakes, ser
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,6 +167,29 @@ def prefect_api() -> Iterator[str]:
     yield url
     drain_prefect_clients()
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """One Prefect server and Ray head for the session (``bonforge up`` in a home of its own), as a configured
+    cluster gives them: the environment that points a build at them (the benchmarks' smoke runs, the builds of
+    tests that need no Ray of their own)."""
+    home = tmp_path_factory.mktemp("services-home")
+    env = {**os.environ, "BONFORGE_HOME": str(home)}
+    for name in ("PREFECT_API_URL", "RAY_ADDRESS"):
+        env.pop(name, None)
+    up = subprocess.run([sys.executable, "-m", "bonforge.cli", "up"], env=env, cwd=REPO, capture_output=True,
+                        text=True, timeout=600)
+    if up.returncode:
+        pytest.fail(f"bonforge up failed:\n{up.stderr[-3000:]}")
+    try:
+        record = json.loads((home / "services.json").read_text())
+        ray = record["ray"]
+        yield {"PREFECT_API_URL": record["prefect"]["url"], "RAY_ADDRESS": ray["address"], "RAY_AUTH_MODE": "token",
+               "RAY_AUTH_TOKEN_PATH": ray["token_path"]}
+    finally:
+        subprocess.run([sys.executable, "-m", "bonforge.cli", "down"], env=env, cwd=REPO, capture_output=True,
+                       timeout=120)
 
 
 @pytest.fixture(scope="module")

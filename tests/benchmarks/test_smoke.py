@@ -2,10 +2,14 @@
 it measures changes. Each runs as a user runs it (``python benchmarks/<script>.py ...`` from the repository
 root, in a process of its own) and must exit 0 and print its table or ratio line; no figure is asserted.
 
-The scripts that build with Prefect and Ray use one Prefect server and Ray head for the session (``bonforge
-up`` in a temporary home, handed over as ``PREFECT_API_URL`` and ``RAY_ADDRESS``), as a configured cluster
-gives them: their own start of these services is what tests/services covers, and on a 2-core machine it
-would cost more than the scripts' work."""
+The scripts that build with Prefect and Ray use one Prefect server and Ray head for the session (conftest's
+``services``: ``bonforge up`` in a temporary home, handed over as ``PREFECT_API_URL`` and ``RAY_ADDRESS``), as a
+configured cluster gives them: their own start of these services is what tests/services covers, and on a
+2-core machine it would cost more than the scripts' work.
+
+The scripts that load a vLLM engine (``vllm_engine``, ``reward_model``, ``early_stop`` past its pools) run
+inside the real-model tests that load the same engine already (``bench_smoke.ON_ENGINE``): a start of their
+own costs minutes here."""
 
 from __future__ import annotations
 
@@ -15,11 +19,11 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from bench_smoke import ON_ENGINE
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = REPO / "benchmarks"
@@ -33,7 +37,7 @@ class Smoke:
 
     args: tuple[str, ...]
     prints: tuple[str, ...]
-    needs: tuple[str, ...] = ()  # "data" (the mirror), "docker", "services" (the session's Prefect and Ray), "vllm"
+    needs: tuple[str, ...] = ()  # "data" (the mirror), "docker", "services" (the session's Prefect and Ray)
     timeout_s: int = 300
 
 
@@ -48,10 +52,6 @@ SMOKE = {
                            (r"^stage \(vectorised, with dedup\): ", r"^ratio python / stage: .*same problems dropped")),
     "early_stop --pools-only": Smoke(("--pools-only",), (r"^GSM8K, 4 GPT-3 teachers x 1 +1319 ",
                                                          r"^  saving: .* \(exact potential .* %\)$"), needs=("data",)),
-    # a build with and without early stopping on one vLLM CPU engine (its start: minutes here): opt-in, as below
-    "early_stop": Smoke(("--problems", "2", "--n", "2", "--max-tokens", "8", "--target", "0"),
-                        (r"^one batch +\d+ ", r"^rounds +\d+ ", r"^saving: .* same dataset content: True$",
-                         r"^tokens/s rounds / one batch: "), needs=("vllm",), timeout_s=600),
     "humaneval_style_harness": Smoke(("{tmp}/programs.json", "2", "1"), (r'^\{"seconds": .*, "passed": \d+\}$',)),
     "incremental": Smoke(("grow:10", "overhead:8", "lookup:8", "--baseline", "."),
                          (r"sampling stage, \+10 % / from scratch: .*x", r"best of two: .* with, .* without",
@@ -64,10 +64,6 @@ SMOKE = {
                                     (r"^GSM8K pool: 16 candidates$", r"^MATH-500 reference \+ perturbed: 8 candidates$",
                                      r"ratio: .*x", r"agreement with the labels: verdicts \d+/8, loop \d+/8"),
                                     needs=("data", "services")),
-    # transformers and vLLM's CPU engine on the test reward model: vLLM's start makes it an opt-in run, as below
-    "reward_model": Smoke(("--n", "2", "--max-length", "64"),
-                          (r"^transformers +load .* scores/s", r"^vllm +load .* scores/s",
-                           r"^vllm / transformers: .*x +largest score difference"), needs=("vllm",), timeout_s=600),
     "reward_scans": Smoke(("--chars", "2000", "--big", "20000"),
                           (r"^fence then spaces \(extraction\) .*x", r"^judgment then spaces \(genselect\) .*x",
                            r"^limit string with spaces \(load\) .*x")),
@@ -92,11 +88,6 @@ SMOKE = {
     "viewer": Smoke(("--problems", "8", "--repeat", "1"),
                     (r"^  first page .* ms", r"^  one problem \(16 candidates\) .* ms", r"^  last page .* ms",
                      r"^  sql box .* ms", r"^  the page's own assets")),
-    # vLLM's CPU engine starts twice (the stage's, then raw vLLM's): 219 s for the first alone on the shared 2-core
-    # machine at load 20, 9.5 min in all, so it runs only when asked (BONFORGE_SMOKE_VLLM=1); --target 0: no figure
-    "vllm_engine": Smoke(("--problems", "2", "--n", "1", "--max-tokens", "8", "--target", "0"),
-                         (r"^stage: 2 samples", r"^raw: +2 samples", r"^tokens/s  stage .* ratio"),
-                         needs=("vllm",), timeout_s=600),
 }
 
 
@@ -106,31 +97,19 @@ def scripts() -> set[str]:
 
 
 def test_every_script_has_a_smoke_run():
-    smoked = {name.split()[0] for name in SMOKE}
-    assert sorted(scripts() - smoked) == [], "add a tiny run of each new script to SMOKE"
-    assert sorted(smoked - scripts()) == [], "SMOKE names a script that is gone"
+    smoked = {name.split()[0] for name in SMOKE} | set(ON_ENGINE)
+    assert sorted(scripts() - smoked) == [], "add a tiny run of each new script to SMOKE (or bench_smoke.ON_ENGINE)"
+    assert sorted(smoked - scripts()) == [], "SMOKE or bench_smoke.ON_ENGINE names a script that is gone"
 
 
-@pytest.fixture(scope="session")
-def services(tmp_path_factory) -> Iterator[dict[str, str]]:
-    """One Prefect server and Ray head for the session's scripts (``bonforge up`` in a home of its own): the
-    environment that points a build at them."""
-    home = tmp_path_factory.mktemp("services-home")
-    env = {**os.environ, "BONFORGE_HOME": str(home)}
-    for name in ("PREFECT_API_URL", "RAY_ADDRESS"):
-        env.pop(name, None)
-    up = subprocess.run([sys.executable, "-m", "bonforge.cli", "up"], env=env, cwd=REPO, capture_output=True,
-                        text=True, timeout=600)
-    if up.returncode:
-        pytest.fail(f"bonforge up failed:\n{up.stderr[-3000:]}")
-    try:
-        record = json.loads((home / "services.json").read_text())
-        ray = record["ray"]
-        yield {"PREFECT_API_URL": record["prefect"]["url"], "RAY_ADDRESS": ray["address"], "RAY_AUTH_MODE": "token",
-               "RAY_AUTH_TOKEN_PATH": ray["token_path"]}
-    finally:
-        subprocess.run([sys.executable, "-m", "bonforge.cli", "down"], env=env, cwd=REPO, capture_output=True,
-                       timeout=120)
+@pytest.mark.parametrize("script", sorted(ON_ENGINE))
+def test_the_scripts_that_load_vllm_are_run_by_a_real_model_test(script):
+    """The test that ``bench_smoke.ON_ENGINE`` names exists and runs that script's smoke run."""
+    path, function = ON_ENGINE[script].test.split("::")
+    source = (REPO / path).read_text()
+    body = source.partition(f"\ndef {function}(")[2].partition("\ndef ")[0]
+    assert body, f"{path} has no test {function}"
+    assert f'"{script}"' in body and "bench_smoke.unprinted" in body, f"{function} does not run the smoke of {script}"
 
 
 def _needs(smoke: Smoke, request) -> dict[str, str]:
@@ -141,10 +120,6 @@ def _needs(smoke: Smoke, request) -> dict[str, str]:
             env["BONFORGE_DATA"] = str(request.getfixturevalue("data_dir"))
         elif need == "docker":
             request.getfixturevalue("sandbox_image")
-        elif need == "vllm":
-            if os.environ.get("BONFORGE_SMOKE_VLLM") != "1":
-                pytest.skip("vLLM's CPU engine starts twice (minutes on 2 cores): set BONFORGE_SMOKE_VLLM=1 to run it")
-            request.getfixturevalue("vllm_cpu")
         elif need == "services":
             env.update(request.getfixturevalue("services"))
     return env

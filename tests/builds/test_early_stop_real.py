@@ -2,7 +2,8 @@
 early stopping takes with ``batch_size: 1`` only), on easy sums it often gets right. The same recipe built with
 and without ``filter.early_stop`` publishes the same datasets, and the early-stopping build asks the engine for
 exactly the samples that drawing one at a time would (computed from the full build's verdicts: sample k of a
-problem is the same text in either build). One engine serves both builds."""
+problem is the same text in either build). One vLLM engine serves the module: both builds, then the smoke run
+of ``benchmarks/early_stop.py`` (``bench_smoke``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import bench_smoke
 import pytest
 from crash_build import LocalRun
 from real_models import Kept
@@ -47,10 +49,10 @@ export: {{name: sums-genselect, allow_empty: true, rl: {{name: sums-rl}}}}
     return path
 
 
-@pytest.fixture
-def engine(vllm_cpu, tmp_path, monkeypatch):
-    """The recipe's teacher in one real vLLM engine that both builds' sampling stages get (their `close` keeps
-    it); its replica reserves half of a local Ray of twice the cores, so verification finds CPUs beside it."""
+@pytest.fixture(scope="module")
+def engine(vllm_cpu, tmp_path_factory):
+    """The recipe's teacher in one real vLLM engine that the module's builds' sampling stages get (their `close`
+    keeps it); its replica reserves half of a local Ray of twice the cores, so verification finds CPUs beside it."""
     import ray
 
     import bonforge.llm
@@ -60,12 +62,13 @@ def engine(vllm_cpu, tmp_path, monkeypatch):
     cores = os.cpu_count() or 1
     ensure_ray(num_cpus=2 * cores)
     assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
-    (teacher,) = load_recipe(write(tmp_path)).teachers
+    (teacher,) = load_recipe(write(tmp_path_factory.mktemp("recipe"))).teachers
     real = VLLMEngine(teacher.model_copy(update={"cpus_per_replica": cores}))
     real.start()
     kept, make = Kept(real), bonforge.llm.make_engine
-    monkeypatch.setattr(bonforge.llm, "make_engine", lambda t: kept if t.name == teacher.name else make(t))
-    yield kept
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bonforge.llm, "make_engine", lambda t: kept if t.name == teacher.name else make(t))
+        yield kept
     real.close()
 
 
@@ -98,7 +101,16 @@ def one_at_a_time(verdicts: list[dict], n: int = N) -> int:
 
 
 def test_early_stop_with_real_vllm_is_exact(tmp_path, engine):
+    write(tmp_path)
     check_exact(tmp_path, engine, N, SUMS)
+
+
+def test_the_benchmark_runs_on_this_engine(engine, tmp_path, capsys):
+    """``benchmarks/early_stop.py``'s smoke run: the pools, then its two builds on this module's engine (the
+    script's own start would load the model again); no figure asserted."""
+    code = bench_smoke.load("early_stop").main(bench_smoke.argv("early_stop", tmp_path), engine=engine)
+    out = capsys.readouterr().out
+    assert code == 0 and bench_smoke.unprinted("early_stop", out) == [], out
 
 
 def test_early_stop_with_real_transformers_is_exact(tmp_path, smollm2, monkeypatch, request):
@@ -121,9 +133,9 @@ def test_early_stop_with_real_transformers_is_exact(tmp_path, smollm2, monkeypat
 
 
 def check_exact(tmp_path: Path, engine: Kept, n: int, sums: list) -> None:
-    recipe = tmp_path / "recipe.yaml"
+    recipe, first = tmp_path / "recipe.yaml", len(engine.requests)  # the recipe written by the test
     full = build(tmp_path / "full", recipe, "filter.early_stop=false")
-    assert sum(r.n for r in engine.requests) == len(sums) * n
+    assert sum(r.n for r in engine.requests[first:]) == len(sums) * n
     (key,) = full["stages"]["verdicts"]
     want = one_at_a_time(StageStore(tmp_path / "full").read("verdicts", key).to_pylist(), n)
     assert want < len(sums) * n, "no problem stopped early: the sums are too hard for the model"

@@ -4,13 +4,19 @@ run's; a reader querying the catalog while a build writes sees only committed st
 
 The builds use one Prefect server of the session (a configured one: it outlives a killed build) and run
 through a small driver that makes shards smaller (more shards per stage) and each
-assembly shard slower, so that a kill lands while a stage has some but not all of its shards.
+assembly shard slower, so that a kill lands while a stage has some but not all of its shards. One
+uninterrupted GSM8K build serves the module: the reference of the killed builds, and (copied) the store
+that a second build writes to while a reader queries it. The builds that are never killed join the
+session's warm Ray head (conftest's ``services``) instead of starting a local Ray each (tens of seconds on
+a loaded 2-core machine); the killed builds and their reruns start their own, which the kill takes down.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -54,6 +60,24 @@ def driver(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("driver") / "slow_bonforge.py"
     path.write_text(DRIVER)
     return path
+
+
+GSM8K_SETS = ("problems.limit=300",)
+
+
+@pytest.fixture(scope="module")
+def warm_ray(services, shared_prefect) -> dict[str, str]:
+    """The environment of a build that is never killed: the session's Prefect server, the warm Ray head."""
+    return {**os.environ, **{k: v for k, v in services.items() if k != "PREFECT_API_URL"}}
+
+
+@pytest.fixture(scope="module")
+def gsm8k_reference(driver, tmp_path_factory, warm_ray) -> Path:
+    """The store of one uninterrupted GSM8K build (``GSM8K_SETS``); read only: copy it to write to it."""
+    folder = tmp_path_factory.mktemp("gsm8k-reference")
+    ref, log = folder / "store", folder / "ref.log"
+    assert run(build(driver, GSM8K, ref, *GSM8K_SETS), warm_ray, log) == 0, log.read_text()[-3000:]
+    return ref
 
 
 def build(driver: Path, recipe: Path, store: Path, *overrides: str) -> list[str]:
@@ -110,10 +134,8 @@ def assert_consistent(store: Path) -> None:
         assert rows == distinct == man["rows"], man_path
 
 
-def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driver, tmp_path, shared_prefect):
-    overrides = ["problems.limit=300"]
-    ref, store = tmp_path / "ref", tmp_path / "store"
-    assert run(build(driver, GSM8K, ref, *overrides), log=tmp_path / "ref.log") == 0
+def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driver, tmp_path, gsm8k_reference):
+    overrides, ref, store = GSM8K_SETS, gsm8k_reference, tmp_path / "store"
 
     partial_verdicts = kill_mid_stage(
         build(driver, GSM8K, store, *overrides), store, "verdicts", tmp_path / "kill1.log"
@@ -131,14 +153,13 @@ def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driv
     assert_consistent(store)
 
 
-def test_reader_during_a_write_sees_only_committed_stages(driver, tmp_path, shared_prefect):
+def test_reader_during_a_write_sees_only_committed_stages(driver, tmp_path, gsm8k_reference, warm_ray):
     store = tmp_path / "store"
-    assert run(build(driver, GSM8K, store, "problems.limit=200"), log=tmp_path / "first.log") == 0
+    shutil.copytree(gsm8k_reference, store, symlinks=True)  # a first build's store (its "latest" links too)
     query = "SELECT (SELECT count(*) FROM problem_stats WHERE keep), (SELECT count(*) FROM genselect)"
     before = connect(StageStore(store)).sql(query).fetchall()[0]
-    proc = start(
-        build(driver, GSM8K, store, "problems.limit=200", "filter.max_pass_rate=0.75"), log=tmp_path / "second.log"
-    )
+    proc = start(build(driver, GSM8K, store, *GSM8K_SETS, "filter.max_pass_rate=0.75"), warm_ray,
+                 tmp_path / "second.log")
     seen_partial, answers = False, set()
     try:
         while proc.poll() is None:
@@ -162,7 +183,7 @@ def solver(n: int, body: dict):
     return 200, {}, reply
 
 
-def test_kill_during_sampling_then_rerun_is_byte_identical(driver, tmp_path, shared_prefect):
+def test_kill_during_sampling_then_rerun_is_byte_identical(driver, tmp_path, shared_prefect, warm_ray):
     problems = tmp_path / "problems.jsonl"
     problems.write_text(
         "".join(json.dumps({"question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}) + "\n" for i in range(1, 25))
@@ -178,7 +199,7 @@ teachers:
 export: {{name: toy-genselect}}
 """)
         ref, store = tmp_path / "ref", tmp_path / "store"
-        assert run(build(driver, recipe, ref), log=tmp_path / "ref.log") == 0
+        assert run(build(driver, recipe, ref), warm_ray, tmp_path / "ref.log") == 0
         sent = server.count
         partial = kill_mid_stage(build(driver, recipe, store), store, "candidates", tmp_path / "kill.log")
         done, at_kill = len(list(partial.glob("part-*.parquet"))), server.count

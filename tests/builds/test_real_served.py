@@ -55,10 +55,11 @@ def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(vllm_server, t
 
 
 @pytest.fixture(scope="module")
-def fusion_build(vllm_server, tmp_path_factory, gsm8k_pool):
+def fusion_build(vllm_server, tmp_path_factory, gsm8k_pool, shared_prefect):
     """The FusioN recipe on 6 GSM8K problems, the served SmolLM2 as fusor (32 tokens per answer); the build's
     GenSelect prompts (one per kept problem: 2 of the 6) are the selector's. Every call prefills a prompt of
-    four solutions on the CPU: the counts are kept small."""
+    four solutions on the CPU: the counts are kept small. The build uses the session's Prefect server (its own
+    start is what tests/services covers)."""
     import ray
 
     root = tmp_path_factory.mktemp("store")

@@ -1,5 +1,5 @@
 """The `vllm` engine for real on CPU: SmolLM2-135M in a Ray actor (device: cpu), the same code path as on
-GPUs. One engine serves the module; a killed run is resumed by it."""
+GPUs. One engine serves the module; a killed run is resumed by it; the benchmark of the engine runs on it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 
+import bench_smoke
 import pytest
 from real_models import Kept, chat, check_samples, problems, texts
 
@@ -116,3 +117,11 @@ def test_progress_counts_the_samples_the_replica_finishes(engine):
     engine.generate([chat("a", "What is 2 + 3?", n=4, seed=100), chat("b", "Name a fruit.", n=3, seed=7)],
                     heard.append)
     assert heard and heard[-1] == 7 and heard == sorted(heard)
+
+
+def test_the_benchmark_runs_on_this_engine(engine, tmp_path, capsys):
+    """``benchmarks/vllm_engine.py``'s smoke run (``bench_smoke``): the stage, then raw vLLM in the replica, on
+    this module's engine (the script's own start would load the model again); no figure asserted."""
+    code = bench_smoke.load("vllm_engine").main(bench_smoke.argv("vllm_engine", tmp_path), engine=engine.engine)
+    out = capsys.readouterr().out
+    assert code == 0 and bench_smoke.unprinted("vllm_engine", out) == [], out

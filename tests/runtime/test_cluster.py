@@ -1,5 +1,6 @@
 """A build on a real two-node Ray cluster (head + worker on this machine, token authentication on): the
-same recipe as on local Ray, only RAY_ADDRESS set, and the verification shards ran on both nodes.
+same recipe as on local Ray, only RAY_ADDRESS set, and the verification shards ran on both nodes. The build
+uses the session's Prefect server as a configured one (its own start is what tests/services covers).
 
 The cluster lives in its own temp dir and process groups and is torn down by killing those groups:
 ``ray stop`` would also stop every other Ray instance on a shared machine.
@@ -80,10 +81,10 @@ def test_driver_without_the_token_is_refused(cluster, tmp_path):
     assert "auth" in out.stderr.lower() or "token" in out.stderr.lower(), out.stderr[-2000:]
 
 
-def test_build_runs_unchanged_on_the_cluster_and_uses_both_nodes(cluster, tmp_path):
+def test_build_runs_unchanged_on_the_cluster_and_uses_both_nodes(cluster, tmp_path, prefect_api):
     store, log = tmp_path / "store", tmp_path / "run.log"
     args = ["-m", "bonforge.cli", "run", str(RECIPE), "--store", str(store), "--set", "problems.limit=600"]
-    assert run(args, cluster, log) == 0, log.read_text()[-4000:]
+    assert run(args, {**cluster, "PREFECT_API_URL": prefect_api}, log) == 0, log.read_text()[-4000:]
     nodes = set()
     verdicts = list((store / "stages" / "verdicts").iterdir())
     assert len(verdicts) == 4

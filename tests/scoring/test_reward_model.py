@@ -11,10 +11,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import bench_smoke
 import pytest
 
 from bonforge.scoring.config import RewardModelScorer
@@ -39,18 +39,24 @@ def rm_dir() -> str:
     return str(build_test_rm())
 
 
+@pytest.fixture(scope="module")
+def local(rm_dir) -> list:
+    """The transformers engine's results on ITEMS at the default batch of 8: what the other engines must equal
+    (scored once for the module)."""
+    return open_scorer(cfg(batch_size=8)).score(ITEMS)
+
+
 def cfg(**kw) -> RewardModelScorer:
     return RewardModelScorer(**{"kind": "reward_model", "name": "rm", "model": TEST_RM, "allow_random_head": True,
                                 "max_length": 1024, **kw})
 
 
 @pytest.mark.slow
-def test_transformers_engine_equals_a_plain_forward_pass_at_batch_1_and_8(rm_dir):
+def test_transformers_engine_equals_a_plain_forward_pass_at_batch_1_and_8(rm_dir, local):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    one = open_scorer(cfg(batch_size=1)).score(ITEMS)
-    eight = open_scorer(cfg(batch_size=8)).score(ITEMS)
+    one, eight = open_scorer(cfg(batch_size=1)).score(ITEMS), local
     tok = AutoTokenizer.from_pretrained(rm_dir)
     model = AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype=torch.float32).eval()
     for item, a, b in zip(ITEMS, one, eight):
@@ -106,7 +112,7 @@ class _Classify(BaseHTTPRequestHandler):
 
 
 @pytest.mark.slow
-def test_server_engine_sends_token_ids_and_reads_raw_logits(rm_dir):
+def test_server_engine_sends_token_ids_and_reads_raw_logits(rm_dir, local):
     _Classify.engine, _Classify.bodies = TransformersRM(cfg(batch_size=8)), []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Classify)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -115,7 +121,6 @@ def test_server_engine_sends_token_ids_and_reads_raw_logits(rm_dir):
         got = open_scorer(cfg(engine="pooling", base_url=url, served_model="rm", batch_size=3)).score(ITEMS)
     finally:
         server.shutdown()
-    local = open_scorer(cfg()).score(ITEMS)
     assert [g.value for g in got] == pytest.approx([v.value for v in local], abs=1e-5)
     assert len(_Classify.bodies) == 3 and all(isinstance(b["input"][0][0], int) for b in _Classify.bodies)
     tok = load_tokenizer(TEST_RM)
@@ -127,34 +132,24 @@ def test_a_server_that_fails_is_the_scorers_error_not_a_score(rm_dir):
         open_scorer(cfg(engine="pooling", base_url="http://127.0.0.1:9", timeout_s=2)).score(ITEMS[:1])
 
 
-_VLLM = textwrap.dedent("""
-    import json, sys
-    from bonforge.scoring.config import RewardModelScorer
-    from bonforge.scoring import Item, open_scorer
-    if __name__ == "__main__":
-        spec = json.loads(sys.argv[1])
-        scorer = open_scorer(RewardModelScorer(**spec["cfg"]))
-        print("SCORES", json.dumps([r.value for r in scorer.score([Item(**i) for i in spec["items"]])]))
-""")
-
-
 @pytest.mark.slow
-def test_vllm_offline_gives_the_same_scores(rm_dir, tmp_path):
+def test_vllm_offline_gives_the_same_scores(rm_dir, local, tmp_path):
+    """vLLM offline, in a process of its own as ``benchmarks/reward_model.py`` runs it: the test is that script's
+    smoke run (``bench_smoke``) on these conversations, so that CI loads the model in vLLM once for both."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vLLM is not installed (python -m bonforge.cpu_models)")
-    script = tmp_path / "score_vllm.py"
-    script.write_text(_VLLM)
-    spec = {"cfg": cfg(engine="vllm").model_dump(), "items": [i.__dict__ for i in ITEMS]}
-    done = subprocess.run([sys.executable, str(script), json.dumps(spec)], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
-    line = next((x for x in done.stdout.splitlines() if x.startswith("SCORES ")), None)
-    assert line, done.stderr[-3000:]
-    local = open_scorer(cfg(batch_size=8)).score(ITEMS)
-    assert json.loads(line[7:]) == pytest.approx([r.value for r in local], abs=1e-3)
+    (tmp_path / "items.json").write_text(json.dumps([i.__dict__ for i in ITEMS]))
+    script = [sys.executable, str(bench_smoke.BENCHMARKS / "reward_model.py"), *bench_smoke.argv("reward_model",
+                                                                                                 tmp_path)]
+    done = subprocess.run(script, capture_output=True, text=True, timeout=600, cwd=bench_smoke.REPO,
+                          env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
+    assert done.returncode == 0 and bench_smoke.unprinted("reward_model", done.stdout) == [], done.stderr[-3000:]
+    assert json.loads((tmp_path / "scores.json").read_text())["vllm"] == pytest.approx([r.value for r in local],
+                                                                                       abs=1e-3)
 
 
 @pytest.mark.slow
-def test_a_real_vllm_server_gives_the_same_scores(rm_dir, tmp_path):
+def test_a_real_vllm_server_gives_the_same_scores(rm_dir, local, tmp_path):
     """vLLM's own OpenAI-compatible server (pooling runner, the model converted to classify) behind the
     `pooling` engine: the same token ids, the raw logits, within 1e-3 of transformers (measured here on the
     CPU build: 1.1e-5 over these eight conversations)."""
@@ -188,6 +183,5 @@ def test_a_real_vllm_server_gives_the_same_scores(rm_dir, tmp_path):
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
-    local = open_scorer(cfg(batch_size=8)).score(ITEMS)
     assert all(g.status == "ok" and g.n_tokens == v.n_tokens for g, v in zip(got, local))
     assert [g.value for g in got] == pytest.approx([v.value for v in local], abs=1e-3)
