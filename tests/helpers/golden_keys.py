@@ -69,14 +69,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "33b1739f86e38e62eedd",
-            "e1cbf8ed49e0d875ef56"
+            "0e5d9e7666115196fd27",
+            "4b6e9f290119be260569"
         ],
         "problem_stats": [
-            "91acd39ade6a6292be0a"
+            "fc412c69c5d2f6ec0354"
         ],
         "genselect": [
-            "d3d405b700c1fe484ff4"
+            "9f296f7641d962ebbd43"
         ]
     },
     "humaneval-genselect": {
@@ -88,14 +88,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "6c941740c2b59d56f429",
-            "08497928c49be9292a1b"
+            "4447459c8ca1963890b6",
+            "d6dee074a5af4afcd9d6"
         ],
         "problem_stats": [
-            "841f15fa4dcc6f129719"
+            "b385166ce5a7229cce75"
         ],
         "genselect": [
-            "a948bae9b2150965a90d"
+            "30ef533058661a72b8b4"
         ]
     },
     "gsm8k-fusion": {
