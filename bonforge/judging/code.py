@@ -492,42 +492,92 @@ class _Replays:
                     budget=request["budget"] - self.spent[i])
 
 
+PROBE_S = 0.25  # the first pass's CPU limit per test (``probe``): most programs end well within it
+PROBE_SLACK_S = 0.5  # its wall limit: PROBE_S * wall_factor + this (a sleeping program is re-run sooner)
+
+
+def probe(request: dict, cfg: CodeVerifyConfig) -> dict | None:
+    """``request``'s first pass: each test's CPU limit cut to ``PROBE_S``, its wall limit to ``PROBE_S *
+    wall_factor + PROBE_SLACK_S`` (its budget unchanged); None when the request runs once with its own limits:
+    its limit is no longer than the probe, or it runs a built program (C++, Java, PyPy: a second run would pay
+    its build again, g++'s or javac's 0.5-2 CPU-s, more than the probe saves)."""
+    if "exec" in request or float(request["time_limit"]) <= PROBE_S:
+        return None
+    wall = min(PROBE_S * cfg.wall_factor + PROBE_SLACK_S, float(request["wall_limit"]))
+    return dict(request, time_limit=PROBE_S, wall_limit=wall)
+
+
+def _hit_probe(outcome: dict) -> bool:
+    """Whether a probe's outcome has a test that ran out of time (its CPU, wall or budget): only the run
+    with the request's own limits can say what that test does."""
+    return any(res.get("status") == "timeout" for res in outcome.get("results") or ())
+
+
 def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker, run,
                    cfg: CodeVerifyConfig) -> list[dict]:  # fmt: skip
     """Every request run and judged as it arrives (``judged``; an assert-style one's check replayed then,
-    ``_Replays``). With assert-style requests, in chunks, two in the sandbox at a time (a pool that hands
-    outcomes over only at the end holds at most two chunks'), then the programs whose checks asked for
-    more calls run again, round by round."""
-    if not asserts:
-        return run(requests, lambda i, o: judged(specs[i], o, cfg))
-    replays = _Replays(requests, specs, asserts, checker, cfg)
+    ``_Replays``), in two passes. The first runs each request under its ``probe``: a request that ends within
+    it keeps that outcome; one whose run hit the probe's limit keeps nothing of it (its outcome, its answers,
+    its spent time are dropped unread) and runs again, from the start, with its own limits after all other
+    requests, beside the other long ones (they pack onto the sandbox's slots instead of one loop starting
+    last and running alone). With assert-style requests the first pass runs in chunks, two in the sandbox at
+    a time (a pool that hands outcomes over only at the end holds at most two chunks'); then the long ones
+    and the programs whose checks asked for more calls run again, round by round.
 
+    Verdicts are those of one pass with the requests' own limits: a program that ends within stricter limits
+    ends the same way under looser ones (a deterministic one; any other may differ between two runs anyway).
+    A hostile program gains nothing from the probe: it keeps the probe's outcome only by ending every test
+    within the stricter limits, and running into them only costs it the probe's time before its own run;
+    each request's runs are its own, so no program can change another's verdict through the schedule."""
+    replays = _Replays(requests, specs, asserts, checker, cfg) if asserts else None
+    long: list[int] = []  # requests whose probe ran out of time (appended from the pool's threads)
+
+    def on_probe(i: int, outcome: dict) -> dict | None:
+        if probes[i] is not None and _hit_probe(outcome):
+            long.append(i)
+            return None  # nothing of it is kept: the request runs again with its own limits
+        return replays.judged(i, outcome) if replays else judged(specs[i], outcome, cfg)
+
+    probes = [probe(r, cfg) for r in requests]
+    first = [p if p is not None else r for p, r in zip(probes, requests, strict=True)]
+    if replays is None:
+        kept = run(first, on_probe)
+    else:
+        kept = _chunked(first, on_probe, run)
+    on = replays.judged if replays else (lambda i, o: judged(specs[i], o, cfg))
+    batch = [(i, requests[i]) for i in sorted(long)]  # the long ones, with their own limits
+    while batch or replays and replays.again:
+        if replays:  # the programs whose checks asked for more calls, with the longer plans
+            batch += [(i, replays.rerun(i)) for i in sorted(replays.again)]
+            replays.again.clear()
+        reruns = run([r for _, r in batch], lambda k, o, batch=batch: on(batch[k][0], o))
+        for (i, _), rerun in zip(batch, reruns, strict=True):
+            kept[i] = rerun
+        batch = []
+    return kept
+
+
+def _chunked(requests: list[dict], on_outcome, run) -> list[dict]:
+    """``run`` in chunks of ``CHUNK`` requests, two in flight, the next launched as soon as EITHER ends: a
+    chunk held up by one long program must not keep the other worker idle until it ends."""
     finished: queue.Queue[int] = queue.Queue()
 
     def chunk(s: int) -> list[dict]:
         try:
-            return run(requests[s : s + CHUNK], lambda i, o: replays.judged(s + i, o))
+            return run(requests[s : s + CHUNK], lambda i, o: on_outcome(s + i, o))
         finally:
             finished.put(s)
 
-    # Two chunks in flight, the next launched as soon as EITHER ends: a chunk held up by one long program
-    # (a loop that runs to its time limit) must not keep the other worker idle until it ends.
     starts = iter(range(0, len(requests), CHUNK))
     running = {s: Background(chunk, s) for s in itertools.islice(starts, 2)}
     done: dict[int, list[dict]] = {}
     while running:
         s = _next_finished(finished)
         done[s] = running.pop(s).result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
-        for nxt in itertools.islice(starts, 1):
+        nxt = next(starts, None)
+        if nxt is not None:
             running[nxt] = Background(chunk, nxt)
-    kept = [outcome for s in sorted(done) for outcome in done[s]]
-    while replays.again:
-        again = sorted(replays.again)
-        replays.again.clear()
-        reruns = run([replays.rerun(i) for i in again], lambda k, o, again=again: replays.judged(again[k], o))
-        for i, rerun in zip(again, reruns, strict=True):
-            kept[i] = rerun
-    return kept
+    return [outcome for s in sorted(done) for outcome in done[s]]
 
 
 def _next_finished(finished: queue.Queue[int]) -> int:

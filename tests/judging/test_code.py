@@ -178,6 +178,6 @@ def test_a_long_chunk_does_not_hold_the_next_back():
             assert third_started.wait(10), "the third chunk waited for the first"
         return [on_outcome(k, {"sandbox_error": f"request {first + k}"}) for k in range(len(requests))]
 
-    requests = [{"i": i} for i in range(n)]
+    requests = [{"i": i, "time_limit": code.PROBE_S} for i in range(n)]  # no probe: one pass
     kept = code._run_and_check(requests, [None] * n, dict.fromkeys(range(n), "check"), None, run, CodeVerifyConfig())
     assert [k["sandbox_error"] for k in kept] == [f"request {i}" for i in range(n)]
