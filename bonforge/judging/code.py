@@ -498,13 +498,14 @@ PROBE_SLACK_S = 0.5  # its wall limit: PROBE_S * wall_factor + this (a sleeping 
 
 def probe(request: dict, cfg: CodeVerifyConfig) -> dict | None:
     """``request``'s first pass: each test's CPU limit cut to ``PROBE_S``, its wall limit to ``PROBE_S *
-    wall_factor + PROBE_SLACK_S`` (its budget unchanged); None when the request runs once with its own limits:
-    its limit is no longer than the probe, or it runs a built program (C++, Java, PyPy: a second run would pay
-    its build again, g++'s or javac's 0.5-2 CPU-s, more than the probe saves)."""
+    wall_factor + PROBE_SLACK_S`` (its budget unchanged), ending at its first test that runs out of time.
+    None when the request runs once with its own limits: its limit is no longer than the probe, or it runs a
+    built program (C++, Java, PyPy: a second run would pay its build again, g++'s or javac's 0.5-2 CPU-s,
+    more than the probe saves)."""
     if "exec" in request or float(request["time_limit"]) <= PROBE_S:
         return None
     wall = min(PROBE_S * cfg.wall_factor + PROBE_SLACK_S, float(request["wall_limit"]))
-    return dict(request, time_limit=PROBE_S, wall_limit=wall)
+    return dict(request, time_limit=PROBE_S, wall_limit=wall, stop_on_timeout=True)
 
 
 def _hit_probe(outcome: dict) -> bool:

@@ -25,6 +25,8 @@ output and answer). Its results add ``exit_code`` (negative: the signal).
 
 ``budget`` (optional): the wall-clock seconds all the request's tests may take together; each test's wall
 limit is cut to what is left, and once nothing is left the remaining tests are not run (``timeout``).
+``stop_on_timeout`` (optional): stop at the first test that runs out of time (the judge's short first pass,
+``judging.code.probe``: such a request runs again with its own limits).
 
 An ``assert`` test is a list of calls of ``fn_name`` (arguments in the tagged form of ``encode_value``),
 planned by the checker (``checker.py``, in a container of its own: the check is the dataset's code, not
@@ -455,7 +457,9 @@ def handle(req, workdir, sandbox):
             results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left)), i, test, pfd, sandbox))
             if left < float(req["wall_limit"]) and results[-1]["status"] == Status.TIMEOUT:
                 results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
-            if req.get("stop_on_failure") and results[-1]["status"] != Status.OK:
+            status = results[-1]["status"]
+            stop = req.get("stop_on_failure") or status == Status.TIMEOUT and req.get("stop_on_timeout")
+            if stop and status != Status.OK:
                 break
     except _Stuck as e:
         problems.append(str(e))

@@ -47,12 +47,14 @@ class CostPool:
                 res = {"status": "ok", "stdout": f"{i if cost is not None else -1}\n", "cpu_s": cost or 0.01,
                        "wall_s": (cost or 0.01) + 0.01}  # fmt: skip
             results.append(dict(res, stderr="", error=""))
-            if request["stop_on_failure"] and res["status"] != "ok":
-                break
+            if res["status"] != "ok" and (request["stop_on_failure"] or request.get("stop_on_timeout")):
+                break  # (every failure here is a timeout)
         return {"id": request["id"], "results": results, "latency_s": sum(r["wall_s"] for r in results)}
 
 
-def judge(programs: list[str], **cfg) -> tuple[list[dict], list[tuple[str, float, float]]]:
+def judge(programs: list[str], pool=None, **cfg) -> tuple[list[dict], list[tuple[str, float, float]]]:
+    """The verdicts of ``programs`` for one problem of ``THREE`` (on ``pool``, default a ``CostPool``) and the
+    cost pool's log."""
     problems = pa.Table.from_pylist(
         [{"problem_id": "p", "source": "t", "domain": "code", "question": "", "tests": json.dumps(THREE)}],
         schema=PROBLEMS,
@@ -62,9 +64,12 @@ def judge(programs: list[str], **cfg) -> tuple[list[dict], list[tuple[str, float
          for i, p in enumerate(programs)],
         schema=CANDIDATES,
     )  # fmt: skip
-    pool = CostPool()
-    out = verify_code(problems, cands, CodeVerifyConfig(extraction="raw", **cfg), pool=pool)
-    return [{k: v[k] for k in ("status", "tests_passed", "detail", "latency_ms")} for v in out.to_pylist()], pool.log
+    pool = pool or CostPool()
+    config = getattr(pool, "cfg", CodeVerifyConfig()).model_copy(update={"extraction": "raw", **cfg})
+    out = verify_code(problems, cands, config, pool=pool)
+    return [{k: v[k] for k in ("status", "tests_passed", "detail", "latency_ms")} for v in out.to_pylist()], getattr(
+        pool, "log", []
+    )
 
 
 @pytest.mark.parametrize("stop", [False, True])
@@ -86,7 +91,8 @@ def test_the_long_requests_run_again_at_the_end_with_their_own_limits(monkeypatc
 def test_a_short_limit_or_a_built_program_runs_once():
     spec = parse_spec(json.dumps(THREE), "p")
     cfg = CodeVerifyConfig()
-    assert code.probe(build_request(spec, "print(1)", cfg, "r"), cfg)["time_limit"] == code.PROBE_S
+    first = code.probe(build_request(spec, "print(1)", cfg, "r"), cfg)
+    assert (first["time_limit"], first["stop_on_timeout"]) == (code.PROBE_S, True)
     short = parse_spec(json.dumps(dict(THREE, time_limit_s=code.PROBE_S)), "p")
     assert code.probe(build_request(short, "print(1)", cfg, "r"), cfg) is None
     for language in ("cpp", "java", "pypy"):  # a second run would build the program again
@@ -129,3 +135,40 @@ def test_an_assert_style_check_counts_only_its_runs_with_their_own_limits():
     assert budgets == [(code.PROBE_S, 20.0), (3.0, 20.0), (3.0, 20.0 - 0.4)]
     assert kept[0]["results"][0]["status"] == "passed"
     assert kept[0]["results"][0]["wall_s"] == pytest.approx(0.4 + 0.8)  # its two rounds, not the probe
+
+
+SLOW_SECOND = (  # 0.6 CPU-s on its second test
+    "import time\nn = int(input())\nt = time.process_time()\n"
+    "while n == 1 and time.process_time() - t < 0.6:\n    pass\nprint(n)\n"
+)
+
+
+@pytest.mark.docker
+def test_real_programs_get_the_verdicts_of_one_pass(docker_pool, monkeypatch):
+    """A loop, a program that takes 0.6 CPU-s on one test (over the probe, under the 1 s limit), fast right,
+    wrong and failing ones: the same verdicts with the probe as in one pass."""
+    programs = [
+        "while True:\n    pass\n",
+        SLOW_SECOND,
+        "print(input())\n",
+        "print(-1)\n",
+        "raise ValueError(input())\n",
+        "import time\nn = int(input())\ntime.sleep(3.5 if n == 2 else 0)\nprint(n)\n",  # over the probe's wall limit
+    ]
+    expected = [("timeout", 0), ("passed", 3), ("passed", 3), ("wrong_answer", 0), ("runtime_error", 0), ("passed", 3)]
+    slack = {"wall_factor": 8.0}  # wall limits 9 s, the probe's 2.5 s: CPU limits decide on a busy machine
+    verdicts, _ = judge(programs, docker_pool, **slack)
+    assert [(v["status"], v["tests_passed"]) for v in verdicts] == expected
+    monkeypatch.setattr(code, "PROBE_S", 100.0)  # one pass with the requests' own limits
+    one_pass, _ = judge(programs, docker_pool, **slack)
+    assert [(v["status"], v["tests_passed"], v["detail"]) for v in verdicts] == [
+        (v["status"], v["tests_passed"], v["detail"]) for v in one_pass
+    ]
+
+
+@pytest.mark.docker
+def test_a_probe_ends_at_its_first_test_out_of_time(docker_pool):
+    spec = parse_spec(json.dumps(THREE), "p")
+    request = code.probe(build_request(spec, SLOW_SECOND, docker_pool.cfg, "r"), docker_pool.cfg)
+    (outcome,) = docker_pool.run([request])
+    assert [r["status"] for r in outcome["results"]] == ["ok", "timeout"]  # the third test never ran
