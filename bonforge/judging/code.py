@@ -21,16 +21,26 @@ raises the bound); its wall limit ``W = limit * wall_factor + 1``. A candidate's
 is ``min(tests * W, candidate_wall_s)``, and ``candidate_wall_s`` for an assert-style check (all its runs):
 tests left when it runs out count as ``timeout``. The host waits for one request at most its budget plus
 ``pool.HOST_MARGIN_S`` + 1 s once a worker takes it.
+
+**Two passes** (``_run_and_check``). Each Python request runs first under a short probe (``passes.probe``: a
+CPU limit of ``PROBE_S`` per test, ending at the first test out of time); the few that run into it (loops, heavy
+programs) run again from the start with their own limits after every other request, side by side on the
+sandbox's slots, instead of one loop met late running alone while the other slots have nothing left. Verdicts
+are those of one pass: an outcome under the probe is kept only when no test ran out of time (a program that ends
+within stricter limits ends the same way under its own), and nothing of a probe that ran out of time is kept,
+its results, answers and spent time included. A hostile program cannot use the probe: it passes it only by
+passing every test under stricter limits, running into it costs it only the probe's time before its own run,
+and each request's runs are its own (the schedule changes no one else's outcome). A candidate's sandbox time is
+then at most its probe's (its tests before the first one out of time, plus ``PROBE_S`` or the probe's wall
+limit) plus its budget. Built programs (C++, Java, PyPy) run once: a second run would pay their build again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import math
-import queue
 from typing import Protocol
 
 import pyarrow as pa
@@ -39,7 +49,7 @@ from bonforge.errors import DataError
 from bonforge.sandbox.checker import Checker, shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.extract import extract_code
-from bonforge.sandbox.lanes import Background
+from bonforge.judging.passes import chunked, hit_probe, probe
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.codec import decode_value
@@ -428,7 +438,6 @@ def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:
     return answer["key"], answer["plan"]
 
 
-CHUNK = 64  # requests per pool call when checks are replayed (bounds what a pool that does not stream holds)
 # The host's extra memory while a batch is judged on a pool that streams outcomes (``SandboxPool``: the stage
 # off Ray, the code reward), whatever the batch's size: at most about this many answers of one request
 # (its tests x the output cap) per worker of the pool: the channel's read buffer, the parsed answer, the
@@ -492,49 +501,21 @@ class _Replays:
                     budget=request["budget"] - self.spent[i])
 
 
-PROBE_S = 0.25  # the first pass's CPU limit per test (``probe``): most programs end well within it
-PROBE_SLACK_S = 0.5  # its wall limit: PROBE_S * wall_factor + this (a sleeping program is re-run sooner)
-
-
-def probe(request: dict, cfg: CodeVerifyConfig) -> dict | None:
-    """``request``'s first pass: each test's CPU limit cut to ``PROBE_S``, its wall limit to ``PROBE_S *
-    wall_factor + PROBE_SLACK_S`` (its budget unchanged), ending at its first test that runs out of time.
-    None when the request runs once with its own limits: its limit is no longer than the probe, or it runs a
-    built program (C++, Java, PyPy: a second run would pay its build again, g++'s or javac's 0.5-2 CPU-s,
-    more than the probe saves)."""
-    if "exec" in request or float(request["time_limit"]) <= PROBE_S:
-        return None
-    wall = min(PROBE_S * cfg.wall_factor + PROBE_SLACK_S, float(request["wall_limit"]))
-    return dict(request, time_limit=PROBE_S, wall_limit=wall, stop_on_timeout=True)
-
-
-def _hit_probe(outcome: dict) -> bool:
-    """Whether a probe's outcome has a test that ran out of time (its CPU, wall or budget): only the run
-    with the request's own limits can say what that test does."""
-    return any(res.get("status") == "timeout" for res in outcome.get("results") or ())
-
-
 def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker, run,
                    cfg: CodeVerifyConfig) -> list[dict]:  # fmt: skip
     """Every request run and judged as it arrives (``judged``; an assert-style one's check replayed then,
-    ``_Replays``), in two passes. The first runs each request under its ``probe``: a request that ends within
-    it keeps that outcome; one whose run hit the probe's limit keeps nothing of it (its outcome, its answers,
-    its spent time are dropped unread) and runs again, from the start, with its own limits after all other
-    requests, beside the other long ones (they pack onto the sandbox's slots instead of one loop starting
-    last and running alone). With assert-style requests the first pass runs in chunks, two in the sandbox at
-    a time (a pool that hands outcomes over only at the end holds at most two chunks'); then the long ones
-    and the programs whose checks asked for more calls run again, round by round.
-
-    Verdicts are those of one pass with the requests' own limits: a program that ends within stricter limits
-    ends the same way under looser ones (a deterministic one; any other may differ between two runs anyway).
-    A hostile program gains nothing from the probe: it keeps the probe's outcome only by ending every test
-    within the stricter limits, and running into them only costs it the probe's time before its own run;
-    each request's runs are its own, so no program can change another's verdict through the schedule."""
+    ``_Replays``), in two passes (the module's docstring says why verdicts stay those of one pass). The first
+    runs each request under its ``probe``: a request that ends within it keeps that outcome; one whose run hit
+    the probe's limit keeps nothing of it (its outcome, answers and spent time are dropped unread) and runs
+    again, from the start, with its own limits after all other requests, beside the other long ones. With
+    assert-style requests the first pass runs in chunks, two in the sandbox at a time (a pool that hands
+    outcomes over only at the end holds at most two chunks'); then the long ones and the programs whose checks
+    asked for more calls run again, round by round."""
     replays = _Replays(requests, specs, asserts, checker, cfg) if asserts else None
     long: list[int] = []  # requests whose probe ran out of time (appended from the pool's threads)
 
     def on_probe(i: int, outcome: dict) -> dict | None:
-        if probes[i] is not None and _hit_probe(outcome):
+        if probes[i] is not None and hit_probe(outcome):
             long.append(i)
             return None  # nothing of it is kept: the request runs again with its own limits
         return replays.judged(i, outcome) if replays else judged(specs[i], outcome, cfg)
@@ -544,7 +525,7 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
     if replays is None:
         kept = run(first, on_probe)
     else:
-        kept = _chunked(first, on_probe, run)
+        kept = chunked(first, on_probe, run)
     on = replays.judged if replays else (lambda i, o: judged(specs[i], o, cfg))
     batch = [(i, requests[i]) for i in sorted(long)]  # the long ones, with their own limits
     while batch or replays and replays.again:
@@ -556,38 +537,6 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
             kept[i] = rerun
         batch = []
     return kept
-
-
-def _chunked(requests: list[dict], on_outcome, run) -> list[dict]:
-    """``run`` in chunks of ``CHUNK`` requests, two in flight, the next launched as soon as EITHER ends: a
-    chunk held up by one long program must not keep the other worker idle until it ends."""
-    finished: queue.Queue[int] = queue.Queue()
-
-    def chunk(s: int) -> list[dict]:
-        try:
-            return run(requests[s : s + CHUNK], lambda i, o: on_outcome(s + i, o))
-        finally:
-            finished.put(s)
-
-    starts = iter(range(0, len(requests), CHUNK))
-    running = {s: Background(chunk, s) for s in itertools.islice(starts, 2)}
-    done: dict[int, list[dict]] = {}
-    while running:
-        s = _next_finished(finished)
-        done[s] = running.pop(s).result()  # after Ctrl-C, no further chunk starts; the pool's close stops these
-        nxt = next(starts, None)
-        if nxt is not None:
-            running[nxt] = Background(chunk, nxt)
-    return [outcome for s in sorted(done) for outcome in done[s]]
-
-
-def _next_finished(finished: queue.Queue[int]) -> int:
-    """The next chunk to end, waited for in short steps (a long wait would not see Ctrl-C: ``Background``)."""
-    while True:
-        try:
-            return finished.get(timeout=0.2)
-        except queue.Empty:
-            continue
 
 
 @contextlib.contextmanager

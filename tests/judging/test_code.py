@@ -165,19 +165,19 @@ def test_a_long_chunk_does_not_hold_the_next_back():
     idle until it ended: the whole CodeT pool at 56 % of its floor on an idle machine)."""
     import threading
 
-    from bonforge.judging import code
+    from bonforge.judging import code, passes
 
-    n = 3 * code.CHUNK
+    n = 3 * passes.CHUNK
     third_started = threading.Event()
 
     def run(requests, on_outcome):
         first = requests[0]["i"]
-        if first == 2 * code.CHUNK:
+        if first == 2 * passes.CHUNK:
             third_started.set()
         if first == 0:  # the long one: it ends only once the third chunk has started
             assert third_started.wait(10), "the third chunk waited for the first"
         return [on_outcome(k, {"sandbox_error": f"request {first + k}"}) for k in range(len(requests))]
 
-    requests = [{"i": i, "time_limit": code.PROBE_S} for i in range(n)]  # no probe: one pass
+    requests = [{"i": i, "time_limit": passes.PROBE_S} for i in range(n)]  # no probe: one pass
     kept = code._run_and_check(requests, [None] * n, dict.fromkeys(range(n), "check"), None, run, CodeVerifyConfig())
     assert [k["sandbox_error"] for k in kept] == [f"request {i}" for i in range(n)]

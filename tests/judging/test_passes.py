@@ -1,5 +1,6 @@
-"""The code judge's schedule (``judging.code._run_and_check``): a short first pass under each request's probe,
-the requests that ran into it again with their own limits at the end; verdicts those of one pass."""
+"""The code judge's passes (``judging.passes``, run by ``judging.code._run_and_check``): a short first pass under
+each request's probe, the requests that ran into it again with their own limits at the end; verdicts those of
+one pass."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from bonforge.judging import code
+from bonforge.judging import code, passes
 from bonforge.judging.code import build_request, verify_code
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
@@ -76,13 +77,13 @@ def judge(programs: list[str], pool=None, **cfg) -> tuple[list[dict], list[tuple
 def test_the_long_requests_run_again_at_the_end_with_their_own_limits(monkeypatch, stop):
     programs = list(COSTS)
     verdicts, log = judge(programs, stop_on_first_failure=stop)
-    probe_wall = code.PROBE_S * 2.0 + code.PROBE_SLACK_S
+    probe_wall = passes.PROBE_S * 2.0 + passes.PROBE_SLACK_S
     # first every program under the probe, in order; then the three that ran into it, with the 3 s limit
-    assert log == [(p, code.PROBE_S, probe_wall) for p in programs] + [
+    assert log == [(p, passes.PROBE_S, probe_wall) for p in programs] + [
         (p, 3.0, 7.0) for p in ("slow", "loop", "slow then wrong")
     ]
     assert [v["status"] for v in verdicts] == ["passed", "wrong_answer", "passed", "timeout", "wrong_answer"]
-    monkeypatch.setattr(code, "PROBE_S", 100.0)  # no probe: one pass with the requests' own limits
+    monkeypatch.setattr(passes, "PROBE_S", 100.0)  # no probe: one pass with the requests' own limits
     one_pass, log = judge(programs, stop_on_first_failure=stop)
     assert log == [(p, 3.0, 7.0) for p in programs]
     assert verdicts == one_pass  # statuses, tests passed, details and the latency of the run kept
@@ -91,12 +92,12 @@ def test_the_long_requests_run_again_at_the_end_with_their_own_limits(monkeypatc
 def test_a_short_limit_or_a_built_program_runs_once():
     spec = parse_spec(json.dumps(THREE), "p")
     cfg = CodeVerifyConfig()
-    first = code.probe(build_request(spec, "print(1)", cfg, "r"), cfg)
-    assert (first["time_limit"], first["stop_on_timeout"]) == (code.PROBE_S, True)
-    short = parse_spec(json.dumps(dict(THREE, time_limit_s=code.PROBE_S)), "p")
-    assert code.probe(build_request(short, "print(1)", cfg, "r"), cfg) is None
+    first = passes.probe(build_request(spec, "print(1)", cfg, "r"), cfg)
+    assert (first["time_limit"], first["stop_on_timeout"]) == (passes.PROBE_S, True)
+    short = parse_spec(json.dumps(dict(THREE, time_limit_s=passes.PROBE_S)), "p")
+    assert passes.probe(build_request(short, "print(1)", cfg, "r"), cfg) is None
     for language in ("cpp", "java", "pypy"):  # a second run would build the program again
-        assert code.probe(build_request(spec, "int main(){}", cfg, "r", language=language), cfg) is None
+        assert passes.probe(build_request(spec, "int main(){}", cfg, "r", language=language), cfg) is None
 
 
 class Rounds:
@@ -132,7 +133,7 @@ def test_an_assert_style_check_counts_only_its_runs_with_their_own_limits():
     spec = parse_spec(json.dumps({"kind": "assert", "entry_point": "f", "check": "assert f(1) == 1\n"}), "p")
     request = build_request(spec, "def f(x):\n    return 1\n", cfg, "r", plan=[[[1], {}]])
     kept = code._run_and_check([request], [spec], {0: "check"}, Rounds(), run, cfg)
-    assert budgets == [(code.PROBE_S, 20.0), (3.0, 20.0), (3.0, 20.0 - 0.4)]
+    assert budgets == [(passes.PROBE_S, 20.0), (3.0, 20.0), (3.0, 20.0 - 0.4)]
     assert kept[0]["results"][0]["status"] == "passed"
     assert kept[0]["results"][0]["wall_s"] == pytest.approx(0.4 + 0.8)  # its two rounds, not the probe
 
@@ -159,7 +160,7 @@ def test_real_programs_get_the_verdicts_of_one_pass(docker_pool, monkeypatch):
     slack = {"wall_factor": 8.0}  # wall limits 9 s, the probe's 2.5 s: CPU limits decide on a busy machine
     verdicts, _ = judge(programs, docker_pool, **slack)
     assert [(v["status"], v["tests_passed"]) for v in verdicts] == expected
-    monkeypatch.setattr(code, "PROBE_S", 100.0)  # one pass with the requests' own limits
+    monkeypatch.setattr(passes, "PROBE_S", 100.0)  # one pass with the requests' own limits
     one_pass, _ = judge(programs, docker_pool, **slack)
     assert [(v["status"], v["tests_passed"], v["detail"]) for v in verdicts] == [
         (v["status"], v["tests_passed"], v["detail"]) for v in one_pass
@@ -169,6 +170,6 @@ def test_real_programs_get_the_verdicts_of_one_pass(docker_pool, monkeypatch):
 @pytest.mark.docker
 def test_a_probe_ends_at_its_first_test_out_of_time(docker_pool):
     spec = parse_spec(json.dumps(THREE), "p")
-    request = code.probe(build_request(spec, SLOW_SECOND, docker_pool.cfg, "r"), docker_pool.cfg)
+    request = passes.probe(build_request(spec, SLOW_SECOND, docker_pool.cfg, "r"), docker_pool.cfg)
     (outcome,) = docker_pool.run([request])
     assert [r["status"] for r in outcome["results"]] == ["ok", "timeout"]  # the third test never ran
