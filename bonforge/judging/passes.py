@@ -14,7 +14,7 @@ from bonforge.sandbox.lanes import Background
 CHUNK = 64  # requests per pool call when checks are replayed (bounds what a pool that does not stream holds)
 
 
-PROBE_S = 0.25  # the first pass's CPU limit per test (``probe``): most programs end well within it
+PROBE_S = 0.1  # the first pass's CPU limit per test (``probe``): CodeT's programs, but for its loops, take < 0.05 s
 PROBE_SLACK_S = 0.5  # its wall limit: PROBE_S * wall_factor + this (a sleeping program is re-run sooner)
 
 
