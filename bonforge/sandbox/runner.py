@@ -26,7 +26,7 @@ output and answer). Its results add ``exit_code`` (negative: the signal).
 ``budget`` (optional): the wall-clock seconds all the request's tests may take together; each test's wall
 limit is cut to what is left, and once nothing is left the remaining tests are not run (``timeout``).
 ``stop_on_timeout`` (optional): stop at the first test that runs out of time (the judge's short first pass,
-``judging.code.probe``: such a request runs again with its own limits).
+``judging.passes.probe``: such a request runs again with its own limits).
 
 An ``assert`` test is a list of calls of ``fn_name`` (arguments in the tagged form of ``encode_value``),
 planned by the checker (``checker.py``, in a container of its own: the check is the dataset's code, not
