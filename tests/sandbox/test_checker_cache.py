@@ -108,3 +108,23 @@ def test_the_cache_folder_follows_the_users_settings(monkeypatch, tmp_path):
     assert checker_cache.root() == tmp_path / "bonforge" / "checkers"
     monkeypatch.setenv("BONFORGE_HOME", str(tmp_path / "home"))
     assert checker_cache.root() == tmp_path / "home" / "checker-cache"
+
+
+@pytest.mark.docker
+def test_a_binary_from_disk_runs_in_the_sandbox(docker_pool, monkeypatch, tmp_path):
+    """Compiled in the real image, forgotten by the process, read back from disk: it runs, nothing rebuilt."""
+    monkeypatch.setenv("BONFORGE_HOME", str(tmp_path))
+    monkeypatch.setattr(testlib, "_binaries", {})
+    equal = {"source": "#include <fstream>\n#include <string>\nint main(int, char** v) {\n  std::ifstream o(v[2]),"
+             " a(v[3]); std::string x, y; o >> x; a >> y; return x == y ? 0 : 1;\n}\n"}  # fmt: skip
+    cfg = docker_pool.cfg
+    (built,) = Checkers(cfg, pool=docker_pool).compile([equal])
+    assert not built.startswith("!"), built
+    testlib._binaries.clear()
+    asked = []
+    run = docker_pool.run
+    monkeypatch.setattr(docker_pool, "run", lambda requests: asked.extend(requests) or run(requests))
+    later = Checkers(cfg, pool=docker_pool)
+    assert later.compile([equal]) == [built] and asked == []
+    (readings,) = later.check([(built, [("", "7\n", "7\n"), ("", "8\n", "7\n")])])
+    assert [status for status, _ in readings] == ["passed", "wrong_answer"]
