@@ -91,7 +91,7 @@ def _no_ray_between_modules():
     yield
     import sys
 
-    if "ray" in sys.modules:
+    if "ray" in sys.modules and _SHARED["engine"] is None:  # the shared vLLM engine's files keep it up
         import ray
 
         if ray.is_initialized():
@@ -273,3 +273,73 @@ def vllm_server(smollm2, tmp_path_factory):
         yield f"{url}/v1"
     finally:
         kill_group(proc)
+
+
+# -- one SmolLM2 vLLM engine for the test files that sample with it -------------------------------------
+# A start loads the model in a Ray actor (40-60 s on an idle 2-core machine, minutes under load): the files
+# that ask for `smol_vllm` share one. They run one after another (moved together at collection) and the
+# engine, with the Ray it needs, goes when the last of them is done, so later files start from a clean
+# process as the others do (`_no_ray_between_modules` leaves Ray up while the engine lives).
+SHARED_VLLM = "smol_vllm"
+_SHARED: dict = {"engine": None, "last": None}  # the live engine; the node id of the last test that uses it
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The files that use ``smol_vllm`` run together, where the first of them would run; no other order changes."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    users = [f for f, its in files.items() if any(SHARED_VLLM in getattr(i, "fixturenames", ()) for i in its)]
+    if len(users) < 2:
+        return
+    order: list[str] = []
+    for f in files:
+        if f in users:
+            order += [u for u in users if u not in order]
+        else:
+            order.append(f)
+    items[:] = [item for f in order for item in files[f]]
+
+
+def pytest_collection_finish(session) -> None:
+    """Note the last test (after deselection) that uses the engine: its teardown closes it."""
+    users = [i.nodeid for i in session.items if SHARED_VLLM in getattr(i, "fixturenames", ())]
+    _SHARED["last"] = users[-1] if users else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    if item.nodeid == _SHARED["last"]:
+        _close_shared_vllm()
+
+
+def _close_shared_vllm() -> None:
+    engine, _SHARED["engine"] = _SHARED["engine"], None
+    if engine is not None:
+        import ray
+
+        engine.close()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def smol_vllm(vllm_cpu):
+    """SmolLM2 in one started `VLLMEngine` (``real_models.smol_teacher()``), lent to the files that sample with
+    it; a test wraps it in ``real_models.Kept`` (its `close` keeps it loaded). Its replica computes on every core
+    but reserves only half of a local Ray of twice the cores, so that a build's verification tasks find CPUs
+    beside it. Closed, with Ray, after the last test that uses it."""
+    import ray
+    from real_models import smol_teacher
+
+    from bonforge.llm.vllm_engine import VLLMEngine
+    from bonforge.runtime.cluster import ensure_ray
+
+    cores = os.cpu_count() or 1
+    ensure_ray(num_cpus=2 * cores)
+    assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
+    engine = VLLMEngine(smol_teacher())
+    engine.start()
+    _SHARED["engine"] = engine
+    yield engine
+    _close_shared_vllm()

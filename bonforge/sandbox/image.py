@@ -241,6 +241,14 @@ def ensure_image(tag: str | None, build: bool) -> str:
     return tag
 
 
+def image_id(tag: str) -> str:
+    """The engine's id of image ``tag`` (a digest of its content: a rebuilt tag gets a new id)."""
+    try:
+        return client().images.get(tag).id
+    except engine_errors() as e:
+        raise engine_error(f"looking up image {tag}", e) from None
+
+
 def remove(*ids: str) -> None:
     """Kill and remove containers (by id or name); those already gone are no error."""
     for cid in ids:

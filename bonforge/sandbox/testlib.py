@@ -12,16 +12,19 @@ A checker that fails (exit 3, a crash, its time or memory limit) is the problem'
 candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``); except a crash
 (not exit 3) on an output when the same checker accepts the jury's answer as the output (``CRASHED``, then a
 control run: ``judging.code.run_checkers``): that output made it crash, and it is rejected. A checker is
-compiled once per process for its content (the source, its files and the build's argv, hashed): the binary
-is kept here and sent with each request that runs it.
+compiled once for its content (the source, its files and the build's argv, hashed) and the sandbox image's
+id: the binary is kept here and sent with each request that runs it, and kept on disk (``checker_cache``,
+backend 'docker') for the processes that come later.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import threading
 
+from bonforge.sandbox import checker_cache
 from bonforge.sandbox.config import CodeVerifyConfig
 
 BUILD_ARGV = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "checker", "checker.cpp")
@@ -35,7 +38,7 @@ CRASHED = "checker_crashed"  # the checker crashed on an output (not exit 3): th
 ACCEPTED, WRONG = {0}, {1, 2, 4, 7, 8}  # testlib: ok; wa, pe, dirt, points, unexpected eof
 PARTIAL = range(16, 117)  # testlib's partial scores (16 + points): not accepted
 
-_binaries: dict[str, str] = {}  # content digest -> base64 executable, or "!" + why it does not build
+_binaries: dict[str, str] = {}  # hash of (image id, digest) -> base64 executable, or "!" + why it does not build
 _lock = threading.Lock()
 MAX_KEPT = 256  # compiled checkers kept in this process (the oldest dropped first)
 
@@ -99,11 +102,27 @@ class Checkers:
             self._own = self._pool = SandboxPool(own)
         return self._pool.run(requests)
 
+    def image(self) -> str | None:
+        """The id of the image that compiles and runs the checkers (None with backend 'process': the host's
+        compiler, which nothing identifies, so its binaries are kept in this process only)."""
+        if self.cfg.backend != "docker":
+            return None
+        from bonforge.sandbox import image
+
+        return image.image_id(image.ensure_image(self.cfg.image, self.cfg.build_image))
+
     def compile(self, checkers: list[dict]) -> list[str]:
-        """The base64 binary of each checker, or ``"!" + why`` it does not build; built once per content."""
-        keys = [digest(c) for c in checkers]
+        """The base64 binary of each checker, or ``"!" + why`` it does not build; built once per content and
+        image (kept in this process, and on disk for later ones when the image is known)."""
+        image = self.image()
+        keys = [hashlib.sha256(f"{image} {digest(c)}".encode()).hexdigest() for c in checkers]
         with _lock:
             todo = {k: c for k, c in zip(keys, checkers, strict=True) if k not in _binaries}
+        for k in list(todo) if image else []:
+            if (data := checker_cache.load(k, MAX_BINARY)) is not None:
+                with _lock:
+                    _binaries[k] = base64.b64encode(data).decode()
+                del todo[k]
         if todo:
             outcomes = self._run([build_request(c, self.cfg) for c in todo.values()])
             with _lock:
@@ -116,6 +135,12 @@ class Checkers:
                         _binaries[k] = "!the problem's checker does not compile: " + why[-2000:]
                 while len(_binaries) > MAX_KEPT:
                     del _binaries[next(iter(_binaries))]
+            for k, outcome in zip(todo, outcomes, strict=True):
+                if image and outcome.get("artifact"):  # a failed build is kept in this process only
+                    try:
+                        checker_cache.store(k, base64.b64decode(outcome["artifact"], validate=True))
+                    except (ValueError, TypeError):  # not base64: running it will say so
+                        pass
         with _lock:
             return [_binaries.get(k, "!the problem's checker was dropped from the cache; run again") for k in keys]
 

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from procs import free_port, kill_group, run, start
+from procs import free_port, kill_group, run, start, wait_for_ray_nodes
 
 from bonforge.storage.store import StageStore
 
@@ -50,29 +49,6 @@ app(sys.argv[1:])
 """
 
 
-def _wait_for_nodes(env: dict, n: int, node: "Node", timeout: float = 180) -> bool:
-    """Wait until the cluster has ``n`` live nodes (one process polls, gently: a loaded machine's GCS is
-    slow); False when ``node``'s ``ray start`` gives up first (it allows a raylet 30 s to register)."""
-    code = (
-        "import sys, time, ray; ray.init()\n"
-        "while sum(x['Alive'] for x in ray.nodes()) < int(sys.argv[1]):\n"
-        "    time.sleep(2)\n"
-    )
-    probe = subprocess.Popen([sys.executable, "-c", code, str(n)], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + timeout
-    try:
-        while probe.poll() is None:
-            if node.proc.poll() is not None:
-                return False
-            assert time.monotonic() < deadline, (node.dir / "ray.log").read_text()[-3000:]
-            time.sleep(0.5)
-        return probe.returncode == 0
-    finally:
-        probe.kill()
-        probe.wait()
-
-
 class Node:
     """A Ray node in a folder of its own: its working directory, Ray temp dir and token file."""
 
@@ -94,11 +70,12 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def cluster(seaweedfs, gsm8k_pool):
+def cluster(seaweedfs, gsm8k_pool, prefect_api):
     root = Path(tempfile.mkdtemp(prefix="nsd", dir="/tmp"))  # short: Ray's unix socket paths are length-limited
     token = uuid.uuid4().hex
-    # Every process gets the S3 settings and this checkout's bonforge, and nothing else in common.
-    base = {**os.environ, **seaweedfs.env, "PYTHONPATH": str(REPO)}
+    # Every process gets the S3 settings, this checkout's bonforge and the session's Prefect server (as a
+    # configured one: a build's own start of it is what tests/services covers), and nothing else in common.
+    base = {**os.environ, **seaweedfs.env, "PYTHONPATH": str(REPO), "PREFECT_API_URL": prefect_api}
     base.pop("RAY_ADDRESS", None)
     head, worker, driver = (Node(root, name, token, base) for name in ("head", "worker", "driver"))
     port = free_port()
@@ -107,10 +84,11 @@ def cluster(seaweedfs, gsm8k_pool):
     for n in (worker, driver):
         n.env["RAY_ADDRESS"] = address
     try:
-        assert _wait_for_nodes(driver.env, 1, head), (head.dir / "ray.log").read_text()[-3000:]
+        head_log = head.dir / "ray.log"
+        assert wait_for_ray_nodes(driver.env, 1, head.proc, head_log), head_log.read_text()[-3000:]
         for _ in range(2):  # on a loaded machine the worker's raylet may miss its 30 s to register: once more
             worker.start("--address", address)
-            if _wait_for_nodes(driver.env, 2, worker):
+            if wait_for_ray_nodes(driver.env, 2, worker.proc, worker.dir / "ray.log"):
                 break
         else:
             pytest.fail((worker.dir / "ray.log").read_text()[-3000:])

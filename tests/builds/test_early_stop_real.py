@@ -2,13 +2,12 @@
 early stopping takes with ``batch_size: 1`` only), on easy sums it often gets right. The same recipe built with
 and without ``filter.early_stop`` publishes the same datasets, and the early-stopping build asks the engine for
 exactly the samples that drawing one at a time would (computed from the full build's verdicts: sample k of a
-problem is the same text in either build). One vLLM engine serves the module: both builds, then the smoke run
-of ``benchmarks/early_stop.py`` (``bench_smoke``)."""
+problem is the same text in either build). The session's vLLM engine (``smol_vllm``) serves the module: both
+builds, then the smoke run of ``benchmarks/early_stop.py`` (``bench_smoke``)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import bench_smoke
@@ -48,27 +47,16 @@ export: {{name: sums-genselect, allow_empty: true, rl: {{name: sums-rl}}}}
 
 
 @pytest.fixture(scope="module")
-def engine(vllm_cpu, tmp_path_factory):
-    """The recipe's teacher in one real vLLM engine that the module's builds' sampling stages get (their `close`
-    keeps it); its replica reserves half of a local Ray of twice the cores, so verification finds CPUs beside it."""
-    import ray
-
+def engine(smol_vllm, tmp_path_factory):
+    """The session's vLLM engine (its window and dtype are the recipe's teacher's), which the module's builds'
+    sampling stages get for the recipe's teacher (their `close` keeps it)."""
     import bonforge.llm
-    from bonforge.llm.vllm_engine import VLLMEngine
-    from bonforge.runtime.cluster import ensure_ray
 
-    cores = os.cpu_count() or 1
-    ensure_ray(num_cpus=2 * cores)
-    assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
     (teacher,) = load_recipe(write(tmp_path_factory.mktemp("recipe"))).teachers
-    real = VLLMEngine(teacher.model_copy(update={"cpus_per_replica": cores}))
-    real.start()
-    kept, make = Kept(real), bonforge.llm.make_engine
+    kept, make = Kept(smol_vllm), bonforge.llm.make_engine
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bonforge.llm, "make_engine", lambda t: kept if t.name == teacher.name else make(t))
         yield kept
-    real.close()
-
 
 
 def one_at_a_time(verdicts: list[dict], n: int = N) -> int:

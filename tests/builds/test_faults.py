@@ -8,7 +8,8 @@ assembly shard slower, so that a kill lands while a stage has some but not all o
 uninterrupted GSM8K build serves the module: the reference of the killed builds, and (copied) the store
 that a second build writes to while a reader queries it. The builds that are never killed join the
 session's warm Ray head (conftest's ``services``) instead of starting a local Ray each (tens of seconds on
-a loaded 2-core machine); the killed builds and their reruns start their own, which the kill takes down.
+a loaded 2-core machine), and so do the reruns that finish a killed build; the killed builds start their own
+Ray, which the kill takes down with them (no task of theirs outlives them on a shared head).
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ def assert_consistent(store: Path) -> None:
         assert rows == distinct == man["rows"], man_path
 
 
-def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driver, tmp_path, gsm8k_reference):
+def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driver, tmp_path, gsm8k_reference,
+                                                                           warm_ray):
     overrides, ref, store = GSM8K_SETS, gsm8k_reference, tmp_path / "store"
 
     partial_verdicts = kill_mid_stage(
@@ -146,7 +148,8 @@ def test_kill_during_verification_and_assembly_then_rerun_is_byte_identical(driv
     )
     assert not (store / "datasets").exists()
     assert json.loads((partial_verdicts / "manifest.json").read_text())["shards_resumed"] >= 1
-    assert run(build(driver, GSM8K, store, *overrides), log=tmp_path / "final.log") == 0
+    final = tmp_path / "final.log"
+    assert run(build(driver, GSM8K, store, *overrides), warm_ray, final) == 0, final.read_text()[-3000:]
     assert json.loads((partial_genselect / "manifest.json").read_text())["shards_resumed"] >= 1
 
     assert dataset_files(store) == dataset_files(ref)
@@ -204,7 +207,8 @@ export: {{name: toy-genselect}}
         partial = kill_mid_stage(build(driver, recipe, store), store, "candidates", tmp_path / "kill.log")
         done, at_kill = len(list(partial.glob("part-*.parquet"))), server.count
         assert 1 <= done < 12 and at_kill > sent
-        assert run(build(driver, recipe, store), log=tmp_path / "final.log") == 0
+        final = tmp_path / "final.log"
+        assert run(build(driver, recipe, store), warm_ray, final) == 0, final.read_text()[-3000:]
         assert server.count - at_kill == (12 - done) * 2 * 8  # the rerun sampled only the missing shards
     man = json.loads((partial / "manifest.json").read_text())
     assert man["shards_resumed"] == done and man["rows"] == 24 * 8

@@ -1,11 +1,11 @@
 """Row reuse with a real model: `recipes/gsm8k-smollm2.yaml` (SmolLM2-135M in vLLM on CPU) built with
 `problems.limit=8`, then `=9` in the same store, samples exactly the 8 samples of the new problem; the 64
-others are taken from the first build, unchanged. One vLLM engine serves both builds (as a notebook running
-two builds would keep it), so the model loads once and the engine counts what each build asked of it."""
+others are taken from the first build, unchanged. One vLLM engine (the session's, ``smol_vllm``) serves both
+builds (as a notebook running two builds would keep it), so the model loads once and the engine counts what each
+build asked of it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -28,27 +28,15 @@ def recipe(limit: int):
 
 
 @pytest.fixture
-def engine(smollm2, monkeypatch):
-    """The recipe's teacher in one real vLLM engine that both builds' sampling stages get (their `close` keeps
-    it). Its replica computes on every core, like the recipe's, but reserves only half of the local Ray's
-    (twice the cores, logically), so that the build's verification tasks find CPUs while it stays loaded."""
-    pytest.importorskip("vllm")
-    import ray
-
+def engine(smol_vllm, monkeypatch):
+    """The session's vLLM engine (its window and dtype are the recipe's teacher's), which both builds' sampling
+    stages get for the recipe's teacher (their `close` keeps it)."""
     import bonforge.llm
-    from bonforge.runtime.cluster import ensure_ray
-    from bonforge.llm.vllm_engine import VLLMEngine
 
-    cores = os.cpu_count() or 1
-    ensure_ray(num_cpus=2 * cores)
-    assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
     (teacher,) = recipe(8).teachers
-    real = VLLMEngine(teacher.model_copy(update={"cpus_per_replica": cores}))
-    real.start()
-    kept, make = Kept(real), bonforge.llm.make_engine
+    kept, make = Kept(smol_vllm), bonforge.llm.make_engine
     monkeypatch.setattr(bonforge.llm, "make_engine", lambda t: kept if t == teacher else make(t))
-    yield kept
-    real.close()
+    return kept
 
 
 def test_one_more_problem_samples_only_its_8_samples(tmp_path, engine, data_dir, shared_prefect):

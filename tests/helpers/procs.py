@@ -54,3 +54,30 @@ def run(
         return proc.wait(timeout)
     finally:
         kill_group(proc)
+
+
+def wait_for_ray_nodes(env: dict, n: int, proc: subprocess.Popen, log: Path, timeout: float = 180) -> bool:
+    """Wait until the Ray cluster that ``env`` points at has ``n`` live nodes: one driver process polls,
+    gently (a loaded machine's GCS is slow; a process per poll would pay Ray's import and connect each
+    time). False when ``proc`` (the ``ray start`` of the awaited node) ends first: it allows a raylet 30 s
+    to register. Fails with the tail of ``log`` past ``timeout``."""
+    import time
+
+    code = (
+        "import sys, time, ray; ray.init()\n"
+        "while sum(x['Alive'] for x in ray.nodes()) < int(sys.argv[1]):\n"
+        "    time.sleep(1)\n"
+    )
+    probe = subprocess.Popen([sys.executable, "-c", code, str(n)], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + timeout
+    try:
+        while probe.poll() is None:
+            if proc.poll() is not None:
+                return False
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        return probe.returncode == 0
+    finally:
+        probe.kill()
+        probe.wait()

@@ -3,13 +3,25 @@ requests and outlives the sampling stage (which closes its engine), so one loade
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 from bonforge.llm.base import Request
+from bonforge.llm.config import VLLMTeacher
 from bonforge.schema import PROBLEMS
 
 QUESTIONS = ["What is 2 + 3?", "Name a colour of the sky.", "What is 10 minus 4?", "Say hello in French."]
 LONG = "Count the words in this text: " + "apple banana cherry " * 3000  # ~9,000 tokens: over every window here
+
+
+def smol_teacher(**fields) -> VLLMTeacher:
+    """SmolLM2 in vLLM on CPU with what the engine reads when it starts (window, dtype, cores) as the session's
+    one engine (``smol_vllm`` in ``tests/conftest.py``) has it, so that the tests that sample on that engine, and
+    a child process that starts its own, compute the same samples; ``fields``: the rest of a test's teacher."""
+    base = dict(engine="vllm", name="smol", model="smollm2-135m-instruct", device="cpu", dtype="float32",
+                max_model_len=2048, cpus_per_replica=os.cpu_count() or 1, max_tokens=16)
+    return VLLMTeacher(**{**base, **fields})
 
 
 def chat(rid: str, text: str, *, n: int, seed: int, max_tokens: int = 16) -> Request:

@@ -1,5 +1,6 @@
 """The `vllm` engine for real on CPU: SmolLM2-135M in a Ray actor (device: cpu), the same code path as on
-GPUs. One engine serves the module; a killed run is resumed by it; the benchmark of the engine runs on it."""
+GPUs. The session's engine (``smol_vllm``) serves the module; a killed run is resumed by it; the benchmark of
+the engine runs on it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 
 import bench_smoke
 import pytest
-from real_models import Kept, chat, check_samples, problems, texts
+from real_models import Kept, chat, check_samples, problems, smol_teacher, texts
 
 from bonforge.llm.config import VLLMTeacher
 from bonforge.storage.store import StageStore
@@ -28,21 +29,13 @@ MAX_TOKENS = 16
 
 
 def teacher(**kw) -> VLLMTeacher:
-    base = dict(engine="vllm", name="smol", model="smollm2-135m-instruct", device="cpu", dtype="float32",
-                max_model_len=1024, n=3, temperature=1.0, top_p=0.95, max_tokens=MAX_TOKENS,
-                cpus_per_replica=1, shard_problems=2)  # gpu_memory_utilization: the CPU default (0.2)
-    return VLLMTeacher(**{**base, **kw})
+    """The session engine's teacher (the killed child starts the same engine) with this module's sampling."""
+    return smol_teacher(**{**dict(n=3, temperature=1.0, top_p=0.95, max_tokens=MAX_TOKENS, shard_problems=2), **kw})
 
 
 @pytest.fixture(scope="module")
-def engine(smollm2):
-    pytest.importorskip("vllm")
-    from bonforge.llm.vllm_engine import VLLMEngine
-
-    real = VLLMEngine(teacher())
-    real.start()
-    yield Kept(real)
-    real.close()
+def engine(smol_vllm):
+    return Kept(smol_vllm)
 
 
 def test_samples_are_seeded_reproducible_and_counted(engine, smollm2):

@@ -14,13 +14,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from procs import free_port, kill_group, run, start
+from procs import free_port, kill_group, run, start, wait_for_ray_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
@@ -29,12 +28,6 @@ pytestmark = pytest.mark.slow
 
 def _ray(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     return start(["-m", "ray.scripts.scripts", "start", "--block", *args], env, log)
-
-
-def _alive_nodes(env: dict) -> int:
-    code = "import ray; ray.init(); print(sum(n['Alive'] for n in ray.nodes()))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else 0
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +48,14 @@ def cluster(gsm8k_pool):
     ]
     env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while _alive_nodes(env) < 1:
-            assert time.monotonic() < deadline, (tmp / "head.log").read_text()[-3000:]
-            time.sleep(1)
-        procs.append(
-            _ray(["--address", env["RAY_ADDRESS"], "--node-ip-address", "127.0.0.1", *common], env, tmp / "worker.log")
-        )
-        while _alive_nodes(env) < 2:
-            assert time.monotonic() < deadline, (tmp / "worker.log").read_text()[-3000:]
-            time.sleep(1)
+        assert wait_for_ray_nodes(env, 1, procs[0], tmp / "head.log"), (tmp / "head.log").read_text()[-3000:]
+        worker = ["--address", env["RAY_ADDRESS"], "--node-ip-address", "127.0.0.1", *common]
+        for _ in range(2):  # on a loaded machine the worker's raylet may miss its 30 s to register: once more
+            procs.append(_ray(worker, env, tmp / "worker.log"))
+            if wait_for_ray_nodes(env, 2, procs[-1], tmp / "worker.log"):
+                break
+        else:
+            pytest.fail((tmp / "worker.log").read_text()[-3000:])
         yield env
     finally:
         for p in reversed(procs):
