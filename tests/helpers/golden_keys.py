@@ -69,14 +69,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "0e5d9e7666115196fd27",
-            "4b6e9f290119be260569"
+            "500e17e143e270821673",
+            "9a57cbce44336d838232"
         ],
         "problem_stats": [
-            "fc412c69c5d2f6ec0354"
+            "df4c29af03b4ae36fa82"
         ],
         "genselect": [
-            "9f296f7641d962ebbd43"
+            "a3494fa18eab3c1eaf23"
         ]
     },
     "humaneval-genselect": {
@@ -88,14 +88,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "4447459c8ca1963890b6",
-            "d6dee074a5af4afcd9d6"
+            "7647f8df0a3042032a90",
+            "7245c9b416171fa4d92e"
         ],
         "problem_stats": [
-            "b385166ce5a7229cce75"
+            "5b898ca88e527a8f04e0"
         ],
         "genselect": [
-            "30ef533058661a72b8b4"
+            "ca7a93138c691f1988b0"
         ]
     },
     "gsm8k-fusion": {
