@@ -13,6 +13,10 @@ import pickle
 import zlib
 from pathlib import Path
 
+import pyarrow as pa
+
+from bonforge.schema import CANDIDATES, PROBLEMS
+
 
 def apps(data: Path, pid: str) -> tuple[dict, list[str], str, str]:
     d = data / "apps-coderl" / pid
@@ -108,3 +112,17 @@ def lcb_private_tests(tests: list[dict]) -> str:
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def one_problem(spec: dict, programs: list[str]) -> tuple[pa.Table, pa.Table]:
+    """A problems table of one code problem ``p`` with the tests ``spec``, and a candidate per program."""
+    problems = pa.Table.from_pylist(
+        [{"problem_id": "p", "source": "t", "domain": "code", "question": "", "tests": json.dumps(spec)}],
+        schema=PROBLEMS,
+    )
+    cands = pa.Table.from_pylist(
+        [{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i, "text": p}
+         for i, p in enumerate(programs)],
+        schema=CANDIDATES,
+    )  # fmt: skip
+    return problems, cands

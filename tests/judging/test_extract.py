@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bonforge.judging.extract import extract_program, fenced_block
+from bonforge.sandbox.languages import known_tags
 
 PROMPT = 'def add(a, b):\n    """Add."""\n'
 
@@ -82,7 +83,10 @@ def _old_fenced_block(text: str) -> str | None:
 
 
 def _old_unterminated(text: str) -> str | None:
-    m = re.search(r"^[ \t]*```[ \t]*(python3?|py)?[ \t]*\n", text, re.M | re.I)
+    """The pattern the scan replaced, with the tags of the sandbox's other languages (pypy, cpp, ...) that the
+    judge has read since it runs them."""
+    others = "|".join(re.escape(t) for t in sorted(known_tags() - {""}, key=len, reverse=True))
+    m = re.search(rf"^[ \t]*```[ \t]*(python3?|py|{others})?[ \t]*\n", text, re.M | re.I)
     return text[m.end():] if m and "```" not in text[m.end():] else None
 
 

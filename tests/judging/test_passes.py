@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pytest
+
+from code_shapes import one_problem
 
 from bonforge.judging import code, passes
 from bonforge.judging.code import build_request, verify_code
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.schema import CANDIDATES, PROBLEMS
 
 THREE = {"kind": "stdio", "tests": [{"input": f"{i}\n", "output": f"{i}\n"} for i in range(3)]}
 # a program's CPU seconds per test; None: it prints a wrong answer at once
@@ -56,15 +56,7 @@ class CostPool:
 def judge(programs: list[str], pool=None, **cfg) -> tuple[list[dict], list[tuple[str, float, float]]]:
     """The verdicts of ``programs`` for one problem of ``THREE`` (on ``pool``, default a ``CostPool``) and the
     cost pool's log."""
-    problems = pa.Table.from_pylist(
-        [{"problem_id": "p", "source": "t", "domain": "code", "question": "", "tests": json.dumps(THREE)}],
-        schema=PROBLEMS,
-    )
-    cands = pa.Table.from_pylist(
-        [{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i, "text": p}
-         for i, p in enumerate(programs)],
-        schema=CANDIDATES,
-    )  # fmt: skip
+    problems, cands = one_problem(THREE, programs)
     pool = pool or CostPool()
     config = getattr(pool, "cfg", CodeVerifyConfig()).model_copy(update={"extraction": "raw", **cfg})
     out = verify_code(problems, cands, config, pool=pool)

@@ -8,14 +8,15 @@ import subprocess
 import sys
 import time
 
-import pyarrow as pa
 import pytest
+
+from code_shapes import one_problem
 
 from bonforge.errors import SandboxError
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
-from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS
+from bonforge.schema import VERDICTS
 from bonforge.judging.code import verify_code
 
 STDIO_ECHO = {"kind": "stdio", "tests": [{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4\n", "output": "6\n"}]}
@@ -24,15 +25,7 @@ ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 
 def judge(pool, programs: list[str], spec: dict = STDIO_ECHO, **overrides) -> list[dict]:
     cfg = pool.cfg.model_copy(update={"extraction": "raw", **overrides})
-    problems = pa.Table.from_pylist(
-        [{"problem_id": "p", "source": "t", "domain": "code", "question": "", "tests": json.dumps(spec)}],
-        schema=PROBLEMS,
-    )
-    cands = pa.Table.from_pylist(
-        [{"candidate_id": f"p/t/{i}", "problem_id": "p", "teacher": "t", "sample_index": i, "text": p}
-         for i, p in enumerate(programs)],
-        schema=CANDIDATES,
-    )  # fmt: skip
+    problems, cands = one_problem(spec, programs)
     out = verify_code(problems, cands, cfg, pool=pool)
     assert out.schema == VERDICTS
     return out.to_pylist()
@@ -266,7 +259,8 @@ def test_identical_programs_run_once_and_share_the_verdict(docker_pool):
     counting = CountingPool(docker_pool)
     programs = [ADD, "print(5)\n", ADD, "while True:\n    pass\n", ADD, "print(5)\n"]
     verdicts = judge(counting, programs)
-    assert sorted(counting.programs) == sorted({*programs})
+    loop = programs[3]  # runs twice: its short first pass (judging.passes.probe), then with its own limits
+    assert sorted(counting.programs) == sorted([*{*programs}, loop])
     assert [v["candidate_id"] for v in verdicts] == [f"p/t/{i}" for i in range(6)]
     assert [v["status"] for v in verdicts] == ["passed", "wrong_answer", "passed", "timeout", "passed", "wrong_answer"]
     assert verdicts[0]["latency_ms"] == verdicts[2]["latency_ms"] == verdicts[4]["latency_ms"]

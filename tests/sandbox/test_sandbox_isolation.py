@@ -4,6 +4,7 @@ the next candidate, or turn its own failure into a sandbox_error."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bonforge.judging import passes
 from bonforge.sandbox import pool as pool_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import HOST_MARGIN_S, SandboxPool
@@ -145,9 +147,11 @@ def test_a_program_cannot_stop_the_runner(solo):
 
 
 @pytest.mark.docker
-def test_a_frozen_sandbox_is_replaced_within_the_host_wall_limit(solo):
+def test_a_frozen_sandbox_is_replaced_within_the_host_wall_limit(solo, monkeypatch):
     """The host enforces the wall limit itself: a runner frozen from outside (``docker pause``) is killed
-    and replaced, and the candidate's verdict is timeout."""
+    and replaced, and the candidate's verdict is timeout. In one pass (no short first pass: the pause must land
+    in the run with the program's own limits, not in a probe that is then run again elsewhere)."""
+    monkeypatch.setattr(passes, "PROBE_S", math.inf)
     (name,) = [w.name for w in solo._workers]
     sleeper = "import time\ntime.sleep(1.5)\na, b = map(int, input().split())\nprint(a + b)\n"
     pause = threading.Timer(0.5, subprocess.run, (["docker", "pause", name],), {"capture_output": True})
