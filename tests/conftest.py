@@ -240,48 +240,34 @@ def vllm_cpu(smollm2) -> str:
 def vllm_server(smollm2, tmp_path_factory):
     """vLLM's OpenAI-compatible server on 127.0.0.1 with SmolLM2 on CPU, shared by the session; yields its
     base URL (served model name: ``smollm2-135m-instruct``)."""
-    import time
-
-    import httpx
-    from procs import free_port, kill_group, start
+    from real_models import VLLMServer
 
     _need("vllm")
-    port = free_port()
-    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    proc = start(["-m", "vllm.entrypoints.openai.api_server", "--model", smollm2, "--served-model-name", SMOLLM2,
-                  "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096",
-                  # on CPU the share of the memory node's RAM that the worker (~1.4 GiB itself) and its KV
-                  # cache get: 0.1 of a 12 GiB node leaves the KV cache nothing (vLLM refuses to start)
-                  "--enforce-eager", "--gpu-memory-utilization", "0.2", "--seed", "0",
-                  # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
-                  "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],
-                 env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"}, log=log)
-    url = f"http://127.0.0.1:{port}"
+    server = VLLMServer(["--model", smollm2, "--served-model-name", SMOLLM2, "--dtype", "float32",
+                         "--max-model-len", "4096",
+                         # on CPU the share of the memory node's RAM that the worker (~1.4 GiB itself) and its KV
+                         # cache get: 0.1 of a 12 GiB node leaves the KV cache nothing (vLLM refuses to start)
+                         "--enforce-eager", "--gpu-memory-utilization", "0.2", "--seed", "0",
+                         # seeded requests with partially prefilled prompts crash vLLM's CPU sampler
+                         "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"],
+                        tmp_path_factory.mktemp("vllm-server") / "server.log")
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the vLLM server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the vLLM server did not answer within 600 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield f"{url}/v1"
+        yield server.url()
     finally:
-        kill_group(proc)
+        server.stop()
 
 
 # -- one SmolLM2 vLLM engine for the test files that sample with it -------------------------------------
 # A start loads the model in a Ray actor (40-60 s on an idle 2-core machine, minutes under load): the files
 # that ask for `smol_vllm` share one. They run one after another (moved together at collection) and the
 # engine, with the Ray it needs, goes when the last of them is done, so later files start from a clean
-# process as the others do (`_no_ray_between_modules` leaves Ray up while the engine lives).
+# process as the others do (`_no_ray_between_modules` leaves Ray up while the engine lives). The load starts
+# with the first test of those files, in a thread: a test there that does not sample with the engine (put
+# first in its file) runs beside the load, which is mostly one core.
 SHARED_VLLM = "smol_vllm"
-_SHARED: dict = {"engine": None, "last": None}  # the live engine; the node id of the last test that uses it
+# the live engine and its loading thread; the node ids of the first test of the engine's files and of the
+# last test that uses the engine
+_SHARED: dict = {"engine": None, "loading": None, "first": None, "last": None}
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
@@ -302,9 +288,18 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 
 
 def pytest_collection_finish(session) -> None:
-    """Note the last test (after deselection) that uses the engine: its teardown closes it."""
-    users = [i.nodeid for i in session.items if SHARED_VLLM in getattr(i, "fixturenames", ())]
-    _SHARED["last"] = users[-1] if users else None
+    """Note the first test of the files that use the engine (its set-up starts the load) and the last test
+    (after deselection) that uses it (its teardown closes it)."""
+    users = [i for i in session.items if SHARED_VLLM in getattr(i, "fixturenames", ())]
+    files = {i.nodeid.split("::")[0] for i in users}
+    _SHARED["first"] = next((i.nodeid for i in session.items if i.nodeid.split("::")[0] in files), None)
+    _SHARED["last"] = users[-1].nodeid if users else None
+
+
+@pytest.fixture(autouse=True)
+def _shared_vllm_loads_early(request) -> None:
+    if request.node.nodeid == _SHARED["first"]:
+        request.getfixturevalue("smol_vllm_loading")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -319,16 +314,18 @@ def _close_shared_vllm() -> None:
     if engine is not None:
         import ray
 
+        _SHARED["loading"].join()
         engine.close()
         ray.shutdown()
 
 
 @pytest.fixture(scope="session")
-def smol_vllm(vllm_cpu):
-    """SmolLM2 in one started `VLLMEngine` (``real_models.smol_teacher()``), lent to the files that sample with
-    it; a test wraps it in ``real_models.Kept`` (its `close` keeps it loaded). Its replica computes on every core
-    but reserves only half of a local Ray of twice the cores, so that a build's verification tasks find CPUs
-    beside it. Closed, with Ray, after the last test that uses it."""
+def smol_vllm_loading(vllm_cpu):
+    """The session's engine (``real_models.smol_teacher()``) starting in a thread: Ray is up when this returns,
+    the model loads on. Its replica computes on every core but reserves only half of a local Ray of twice the
+    cores, so that a build's verification tasks find CPUs beside it."""
+    import threading
+
     import ray
     from real_models import smol_teacher
 
@@ -338,8 +335,27 @@ def smol_vllm(vllm_cpu):
     cores = os.cpu_count() or 1
     ensure_ray(num_cpus=2 * cores)
     assert ray.cluster_resources()["CPU"] > cores, "Ray was up already, with no CPU beside the replica's"
-    engine = VLLMEngine(smol_teacher())
-    engine.start()
+    engine, failed = VLLMEngine(smol_teacher()), []
+
+    def load() -> None:
+        try:
+            engine.start()
+        except BaseException as e:  # noqa: BLE001 -- raised in the test that waits for the engine
+            failed.append(e)
+
+    _SHARED["loading"] = threading.Thread(target=load, name="smol-vllm-load", daemon=True)
+    _SHARED["loading"].start()
     _SHARED["engine"] = engine
-    yield engine
+    yield engine, failed
     _close_shared_vllm()
+
+
+@pytest.fixture(scope="session")
+def smol_vllm(smol_vllm_loading):
+    """SmolLM2 in one started `VLLMEngine`, lent to the files that sample with it; a test wraps it in
+    ``real_models.Kept`` (its `close` keeps it loaded). Closed, with Ray, after the last test that uses it."""
+    engine, failed = smol_vllm_loading
+    _SHARED["loading"].join()
+    if failed:
+        raise failed[0]
+    return engine

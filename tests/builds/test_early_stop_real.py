@@ -3,7 +3,8 @@ early stopping takes with ``batch_size: 1`` only), on easy sums it often gets ri
 and without ``filter.early_stop`` publishes the same datasets, and the early-stopping build asks the engine for
 exactly the samples that drawing one at a time would (computed from the full build's verdicts: sample k of a
 problem is the same text in either build). The session's vLLM engine (``smol_vllm``) serves the module: both
-builds, then the smoke run of ``benchmarks/early_stop.py`` (``bench_smoke``)."""
+builds, then the smoke run of ``benchmarks/early_stop.py`` (``bench_smoke``). The transformers case comes first:
+it runs while that engine loads (``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -77,19 +78,6 @@ def one_at_a_time(verdicts: list[dict], n: int = N) -> int:
     return total
 
 
-def test_early_stop_with_real_vllm_is_exact(tmp_path, engine):
-    write(tmp_path)
-    check_exact(tmp_path, engine, N, SUMS)
-
-
-def test_the_benchmark_runs_on_this_engine(engine, tmp_path, capsys):
-    """``benchmarks/early_stop.py``'s smoke run: the pools, then its two builds on this module's engine (the
-    script's own start would load the model again); no figure asserted."""
-    code = bench_smoke.load("early_stop").main(bench_smoke.argv("early_stop", tmp_path), engine=engine)
-    out = capsys.readouterr().out
-    assert code == 0 and bench_smoke.unprinted("early_stop", out) == [], out
-
-
 def test_early_stop_with_real_transformers_is_exact(tmp_path, smollm2, monkeypatch, request):
     """Each sample generated alone (``batch_size: 1``): its computation has the same shapes in any round. On one
     torch thread: two waited on each other on a loaded machine (the same 4 samples took 5-32 s, one thread 7 s)."""
@@ -107,6 +95,19 @@ def test_early_stop_with_real_transformers_is_exact(tmp_path, smollm2, monkeypat
     kept, make = Kept(real), bonforge.llm.make_engine
     monkeypatch.setattr(bonforge.llm, "make_engine", lambda t: kept if t.name == teacher.name else make(t))
     check_exact(tmp_path, kept, LOCAL_N, LOCAL_SUMS)
+
+
+def test_early_stop_with_real_vllm_is_exact(tmp_path, engine):
+    write(tmp_path)
+    check_exact(tmp_path, engine, N, SUMS)
+
+
+def test_the_benchmark_runs_on_this_engine(engine, tmp_path, capsys):
+    """``benchmarks/early_stop.py``'s smoke run: the pools, then its two builds on this module's engine (the
+    script's own start would load the model again); no figure asserted."""
+    code = bench_smoke.load("early_stop").main(bench_smoke.argv("early_stop", tmp_path), engine=engine)
+    out = capsys.readouterr().out
+    assert code == 0 and bench_smoke.unprinted("early_stop", out) == [], out
 
 
 def check_exact(tmp_path: Path, engine: Kept, n: int, sums: list) -> None:

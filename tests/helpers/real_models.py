@@ -4,6 +4,8 @@ requests and outlives the sampling stage (which closes its engine), so one loade
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -70,3 +72,46 @@ def check_samples(out, requests: list[Request], max_tokens: int) -> None:
             if c.finish_reason == "length":
                 assert c.completion_tokens == max_tokens
     assert len(set(texts(out))) > len(out)  # distinct seeds give distinct samples
+
+
+class VLLMServer:
+    """vLLM's OpenAI-compatible server (``args``: the model's and the runner's) on 127.0.0.1, started in a process
+    group of its own, its output in ``log``. Constructing it starts the process and does not wait: the load (most
+    of a minute on a loaded 2-core machine, mostly one core) runs while the caller does other work, until ``url``
+    waits for ``/health``."""
+
+    def __init__(self, args: list[str], log: Path):
+        from procs import free_port, start
+
+        self.port, self.log = free_port(), log
+        env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        self.proc = start(["-m", "vllm.entrypoints.openai.api_server", *args, "--host", "127.0.0.1",
+                           "--port", str(self.port)], env=env, log=log)
+        self._url: str | None = None
+
+    def url(self, timeout_s: float = 600) -> str:
+        """The base URL (``.../v1``) once the server answers; fails the test with the log's end if it exits or
+        does not answer within ``timeout_s``."""
+        import httpx
+        import pytest
+
+        base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + timeout_s
+        while self._url is None:
+            if self.proc.poll() is not None:
+                pytest.fail(f"the vLLM server exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    self._url = f"{base}/v1"
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the vLLM server did not answer within {timeout_s:.0f} s:\n{self.log.read_text()[-3000:]}")
+            time.sleep(1)
+        return self._url
+
+    def stop(self) -> None:
+        from procs import kill_group
+
+        kill_group(self.proc, 15, wait_s=30)

@@ -63,19 +63,32 @@ def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(engine, tmp_pa
 _CHILD = textwrap.dedent("""
     import sys
     sys.path[:0] = [{here!r}, {helpers!r}]
-    from real_models import problems
+    import ray
+    from real_models import Kept, problems
     from test_vllm_engine_real import teacher
+    from bonforge.llm.vllm_engine import VLLMEngine
+    from bonforge.runtime.cluster import ensure_ray
     from bonforge.storage.store import StageStore
     from sampling import sample_stage
-    sample_stage(StageStore({root!r}), problems(), teacher(shard_problems=1))
+    ensure_ray({address!r})
+    engine = VLLMEngine(teacher(shard_problems=1))
+    engine.workers = ray.cloudpickle.loads(bytes.fromhex({workers!r}))  # the session's loaded replica
+    sample_stage(StageStore({root!r}), problems(), engine.teacher, engine=Kept(engine))
 """)
 
 
 def test_killed_run_resumes_without_regenerating_finished_shards(engine, tmp_path):
-    """A run in another process (its own Ray and vLLM) is killed after its first shard; the rerun
-    generates only the problems of the missing shards, and the table equals a clean run's."""
+    """A run in another process is killed (SIGKILL) after its first shard; the rerun generates only the
+    problems of the missing shards, and the table equals a clean run's. The killed run is a Ray driver of its
+    own on the session's cluster, sampling on the session's loaded replica (as a second notebook on a cluster
+    would): what dies is the run, its store writes cut where they were; a load of its own would cost a minute
+    and change nothing of that."""
+    import ray
+
     store = StageStore(tmp_path / "store")
-    code = _CHILD.format(here=os.path.dirname(__file__), helpers=str(HELPERS), root=str(store.root))
+    workers = ray.cloudpickle.dumps(engine.engine.workers).hex()
+    code = _CHILD.format(here=os.path.dirname(__file__), helpers=str(HELPERS), root=str(store.root),
+                         address=ray.get_runtime_context().gcs_address, workers=workers)
     child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stage_dir, keys = store.root / "stages" / STAGE, []

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import bench_smoke
 import pytest
+from real_models import VLLMServer
 
 from bonforge.scoring.config import RewardModelScorer
 from bonforge.scoring import Item, ScorerError, open_scorer
@@ -34,9 +35,30 @@ ITEMS = [Item("What is the capital of France?", "Paris."),
 def rm_dir() -> str:
     if importlib.util.find_spec("gguf") is None:
         if os.environ.get("BONFORGE_REQUIRE_MODELS") == "1":
-            pytest.fail("BONFORGE_REQUIRE_MODELS=1 but gguf is not installed (python -m bonforge.cpu_models)")
-        pytest.skip("gguf is not installed (python -m bonforge.cpu_models)")
+            pytest.fail("BONFORGE_REQUIRE_MODELS=1 but gguf is not installed (python -m bonforge.llm.cpu_models)")
+        pytest.skip("gguf is not installed (python -m bonforge.llm.cpu_models)")
     return str(build_test_rm())
+
+
+@pytest.fixture(scope="module")
+def rm_server(rm_dir, tmp_path_factory):
+    """vLLM's server on the test reward model (started, not waited for: ``VLLMServer``)."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed (python -m bonforge.llm.cpu_models)")
+    server = VLLMServer(["--model", rm_dir, "--served-model-name", "rm", "--dtype", "float32", "--max-model-len",
+                         "1024", "--enforce-eager", "--gpu-memory-utilization", "0.2", "--runner", "pooling",
+                         "--convert", "classify"], tmp_path_factory.mktemp("rm-server") / "vllm.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _server_loads_beside_the_others(request):
+    """The server starts with the module's first test when its test is selected: it loads while the transformers
+    tests and vLLM offline run (a load is most of a minute of mostly one core)."""
+    mine = [i for i in request.session.items if i.module is request.module]
+    if importlib.util.find_spec("vllm") is not None and any("rm_server" in i.fixturenames for i in mine):
+        request.getfixturevalue("rm_server")
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +159,7 @@ def test_vllm_offline_gives_the_same_scores(rm_dir, local, tmp_path):
     """vLLM offline, in a process of its own as ``benchmarks/reward_model.py`` runs it: the test is that script's
     smoke run (``bench_smoke``) on these conversations, so that CI loads the model in vLLM once for both."""
     if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vLLM is not installed (python -m bonforge.cpu_models)")
+        pytest.skip("vLLM is not installed (python -m bonforge.llm.cpu_models)")
     (tmp_path / "items.json").write_text(json.dumps([i.__dict__ for i in ITEMS]))
     script = [sys.executable, str(bench_smoke.BENCHMARKS / "reward_model.py"), *bench_smoke.argv("reward_model",
                                                                                                  tmp_path)]
@@ -149,39 +171,10 @@ def test_vllm_offline_gives_the_same_scores(rm_dir, local, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_real_vllm_server_gives_the_same_scores(rm_dir, local, tmp_path):
+def test_a_real_vllm_server_gives_the_same_scores(rm_server, local):
     """vLLM's own OpenAI-compatible server (pooling runner, the model converted to classify) behind the
     `pooling` engine: the same token ids, the raw logits, within 1e-3 of transformers (measured here on the
     CPU build: 1.1e-5 over these eight conversations)."""
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vLLM is not installed (python -m bonforge.cpu_models)")
-    import time
-    import urllib.request
-
-    from procs import free_port
-
-    port = free_port()
-    log = (tmp_path / "vllm.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", rm_dir, "--served-model-name", "rm",
-         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "1024",
-         "--enforce-eager", "--gpu-memory-utilization", "0.2", "--runner", "pooling", "--convert", "classify"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
-        start_new_session=True)
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            assert server.poll() is None, (tmp_path / "vllm.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the vLLM server did not start in 600 s"
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(2)
-        url = f"http://127.0.0.1:{port}/v1"
-        got = open_scorer(cfg(engine="pooling", base_url=url, served_model="rm", batch_size=3)).score(ITEMS)
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=60)
+    got = open_scorer(cfg(engine="pooling", base_url=rm_server.url(), served_model="rm", batch_size=3)).score(ITEMS)
     assert all(g.status == "ok" and g.n_tokens == v.n_tokens for g, v in zip(got, local))
     assert [g.value for g in got] == pytest.approx([v.value for v in local], abs=1e-3)
