@@ -60,6 +60,13 @@ def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(engine, tmp_pa
     assert man["engine"] == "vllm" and man["tokens"]["completion"] > 0
 
 
+def test_progress_counts_the_samples_the_replica_finishes(engine):
+    heard: list[int] = []
+    engine.generate([chat("a", "What is 2 + 3?", n=4, seed=100), chat("b", "Name a fruit.", n=3, seed=7)],
+                    heard.append)
+    assert heard and heard[-1] == 7 and heard == sorted(heard)
+
+
 _CHILD = textwrap.dedent("""
     import sys
     sys.path[:0] = [{here!r}, {helpers!r}]
@@ -116,13 +123,6 @@ def test_killed_run_resumes_without_regenerating_finished_shards(engine, tmp_pat
     clean = sample_stage(StageStore(tmp_path / "clean"), problems(), teacher(shard_problems=1), engine=engine)
     rows = lambda st, k: st.read(STAGE, k).sort_by("candidate_id").to_pylist()  # noqa: E731
     assert rows(store, key) == rows(StageStore(tmp_path / "clean"), clean["key"])
-
-
-def test_progress_counts_the_samples_the_replica_finishes(engine):
-    heard: list[int] = []
-    engine.generate([chat("a", "What is 2 + 3?", n=4, seed=100), chat("b", "Name a fruit.", n=3, seed=7)],
-                    heard.append)
-    assert heard and heard[-1] == 7 and heard == sorted(heard)
 
 
 def test_the_benchmark_runs_on_this_engine(engine, tmp_path, capsys):
