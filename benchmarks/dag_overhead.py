@@ -14,9 +14,10 @@
   multiples of 1/4, so each change here keeps a set of problems that no build before it kept: its report
   draws the figures of genselect and the stage timings anew (the figures of unchanged data are reused).
 
-    python benchmarks/dag_overhead.py [--problems N] [--changes K]   (default: all 1,319 problems, and the
-    three filter changes with the warm services; a smoke run: 12 problems, the fewest first problems that
-    each filter change keeps some of, and one change: the median of one)
+    python benchmarks/dag_overhead.py [--problems N] [--changes K] [--warm-home DIR]   (default: all 1,319
+    problems, and the three filter changes with the warm services of a `bonforge up` of its own; a smoke run:
+    12 problems, the fewest first problems that each filter change keeps some of, and one change: the median
+    of one, with the warm services already up in DIR, a ``BONFORGE_HOME``: neither started nor stopped here)
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def main() -> None:
     ap.add_argument("--problems", type=int, help="only the first N problems of the recipe (default: all)")
     ap.add_argument("--changes", type=int, choices=(1, 2, 3), default=3,
                     help="how many of the three filter changes to time with the warm services (default: 3)")
+    ap.add_argument("--warm-home", type=Path,
+                    help="the BONFORGE_HOME of a `bonforge up` already running: its warm services serve the warm "
+                         "builds (default: this benchmark's own `bonforge up` and `down`)")
     args = ap.parse_args()
     if args.problems is not None:
         SIZE.append(f"problems.limit={args.problems}")
@@ -103,14 +107,18 @@ def main() -> None:
         cached = build(b)
         knob_cold = build(b, "filter.max_pass_rate=0.75")
         noop_cold = build(b, "filter.max_pass_rate=0.75")
-        cli("up")
+        if args.warm_home:
+            ENV["BONFORGE_HOME"] = str(args.warm_home)
+        else:
+            cli("up")
         try:
             changes = (("filter.max_pass_rate=0.25",), ("filter.min_pass_rate=0.25",),
                        ("filter.min_pass_rate=0.25", "filter.max_pass_rate=0.75"))[:args.changes]
             knob_warm = sorted(build(b, *change) for change in changes)
             noop_warm = build(b, *changes[-1])
         finally:
-            cli("down")
+            if not args.warm_home:
+                cli("down")
     median = knob_warm[len(knob_warm) // 2]
     print(
         f"start: imports {phases['imports']:.1f}s + Prefect's server {phases['services']:.1f}s "

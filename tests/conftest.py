@@ -170,10 +170,9 @@ def prefect_api() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def services(tmp_path_factory) -> Iterator[dict[str, str]]:
-    """One Prefect server and Ray head for the session (``bonforge up`` in a home of its own), as a configured
-    cluster gives them: the environment that points a build at them (the benchmarks' smoke runs, the builds of
-    tests that need no Ray of their own)."""
+def warm_home(tmp_path_factory) -> Iterator[Path]:
+    """One Prefect server, Ray head and warm builder for the session (``bonforge up`` in a home of its own), as a
+    configured cluster gives them; yields that home (its ``services.json``), stopped at the end."""
     home = tmp_path_factory.mktemp("services-home")
     env = {**os.environ, "BONFORGE_HOME": str(home)}
     for name in ("PREFECT_API_URL", "RAY_ADDRESS"):
@@ -183,13 +182,20 @@ def services(tmp_path_factory) -> Iterator[dict[str, str]]:
     if up.returncode:
         pytest.fail(f"bonforge up failed:\n{up.stderr[-3000:]}")
     try:
-        record = json.loads((home / "services.json").read_text())
-        ray = record["ray"]
-        yield {"PREFECT_API_URL": record["prefect"]["url"], "RAY_ADDRESS": ray["address"], "RAY_AUTH_MODE": "token",
-               "RAY_AUTH_TOKEN_PATH": ray["token_path"]}
+        yield home
     finally:
         subprocess.run([sys.executable, "-m", "bonforge.cli", "down"], env=env, cwd=REPO, capture_output=True,
                        timeout=120)
+
+
+@pytest.fixture(scope="session")
+def services(warm_home) -> dict[str, str]:
+    """The environment that points a build at the session's Prefect server and Ray head (``warm_home``), as
+    a configured cluster's does: the benchmarks' smoke runs, the builds of tests that need no Ray of their own."""
+    record = json.loads((warm_home / "services.json").read_text())
+    ray = record["ray"]
+    return {"PREFECT_API_URL": record["prefect"]["url"], "RAY_ADDRESS": ray["address"], "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": ray["token_path"]}
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,9 @@ root, in a process of its own) and must exit 0 and print its table or ratio line
 
 The scripts that build with Prefect and Ray use one Prefect server and Ray head for the session (conftest's
 ``services``: ``bonforge up`` in a temporary home, handed over as ``PREFECT_API_URL`` and ``RAY_ADDRESS``), as a
-configured cluster gives them: their own start of these services is what tests/services covers, and on a
-2-core machine it would cost more than the scripts' work.
+configured cluster gives them, and ``dag_overhead``'s builds with the warm services use that ``bonforge up``
+(``--warm-home``): their own start of these services is what tests/services covers, and on a 2-core machine it
+would cost more than the scripts' work.
 
 The scripts that load a vLLM engine (``vllm_engine``, ``reward_model``, ``early_stop`` past its pools) run
 inside the real-model tests that load the same engine already (``bench_smoke.ON_ENGINE``): a start of their
@@ -32,8 +33,9 @@ TWO_PROGRAMS = ["def f(x):\n    return x + 1\nassert f(1) == 2\n", "assert 1 == 
 
 @dataclass(frozen=True)
 class Smoke:
-    """A tiny run of one script: its arguments (``{tmp}``: the test's temporary folder), the lines it must
-    print (regular expressions, each matching a line), and what it needs."""
+    """A tiny run of one script: its arguments (``{tmp}``: the test's temporary folder; ``{warm}``: the home of
+    the session's ``bonforge up``, with "services"), the lines it must print (regular expressions, each matching
+    a line), and what it needs."""
 
     args: tuple[str, ...]
     prints: tuple[str, ...]
@@ -45,7 +47,7 @@ SMOKE = {
     "checker_isolation": Smoke(("--against", ".", "-n", "2", "-c", "2", "--rounds", "1"),
                                (r"^this tree +plan .* ms +replay .* ms$", r"^this tree / against: plan .*x"),
                                needs=("docker",)),
-    "dag_overhead": Smoke(("--problems", "12", "--changes", "1"),
+    "dag_overhead": Smoke(("--problems", "12", "--changes", "1", "--warm-home", "{warm}"),
                           (r"^start: imports ", r"^DAG: .* = .*x", r"^`bonforge run`: first .*, cached re-run ",
                            r"^filter change .* with it \(median of 1, "), needs=("data", "services"), timeout_s=600),
     "decontaminate": Smoke(("--problems", "500", "--items", "20", "--planted", "5"),
@@ -152,7 +154,8 @@ def test_smoke(name: str, smoke: Smoke, request, tmp_path):
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     env.setdefault("RAY_raylet_start_wait_time_s", "180")  # Ray's own start, on a busy 2-core machine
     env.update(_needs(smoke, request))
-    args = [a.replace("{tmp}", str(tmp_path)) for a in smoke.args]
+    warm = str(request.getfixturevalue("warm_home")) if "services" in smoke.needs else ""
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{warm}", warm) for a in smoke.args]
     code, out, err = _run([sys.executable, str(BENCHMARKS / f"{name.split()[0]}.py"), *args], env, smoke.timeout_s)
     tail = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-3000:]}"
     assert code == 0, f"exit code {code}{tail}"

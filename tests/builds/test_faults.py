@@ -191,7 +191,7 @@ def test_kill_during_sampling_then_rerun_is_byte_identical(driver, tmp_path, sha
     problems.write_text(
         "".join(json.dumps({"question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}) + "\n" for i in range(1, 25))
     )
-    with ScriptedServer(solver, delay_s=0.05) as server:
+    with ScriptedServer(solver, delay_s=0.02) as server:
         recipe = tmp_path / "recipe.yaml"
         recipe.write_text(f"""
 name: sampled

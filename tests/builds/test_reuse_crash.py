@@ -72,6 +72,13 @@ def assert_consistent(root: Path) -> int:
     return seen
 
 
+def pause(proc, seconds: float) -> None:
+    """Sleep ``seconds``, or until ``proc`` ends if it ends sooner (a kill point past its end would land nowhere)."""
+    deadline = time.perf_counter() + seconds
+    while proc.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.01)
+
+
 def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
     rng = random.Random(int(os.environ.get("BONFORGE_CRASH_SEED", "7")))
     write_problems(tmp_path, "problems.jsonl", 12)
@@ -102,18 +109,19 @@ def test_sigkill_at_random_points_never_leaves_a_partial_stage(tmp_path):
             if kind == "sample":
                 variant = (variant[0], variant[1], 0.8 + tries / 1000)
             argv = [str(store), "--gc", "0"] if kind == "gc" else [str(store), str(recipe), *args(variant)]
-            t0, before = time.perf_counter(), in_flight(store)
+            before = in_flight(store)
             proc = forks.start(argv)
             if kind == "sample":  # a random point inside sampling: once its first shard plan is written
                 while proc.poll() is None and not any(s == "candidates" for s, _ in in_flight(store) - before):
                     time.sleep(0.01)
-                time.sleep(rng.uniform(0.0, 1.0))
+                pause(proc, rng.uniform(0.0, 1.0))
             else:
-                time.sleep(rng.uniform(0.2, spans[kind]))
+                wait = rng.uniform(0.2, spans[kind])
+                pause(proc, wait)
             if proc.poll() is None:
                 kills += 1
             elif kind != "sample":
-                spans[kind] = time.perf_counter() - t0  # it finished first: the next kill comes earlier
+                spans[kind] = wait  # it finished first: the next kill comes earlier
             kill_group(proc)
             assert_consistent(store)
             stages_hit |= {stage for stage, _ in in_flight(store) - before}

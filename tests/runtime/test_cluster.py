@@ -65,7 +65,8 @@ def cluster(gsm8k_pool):
 def test_driver_without_the_token_is_refused(cluster, tmp_path):
     wrong = tmp_path / "wrong_token"
     wrong.write_text(uuid.uuid4().hex)
-    env = {**cluster, "RAY_AUTH_TOKEN_PATH": str(wrong)}
+    # refused on each try: the driver gives up after 2 tries to reach the cluster (Ray's default: 20, 1 s apart)
+    env = {**cluster, "RAY_AUTH_TOKEN_PATH": str(wrong), "RAY_NUM_REDIS_GET_RETRIES": "2"}
     code = "import ray; ray.init(); print('connected')"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "connected" not in out.stdout

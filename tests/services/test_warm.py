@@ -20,6 +20,7 @@ from bonforge.services import warm
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
+LIMIT = "problems.limit=300"  # 300 candidates per teacher: two verification shards each, run on Ray
 pytestmark = pytest.mark.slow
 
 
@@ -85,7 +86,7 @@ def built(services, tmp_path_factory):
     """A first build with the warm services: (its result, its store)."""
     env, _, _ = services
     store = tmp_path_factory.mktemp("warm") / "store"
-    return cli("run", str(RECIPE), "--set", "problems.limit=600", "--store", str(store), env=env), store
+    return cli("run", str(RECIPE), "--set", LIMIT, "--store", str(store), env=env), store
 
 
 def test_run_uses_the_warm_services(services, built):
@@ -110,7 +111,7 @@ def test_a_knob_change_computes_and_tasks_only_what_it_changes(services, built):
     env, record, _ = services
     _, store = built
     before = {p: p.stat().st_mtime_ns for p in store.glob("stages/*/*/manifest.json")}
-    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--set", "filter.max_pass_rate=0.75",
+    res = cli("run", str(RECIPE), "--set", LIMIT, "--set", "filter.max_pass_rate=0.75",
               "--store", str(store), env=env)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert "running in the warm builder" in res.stderr
@@ -132,7 +133,7 @@ def test_a_no_op_rebuild_in_the_warm_builder_computes_nothing_and_makes_no_flow_
     env, record, _ = services
     _, store = built
     flows = len(flow_runs(record))
-    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--set", "filter.max_pass_rate=0.75",
+    res = cli("run", str(RECIPE), "--set", LIMIT, "--set", "filter.max_pass_rate=0.75",
               "--store", str(store), env=env)  # fmt: skip
     assert res.returncode == 0 and "running in the warm builder" in res.stderr, res.stderr[-3000:]
     assert "every stage is committed" in res.stderr and "computed in" not in res.stderr
@@ -144,7 +145,7 @@ def test_a_no_op_rebuild_in_the_warm_builder_computes_nothing_and_makes_no_flow_
 def test_a_failing_build_in_the_warm_builder_prints_one_error_line(services, built):
     env, _, _ = services
     _, store = built
-    res = cli("run", str(RECIPE), "--set", "problems.limit=600", "--set", "filter.min_pass_rate=0.99",
+    res = cli("run", str(RECIPE), "--set", LIMIT, "--set", "filter.min_pass_rate=0.99",
               "--set", "filter.max_pass_rate=1", "--store", str(store), env=env)  # fmt: skip
     assert "running in the warm builder" in res.stderr
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
