@@ -1,2 +1,3 @@
 """What a bonforge process holds once and asks of its host: its Ray connection (``cluster``), its progress bars
-(``progress``), its scratch DuckDB database (``scratch_db``), and whether a process still runs (``processes``)."""
+(``progress``), its scratch DuckDB database (``scratch_db``), whether a process still runs (``processes``), and
+where its per-user files and caches live (``folders``)."""

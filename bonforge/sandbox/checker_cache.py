@@ -4,7 +4,7 @@ compile a problem's checker again (testlib's header makes each compile cost seco
 A binary is filed under a key that the caller derives from everything that decides it: the checker's
 content (its source, its files, the build's argv: ``testlib.digest``) and the sandbox image's id (the
 compiler and the libraries it links against). The folder is ``<BONFORGE_HOME>/checker-cache`` when
-``BONFORGE_HOME`` is set, else ``$XDG_CACHE_HOME/bonforge/checkers`` (``~/.cache/bonforge/checkers``); it is
+``BONFORGE_HOME`` is set, else ``$XDG_CACHE_HOME/bonforge/checker`` (``runtime.folders``); it is
 on the host and never mounted into a sandbox, so no program the sandbox runs can write it. Each file holds a
 header with the binary's length and SHA-256: a short or corrupt file is ignored (and replaced by the next
 compile); files are written to a temporary name and renamed, so a reader never sees half of one. The cache
@@ -20,16 +20,15 @@ import os
 import tempfile
 from pathlib import Path
 
+from bonforge.runtime.folders import cache_folder
+
 log = logging.getLogger("bonforge.sandbox")
 
 MAGIC = b"bonforge-checker 1"
 
 
 def root() -> Path:
-    home = os.environ.get("BONFORGE_HOME")
-    if home:
-        return Path(home) / "checker-cache"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bonforge" / "checkers"
+    return cache_folder("checker")
 
 
 def _path(key: str) -> Path:

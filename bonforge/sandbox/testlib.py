@@ -20,6 +20,7 @@ backend 'docker') for the processes that come later.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import threading
@@ -105,9 +106,11 @@ class Checkers:
             self._own = self._pool = SandboxPool(self.cfg)
         return self._pool.run(requests)
 
+    @functools.cached_property
     def image(self) -> str | None:
         """The id of the image that compiles and runs the checkers (None with backend 'process': the host's
-        compiler, which nothing identifies, so its binaries are kept in this process only)."""
+        compiler, which nothing identifies, so its binaries are kept in this process only); asked of the
+        engine once per ``Checkers``."""
         if self.cfg.backend != "docker":
             return None
         from bonforge.sandbox import image
@@ -117,7 +120,7 @@ class Checkers:
     def compile(self, checkers: list[dict]) -> list[str]:
         """The base64 binary of each checker, or ``"!" + why`` it does not build; built once per content and
         image (kept in this process, and on disk for later ones when the image is known)."""
-        image = self.image()
+        image = self.image
         keys = [hashlib.sha256(f"{image} {digest(c)}".encode()).hexdigest() for c in checkers]
         with _lock:
             todo = {k: c for k, c in zip(keys, checkers, strict=True) if k not in _binaries}

@@ -22,19 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from bonforge.runtime.folders import home
 from bonforge.services.prefect_server import database_env, free_port, healthy, reason
 from bonforge.errors import BonforgeError
 
 BUILDER = "bonforge.services.builder"  # the warm builder's module, also the marker of its command line
 WHERE = {"prefect": "url", "ray": "address", "builder": "socket"}  # per service, the field saying where it is
 MARKER = {"prefect": "prefect", "ray": "ray", "builder": BUILDER}  # per service, in its command line
-
-
-def home() -> Path:
-    """Where bonforge keeps per-user state: ``BONFORGE_HOME``, else ``$XDG_CONFIG_HOME/bonforge``."""
-    if os.environ.get("BONFORGE_HOME"):
-        return Path(os.environ["BONFORGE_HOME"])
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "bonforge"
 
 
 def record_path() -> Path:

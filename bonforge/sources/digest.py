@@ -8,8 +8,8 @@ mtime and ctime (nanoseconds). An unchanged file costs one ``stat`` and one look
 (another mtime, size or ctime), or replaced by another file (another inode), is read again. A folder's
 digest is the sha256 of its files' relative paths and digests, in sorted order.
 
-The cache is one SQLite file (``BONFORGE_DIGESTS``, default ``$XDG_CACHE_HOME/bonforge/digests.sqlite``,
-i.e. ``~/.cache/bonforge/digests.sqlite``): safe under concurrent builds (SQLite's locking; each write is
+The cache is one SQLite file (``BONFORGE_DIGESTS``, default ``digests.sqlite`` in ``<BONFORGE_HOME>/digest-cache``
+or ``~/.cache/bonforge/digest``: ``runtime.folders``): safe under concurrent builds (SQLite's locking; each write is
 one statement), and never a reason to fail: a cache that cannot be opened or written is skipped and the
 file is read. A file that changes while it is read, or changed in the last ``RACY_S`` seconds (a rewrite in the
 same tick of a coarse filesystem clock would keep its stat), gets its digest but no cache entry.
@@ -23,6 +23,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from bonforge.runtime.folders import cache_folder
+
 _BLOCK = 1 << 20
 # A file changed within this many seconds is read again next time rather than cached: a filesystem whose clock
 # ticks coarsely (a network mount, FAT: 1-2 s) could give a same-size rewrite in the same tick the same stat.
@@ -32,8 +34,7 @@ RACY_S = 2.0
 def cache_path() -> Path:
     if os.environ.get("BONFORGE_DIGESTS"):
         return Path(os.environ["BONFORGE_DIGESTS"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "bonforge" / "digests.sqlite"
+    return cache_folder("digest") / "digests.sqlite"
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int, int, int]:

@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 
 from bonforge.errors import StoreError
+from bonforge.runtime.folders import cache_folder
 from bonforge.schema import CODE_STATUSES, MATH_STATUSES
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
@@ -50,10 +51,7 @@ class NotFound(StoreError):
 
 
 def cache_root() -> Path:
-    home = os.environ.get("BONFORGE_HOME")
-    if home:
-        return Path(home) / "viewer-cache"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bonforge" / "viewer"
+    return cache_folder("viewer")
 
 
 class Catalog:

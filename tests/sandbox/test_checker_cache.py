@@ -35,8 +35,8 @@ def fresh(monkeypatch, tmp_path):
     """An empty cache folder and image 'sha256:one'; ``fresh()`` forgets what this process compiled (as a new
     process would) and returns a new ``Checkers`` on a counting pool."""
     monkeypatch.setenv("BONFORGE_HOME", str(tmp_path))
-    monkeypatch.setattr(Checkers, "image", lambda self: self.cfg.backend == "docker" and "sha256:one" or None,
-                        raising=False)  # (raising: so that these tests fail, not error, without it)
+    one = property(lambda self: self.cfg.backend == "docker" and "sha256:one" or None)
+    monkeypatch.setattr(Checkers, "image", one, raising=False)  # (raising: these tests fail, not error, without it)
     monkeypatch.setattr(testlib, "_binaries", {})
 
     def new(backend: str = "docker") -> Checkers:
@@ -60,10 +60,24 @@ def test_the_key_holds_the_image_and_the_content(fresh, monkeypatch):
     again = fresh()
     again.compile([other_header])
     assert again._pool.builds == [OK["source"]]  # same source, another header: compiled
-    monkeypatch.setattr(Checkers, "image", lambda self: "sha256:two")
+    monkeypatch.setattr(Checkers, "image", property(lambda self: "sha256:two"))
     rebuilt = fresh()
     rebuilt.compile([OK])
     assert rebuilt._pool.builds == [OK["source"]]  # same checker, another image: compiled
+
+
+def test_the_image_is_asked_of_the_engine_once_per_checkers(monkeypatch, tmp_path):
+    from bonforge.sandbox import image
+
+    monkeypatch.setenv("BONFORGE_HOME", str(tmp_path))
+    monkeypatch.setattr(testlib, "_binaries", {})
+    asked: list[str] = []
+    monkeypatch.setattr(image, "ensure_image", lambda tag, build: tag)
+    monkeypatch.setattr(image, "image_id", lambda tag: asked.append(tag) or "sha256:one")
+    checkers = Checkers(CodeVerifyConfig(backend="docker"), pool=Pool())
+    for _ in range(3):
+        checkers.compile([OK])
+    assert len(asked) == 1 and len(checkers._pool.builds) == 1
 
 
 @pytest.mark.parametrize("damage", [lambda b: b[:-1], lambda b: b[:-5] + b"XXXXX", lambda b: b"", lambda b: b"\n"])
@@ -100,14 +114,6 @@ def test_a_folder_that_cannot_be_written_costs_compiles_only(fresh, tmp_path, mo
     again = fresh()
     again.compile([OK])
     assert len(again._pool.builds) == 1
-
-
-def test_the_cache_folder_follows_the_users_settings(monkeypatch, tmp_path):
-    monkeypatch.delenv("BONFORGE_HOME", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert checker_cache.root() == tmp_path / "bonforge" / "checkers"
-    monkeypatch.setenv("BONFORGE_HOME", str(tmp_path / "home"))
-    assert checker_cache.root() == tmp_path / "home" / "checker-cache"
 
 
 @pytest.mark.docker
