@@ -88,7 +88,8 @@ def reading(result: dict) -> tuple[str, str]:
 
 
 class Checkers:
-    """The checker programs of one verification call, run on a pool of their own (started on first use)."""
+    """The checker programs of one verification call, run on a pool of their own (started on first use, with
+    the call's ``pool_size``)."""
 
     def __init__(self, cfg: CodeVerifyConfig, pool=None):
         self.cfg = cfg
@@ -99,8 +100,10 @@ class Checkers:
         if self._pool is None:
             from bonforge.sandbox.pool import SandboxPool
 
-            own = self.cfg.model_copy(update={"pool_size": max(1, self.cfg.pool_size // 2)})
-            self._own = self._pool = SandboxPool(own)
+            # as many containers as the candidates had: the call's candidates have run by now (``judging.code``
+            # runs the checkers after them), and a problem's checker compiles (testlib.h: seconds of CPU each)
+            # then run side by side instead of one after another
+            self._own = self._pool = SandboxPool(self.cfg)
         return self._pool.run(requests)
 
     @functools.cached_property

@@ -7,10 +7,10 @@ info.toml says, a crashing checker the problem's error, and the test-suite stren
 Cost: candidates stop at their first failing run (``stop_on_first_failure``), so a solution that is only too
 slow burns its time limit once, not on each of its tests (composition_of_formal_power_series' naive.cpp runs
 out of time on 15 of 27 tests, sum_of_exponential_times_polynomial's brute.cpp on 7 of 20), and factorial's
-limit is lowered (below). A wrong answer is known only once the checker reads it, after the runs: wrong
-programs still run every test, so ours are few. Right programs run every test (the packages' take about
-100 s of CPU, composition_of_formal_power_series' correct.cpp 60 s of it), and each of the 12 checkers is
-compiled (testlib.h: about 6 s of CPU each)."""
+and factorize's limits are lowered (below). A wrong answer is known only once the checker reads it, after the
+runs: wrong programs still run every test, so ours are few. Right programs run every test (the packages' take
+about 100 s of CPU, composition_of_formal_power_series' correct.cpp 60 s of it), and the 12 checkers are
+compiled (7 distinct sources; testlib.h: about 6 s of CPU each), on as many containers as the candidates'."""
 
 from __future__ import annotations
 
@@ -68,10 +68,13 @@ def built(tmp_path_factory, data_dir, sandbox_image, shared_prefect):
     shutil.copytree(lc, packages)
     assert len(package_folders(packages)) == 12
     # factorial's limit from 10 s to 2 s: its naive.cpp (allow_tle) then runs out of time at once instead of
-    # passing in up to 10 s of CPU a test; correct.cpp needs 0.3 s
-    info = packages / "factorial" / "info.toml"
-    info.write_text(info.read_text().replace("timelimit = 10.0", "timelimit = 2.0", 1))
-    assert "timelimit = 2.0" in info.read_text()
+    # passing in up to 10 s of CPU a test; correct.cpp needs 0.3 s. factorize's from 10 s to 4 s: its
+    # fixed_RNG.cpp (expect TLE) loops on its 13th test, which then costs 4 s of CPU, not 10; correct.cpp and
+    # rho_with_difference_of_square.cpp need at most 1.6 s a test
+    for name, limit in (("factorial", "2.0"), ("factorize", "4.0")):
+        info = packages / name / "info.toml"
+        info.write_text(info.read_text().replace("timelimit = 10.0", f"timelimit = {limit}", 1))
+        assert f"timelimit = {limit}" in info.read_text()
     crash = packages / "aplusb_crashing_checker"  # aplusb whose checker dies on every reading
     shutil.copytree(lc / "aplusb", crash)
     (crash / "checker.cpp").write_text("#include <cstdlib>\nint main() { abort(); }\n")

@@ -149,6 +149,13 @@ HOSTILE = {
 }
 
 
+# The battery's limits: a program built to run out of time costs its wall limit (the Java thread bomb's threads
+# sleep: 21 s a test at 5 s x 2 for Java, x 2 + 1), so each stops at its first failing test and the CPU limit
+# is 2 s (Java: 4 s, above the 0.6 s of CPU its memory bomb takes to fill the heap); the right program passes
+# all three tests in well under 0.1 s each.
+HOSTILE_LIMITS = {"build_time_limit_s": 10.0, "time_limit_s": 2.0, "stop_on_first_failure": True}
+
+
 def test_hostile_cpp_and_java_programs_get_their_own_verdicts(lc, cfg):
     """Each gets a candidate's verdict (never sandbox_error), and a right program judged with them passes."""
     row, _ = load_package(lc / "maximum_independent_set", [lc / "common"])
@@ -157,11 +164,12 @@ def test_hostile_cpp_and_java_programs_get_their_own_verdicts(lc, cfg):
     row = dict(row, tests=json.dumps(spec))
     candidates = [(name, row["problem_id"], fenced(lang, text)) for name, (lang, text, _) in HOSTILE.items()]
     candidates.append(("right", row["problem_id"], fenced("python", MIS_PY)))
-    verdicts = judge([row], candidates, cfg.model_copy(update={"build_time_limit_s": 10.0}))
+    verdicts = judge([row], candidates, cfg.model_copy(update=HOSTILE_LIMITS))
     got = {name: verdicts[name]["status"] for name in HOSTILE}
     assert {n: s for n, s in got.items() if s not in HOSTILE[n][2]} == {}, {
         n: (verdicts[n]["status"], (verdicts[n]["detail"] or "")[:200]) for n in HOSTILE}
     assert verdicts["right"]["status"] == "passed", verdicts["right"]["detail"]
+    assert verdicts["right"]["tests_passed"] == 3
 
 
 def test_a_checker_that_fails_is_the_problems_error(lc, cfg):
