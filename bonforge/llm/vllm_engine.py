@@ -230,6 +230,8 @@ class VLLMEngine:
                 _, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=POLL_S)
                 progress(ray.get(counter.count.remote()))
             results = [res for part in ray.get(futures) for res in part]
+            if progress is not None:  # every finished sample: the replicas' last reports may still be on the way
+                progress(sum("skipped" not in res for res in results))
         finally:
             if counter is not None:
                 ray.kill(counter)

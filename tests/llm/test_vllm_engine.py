@@ -13,8 +13,8 @@ from bonforge.llm.base import Request
 from bonforge.llm.config import VLLMTeacher
 from bonforge.errors import ConfigError
 from bonforge.llm.base import fits
-from bonforge.llm.vllm_engine import (Worker, actor_options, chunks, engine_args, job, output_fields,
-                                      sampling_kwargs, to_completions)
+from bonforge.llm.vllm_engine import (VLLMEngine, Worker, actor_options, chunks, engine_args, job,
+                                      output_fields, sampling_kwargs, to_completions)
 
 
 def req(rid: str, n: int = 2, **kw) -> Request:
@@ -165,3 +165,29 @@ def test_a_replica_counts_the_samples_as_vllm_finishes_them(monkeypatch):
     counter = Counter()
     worker.generate(items, counter)
     assert counter.sent == [6]  # the rest when the batch ends
+
+
+class Ref:
+    def __init__(self, value):
+        self.value = value
+
+
+def test_the_progress_ends_at_every_finished_sample_when_the_counter_lags(monkeypatch):
+    """The replicas tell the counter actor from their own processes: when ``generate`` has every result, the
+    counter may not have taken in their last reports yet. The progress still ends at the samples finished (the
+    prompt that did not fit is not one)."""
+    import bonforge.llm.vllm_engine as vllm_engine
+
+    lagging = SimpleNamespace(count=SimpleNamespace(remote=lambda: Ref(2)))  # it heard of 2 of the 3 samples
+    fake_ray = SimpleNamespace(remote=lambda **_: lambda cls: SimpleNamespace(remote=lambda: lagging),
+                               wait=lambda refs, num_returns, timeout: (refs, []), kill=lambda actor: None,
+                               get=lambda ref: ref.value if isinstance(ref, Ref) else [r.value for r in ref])
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+    monkeypatch.setattr(vllm_engine, "to_completions", lambda requests, results, model, latency: results)
+    worker = SimpleNamespace(generate=SimpleNamespace(
+        remote=lambda items, counter: Ref([{"skipped": 900} if i == 1 else {"text": "x"} for i in range(len(items))])))
+    engine = VLLMEngine(VLLMTeacher(engine="vllm", name="q", model="m", device="cpu"))
+    engine.workers = [worker]
+    heard: list[int] = []
+    engine.generate([req("a", n=2), req("b", n=2)], heard.append)
+    assert heard == [2, 3]
