@@ -69,14 +69,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "b7e1640f49973c118328"
         ],
         "verdicts": [
-            "500e17e143e270821673",
-            "9a57cbce44336d838232"
+            "545b9364b73412d79378",
+            "fcaccd40e18ff439f407"
         ],
         "problem_stats": [
-            "df4c29af03b4ae36fa82"
+            "4442aade0670bfdc5ff5"
         ],
         "genselect": [
-            "a3494fa18eab3c1eaf23"
+            "6f7beae8c4504f84647e"
         ]
     },
     "humaneval-genselect": {
@@ -88,14 +88,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "f09142d7619d9d487dff"
         ],
         "verdicts": [
-            "7647f8df0a3042032a90",
-            "7245c9b416171fa4d92e"
+            "10867bfad6169f7c5d5f",
+            "96b46f5a08bfc80732da"
         ],
         "problem_stats": [
-            "5b898ca88e527a8f04e0"
+            "55672f623ccd1d8101c4"
         ],
         "genselect": [
-            "ca7a93138c691f1988b0"
+            "acbf6dc2a4b2d4638287"
         ]
     },
     "gsm8k-fusion": {
