@@ -52,15 +52,6 @@ def rm_server(rm_dir, tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _server_loads_beside_the_others(request):
-    """The server starts with the module's first test when its test is selected: it loads while the transformers
-    tests and vLLM offline run (a load is most of a minute of mostly one core)."""
-    mine = [i for i in request.session.items if i.module is request.module]
-    if importlib.util.find_spec("vllm") is not None and any("rm_server" in i.fixturenames for i in mine):
-        request.getfixturevalue("rm_server")
-
-
 @pytest.fixture(scope="module")
 def local(rm_dir) -> list:
     """The transformers engine's results on ITEMS at the default batch of 8: what the other engines must equal
