@@ -76,9 +76,8 @@ def check_samples(out, requests: list[Request], max_tokens: int) -> None:
 
 class VLLMServer:
     """vLLM's OpenAI-compatible server (``args``: the model's and the runner's) on 127.0.0.1, started in a process
-    group of its own, its output in ``log``. Constructing it starts the process and does not wait: the load (most
-    of a minute on a loaded 2-core machine, mostly one core) runs while the caller does other work, until ``url``
-    waits for ``/health``."""
+    group of its own, its output in ``log``. Constructing it starts the process; ``url`` waits for ``/health``
+    (the load: most of a minute on a loaded 2-core machine, mostly one core)."""
 
     def __init__(self, args: list[str], log: Path):
         from procs import free_port, start

@@ -42,7 +42,7 @@ def rm_dir() -> str:
 
 @pytest.fixture(scope="module")
 def rm_server(rm_dir, tmp_path_factory):
-    """vLLM's server on the test reward model (started, not waited for: ``VLLMServer``)."""
+    """vLLM's server on the test reward model (``VLLMServer``: its test waits for it with ``url()``)."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vLLM is not installed (python -m bonforge.llm.cpu_models)")
     server = VLLMServer(["--model", rm_dir, "--served-model-name", "rm", "--dtype", "float32", "--max-model-len",
