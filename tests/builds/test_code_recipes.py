@@ -17,17 +17,39 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
+def _descends_from_us(owner: str) -> bool:
+    """Whether a container's owner (``<host>:<pid>``) is this process or a process under it (a Ray worker of
+    this process's local cluster), or has gone: another pytest worker's containers (``pytest -n 2``) are not."""
+    import os
+    import socket
+
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    n = int(pid)
+    while n > 1:
+        if n == os.getpid():
+            return True
+        try:
+            n = int(Path(f"/proc/{n}/stat").read_text().rsplit(")", 1)[1].split()[1])  # the parent's pid
+        except (OSError, IndexError, ValueError):
+            return n == int(pid)  # the owner has gone: its container is a leak, whoever started it
+    return False
+
+
 def _containers() -> set[str]:
+    """The running sandbox containers that this test process (or its Ray workers) started."""
     import subprocess
 
-    out = subprocess.run(["docker", "ps", "-q", "--filter", "label=bonforge.sandbox=1"], capture_output=True,
-                         text=True, check=True).stdout
-    return set(out.split())
+    out = subprocess.run(["docker", "ps", "--filter", "label=bonforge.sandbox=1", "--format",
+                          '{{.ID}} {{.Label "bonforge.sandbox.owner"}}'], capture_output=True, text=True,
+                         check=True).stdout
+    return {cid for cid, _, owner in (line.partition(" ") for line in out.splitlines()) if _descends_from_us(owner)}
 
 
 def test_apps_recipe_reproduces_labels_and_publishes(tmp_path, sandbox_image, data_dir):
     recipe = load_recipe(RECIPES / "apps-genselect.yaml")
-    before = _containers()  # pools other tests of this process (or other processes) keep warm
+    before = _containers()  # pools other tests of this process keep warm
     record = build(recipe, str(tmp_path / "store"), str(RECIPES))
     assert record["status"] == "succeeded" and record["dataset_version"] == 1
     assert_golden("apps-genselect", record)

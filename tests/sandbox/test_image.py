@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from bonforge.errors import SandboxError
@@ -49,7 +51,7 @@ def test_docker_host_is_the_engine_asked(tmp_path, monkeypatch):
 
 
 @pytest.mark.docker
-def test_cleanup_removes_only_this_users_containers(sandbox_image):
+def test_cleanup_removes_only_this_users_containers(sandbox_image, monkeypatch):
     """On a Docker engine shared by several users, `bonforge sandbox cleanup` removes the containers this
     user's sandboxes started (labelled at creation), never another user's; --all-users removes both."""
     import subprocess
@@ -66,6 +68,10 @@ def test_cleanup_removes_only_this_users_containers(sandbox_image):
     def exists(cid: str) -> bool:
         return subprocess.run(["docker", "inspect", cid], capture_output=True).returncode == 0
 
+    # a user and a sandbox label of this test's own: the commands below remove no live sandbox of another
+    # process (a second pytest worker's pools); what they select by stays the code's own
+    monkeypatch.setattr(image, "LABEL", f"bonforge.sandbox.test-{os.getpid()}")
+    monkeypatch.setattr(image, "user", lambda: f"tester-{os.getpid()}:0")
     mine = create(image.labels())
     theirs = create({**image.labels(), image.USER_LABEL: "someone-else:4242", image.OWNER_LABEL: "elsewhere:1"})
     try:
