@@ -49,13 +49,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
                                 f"{sum(t[1] for t in _FILE_TIMES.values()):5d} tests  (all files)")
 
 
+_OWN_HOMES = "BONFORGE_TEST_OWN_HOMES"  # the home variables this session made up (a worker makes its own)
+
+
 def pytest_sessionstart(session) -> None:
     import tempfile
 
-    if "PREFECT_HOME" not in os.environ:
-        os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="bonforge-prefect-")
-    if "BONFORGE_HOME" not in os.environ:  # no warm services of `bonforge up` unless a test starts them
-        os.environ["BONFORGE_HOME"] = tempfile.mkdtemp(prefix="bonforge-home-")
+    made = os.environ.get(_OWN_HOMES, "").split()  # set by the session that started this worker (pytest -n)
+    for name, prefix in (("PREFECT_HOME", "bonforge-prefect-"), ("BONFORGE_HOME", "bonforge-home-")):
+        # no warm services of `bonforge up` unless a test starts them; each parallel worker its own Prefect state
+        if name not in os.environ or name in made:
+            os.environ[name] = tempfile.mkdtemp(prefix=prefix)
+            made.append(name)
+    os.environ[_OWN_HOMES] = " ".join(dict.fromkeys(made))
 
 
 @pytest.fixture
@@ -276,20 +282,27 @@ SHARED_VLLM = "smol_vllm"
 _SHARED: dict = {"engine": None, "loading": None, "first": None, "last": None}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The files that use ``smol_vllm`` run together, where the first of them would run; no other order changes."""
+    """The files that use ``smol_vllm`` run together, where the first of them would run; no other order changes.
+    On parallel workers (``pytest -n 2``, ``--dist loadgroup``) each file is one unit of work and those files
+    together one (one engine loads, on one worker), and the files marked ``slow`` are handed out first, so that
+    the last units, the ones a worker may run while the other has nothing left, are short."""
     files: dict[str, list] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
     users = [f for f, its in files.items() if any(SHARED_VLLM in getattr(i, "fixturenames", ()) for i in its)]
-    if len(users) < 2:
-        return
     order: list[str] = []
     for f in files:
         if f in users:
             order += [u for u in users if u not in order]
         else:
             order.append(f)
+    if getattr(config.option, "loadgroup", False):  # a worker of `--dist loadgroup` (xdist sets it there)
+        order.sort(key=lambda f: not any(i.get_closest_marker("slow") for i in files[f]))  # stable: slow first
+        for f in order:
+            for item in files[f]:
+                item.add_marker(pytest.mark.xdist_group(SHARED_VLLM if f in users else f))
     items[:] = [item for f in order for item in files[f]]
 
 
