@@ -284,10 +284,13 @@ _SHARED: dict = {"engine": None, "loading": None, "first": None, "last": None}
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The files that use ``smol_vllm`` run together, where the first of them would run; no other order changes.
-    On parallel workers (``pytest -n 2``, ``--dist loadgroup``) each file is one unit of work and those files
-    together one (one engine loads, on one worker), and the files marked ``slow`` are handed out first, so that
-    the last units, the ones a worker may run while the other has nothing left, are short."""
+    """The files that use ``smol_vllm`` run together, where the first of them would run, and the files that drive
+    a browser (pytest-playwright's ``playwright``) run last: its sync API keeps an event loop running in the main
+    thread until the session ends, and a later test's ``asyncio.run`` would fail there. No other order changes.
+    On parallel workers (``pytest -n 2``, ``--dist loadgroup``) each file is one unit of work, the ``smol_vllm``
+    files together one (one engine loads, on one worker) and the browser files one (the last handed out, so
+    nothing runs after it on its worker), and the files marked ``slow`` are handed out first, so that the last
+    units, the ones a worker may run while the other has nothing left, are short."""
     files: dict[str, list] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
@@ -298,11 +301,15 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             order += [u for u in users if u not in order]
         else:
             order.append(f)
-    if getattr(config.option, "loadgroup", False):  # a worker of `--dist loadgroup` (xdist sets it there)
-        order.sort(key=lambda f: not any(i.get_closest_marker("slow") for i in files[f]))  # stable: slow first
+    browser = {f for f, its in files.items() if any("playwright" in getattr(i, "fixturenames", ()) for i in its)}
+    parallel = getattr(config.option, "loadgroup", False)  # a worker of `--dist loadgroup` (xdist sets it there)
+    slow = {f for f, its in files.items() if any(i.get_closest_marker("slow") for i in its)}
+    order.sort(key=lambda f: (f in browser, parallel and f not in slow))  # a stable sort: no other order changes
+    if parallel:
         for f in order:
+            group = SHARED_VLLM if f in users else "playwright" if f in browser else f
             for item in files[f]:
-                item.add_marker(pytest.mark.xdist_group(SHARED_VLLM if f in users else f))
+                item.add_marker(pytest.mark.xdist_group(group))
     items[:] = [item for f in order for item in files[f]]
 
 
