@@ -10,6 +10,9 @@ from golden_keys import assert_golden
 
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
+from bonforge.runtime.processes import pid_alive
+from bonforge.sandbox import image
+from bonforge.sandbox.oskit import descendants
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 
@@ -17,34 +20,23 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def _descends_from_us(owner: str) -> bool:
-    """Whether a container's owner (``<host>:<pid>``) is this process or a process under it (a Ray worker of
-    this process's local cluster), or has gone: another pytest worker's containers (``pytest -n 2``) are not."""
+def _containers() -> set[str]:
+    """The running sandbox containers that this test process or a process under it (a Ray worker of its local
+    cluster) started, or whose owner has gone (a leak, whoever started it): not another pytest worker's."""
     import os
     import socket
-
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    n = int(pid)
-    while n > 1:
-        if n == os.getpid():
-            return True
-        try:
-            n = int(Path(f"/proc/{n}/stat").read_text().rsplit(")", 1)[1].split()[1])  # the parent's pid
-        except (OSError, IndexError, ValueError):
-            return n == int(pid)  # the owner has gone: its container is a leak, whoever started it
-    return False
-
-
-def _containers() -> set[str]:
-    """The running sandbox containers that this test process (or its Ray workers) started."""
     import subprocess
 
-    out = subprocess.run(["docker", "ps", "--filter", "label=bonforge.sandbox=1", "--format",
-                          '{{.ID}} {{.Label "bonforge.sandbox.owner"}}'], capture_output=True, text=True,
-                         check=True).stdout
-    return {cid for cid, _, owner in (line.partition(" ") for line in out.splitlines()) if _descends_from_us(owner)}
+    out = subprocess.run(["docker", "ps", "--filter", f"label={image.LABEL}=1", "--format",
+                          '{{.ID}} {{.Label "' + image.OWNER_LABEL + '"}}'], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    ours = descendants(os.getpid()) | {os.getpid()}
+
+    def started_here(owner: str) -> bool:
+        host, _, pid = owner.rpartition(":")
+        return host == socket.gethostname() and pid.isdigit() and (int(pid) in ours or not pid_alive(int(pid)))
+
+    return {cid for cid, _, owner in (line.partition(" ") for line in out.splitlines()) if started_here(owner)}
 
 
 def test_apps_recipe_reproduces_labels_and_publishes(tmp_path, sandbox_image, data_dir):
