@@ -40,7 +40,7 @@ from bonforge.stage import Ref
 from bonforge.storage.store import StageStore
 from bonforge.stages import sample
 from bonforge.stages.sample import read_template
-from bonforge.selection.templates import render
+from bonforge.templates import render
 
 
 def make_problems(count: int) -> pa.Table:

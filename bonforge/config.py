@@ -18,7 +18,7 @@ from bonforge.config_model import Model, added, exec_only
 from bonforge.errors import ConfigError
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
-from bonforge.judging.config import MathVerifyConfig  # noqa: F401  (a recipe's verify.math)
+from bonforge.judging.config import MathVerifyConfig
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.scoring.config import SCORERS, BonConfig, BonFilter, EvaluateConfig, ScorerConfig  # noqa: F401
 
@@ -541,7 +541,7 @@ def recipe_from_dict(raw: dict, overrides: list[str] | None = None, base: str | 
 
 def _check_judge_templates(recipe: Recipe) -> None:
     """A judge's template is read when the recipe is: a missing file or placeholder fails before any work."""
-    from bonforge.selection import templates
+    from bonforge import templates
 
     for s in recipe.scorers:
         if s.kind == "judge":

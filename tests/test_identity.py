@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow as pa
 
 from bonforge import identity
-from bonforge.selection import selector, templates
+from bonforge import templates
+from bonforge.selection import selector
 from bonforge.engine import reuse
 from bonforge.llm.base import problem_seed, problem_seeds
 from bonforge.selection.selector import Selector

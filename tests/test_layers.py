@@ -138,8 +138,22 @@ def reaches(name: str, prefix: str) -> list[str]:
 DOWNWARD = [
     ("bonforge.sandbox", ("bonforge.judging", "bonforge.stages", "bonforge.engine", "bonforge.storage",
                           "bonforge.config", "bonforge.services")),
-    ("bonforge.llm", ("bonforge.engine", "bonforge.stages", "bonforge.storage", "bonforge.services")),
-    ("bonforge.judging", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services")),
+    ("bonforge.llm", ("bonforge.engine", "bonforge.stages", "bonforge.storage", "bonforge.services", "bonforge.config",
+                      "bonforge.selection", "bonforge.scoring", "bonforge.judging")),
+    # a kind's recipe model lives beside its code (judging/config.py, sandbox/config.py, ...): the code reads it
+    # there, never through the recipe's model above it
+    ("bonforge.judging", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                          "bonforge.config", "bonforge.selection", "bonforge.scoring")),
+    ("bonforge.scoring", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                          "bonforge.config", "bonforge.selection", "bonforge.sources", "bonforge.flows")),
+    # the recipe's model gathers the kinds' models and checks the templates it names: it stands below what reads it
+    ("bonforge.config", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",
+                         "bonforge.selection", "bonforge.sources", "bonforge.rewards", "bonforge.flows",
+                         "bonforge.report", "bonforge.viewer")),
+    # the prompt templates' text and loader: read by the recipe model, the scorers and the stages alike
+    ("bonforge.templates", ("bonforge.config", "bonforge.selection", "bonforge.scoring", "bonforge.judging",
+                            "bonforge.llm", "bonforge.sources", "bonforge.stages", "bonforge.engine",
+                            "bonforge.storage", "bonforge.services")),
     ("bonforge.engine", ("bonforge.services.builder", "bonforge.services.warm", "bonforge.services.prefect_server")),
     # what the stages share is library code below them: the GenSelect/FusioN library, sources, tables, runtime
     ("bonforge.selection", ("bonforge.stages", "bonforge.engine", "bonforge.storage", "bonforge.services",

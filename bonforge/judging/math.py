@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bonforge.config import MathVerifyConfig
+from bonforge.judging.config import MathVerifyConfig
 from bonforge.judging.math_rules import MathResult, judge
 from bonforge.schema import VERDICTS
 

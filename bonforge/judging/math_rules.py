@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from bonforge.config import MathVerifyConfig
+from bonforge.judging.config import MathVerifyConfig
 
 MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from bonforge.config import MathVerifyConfig
+from bonforge.judging.config import MathVerifyConfig
 from bonforge.rewards import completion_text, ground_truth_of, settings_of, valid_text
 from bonforge.judging.math import check_answer
 

@@ -15,7 +15,7 @@ import re
 from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity as _model_identity
 from bonforge.scoring.base import Item, Result
-from bonforge.selection import templates
+from bonforge import templates
 
 VERSION = "1"
 DEFAULT = "judge_pointwise.txt"

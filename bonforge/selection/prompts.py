@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.selection import templates
+from bonforge import templates
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
 

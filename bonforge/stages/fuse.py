@@ -22,7 +22,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from bonforge.selection import judged_pool, prompts, selector, templates
+from bonforge import templates
+from bonforge.selection import judged_pool, prompts, selector
 from bonforge.selection.best_of_n import excluded, ok_values
 from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute, counts
 from bonforge.config import BonFilter, FusionConfig, FusionExport, GenSelectConfig, Recipe

@@ -25,7 +25,7 @@ from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity
 from bonforge.schema import PAIRWISE
 from bonforge.scoring import pairwise as games
-from bonforge.selection import templates
+from bonforge import templates
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
 
 VERSION = "2"  # 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair

@@ -33,7 +33,7 @@ from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
 from bonforge.judging.math_rules import gold_answer
 from bonforge.schema import REFERENCE_TEACHER
-from bonforge.selection.templates import render
+from bonforge.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
@@ -205,7 +205,7 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict,
 def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     """(parts, trainers) of the RL dataset of the kept problems (``export.rl``), with the reward of the
     recipe's domain."""
-    from bonforge.selection import templates
+    from bonforge import templates
 
     cfg, domain = recipe.export.rl, recipe.problems.domain
     prompt = templates.load(cfg.template, f"sample_{domain}.txt", ("{question}",), "export.rl.template")

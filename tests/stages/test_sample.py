@@ -18,7 +18,7 @@ from bonforge.engine import run_node
 from bonforge.stage import Ref
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler, key_config
-from bonforge.selection.templates import render
+from bonforge.templates import render
 from fakes import EchoEngine, openai_teacher, problems
 
 

@@ -1,4 +1,6 @@
-"""Prompt templates (our own wording), kept as text files beside this module."""
+"""Prompt templates (our own wording), kept as text files beside this module: the sampling, GenSelect, FusioN and
+judge prompts. It imports nothing of bonforge but its errors, so the recipe model, the scorers and the stages all
+read it from below."""
 
 from __future__ import annotations
 
