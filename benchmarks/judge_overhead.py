@@ -73,7 +73,7 @@ def measure(judge: dict, n: int) -> dict:
     from bonforge.llm.base import Request
     from bonforge.scoring import judge as pointwise
     from bonforge.scoring.config import JudgeScorer
-    from bonforge.stages import pairwise, rate
+    from bonforge.stages import pairwise, scores
 
     problems, cands, pairs = tables(n)
     scorer = JudgeScorer(name="judge", kind="judge", judge=judge)
@@ -95,7 +95,7 @@ def measure(judge: dict, n: int) -> dict:
     raw_point, replies = _timed(lambda: engine.generate(single))
     raw_pair, pair_replies = _timed(lambda: engine.generate(both))
     engine.close()
-    with rate.Scoring(rate.ScoresParams((scorer,))) as compute:
+    with scores.Scoring(scores.ScoresParams((scorer,))) as compute:
         compute(cands.slice(0, 1), problems)
         stage_point, _ = _timed(lambda: compute(cands, problems))
     with pairwise.Judging(pairwise.PairwiseParams(ev)) as compute:

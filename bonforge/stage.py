@@ -1,6 +1,6 @@
 """A stage, declared once beside its compute; a node, the stage bound to its params and upstream outputs.
 
-Each stage module ends with its declaration and a ``node()`` constructor, e.g. ``stages/score.py``::
+Each stage module ends with its declaration and a ``node()`` constructor, e.g. ``stages/problem_stats.py``::
 
     @dataclass(frozen=True)
     class ScoreParams(Params):

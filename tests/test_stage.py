@@ -11,7 +11,7 @@ import pytest
 
 from bonforge.config import FilterConfig, ScoreConfig
 from bonforge.stage import Params, Ref, Stage, unkeyed, whole_key
-from bonforge.stages import score
+from bonforge.stages import problem_stats
 
 
 def _compute(shard: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig) -> pa.Table:
@@ -43,10 +43,10 @@ def test_a_compute_argument_nothing_gives_fails_at_the_declaration_naming_stage_
 
 def test_binding_anything_but_the_declared_params_fails_naming_the_stage():
     with pytest.raises(TypeError, match=r"stage 'problem_stats': bind\(\) takes ScoreParams, got dict"):
-        score.STAGE.bind({"score_cfg": ScoreConfig(), "filter_cfg": FilterConfig()}, {})
+        problem_stats.STAGE.bind({"score_cfg": ScoreConfig(), "filter_cfg": FilterConfig()}, {})
     demo = Stage("demo", "1", compute=lambda t: t)
     with pytest.raises(TypeError, match=r"stage 'demo' declares no params, got ScoreParams"):
-        demo.bind(score.ScoreParams(ScoreConfig(), FilterConfig()), {})
+        demo.bind(problem_stats.ScoreParams(ScoreConfig(), FilterConfig()), {})
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def test_the_key_config_is_derived_from_the_params_and_compute_gets_every_field(
 
 
 def test_a_stage_keyed_by_its_override_keeps_todays_key_shape():
-    node = score.STAGE.bind(score.ScoreParams(ScoreConfig(), FilterConfig()), {"verdicts": []})
+    node = problem_stats.STAGE.bind(problem_stats.ScoreParams(ScoreConfig(), FilterConfig()), {"verdicts": []})
     assert node.config == {"score": ScoreConfig().key_config(), "filter": FilterConfig().key_config()}
 
 

@@ -23,8 +23,8 @@ from bonforge.flows import rounds
 from bonforge.storage.run_record import RunRecord
 from bonforge.errors import EmptyDataset
 from bonforge.storage import export
-from bonforge.stages import (assemble, bon, decontaminate, fuse, fuse_open, load, load_pool, pairwise, rate,
-                             sample, score, verify)
+from bonforge.stages import (assemble, bon, decontaminate, fuse, fuse_open, load, load_pool, pairwise,
+                             problem_stats, sample, scores, verify)
 
 
 def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
@@ -42,12 +42,13 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
             return open_ended(recipe, run, problems, candidates)
         domains = run.values(problems, "domain")
         verdicts, plan = [run(verify.node(recipe, problems, c, domains)) for c in candidates], None
-    stats = run(score.node(recipe, verdicts, plan, candidates if domains == {"code"} else None))  # labels: strength
+    strength = candidates if domains == {"code"} else None  # the labels give code problems their suite strength
+    stats = run(problem_stats.node(recipe, verdicts, plan, strength))
     # the reference solutions (appended last) enter GenSelect prompts only where the recipe asks
     own = -1 if recipe.problems.include_reference and not recipe.genselect.include_reference_candidates else None
     genselect = run(assemble.node(recipe, problems, candidates[:own], verdicts[:own], stats))
     if not genselect.manifest.rows and not recipe.export.allow_empty:
-        counts = score.filter_counts(run.inputs(problem_stats=stats))
+        counts = problem_stats.filter_counts(run.inputs(problem_stats=stats))
         raise EmptyDataset(counts, genselect.manifest.extra["prompts_dropped_too_long"])
     shards = run.inputs(genselect=genselect).tables("genselect")
     dataset = run.publish(recipe.export.name, export.stream(shards, recipe.export.formats, f"bonforge/{recipe.name}"),
@@ -69,9 +70,9 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
 
 def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> dict:
     """Problems without a gold answer: every candidate scored, Best-of-N picked by a scorer, its SFT export."""
-    scores = [run(rate.node(recipe, problems, c)) for c in candidates]
-    picks = run(bon.node(recipe, scores))
-    fused = recipe.fusion and fuse_open_ended(recipe, run, problems, candidates, scores)
+    scored = [run(scores.node(recipe, problems, c)) for c in candidates]
+    picks = run(bon.node(recipe, scored))
+    fused = recipe.fusion and fuse_open_ended(recipe, run, problems, candidates, scored)
     if recipe.evaluate:
         run(pairwise.node(recipe, problems, candidates + ([fused[0]] if fused else []), picks))
     kept = run.inputs(problems=problems, candidates=candidates, bon=picks)
@@ -86,13 +87,13 @@ def open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list) -> d
     return dataset
 
 
-def fuse_open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list, scores: list) -> tuple:
+def fuse_open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list, scored: list) -> tuple:
     """FusioN over the answers the hard filter keeps; the fused answers scored like every candidate and set
     beside Best-of-N on the same pools. Returns the fused candidates and their scores."""
-    pools = run(fuse.open_pools_node(recipe, problems, candidates, scores))
+    pools = run(fuse.open_pools_node(recipe, problems, candidates, scored))
     fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
-    fused_scores = run(rate.node(recipe, problems, fused))
-    run(fuse_open.node(recipe, pools, candidates, scores, fused, fused_scores))
+    fused_scores = run(scores.node(recipe, problems, fused))
+    run(fuse_open.node(recipe, pools, candidates, scored, fused, fused_scores))
     return fused, fused_scores
 
 

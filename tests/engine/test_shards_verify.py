@@ -18,7 +18,7 @@ from bonforge.config import Recipe
 from bonforge.engine import reuse, run_node
 from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
 from bonforge.stage import Ref
-from bonforge.stages import score, verify
+from bonforge.stages import problem_stats, verify
 from bonforge.storage.store import StageStore
 
 SRC = {"path": "x.jsonl"}
@@ -69,7 +69,7 @@ def test_a_streamed_stage_s_bar_counts_the_rows_of_the_input_it_streams(tmp_path
     verdicts = run_node(store, node)
     assert store.manifest("candidates", "c")["rows"] == 400 and verdicts["rows"] == 400
     assert totals == [400] and sum(advanced) == 400 and len(advanced) > 1  # shards of 256 candidates
-    run_node(store, score.node(RECIPE, [Ref("verdicts", node.key, verdicts)]))
+    run_node(store, problem_stats.node(RECIPE, [Ref("verdicts", node.key, verdicts)]))
     assert totals == [400, 400]
 
 

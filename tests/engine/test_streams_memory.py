@@ -29,7 +29,7 @@ from bonforge.config import Recipe
 from bonforge.engine import run_node, streams
 from bonforge.engine.shards import StoreInputs
 from bonforge.stage import Ref
-from bonforge.stages import assemble, fuse, score
+from bonforge.stages import assemble, fuse, problem_stats
 from bonforge.storage.datasets import publish
 from bonforge.storage.store import StageStore
 from bonforge.storage import export
@@ -47,7 +47,7 @@ cands = [ref("candidates", f"c{i}") for i in range(teachers)]
 verdicts = [ref("verdicts", f"v{i}") for i in range(teachers)]
 limits = {"shard_rows": 400, "shard_bytes": 1 << 20}
 small = lambda node: dataclasses.replace(node, stage=dataclasses.replace(node.stage, **limits))
-stats = score.node(recipe, verdicts)
+stats = problem_stats.node(recipe, verdicts)
 scored = ref("problem_stats", stats.key) if stage in ("genselect", "export") else None
 genselect = assemble.node(recipe, problems, cands, verdicts, scored)
 status = lambda field: int(re.search(field + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024

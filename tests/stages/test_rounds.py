@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from bonforge.config import FilterConfig
 from bonforge.schema import ROUNDS
 from bonforge.stages import rounds
-from bonforge.stages.score import drop_reason
+from bonforge.stages.problem_stats import drop_reason
 
 
 def test_teachers_are_interleaved_by_share():

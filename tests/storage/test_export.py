@@ -215,7 +215,7 @@ def test_the_rl_export_reads_each_kept_problem_s_difficulty_from_problem_stats(s
     from bonforge.sandbox.config import CodeVerifyConfig
     from bonforge.schema import PROBLEM_STATS, PROBLEMS, conform
     from bonforge.stage import Ref
-    from bonforge.stages.score import score
+    from bonforge.stages.problem_stats import score
     from bonforge.config import FilterConfig, ScoreConfig
     from bonforge.storage.export import rl_parts
 

@@ -10,7 +10,7 @@ from fakes import brute_majority
 from bonforge.config import FilterConfig, ScoreConfig
 from bonforge.selection.metrics import default_ks, max_at_k, pass_at_k
 from bonforge.schema import DropReason
-from bonforge.stages.score import drop_reason, score
+from bonforge.stages.problem_stats import drop_reason, score
 
 
 def test_filter_keeps_open_interval_and_records_why():
@@ -200,7 +200,7 @@ def _recipe(*overrides: str):
 
 def _stats(recipe_overrides: list[str], verdicts: pa.Table) -> dict:
     """problem_stats rows by teacher as the recipe's node computes them."""
-    from bonforge.stages import score as stage
+    from bonforge.stages import problem_stats as stage
 
     p = stage.node(_recipe(*recipe_overrides), []).params
     out = stage.STAGE.compute(verdicts, score_cfg=p.score_cfg, filter_cfg=p.filter_cfg, reference=p.reference)
@@ -232,7 +232,7 @@ def test_a_problem_with_only_reference_solutions_has_too_few_candidates():
 
 
 def test_the_reference_setting_enters_the_key_only_where_it_acts():
-    from bonforge.stages import score as stage
+    from bonforge.stages import problem_stats as stage
 
     def key(*overrides):
         return stage.node(_recipe(*overrides), []).key
