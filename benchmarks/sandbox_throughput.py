@@ -57,7 +57,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.sandbox.checker import close_shared_checkers, shared_checker
+from bonforge.sandbox.check_host import close_shared_checkers, shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.image import build_image
 from bonforge.sandbox.container import docker_argv

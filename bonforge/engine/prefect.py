@@ -90,7 +90,7 @@ def stop_sandboxes() -> None:
     """Stop the sandbox pools and checkers (their containers) that code verification started: this process's
     own (a stage run in process) and the per-node pools on Ray (none when this process never imported Ray: a
     build that ran no stage on Ray does not import it here either)."""
-    from bonforge.sandbox.checker import close_shared_checkers
+    from bonforge.sandbox.check_host import close_shared_checkers
     from bonforge.sandbox.pool import close_shared_pools
 
     close_shared_pools()

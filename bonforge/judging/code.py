@@ -7,7 +7,7 @@ Callable in-process: without a ``pool`` it starts a ``SandboxPool`` for the call
 workers on one node pass the node's shared pool (``bonforge.sandbox.ray_pool.node_pool``) instead.
 
 Assert-style checks are the dataset's code: they run in a checker process of their own, in a container
-apart from the candidates' (``bonforge.sandbox.checker``): the sandbox makes the calls the check planned,
+apart from the candidates' (``bonforge.sandbox.check_host``): the sandbox makes the calls the check planned,
 the checker replays the check on the answers, and a program whose answers lead the check to other calls
 runs again with the longer plan. Each outcome is judged as it arrives (an assert-style run's check
 replayed then) and only what its verdict needs is kept: a batch's extra host memory is bounded by the pool
@@ -46,7 +46,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from bonforge.errors import DataError
-from bonforge.sandbox.checker import Checker, shared_checker
+from bonforge.sandbox.check_host import Checker, shared_checker
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.extract import extract_code
 from bonforge.judging.passes import chunked, hit_probe, probe

@@ -18,7 +18,7 @@ One JSON object, by ``kind``:
     {"kind": "assert", "entry_point": "add", "check": "def check(candidate): ...\\ncheck(add)\\n",
      "context": "def helper(x): ..."}                               # optional
 
-    It counts as one test. The check runs apart from the candidate's process (``bonforge.sandbox.checker``),
+    It counts as one test. The check runs apart from the candidate's process (``bonforge.sandbox.check_host``),
     with ``entry_point`` bound to a proxy of the program; ``context`` runs before it there (HumanEval: the
     prompt, whose helpers such as ``encode_cyclic`` the check calls). Both are the dataset's code, not
     trusted code: a problem table is untrusted data (docs/problems.md). Optional ``prelude`` as above (run

@@ -9,7 +9,7 @@ Importing this package starts nothing (no Docker call); pools start on first use
 * ``image.build_image`` / ``image.cleanup_containers``: the image with no registry, leftover containers;
 * ``runner.py`` (+ ``zygote.py``, ``oskit.py``): the standalone in-sandbox runner; ``wire.py`` and ``codec.py``:
   the typed wire and the value codec; ``check_process.py``: the process that runs assert-style checks,
-  ``checker.py`` its host side; ``worker.py``: one worker of the pool;
+  ``check_host.py`` its host side; ``worker.py``: one worker of the pool;
   ``languages.py``: C++, Java, PyPy (built once per candidate); ``testlib.py``: problems' checker programs,
   ``checker_cache.py``: their compiled binaries kept on disk.
 """

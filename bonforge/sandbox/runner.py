@@ -29,7 +29,7 @@ limit is cut to what is left, and once nothing is left the remaining tests are n
 ``judging.passes.probe``: such a request runs again with its own limits).
 
 An ``assert`` test is a list of calls of ``fn_name`` (arguments in the tagged form of ``encode_value``),
-planned by the checker (``checker.py``, in a container of its own: the check is the dataset's code, not
+planned by the check process (``check_host.py``, in a container of its own: the check is the dataset's code, not
 trusted): the check's code and expected values never enter the candidate's sandbox. The child makes the
 calls in order and stops at the first one that raises unless ``go_on``. A response:
 ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test run:

@@ -44,9 +44,9 @@ class Smoke:
 
 
 SMOKE = {
-    "checker_isolation": Smoke(("--against", ".", "-n", "2", "-c", "2", "--rounds", "1"),
-                               (r"^this tree +plan .* ms +replay .* ms$", r"^this tree / against: plan .*x"),
-                               needs=("docker",)),
+    "check_isolation": Smoke(("--against", ".", "-n", "2", "-c", "2", "--rounds", "1"),
+                             (r"^this tree +plan .* ms +replay .* ms$", r"^this tree / against: plan .*x"),
+                             needs=("docker",)),
     "dag_overhead": Smoke(("--problems", "12", "--changes", "1", "--warm-home", "{warm}"),
                           (r"^start: imports ", r"^DAG: .* = .*x", r"^`bonforge run`: first .*, cached re-run ",
                            r"^filter change .* with it \(median of 1, "), needs=("data", "services"), timeout_s=600),

@@ -87,7 +87,7 @@ def test_each_domain_covers_its_own_judge(tmp_path):
             "library:sympy"} <= set(math_before)
     assert {"source:judging/code.py", "source:judging/compare.py", "source:judging/extract.py",
             "source:judging/spec.py", "source:sandbox/runner.py", "source:sandbox/pool.py",
-            "source:sandbox/checker.py", "source:sandbox/image.py", "source:sandbox/Dockerfile"} <= set(code_before)
+            "source:sandbox/check_host.py", "source:sandbox/image.py", "source:sandbox/Dockerfile"} <= set(code_before)
     (copy / "sandbox" / "languages").mkdir()
     (copy / "sandbox" / "languages" / "cpp.py").write_text("FLAGS = ['-O2']\n")  # a new file counts by itself
     (copy / "judging" / "compare.py").write_text((copy / "judging" / "compare.py").read_text() + "\nX = 1\n")

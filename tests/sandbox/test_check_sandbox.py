@@ -128,7 +128,7 @@ def test_a_check_that_cannot_run_is_its_problems_error_only(docker_pool):
 
 def test_no_checker_container_outlives_its_process(sandbox_image):
     # a checker in a child process that is killed: its container goes (EOF on its input, --rm)
-    code = ("from bonforge.sandbox.checker import shared_checker\nfrom bonforge.sandbox.config import "
+    code = ("from bonforge.sandbox.check_host import shared_checker\nfrom bonforge.sandbox.config import "
             f"CodeVerifyConfig\nc = shared_checker(CodeVerifyConfig(image={sandbox_image!r}))\n"
             "print(c.plan('', 'assert f(1) == 2', 'f')['plan'], flush=True)\n"
             "import time\ntime.sleep(600)\n")  # fmt: skip

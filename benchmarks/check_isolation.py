@@ -1,6 +1,6 @@
 """What judging each assert-style check in a process of its own costs, side by side with another checkout.
 
-``PYTHONPATH=$PWD python benchmarks/checker_isolation.py --against DIR [-n 25] [-c 8] [--rounds 3]`` plans ``n``
+``PYTHONPATH=$PWD python benchmarks/check_isolation.py --against DIR [-n 25] [-c 8] [--rounds 3]`` plans ``n``
 distinct HumanEval-like checks and replays each on ``c`` programs' answers (a problem's candidates, one after
 another, as ``judging.code`` replays a chunk's), through one checker
 container (``Checker`` with backend ``docker``), in turn with this tree's code and with the code under
@@ -18,7 +18,10 @@ from _common import side_by_side
 PROBE = """
 import json, time
 from bonforge.sandbox import codec
-from bonforge.sandbox.checker import Checker
+try:
+    from bonforge.sandbox.check_host import Checker
+except ImportError:  # a checkout from before sandbox/checker.py was named check_host.py
+    from bonforge.sandbox.checker import Checker
 from bonforge.sandbox.config import CodeVerifyConfig
 n, c = {n}, {c}
 checker = Checker(768, CodeVerifyConfig(build_image=False))

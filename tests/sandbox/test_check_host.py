@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bonforge.sandbox.checker import Checker
+from bonforge.sandbox.check_host import Checker
 from bonforge.sandbox.codec import decode_value, encode_value
 
 CHECK = ("def check(c):\n    assert c(2, 3) == 5\n    for i in range(3):\n        assert c(i, i) == 2 * i\n\n"
