@@ -218,9 +218,7 @@ def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table,
     work = itertools.chain(_handed(first), work)
     reports = node.stage.reports
     if node.stage.executor == "ray" and (several or ray_up()):
-        import ray
-
-        ensure_ray()
+        ray = ensure_ray()
         remote = ray.remote(_compute_and_write)
         ctx = {k: ray.put(v) for k, v in context.items()}
         bound = in_flight_bound()

@@ -37,12 +37,9 @@ def fit_at_once(teachers: list, cluster: dict) -> bool:
 
 
 def _ray_resources() -> dict:
-    import ray
-
     from bonforge.runtime.cluster import ensure_ray
 
-    ensure_ray()
-    return ray.cluster_resources()
+    return ensure_ray().cluster_resources()
 
 
 class HeldEngines:

@@ -205,11 +205,9 @@ class VLLMEngine:
         """Start the replicas (Ray actors) and load the model in each; idempotent."""
         if self.workers is not None:
             return
-        import ray
-
         from bonforge.runtime.cluster import ensure_ray
 
-        ensure_ray()
+        ray = ensure_ray()
         actor = ray.remote(**actor_options(self.teacher, ray.cluster_resources()))(Worker)
         self.workers = [actor.remote(engine_args(self.teacher)) for _ in range(self.teacher.num_replicas)]
         ray.get([w.ready.remote() for w in self.workers])  # wait for the models to load (and fail early)

@@ -11,8 +11,10 @@ from typing import Any
 _STARTING = threading.Lock()  # a stage's thread may start Ray (``engine.shards``): never two at once
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process."""
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """Join the Ray cluster at ``address`` (or ``RAY_ADDRESS``), else start a local one; once per process.
+    Returns the ``ray`` module: a caller that starts Ray imports it from here (``ray = ensure_ray()``), never
+    before, so that the authentication mode below is set when Ray is first imported."""
     address = address or os.environ.get("RAY_ADDRESS")
     if not address and "ray" not in sys.modules:
         # Ray's documented setting, made explicit: a local cluster starts with token authentication (its
@@ -24,12 +26,13 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 
     with _STARTING:
         if ray.is_initialized():
-            return
+            return ray
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
         if address:
             ray.init(address=address, **kwargs)
         else:
             ray.init(num_cpus=num_cpus, include_dashboard=False, **kwargs)
+    return ray
 
 
 def ray_up() -> bool:

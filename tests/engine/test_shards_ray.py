@@ -1,7 +1,11 @@
 """Where a Ray stage's shards run: a lone shard in process while Ray is down, on a Ray worker (whose warm
-state, such as math-verify checkers, outlives the task) once this process has joined Ray."""
+state, such as math-verify checkers, outlives the task) once this process has joined Ray; several shards start
+a local Ray without its token banner."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -11,6 +15,7 @@ from bonforge.stage import Stage
 from bonforge.storage.store import StageStore
 
 ray = pytest.importorskip("ray")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _pid_stage(name: str):
@@ -32,3 +37,23 @@ def test_a_lone_shard_goes_to_ray_only_when_ray_is_up(tmp_path):
         assert remote["ray_nodes"] == [ray.get_runtime_context().get_node_id()]
     finally:
         ray.shutdown()
+
+
+def test_a_build_that_starts_ray_prints_no_token_banner(tmp_path):
+    """A stage of several shards starts a local Ray from the shard loop: Ray's notice about its
+    token-authentication default never reaches the build's stderr (the mode is set before Ray is imported), and
+    the shards still run on Ray."""
+    code = ("import os, sys, pyarrow as pa\n"
+            "from bonforge.engine import run_node\nfrom bonforge.stage import Stage\n"
+            "from bonforge.storage.store import StageStore\n"
+            "t = pa.table({'problem_id': ['p1', 'p2', 'p3'], 'candidate_id': ['c1', 'c2', 'c3']})\n"
+            "f = lambda t: t.append_column('pid', pa.array([os.getpid()] * t.num_rows))\n"
+            "node = Stage('s', '1', compute=f, executor='ray', shard_rows=1, table=lambda i: t).bind({}, {})\n"
+            "store = StageStore(sys.argv[1])\nout = run_node(store, node)\n"
+            "print('on ray', os.getpid() not in store.read('s', out['key']).column('pid').to_pylist())\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env={**env, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on ray True" in done.stdout
+    assert "Token authentication" not in done.stderr and "RAY_AUTH_MODE" not in done.stderr, done.stderr[-3000:]
