@@ -76,7 +76,7 @@ class Ordered:
         files = store.paths(ref.stage, ref.key)
         self.columns = columns
         if not _in_order(store, files, "problem_id"):
-            log.info("%s %s is not in problem_id order: sorting it on disk first", ref.stage, ref.key)
+            log.debug("%s %s is not in problem_id order: sorting it on disk first", ref.stage, ref.key)
             files = [_sorted_copy(store, files, columns, scratch / f"{ref.stage}-{ref.key}.parquet")]
             store = StageStore(scratch)
         with store.loc.fs.open_input_file(store.loc.key(files[0])) as handle:

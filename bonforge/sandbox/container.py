@@ -248,8 +248,9 @@ def start_container(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: st
                 except SandboxError as e:  # the same container without it: if that starts, the cap was refused
                     runner = ContainerRunner(container_spec(cfg, image, name, socket_dir, sys_resource=False), name,
                                               attach)  # fmt: skip
-                    log.warning("the Docker engine does not grant CAP_SYS_RESOURCE (%s): sandbox runners stay "
-                                "killable by the kernel's OOM killer", e)  # fmt: skip
+                    log.info("sandbox: the Docker engine refuses CAP_SYS_RESOURCE; an OOM kill of a runner is "
+                             "judged from the engine's oom event")  # fmt: skip
+                    log.debug("the engine's refusal: %s", e)
                     _sys_resource_refused = True
                 else:
                     _sys_resource_refused = False

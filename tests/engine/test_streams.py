@@ -112,3 +112,13 @@ def test_rebatched_gives_parts_of_exactly_n_rows():
     assert [t.num_rows for t in judged_pool.rebatched(iter(parts), 4)] == [4, 4, 4, 4, 4]
     assert pa.concat_tables(judged_pool.rebatched(iter(parts), 7)).column("x").to_pylist() == \
         pa.concat_tables(parts).column("x").to_pylist()
+
+
+def test_an_input_in_file_order_is_sorted_without_a_word(store, caplog):
+    """A source in file order is the common case (problems as their file lists them): it is sorted on disk
+    and read in order, and the build's output says nothing of it (the line is for --debug readers)."""
+    unsorted = _put(store, "u", "k1", _table(["p3", "p1", "p2", "p1"]))
+    with caplog.at_level("DEBUG", logger="bonforge"), opened(store, {"u": [unsorted]}, {"u": ["problem_id"]}) as r:
+        got = pa.concat_tables([c["u"] for c in aligned(r)]).column("problem_id").to_pylist()
+    assert got == ["p1", "p1", "p2", "p3"]
+    assert [r.levelname for r in caplog.records if "problem_id order" in r.getMessage()] == ["DEBUG"]
