@@ -56,7 +56,8 @@ StoreOpt = typer.Option(None, "--store", envvar="BONFORGE_STORE",
 
 
 RecipeOpt = typer.Option(None, "--recipe", metavar="NAME",
-                         help="The latest run of this recipe (its `name`), or with --run the run of it named.")
+                         help="The latest run of this recipe (its `name`); with a run id too, that run, which must be "
+                         "one of this recipe's.")
 
 
 def _run_of(st, run_id: Optional[str], recipe: Optional[str]) -> Optional[str]:
@@ -88,7 +89,7 @@ def _fail(err: Exception, debug: bool = False) -> None:
     raise typer.Exit(2)
 
 
-@app.command()
+@app.command(short_help="Build a recipe's datasets, computing only what is new.")
 def run(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
     set_: list[str] = SetOpt,
@@ -141,7 +142,7 @@ def run(
         typer.echo(f"report: {result.report}")
 
 
-@app.command(cls=_ListsStages)
+@app.command(cls=_ListsStages, short_help="Query a run's stage tables with DuckDB SQL.")
 def sql(
     query: str = typer.Argument(..., help="SQL over one view per stage of the run (listed below), runs and "
                                           "run_stages."),
@@ -229,7 +230,7 @@ def _short(v) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-@app.command()
+@app.command(short_help="Browse a store in a local web page.")
 def view(
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id (prefix) to open (default: the latest)."),
     store: Optional[str] = StoreOpt,
@@ -258,7 +259,7 @@ def view(
     serve(st, host, port, run_id, typer.echo, limits)
 
 
-@app.command()
+@app.command(short_help="List the recorded runs, or one run's stages.")
 def runs(
     run_id: Optional[str] = typer.Option(None, "--run", help="Show this run's stages instead (id or prefix)."),
     store: Optional[str] = StoreOpt,
@@ -284,7 +285,7 @@ def runs(
         "FROM runs ORDER BY started, run_id", None, "table", None, store, None)
 
 
-@app.command()
+@app.command(short_help="List the published dataset versions.")
 def datasets(
     name: Optional[str] = typer.Argument(None, help="Only this dataset's versions."),
     fmt: str = typer.Option("table", "--format", help="table | json"),
@@ -312,7 +313,7 @@ def datasets(
         typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-@app.command()
+@app.command(short_help="Remove stage outputs that no kept run or dataset uses.")
 def gc(
     keep_runs: int = typer.Option(..., "--keep-runs", min=0, help="Keep the stage outputs of the N newest runs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
@@ -331,7 +332,7 @@ def gc(
                f"removal and {len(out['runs'])} run records; kept {out['kept_outputs']} outputs")
 
 
-@app.command(cls=_ListsStages)
+@app.command(cls=_ListsStages, short_help="Show the first rows of a stage table.")
 def show(
     stage: str = typer.Argument(..., help="A stage (listed below)."),
     limit: int = typer.Option(10, help="Rows to show."),
@@ -354,7 +355,7 @@ def show(
     sql(f'SELECT * FROM "{stage}" LIMIT {int(limit)}', run.run_id, "table", None, store, None)
 
 
-@app.command("eval-selector")
+@app.command("eval-selector", short_help="Evaluate a selector model on the GenSelect prompts.")
 def eval_selector(
     recipe: Path = typer.Argument(..., help="Recipe YAML file of a finished build."),
     selector: str = typer.Option(..., "--selector", help="ENGINE:MODEL[@BASE_URL], e.g. "
@@ -402,7 +403,7 @@ def _table1(record: dict, s: dict) -> None:
                f"{s['prompt_tokens_saved']} prompt tokens = {100 * s['compute_saved']:.1f}% of the prompt compute")
 
 
-@app.command()
+@app.command(short_help="Compute max@k weights per candidate for RL trainers.")
 def maxk(
     run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
     k: list[int] = typer.Option([], "--k", min=1, metavar="K", help="k (repeatable); default: the recipe's score.ks, "
@@ -429,7 +430,7 @@ def maxk(
                + (f", written to {output}" if output else ""))
 
 
-@app.command()
+@app.command(short_help="Write a run's HTML report.")
 def report(
     run_id: Optional[str] = typer.Argument(None, help="Run id (prefix); default: the latest run."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder (default <store>/reports/<run>)."),
@@ -446,7 +447,7 @@ def report(
         _fail(e)
 
 
-@app.command()
+@app.command(short_help="Schedule a recipe's builds on a Prefect server.")
 def deploy(
     recipe: Path = typer.Argument(..., help="Recipe YAML file."),
     cron: str = typer.Option(..., "--cron", help='Cron schedule, e.g. "0 3 * * *" (TZ, default UTC).'),
@@ -466,7 +467,7 @@ def deploy(
                f"`prefect deployment run {FLOW_NAME}/{dep_name}`, execute runs with `bonforge serve`")
 
 
-@app.command()
+@app.command(short_help="Run the scheduled builds until stopped.")
 def serve(
     name: list[str] = typer.Option([], "--name", help="Serve only these deployments (default: every bonforge one)."),
 ) -> None:
@@ -479,7 +480,7 @@ def serve(
         _fail(e)
 
 
-@app.command()
+@app.command(short_help="Keep a Prefect server, a Ray head and a warm builder running.")
 def up(
     num_cpus: Optional[int] = typer.Option(None, "--num-cpus", min=1, help="CPUs of the Ray head (default: all)."),
 ) -> None:
@@ -505,7 +506,7 @@ def _show_services(record: dict, alive: dict[str, bool]) -> None:
         typer.echo(f"{name:8} {service[field]:32} pid {service['pid']:<8} {state}  (log {service['log']})")
 
 
-@app.command()
+@app.command(short_help="Show what `bonforge up` started.")
 def status() -> None:
     """Show the services `bonforge up` started, and whether they answer."""
     from bonforge.services import warm
@@ -518,7 +519,7 @@ def status() -> None:
     _show_services(record, warm.check(record))
 
 
-@app.command()
+@app.command(short_help="Stop what `bonforge up` started.")
 def down() -> None:
     """Stop the services `bonforge up` started."""
     from bonforge.services import warm
@@ -530,7 +531,7 @@ def down() -> None:
         typer.echo(f"{name:8} {'stopped' if was_running else 'was not running'}")
 
 
-@models_app.command("import")
+@models_app.command("import", short_help="Turn a GGUF file or a known model into a model directory.")
 def models_import(
     source: str = typer.Argument(..., help="A .gguf file, or the name of a model bonforge knows "
                                  "(smollm2-135m-instruct)."),
@@ -553,7 +554,7 @@ def models_import(
     typer.echo(str(path))
 
 
-@sandbox_app.command("build-image")
+@sandbox_app.command("build-image", short_help="Build the sandbox image offline.")
 def sandbox_build_image(
     tag: Optional[str] = typer.Option(None, help="Image tag (default: the configured sandbox image)."),
     force: bool = typer.Option(False, help="Rebuild even when the image exists."),
@@ -564,7 +565,7 @@ def sandbox_build_image(
     typer.echo(image.build_image(tag=tag, force=force))
 
 
-@sandbox_app.command("cleanup")
+@sandbox_app.command("cleanup", short_help="Remove your leftover sandbox containers.")
 def sandbox_cleanup(
     all_users: bool = typer.Option(False, "--all-users", help="Remove every user's bonforge sandbox containers "
                                    "on this Docker engine, not only yours."),

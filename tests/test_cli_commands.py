@@ -1,5 +1,6 @@
-"""The command line's own behaviour: its version, flags that read as flags, tables that never cut an id, JSON
-that a program can read, and a derived command that says why it wrote nothing."""
+"""The command line's own behaviour: its version, flags that read as flags, help that names only a command's
+own options, command lists with whole summaries, tables that never cut an id, JSON that a program can read, and
+a derived command that says why it wrote nothing."""
 
 from __future__ import annotations
 
@@ -44,6 +45,41 @@ def test_flags_have_no_metavar():
         assert res.exit_code == 0, (cmd, res.output)
         assert "bool>" not in res.output.lower() and "BOOLEAN" not in res.output, (cmd, res.output)
     assert "  --debug  " in invoke("run", "--help", env={"COLUMNS": "200"}).output
+
+
+def _click(cmd: tuple[str, ...]):
+    import typer.main
+
+    found = typer.main.get_command(app)
+    for name in cmd:
+        found = found.commands[name]
+    return found
+
+
+def test_no_help_names_an_option_its_command_lacks():
+    """`maxk --help` and `report --help` once spoke of a `--run` they do not take: every option a command's help
+    names (in its own text or its options') is one of its own."""
+    import re
+
+    for cmd in list(_commands(app)):
+        res = invoke(*cmd, "--help", env={"COLUMNS": "200"})
+        own = {o for p in _click(cmd).params for o in p.opts + p.secondary_opts} | {"--help"}
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", res.output))
+        assert named <= own, (cmd, named - own)
+
+
+def test_the_command_lists_show_every_summary_whole():
+    """`bonforge --help` (and each group's) lists every command with its whole summary, on one line of an
+    80-column terminal: nothing cut to `...`."""
+    for group in ((), ("sandbox",), ("models",)):
+        out = invoke(*group, "--help", env={"COLUMNS": "80"}).output
+        listed = out.split("Commands:", 1)[1]
+        assert "..." not in listed, listed
+        for name, cmd in (_click(group).commands.items()):
+            summary = cmd.short_help or cmd.help
+            assert f"  {name} " in listed and summary in " ".join(listed.split()), (group, name, listed)
+            assert all(len(line) <= 80 for line in listed.splitlines()), listed
+        assert len(listed.strip().splitlines()) == len(_click(group).commands), listed  # one line each
 
 
 def _store_with_run(tmp_path, run_id: str, **fields) -> StageStore:
