@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib.util
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from bonforge.config_model import Model, added, exec_only
-from bonforge.errors import ConfigError
+from bonforge.config_model import Model, Need, added, exec_only, install_command
+from bonforge.errors import ConfigError, MissingModules
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.judging.config import MathVerifyConfig
@@ -38,6 +39,9 @@ class DataSource(Model):
 
     def byte_limits(self) -> ByteLimits:
         return ByteLimits(line=int(self.max_line_mib * (1 << 20)), total=int(self.max_input_gib * (1 << 30)))
+
+    def own_needs(self) -> dict[str, str]:
+        return {"boto3": "s3"} if self.path.startswith("s3://") else {}
 
 
 class FieldMap(Model):
@@ -224,6 +228,9 @@ class FilterConfig(Model):
 
 class GenSelectConfig(Model):
     """Selection prompts (GenSelect)."""
+
+    def own_needs(self) -> dict[str, str]:
+        return {"tokenizers": "hf", "transformers": "hf"} if self.tokenizer else {}
 
     min_candidates: int = Field(2, ge=2)
     max_candidates: int = Field(16, ge=2)
@@ -537,6 +544,21 @@ def recipe_from_dict(raw: dict, overrides: list[str] | None = None, base: str | 
     recipe = _resolve_local_paths(recipe, Path(base)).model_copy(update={"overrides": list(overrides or [])})
     _check_judge_templates(recipe)
     return recipe
+
+
+def check_installed(recipe: Recipe, store_root: str = "") -> None:
+    """Fail before any work when a module the recipe's kinds (or an S3 store) need is not installed: one error
+    naming the modules, what needs them, and the one command that installs all the recipe needs."""
+    store = [Need("boto3", "s3", "--store"), Need("fsspec", "s3", "--store")] if store_root.startswith("s3://") else []
+    needs = recipe.needs() + store
+    missing: dict[str, list[str]] = {}
+    for need in needs:
+        if importlib.util.find_spec(need.module) is None:
+            missing.setdefault(need.module, []).append(need.where)
+    if missing:
+        which = "; ".join(f"{m} ({', '.join(dict.fromkeys(where))})" for m, where in missing.items())
+        raise MissingModules(f"not installed: {which}; the recipe's install command: "
+                             f"{install_command(n.extra for n in needs)}")
 
 
 def _check_judge_templates(recipe: Recipe) -> None:

