@@ -153,14 +153,20 @@ def report_after_build(store_root: str, record: RunRecord, reuse: bool = False) 
     failure only logs a warning. With ``reuse`` (a build that computed nothing), the report of an earlier
     run with exactly the same stages is taken as it is."""
     store = StageStore(store_root)
-    if reuse:
-        for run in reversed(store.runs()):
-            path = store.loc.path("reports", run.run_id, "report.html")
-            same = run.run_id != record.run_id and run.stages == record.stages
-            if same and store.loc.is_file(path):
-                record.report = str(path)
-                return
-    try:
-        record.report = str(write_report(store, record.run_id))
-    except Exception as e:  # the report must never fail the build it describes
-        log.warning("run %s: the report could not be written: %s: %s", record.run_id, type(e).__name__, e)
+    record.report = _earlier_report(store, record) if reuse else None
+    if record.report is None:
+        try:
+            record.report = str(write_report(store, record.run_id))
+        except Exception as e:  # the report must never fail the build it describes
+            log.warning("run %s: the report could not be written: %s: %s", record.run_id, type(e).__name__, e)
+            return
+    store.record_run(record)  # the stored record names it too (`bonforge runs`, the Python API's runs())
+
+
+def _earlier_report(store: StageStore, record: RunRecord) -> str | None:
+    """The report of an earlier run with exactly the same stages, where one was written."""
+    for run in reversed(store.runs()):
+        path = store.loc.path("reports", run.run_id, "report.html")
+        if run.run_id != record.run_id and run.stages == record.stages and store.loc.is_file(path):
+            return str(path)
+    return None

@@ -89,6 +89,12 @@ class RunRecord(Mapping):
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
         return {**{k: v for k, v in out.items() if v is not None}, **self.extra}
 
+    def __repr__(self) -> str:
+        """One line (the recipe it holds stays out: ``record.recipe``)."""
+        made = f", dataset v{self.dataset_version}" if self.dataset_version is not None else ""
+        return (f"<RunRecord {self.run_id} of {self.recipe_name}: {self.status}, {len(self.stages)} stages{made}"
+                + (f", report {self.report}" if self.report else "") + ">")
+
     # the read-only mapping of the JSON
     def __getitem__(self, name: str) -> Any:
         return self.json()[name]

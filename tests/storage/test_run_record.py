@@ -110,3 +110,13 @@ def test_the_store_reads_its_records_back_typed_with_unknown_keys_kept(tmp_path)
     assert back.kind == "eval-selector" and back.base_run == BASE["run_id"] and back.timings == {"selector_eval": 1.0}
     assert back.extra == {"selector": {"model": "m"}, "summary": {"accuracy": 0.5}}
     assert back.json() == written.json()
+
+
+def test_a_record_prints_as_one_short_line_without_its_recipe():
+    """`store.runs()` in a notebook: each record one line, not the ~4 KB recipe it holds."""
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml")
+    record = RunRecord.build(recipe, "r1", {"problems": ["p"], "verdicts": ["v1", "v2"]}, {})
+    record.status, record.dataset_version, record.report = "succeeded", 3, "/store/reports/r1/report.html"
+    assert repr(record) == ("<RunRecord r1 of gsm8k-genselect: succeeded, 2 stages, dataset v3, "
+                            "report /store/reports/r1/report.html>")
+    assert len(repr([record, record])) < 250 and record.recipe["name"] == "gsm8k-genselect"
