@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pyarrow as pa
 from typer.testing import CliRunner
@@ -159,3 +160,37 @@ def test_maxk_warns_about_the_ks_it_cannot_weigh(tmp_path, caplog):
         res = invoke("maxk", "r1", "--k", "1", "--k", "2", "--store", str(store.root))
     assert res.exit_code == 0 and ", 6 rows" in res.output, res.output  # k = 1: one weight per candidate
     assert "run r1 has at most 1 candidates per problem and teacher: no weights for k = 2 (--pool" in caplog.text
+
+
+def _run_printing(tmp_path, monkeypatch, created: str, report_run: str) -> str:
+    """`bonforge run`'s closing lines for a build (stubbed) whose dataset version was created at ``created``
+    and whose report is run ``report_run``'s."""
+    from bonforge.storage.datasets import publish
+    from bonforge.storage.run_record import utc_now
+
+    store = tmp_path / "store"
+    man = publish(store, "d", {"plain": pa.table({"x": [1]})}, {})
+    path = store / "datasets" / "d" / "v1" / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "created": created}))
+    record = RunRecord("new", "r", {"name": "r"}, {}, {}, "succeeded", utc_now(), dataset=man["path"],
+                       dataset_version=1, report=str(store / "reports" / report_run / "report.html"))
+    monkeypatch.setattr("bonforge.flows.build.build", lambda *a, **k: record)
+    res = invoke("run", str(Path(__file__).resolve().parents[1] / "recipes" / "gsm8k-genselect.yaml"), "--store",
+                 str(store))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_a_reused_dataset_version_and_report_are_announced(tmp_path, monkeypatch):
+    """A filter change can land on an older version's content: the line says it is that version, reused, and
+    that `latest` names it now; a build that computed nothing says whose report it prints."""
+    out = _run_printing(tmp_path, monkeypatch, "2020-01-01T00:00:00Z", "old")
+    assert "dataset gsm8k-genselect v1 at " in out
+    assert ("(reused: the same content as v1, built 2020-01-01T00:00:00Z; datasets/d/latest names it now)"
+            in out), out
+    assert out.rstrip().endswith("report.html (run old's, which built the same stages)"), out
+
+
+def test_a_new_dataset_version_and_its_own_report_say_nothing_more(tmp_path, monkeypatch):
+    out = _run_printing(tmp_path, monkeypatch, "2999-01-01T00:00:00Z", "new")
+    assert "reused" not in out and out.rstrip().endswith("reports/new/report.html"), out
