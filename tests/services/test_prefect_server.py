@@ -75,3 +75,22 @@ def test_the_server_dies_with_a_killed_build(env):
         assert gone(url, within_s=30)
     finally:
         kill_group(proc)
+
+
+def test_draining_where_an_event_loop_runs_leaves_no_coroutine_unawaited():
+    """A notebook's cell runs while an event loop runs: there Prefect's drain hands back a coroutine; ours
+    drains in a thread of its own, so nothing is left unawaited (no RuntimeWarning at the end of a build)."""
+    import asyncio
+    import gc
+    import warnings
+
+    from bonforge.services.prefect_server import drain_prefect_clients
+
+    async def cell():
+        drain_prefect_clients()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(cell())
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
