@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -63,15 +64,22 @@ def healthy(url: str, timeout: float = 5) -> bool:
 
 
 def drain_prefect_clients() -> None:
-    """Send Prefect's queued logs and events before its server goes (else they fail at exit, loudly)."""
+    """Send Prefect's queued logs and events before its server goes (else they fail at exit, loudly). In a
+    thread of its own: where an event loop runs in this thread (a notebook's cell), Prefect would hand back a
+    coroutine instead of waiting, and the drain would neither happen nor be awaited."""
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
-    for worker in (APILogWorker, EventsWorker):
-        try:
-            worker.drain_all(timeout=10)
-        except RuntimeError:  # never started
-            pass
+    def drain() -> None:
+        for worker in (APILogWorker, EventsWorker):
+            try:
+                worker.drain_all(timeout=10)
+            except RuntimeError:  # never started
+                pass
+
+    thread = threading.Thread(target=drain, name="bonforge-drain-prefect")
+    thread.start()
+    thread.join()
 
 
 class TemporaryServer:
