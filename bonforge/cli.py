@@ -107,25 +107,14 @@ def run(
     quiet_prefect()
     if not debug:  # a failed task is reported once, by the error line, not by Prefect's tracebacks
         os.environ["PREFECT_LOGGING_LEVEL"] = "CRITICAL"
-    from bonforge.services import hand_over
-
-    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug,
-                     fresh=fresh)  # `up`'s builder
-    if code is not None:
-        raise typer.Exit(code)
-    from bonforge.config import load_recipe
-    from bonforge.flows.build import build
+    from bonforge.runtime.interrupt import Interrupted, message as interrupt_message, say, stoppable
 
     try:
-        rec = load_recipe(recipe, set_ + (["reuse=false"] if fresh else []))
-    except BonforgeError as e:
-        _fail(e, debug)
-
-    st = _store(store)
-    try:
-        result = build(rec, str(st.root), str(recipe.resolve().parent))
-    except BonforgeError as e:
-        _fail(e, debug)
+        with stoppable():
+            result, rec, st = _build(recipe, set_, store, debug, fresh)
+    except Interrupted as e:  # Ctrl-C or SIGTERM: one line, the shell's exit code (130, 143)
+        say(interrupt_message(e.signum))
+        raise typer.Exit(e.exit_code) from None
     if result.stages.get("contamination"):
         dropped = st.manifest("contamination", result.stages["contamination"][0]).extra.get("dropped", {})
         typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
@@ -153,6 +142,29 @@ def _reused(st, path: str, started: str) -> str:
     if created >= started[:19] + "Z":
         return ""
     return f" (reused: the same content as {version}, built {created}; datasets/{name}/latest names it now)"
+
+
+def _build(recipe: Path, set_: list[str], store: Optional[str], debug: bool, fresh: bool):
+    """The build of `bonforge run`: (run record, recipe, store), in `up`'s builder when one runs (its exit code
+    ends this process then)."""
+    from bonforge.services import hand_over
+
+    code = hand_over("bonforge.cli", "run", recipe=recipe, set_=set_, store=store, debug=debug,
+                     fresh=fresh)  # `up`'s builder
+    if code is not None:
+        raise typer.Exit(code)
+    from bonforge.config import load_recipe
+    from bonforge.flows.build import build
+
+    try:
+        rec = load_recipe(recipe, set_ + (["reuse=false"] if fresh else []))
+    except BonforgeError as e:
+        _fail(e, debug)
+    st = _store(store)
+    try:
+        return build(rec, str(st.root), str(recipe.resolve().parent)), rec, st
+    except BonforgeError as e:
+        _fail(e, debug)
 
 
 @app.command(cls=_ListsStages, short_help="Query a run's stage tables with DuckDB SQL.")

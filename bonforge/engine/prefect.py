@@ -4,8 +4,11 @@ compute."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+
+import prefect.flow_engine
 
 from prefect import flow, task
 
@@ -22,6 +25,11 @@ from bonforge.stage import Node, Ref
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
+# Prefect's flow engine swaps SIGTERM's handler for its own (for a runner's cancellations, which bonforge's local
+# flows never get), then sends the signal to the process again once the flow has crashed: a second signal to
+# ``runtime.interrupt``, which ends the build at once instead of stopping it cleanly. Keep the build's handler.
+if hasattr(prefect.flow_engine, "capture_sigterm"):
+    prefect.flow_engine.capture_sigterm = contextlib.nullcontext
 
 
 def _may_help(task, task_run, state) -> bool:

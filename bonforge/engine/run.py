@@ -8,6 +8,7 @@ bad input fails before any service starts. ``PrefectRun`` (``bonforge.engine.pre
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from bonforge.storage.run_record import RunRecord
 from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
+from bonforge.runtime.interrupt import as_interrupt, last_words as words
 from bonforge.stage import Node, Ref, Upstream
 from bonforge.storage.run_record import utc_now
 from bonforge.storage.store import StageStore
@@ -139,7 +141,14 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     record = RunRecord.build(recipe, run_id, run.record, run.cached, started=utc_now(since))
     if record_start:
         store.record_run(record)
+
+    def stopped_in_a_c_call() -> None:  # the interrupt's watchdog ends the process: record it first
+        record.status, record.error = "interrupted", "interrupted (the build did not stop within its grace time)"
+        record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
+        _record(store, record)
+
     try:
+        words.append(stopped_in_a_c_call)
         dataset = dag(recipe, run, Path(recipe_dir))
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
@@ -149,9 +158,12 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     except NotCommitted:
         raise
     except BaseException as e:
-        record.status, record.error = "failed", f"{type(e).__name__}: {e}"[:2000]
+        stop = as_interrupt(e)  # Ctrl-C or SIGTERM: what is committed stays committed
+        record.status = "interrupted" if stop else "failed"
+        record.error = f"interrupted by {stop}" if stop else f"{type(e).__name__}: {e}"[:2000]
         raise
     finally:
+        words.remove(stopped_in_a_c_call)
         record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
         record.timings, record.rows = run.timings, run.rows
         if record.status != "running":
@@ -178,3 +190,16 @@ def _record(store: StageStore, record: RunRecord) -> None:
         if record.status == "succeeded":
             raise
         log.warning("the run record of %s could not be written: %s", record.run_id, e)
+
+
+def record_interrupted(store: StageStore, recipe: Recipe, run_id: str, since: float) -> None:
+    """Record the build ``run_id`` as interrupted, unless its record says already how it ended (a signal
+    between its stages, while no record was open: the services starting)."""
+    path = store.loc.path("runs", f"{run_id}.json")
+    with contextlib.suppress(BonforgeError, OSError, ValueError):
+        if store.loc.is_file(path) and json.loads(store.loc.read_bytes(path)).get("status") != "running":
+            return
+    record = RunRecord.build(recipe, run_id, {}, {}, started=utc_now(since))
+    record.status, record.error = "interrupted", "interrupted before its stages ran"
+    record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
+    _record(store, record)

@@ -103,6 +103,9 @@ def _sll_first() -> None:
 def _child_main(fd: int) -> None:
     """Entry of the checker child (see ``_CHILD``)."""
     import logging
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the group: the parent stops us
 
     import math_verify  # noqa: F401  (import once, before the first item arrives)
 

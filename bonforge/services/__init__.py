@@ -26,6 +26,7 @@ log = logging.getLogger("bonforge")
 def quiet_prefect() -> None:
     """Defaults for an offline, quiet Prefect in this process (each can be overridden in the environment)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")  # the client's too, and its notice on a new PREFECT_HOME
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
     # Prefect's 20 s default for its temporary server to answer is too short on a busy machine.
@@ -80,7 +81,10 @@ def for_build(recipe: Recipe) -> Iterator[None]:
             yield
     finally:
         if server:
-            drain_prefect_clients()
+            from bonforge.runtime.interrupt import received
+
+            if not received():  # stopped by a signal: no time to send Prefect's queued events
+                drain_prefect_clients()
             server.stop()
 
 

@@ -110,7 +110,10 @@ class TemporaryServer:
             "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
             "--log-level", "error", "--lifespan", "on",
         ]  # fmt: skip
-        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        # A session of its own: a terminal's Ctrl-C (sent to the whole foreground group) reaches the build, which
+        # stops this server itself, never the server in the middle of the build's last requests.
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     start_new_session=True)
 
     def _output(self, since: int) -> str:
         """The server's output from byte ``since`` on (its last 20,000 bytes)."""

@@ -38,7 +38,7 @@ class RunRecord(Mapping):
     recipe: dict | None
     stages: dict[str, list[str]]  # stage -> the keys this run used, in DAG order
     cached: dict[str, list[str]]  # stage -> the keys it found committed
-    status: str = "running"  # running, succeeded, failed
+    status: str = "running"  # running, succeeded, failed, interrupted (Ctrl-C or SIGTERM)
     started: str = field(default_factory=utc_now)
     finished: str | None = None
     wall_s: float | None = None
