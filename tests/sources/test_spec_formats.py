@@ -70,3 +70,84 @@ def test_a_limit_is_read_or_refused(value):
 @given(TEXTS)
 def test_a_dotted_path_through_a_json_string_is_read_or_refused(text):
     read_or_refuse(lambda: get_field({"meta": "{" + text}, "meta.name", source="t.jsonl", record="line 1"))
+
+
+PAIRS_CHECKER = r"""#include <cstdio>
+#include <algorithm>
+int main(int argc, char** argv) {  // the two numbers in either order
+    long long o[2], a[2];
+    FILE* out = fopen(argv[2], "r"); FILE* ans = fopen(argv[3], "r");
+    if (fscanf(out, "%lld %lld", &o[0], &o[1]) != 2) return 2;
+    if (fscanf(ans, "%lld %lld", &a[0], &a[1]) != 2) return 3;
+    std::sort(o, o + 2); std::sort(a, a + 2);
+    return o[0] == a[0] && o[1] == a[1] ? 0 : 1;
+}
+"""
+PAIRS_SPEC = {"kind": "stdio", "tests": [{"input": "2 1\n", "output": "1 2\n"}, {"input": "5 3\n", "output": "3 5\n"}],
+              "checker": {"source": PAIRS_CHECKER, "files": {"extra.h": "// a header\n"}}, "time_limit_s": 1.0,
+              "memory_mb": 128.0}  # fmt: skip
+
+
+def load_rows(tmp_path, rows: list[dict], **fields):
+    """The PROBLEMS table the ``problems`` stage's loader makes of a code JSONL table."""
+    from bonforge.config import ProblemsConfig
+    from bonforge.sources.problems import load_problems
+
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = ProblemsConfig.model_validate({"name": "t", "domain": "code", "source": {"path": str(path)},
+                                         "fields": {"question": "q", "id": "id", "tests": "tests", **fields}})
+    return load_problems(cfg, path)
+
+
+def test_a_bonforge_spec_keeps_every_field_through_load(tmp_path):
+    """Its checker (with its headers), limits, prelude and, for assert-style tests, its entry point and context
+    reach the stored spec as the table wrote them, as an object or a JSON string (they were dropped)."""
+    check = {"kind": "assert", "entry_point": "f", "check": "assert f(1) == 2\n", "context": "def helper(): ...\n",
+             "prelude": "import math\n", "time_limit_s": 2.5, "memory_mb": 200}  # fmt: skip
+    table = load_rows(tmp_path, [{"id": "pairs", "q": "?", "tests": PAIRS_SPEC},
+                                 {"id": "pairs-text", "q": "?", "tests": json.dumps(PAIRS_SPEC)},
+                                 {"id": "check", "q": "?", "tests": check}])  # fmt: skip
+    stored = dict(zip(table.column("problem_id").to_pylist(), table.column("tests").to_pylist()))
+    assert parse_spec(stored["pairs"], "p") == parse_spec(stored["pairs-text"], "p") == parse_spec(
+        json.dumps(PAIRS_SPEC), "p")
+    assert parse_spec(stored["check"], "p") == parse_spec(json.dumps(check), "p")
+
+
+def test_a_records_limits_fill_in_and_never_silently_override_the_spec(tmp_path):
+    bare = {k: v for k, v in PAIRS_SPEC.items() if k not in ("time_limit_s", "memory_mb")}
+    table = load_rows(tmp_path, [{"id": "a", "q": "?", "tests": bare, "time_limit": "500 ms",
+                                  "memory_limit": "64 megabytes"},
+                                 {"id": "b", "q": "?", "tests": PAIRS_SPEC, "time_limit": 1, "memory_limit": 128}])
+    a, b = (parse_spec(t, "p") for t in table.column("tests").to_pylist())
+    assert (a.time_limit_s, a.memory_mb, a.checker) == (0.5, 64.0, PAIRS_SPEC["checker"])  # filled in
+    assert (b.time_limit_s, b.memory_mb) == (1.0, 128.0)  # the same values said twice
+    for field, value, key in (("time_limit", "2 seconds", "time_limit_s"), ("memory_limit", "1 GB", "memory_mb")):
+        try:
+            load_rows(tmp_path, [{"id": "c", "q": "?", "tests": PAIRS_SPEC, field: value}])
+        except DataError as e:
+            assert f"the spec's '{key}'" in e.message and "differs from the record's" in e.message and "c" in str(e)
+        else:
+            raise AssertionError(f"a record's {field} that contradicts its spec was taken silently")
+
+
+def test_joined_fields_must_agree_on_the_checker_and_limits():
+    public = {"kind": "stdio", "tests": [{"input": "1", "output": "1"}], "checker": {"source": "int main(){}"}}
+    private = dict(public, tests=[{"input": "2", "output": "2"}])
+    spec = to_spec({"public": public, "private": private}, "bonforge", W)
+    assert spec.inputs == ["1", "2"] and spec.checker == {"source": "int main(){}", "files": {}}
+    for other in (dict(private, checker={"source": "int main(){return 1;}"}), dict(private, memory_mb=64),
+                  {k: v for k, v in private.items() if k != "checker"}):  # fmt: skip
+        got = read_or_refuse(to_spec, {"public": public, "private": other}, "bonforge", W)
+        assert isinstance(got, DataError) and "the fields give different" in got.message, got
+
+
+def test_a_codecontests_memory_limit_is_in_the_spec(tmp_path):
+    """The judge and the RL rows read the spec: the record's memory limit must be in it, not only in the
+    metadata (which neither reads); the time limit likewise."""
+    row = {"id": "cc", "q": "?", "tests": {"input": ["1\n"], "output": ["1\n"]},
+           "time_limit": {"seconds": 1, "nanos": 500_000_000}, "memory_limit_bytes": 64 << 20}  # fmt: skip
+    table = load_rows(tmp_path, [row], tests_format="codecontests", memory_limit="memory_limit_bytes")
+    spec = parse_spec(table.column("tests")[0].as_py(), "cc")
+    assert (spec.time_limit_s, spec.memory_mb) == (1.5, 64.0)
+    assert json.loads(table.column("metadata")[0].as_py())["memory_limit_mb"] == 64.0
