@@ -1,10 +1,14 @@
 """Specs, test fields and limits from a table, on generated hostile values: each is read or refused with
-a ``DataError`` (one error line naming the field), never another exception, in time linear in its size."""
+a ``DataError`` (one error line naming the field), never another exception, in time linear in its size.
+What a table says of its tests (a checker, time and memory limits) reaches the judge: loaded, then judged by
+the verdicts stage and by the RL rows' code reward in the sandbox."""
 
 from __future__ import annotations
 
 import json
 import time
+
+import pytest
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
@@ -151,3 +155,73 @@ def test_a_codecontests_memory_limit_is_in_the_spec(tmp_path):
     spec = parse_spec(table.column("tests")[0].as_py(), "cc")
     assert (spec.time_limit_s, spec.memory_mb) == (1.5, 64.0)
     assert json.loads(table.column("metadata")[0].as_py())["memory_limit_mb"] == 64.0
+
+
+FENCE = "```python\n{}```\n"
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\n"  # 1.5 s of CPU
+HOG = "held = bytearray(400 << 20)\n"  # 400 MiB: over the problem's 128, under the recipe's 512
+
+
+def stage_verdicts(problems, texts: dict[str, tuple[str, str]], cfg) -> dict[str, dict]:
+    """The verdicts stage's own compute on the columns the stage reads of each table (``stages.verify``);
+    ``texts``: candidate id -> (problem id, program)."""
+    import pyarrow as pa
+
+    from bonforge.schema import CANDIDATES
+    from bonforge.stages.verify import _JUDGED, _verify_code
+
+    cands = pa.Table.from_pylist([{"candidate_id": c, "problem_id": p, "teacher": "t", "sample_index": 0,
+                                   "text": FENCE.format(t)} for c, (p, t) in texts.items()], schema=CANDIDATES)
+    out = _verify_code(cands.select(_JUDGED["candidates"]), problems.select(_JUDGED["problems"]), cfg)
+    return {v["candidate_id"]: v for v in out.to_pylist()}
+
+
+@pytest.mark.docker
+def test_a_tables_checker_and_limits_decide_its_verdicts(tmp_path, sandbox_image):
+    """A bonforge spec in a table, loaded and judged by the verdicts stage: an answer only its checker accepts
+    passes (it was judged against the jury's bytes), a program over its 1 s or 128 MiB fails (under the
+    recipe's 5 s and 512 MiB they passed). Controls: the jury's own output passes and a wrong one does not
+    under the same checker and limits; without the limits the slow and big programs pass."""
+    from bonforge.sandbox.config import CodeVerifyConfig
+
+    roomy = {k: v for k, v in PAIRS_SPEC.items() if k not in ("time_limit_s", "memory_mb")}
+    problems = load_rows(tmp_path, [{"id": "pairs", "q": "Print the two numbers.", "tests": PAIRS_SPEC},
+                                    {"id": "roomy", "q": "Print the two numbers.", "tests": roomy}])
+    as_read = "a, b = input().split()\nprint(a, b)\n"  # "2 1" where the jury wrote "1 2"
+    jury = "print(*sorted(map(int, input().split())))\n"
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=2, time_limit_s=5.0, memory_mb=512)
+    got = stage_verdicts(problems, {
+        "as-read": ("pairs", as_read), "jury": ("pairs", jury), "wrong": ("pairs", "print(0, 0)\n"),
+        "slow": ("pairs", SPIN + as_read), "big": ("pairs", HOG + jury),
+        "roomy/slow": ("roomy", SPIN + as_read), "roomy/big": ("roomy", HOG + jury)}, cfg)  # fmt: skip
+    statuses = {c: v["status"] for c, v in got.items()}
+    assert statuses == {"as-read": "passed", "jury": "passed", "wrong": "wrong_answer", "slow": "timeout",
+                        "big": "memory_limit", "roomy/slow": "passed", "roomy/big": "passed"}, got  # fmt: skip
+
+
+@pytest.mark.docker
+def test_a_codecontests_limit_judges_alike_in_the_stage_and_the_reward(tmp_path, sandbox_image):
+    """A CodeContests row's own limits (1 s, 128 MiB; the recipe's: 5 s, 512 MiB) give the same verdicts in the
+    verdicts stage and in the code reward on the RL row the export writes (both applied the recipe's: the
+    stage never read the metadata the limit was recorded in, and the RL rows did not carry it)."""
+    import pyarrow as pa
+
+    from bonforge.rewards.code import score_batch
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.storage.export import to_rl
+
+    row = {"id": "cc", "q": "Echo the number.", "tests": {"input": ["3\n", "4\n"], "output": ["3\n", "4\n"]},
+           "time_limit": {"seconds": 1, "nanos": 0}, "memory_limit_bytes": 128 << 20}  # fmt: skip
+    problems = load_rows(tmp_path, [row], tests_format="codecontests", memory_limit="memory_limit_bytes")
+    echo = "print(input())\n"
+    programs = {"right": echo, "hog": HOG + echo, "spin": SPIN + echo}
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=2, time_limit_s=5.0, memory_mb=512)
+    stage = {c: v["status"] for c, v in stage_verdicts(problems, {c: ("cc", t) for c, t in programs.items()},
+                                                        cfg).items()}  # fmt: skip
+    assert stage == {"right": "passed", "hog": "memory_limit", "spin": "timeout"}
+    kept = pa.Table.from_pylist([dict(problems.to_pylist()[0], pass_rate=1 / 3, n=3, n_correct=1, pass_at_k=[],
+                                      teachers=["t"])])  # fmt: skip
+    rl = to_rl(kept, "cc", {"code": "{question}"}, {"code": cfg}).to_pylist()[0]
+    rewards = score_batch([FENCE.format(t) for t in programs.values()], [rl["reward_model"]["ground_truth"]] * 3,
+                          [rl["extra_info"]] * 3, pool_size=2)  # fmt: skip
+    assert dict(zip(programs, (r["status"] for r in rewards))) == stage
