@@ -10,7 +10,8 @@ Assert-style checks are the dataset's code: they run in a checker process of the
 apart from the candidates' (``bonforge.sandbox.check_host``): the sandbox makes the calls the check planned,
 the checker replays the check on the answers, and a program whose answers lead the check to other calls
 runs again with the longer plan. Each outcome is judged as it arrives (an assert-style run's check
-replayed then) and only what its verdict needs is kept: a batch's extra host memory is bounded by the pool
+replayed then, a checker program's problem's outputs read by its checker then) and only what its verdict needs
+is kept: a batch's extra host memory is bounded by the pool
 (``HOST_ANSWERS_PER_WORKER``), not by the batch. Whatever comes back from the sandbox or the checker is
 read with bounded size and depth, and a row that cannot be judged gets a verdict of its own: no program,
 and no one problem's data, can fail the stage.
@@ -328,14 +329,15 @@ def verify_code(
             req_specs.append(spec)
         pending.append((row, spec, first_of[key]))
     if requests:
-        with _pool(cfg, pool) as run:
-            kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg)
-        if any(s.checker is not None for s in req_specs):
-            checkers = Checkers(cfg)  # a pool of their own: never a candidate's containers
-            try:
-                run_checkers(req_specs, kept, checkers)
-            finally:
-                checkers.close()
+        readings = _Readings(req_specs, cfg) if any(s.checker is not None for s in req_specs) else None
+        try:
+            with _pool(cfg, pool) as run:
+                kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg, readings and readings.read)
+            if readings:
+                _blame_crashes(req_specs, kept, readings.binaries, readings.checkers)
+        finally:
+            if readings:
+                readings.close()
         for row, spec, i in pending:
             status, passed, total, detail = verdict(spec, kept[i], cfg)
             row.update(status=status, tests_passed=passed, tests_total=total, detail=detail or None)
@@ -371,32 +373,62 @@ def _recorded_memory(problem: dict) -> float | None:
     return meta.get("memory_limit_mb") if isinstance(meta, dict) else None
 
 
-def run_checkers(specs: list[TestSpec], kept: list[dict], checkers: Checkers) -> None:
-    """Judge, with their problem's checker program, the tests that ran to the end (status ``ok``) of every
-    request whose problem has one: each checker compiled once (``Checkers.compile``), then one checker
-    request per candidate. A test whose checker failed is the problem's error (``PROBLEM_ERROR``)."""
-    todo = [i for i, s in enumerate(specs) if s.checker is not None and kept[i].get("results")]
-    by_spec: dict[int, dict] = {}  # a problem's spec is one object shared by its requests
-    for i in todo:
-        by_spec.setdefault(id(specs[i]), specs[i].checker)
-    binaries = dict(zip(by_spec, checkers.compile(list(by_spec.values())), strict=True))
-    jobs, where = [], []
-    for i in todo:
-        binary = binaries[id(specs[i])]
-        waiting = [k for k, r in enumerate(kept[i]["results"]) if r["status"] == "ok"]
-        if binary.startswith("!"):
-            for k in waiting:
-                kept[i]["results"][k].update(status=PROBLEM_ERROR, error=binary[1:])
-                kept[i]["results"][k].pop("stdout", None)
-            continue
-        if waiting:
-            items = [(specs[i].inputs[k], kept[i]["results"][k].pop("stdout"), specs[i].outputs[k]) for k in waiting]
-            jobs.append((binary, items))
-            where.append((i, waiting))
-    for (i, waiting), readings in zip(where, checkers.check(jobs), strict=True):
-        for k, (status, note) in zip(waiting, readings, strict=True):
-            kept[i]["results"][k].update(status=status, error=note)
-    _blame_crashes(specs, kept, binaries, checkers)
+class _Readings:
+    """The problems' checker programs, compiled before the candidates run, on a pool of their own (never a
+    candidate's containers); each outcome's outputs are read by its checker as the outcome arrives (on the
+    pool's thread) and dropped then: a batch never holds every test's output until it is judged (48 responses
+    x 4 tests x 1 MiB of output grew the host by ~181 MiB while they waited for the batch's end)."""
+
+    def __init__(self, specs: list[TestSpec], cfg: CodeVerifyConfig):
+        self.specs, self.checkers = specs, Checkers(cfg)
+        by_spec = {id(s): s.checker for s in specs if s.checker is not None}  # one spec object per problem
+        self.binaries = dict(zip(by_spec, self.checkers.compile(list(by_spec.values())), strict=True))
+
+    def read(self, i: int, kept: dict) -> dict:
+        """Request ``i``'s judged outcome with its tests that ran to the end (status ``ok``) read by its
+        problem's checker; a test whose checker failed is the problem's error (``PROBLEM_ERROR``), and so is
+        each of them when the checkers' sandbox itself fails (never the batch's failure)."""
+        spec = self.specs[i]
+        waiting = [k for k, r in enumerate(kept.get("results") or ()) if r["status"] == "ok"]
+        if spec.checker is None or not waiting:
+            return kept
+        binary = self.binaries[id(spec)]
+        for group in _by_bytes(waiting, kept["results"]):
+            try:
+                if binary.startswith("!"):
+                    readings = [(PROBLEM_ERROR, binary[1:])] * len(group)
+                else:
+                    items = [(spec.inputs[k], kept["results"][k].pop("stdout"), spec.outputs[k]) for k in group]
+                    readings = self.checkers.check([(binary, items)])[0]
+                    del items  # the outputs read: dropped before the next group is sent
+            except Exception as e:  # noqa: BLE001  (the checkers' sandbox failed: the problem's error, not the batch's)
+                readings = [(PROBLEM_ERROR, f"the problem's checker could not run: {type(e).__name__}: {e}"[:500])
+                            ] * len(group)  # fmt: skip
+            for k, (status, note) in zip(group, readings, strict=True):
+                kept["results"][k].pop("stdout", None)
+                kept["results"][k].update(status=status, error=note)
+        return kept
+
+    def close(self) -> None:
+        self.checkers.close()
+
+
+CHECK_BYTES = 1 << 20  # a checker request's outputs, about: more tests' outputs go in a request of their own
+
+
+def _by_bytes(tests: list[int], results: list[dict]) -> list[list[int]]:
+    """``tests`` in order, in groups whose outputs come to about ``CHECK_BYTES`` (one test at least): small
+    outputs share one request (the checker's binary is sent once), megabytes go a test at a time."""
+    groups: list[list[int]] = []
+    size = 0
+    for k in tests:
+        n = len(results[k]["stdout"])
+        if not groups or size + n > CHECK_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(k)
+        size += n
+    return groups
 
 
 def _blame_crashes(specs: list[TestSpec], kept: list[dict], binaries: dict[int, str], checkers: Checkers) -> None:
@@ -502,7 +534,7 @@ class _Replays:
 
 
 def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker, run,
-                   cfg: CodeVerifyConfig) -> list[dict]:  # fmt: skip
+                   cfg: CodeVerifyConfig, read=None) -> list[dict]:  # fmt: skip
     """Every request run and judged as it arrives (``judged``; an assert-style one's check replayed then,
     ``_Replays``), in two passes (the module's docstring says why verdicts stay those of one pass). The first
     runs each request under its ``probe``: a request that ends within it keeps that outcome; one whose run hit
@@ -510,15 +542,20 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
     again, from the start, with its own limits after all other requests, beside the other long ones. With
     assert-style requests the first pass runs in chunks, two in the sandbox at a time (a pool that hands
     outcomes over only at the end holds at most two chunks'); then the long ones and the programs whose checks
-    asked for more calls run again, round by round."""
+    asked for more calls run again, round by round. ``read(i, kept)``: what is kept of request ``i``'s outcome
+    once its problem's checker has read its outputs (``_Readings.read``)."""
     replays = _Replays(requests, specs, asserts, checker, cfg) if asserts else None
     long: list[int] = []  # requests whose probe ran out of time (appended from the pool's threads)
+
+    def on(i: int, outcome: dict) -> dict:
+        kept = replays.judged(i, outcome) if replays else judged(specs[i], outcome, cfg)
+        return read(i, kept) if read else kept
 
     def on_probe(i: int, outcome: dict) -> dict | None:
         if probes[i] is not None and hit_probe(outcome):
             long.append(i)
             return None  # nothing of it is kept: the request runs again with its own limits
-        return replays.judged(i, outcome) if replays else judged(specs[i], outcome, cfg)
+        return on(i, outcome)
 
     probes = [probe(r, cfg) for r in requests]
     first = [p if p is not None else r for p, r in zip(probes, requests, strict=True)]
@@ -526,7 +563,6 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
         kept = run(first, on_probe)
     else:
         kept = chunked(first, on_probe, run)
-    on = replays.judged if replays else (lambda i, o: judged(specs[i], o, cfg))
     batch = [(i, requests[i]) for i in sorted(long)]  # the long ones, with their own limits
     while batch or replays and replays.again:
         if replays:  # the programs whose checks asked for more calls, with the longer plans

@@ -284,6 +284,7 @@ class SandboxPool:
                 job, sent = inflight[0]  # stays in the lane while it runs: others may steal what waits behind it
                 limit = self.request_timeout(job.request)
                 begun = max(sent, idle_since)
+                response = None  # the last answer (megabytes of output) is not held while the next is read
                 try:  # a host late to read (busy judging the last answer) still gives the answer its margin
                     response = slot[0].read(job.request, max(begun + limit - time.monotonic(), HOST_MARGIN_S))
                 except WorkerHung:  # stopped or hung: the host's wall limit ends it, the candidate's verdict

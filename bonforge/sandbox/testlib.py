@@ -11,7 +11,7 @@ and what it says is read as exit codes and a capped stderr tail. Invocation and 
 A checker that fails (exit 3, a crash, its time or memory limit) is the problem's error, never the
 candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``); except a crash
 (not exit 3) on an output when the same checker accepts the jury's answer as the output (``CRASHED``, then a
-control run: ``judging.code.run_checkers``): that output made it crash, and it is rejected. A checker is
+control run: ``judging.code._blame_crashes``): that output made it crash, and it is rejected. A checker is
 compiled once for its content (the source, its files and the build's argv, hashed) and the sandbox image's
 id: the binary is kept here and sent with each request that runs it, and kept on disk (``checker_cache``,
 backend 'docker') for the processes that come later.
@@ -95,15 +95,16 @@ class Checkers:
         self.cfg = cfg
         self._pool = pool
         self._own = None
+        self._start = threading.Lock()  # ``check`` is called from the candidates' pool threads
 
     def _run(self, requests: list[dict]) -> list[dict]:
-        if self._pool is None:
-            from bonforge.sandbox.pool import SandboxPool
+        with self._start:
+            if self._pool is None:
+                from bonforge.sandbox.pool import SandboxPool
 
-            # as many containers as the candidates had: the call's candidates have run by now (``judging.code``
-            # runs the checkers after them), and a problem's checker compiles (testlib.h: seconds of CPU each)
-            # then run side by side instead of one after another
-            self._own = self._pool = SandboxPool(self.cfg)
+                # as many containers as the candidates have: the problems' checkers compile (testlib.h: seconds
+                # of CPU each) side by side, then read each candidate's outputs as its outcome arrives
+                self._own = self._pool = SandboxPool(self.cfg)
         return self._pool.run(requests)
 
     @functools.cached_property

@@ -206,8 +206,12 @@ class _Worker:
             if not chunk:
                 raise WorkerDied(f"runner exited (rc {self._exit_code()}) {self.runner.stderr()}".strip())
             self._buf += chunk
-        line = bytes(self._buf[:end])
-        del self._buf[: end + 1]
+        with memoryview(self._buf) as view:
+            line = bytes(view[:end])  # one copy of a long answer (a slice would make two)
+        if end + 1 == len(self._buf):
+            self._buf = bytearray()  # nothing behind it: a large buffer is given back, not kept per worker
+        else:
+            del self._buf[: end + 1]
         self._scanned = 0
         if len(line) > limit:
             raise WorkerDied(f"an answer over {limit} bytes")

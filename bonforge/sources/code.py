@@ -60,7 +60,8 @@ def field_value(rec: dict, dotted: str, where: Where, default=_REQUIRED):
 
 
 def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]:
-    """The test spec of one code record and the metadata it adds (memory limit, reference solutions)."""
+    """The test spec of one code record (with the record's time and memory limits) and the metadata it adds
+    (memory limit, reference solutions)."""
     names = [fm.tests] if isinstance(fm.tests, str) else list(fm.tests or [])
 
     def text(name: str | None) -> str | None:
@@ -70,16 +71,16 @@ def record_tests(rec: dict, fm: FieldMap, where: Where) -> tuple[TestSpec, dict]
         return value
 
     limit = time_limit_s(field_value(rec, fm.time_limit, where, None), where, fm.time_limit) if fm.time_limit else None
+    mb = memory_limit_mb(field_value(rec, fm.memory_limit, where, None), where, fm.memory_limit) if fm.memory_limit \
+        else None
     spec = to_spec({n: field_value(rec, n, where) for n in names}, fm.tests_format, where, fn_name=text(fm.fn_name),
-                   entry_point=text(fm.entry_point), starter=text(fm.starter) or "", time_limit_s=limit)  # fmt: skip
+                   entry_point=text(fm.entry_point), starter=text(fm.starter) or "", time_limit_s=limit,
+                   memory_mb=mb)  # fmt: skip
     try:
         spec.to_json()
     except (TypeError, ValueError) as e:  # bytes or dates among the inputs (from Parquet)
         raise where.error(f"the tests hold a value JSON cannot ({e})", ", ".join(names)) from None
-    meta = {}
-    if fm.memory_limit and (mb := memory_limit_mb(field_value(rec, fm.memory_limit, where, None), where,
-                                                  fm.memory_limit)):  # fmt: skip
-        meta["memory_limit_mb"] = mb
+    meta = {"memory_limit_mb": mb} if mb else {}  # also in the spec: the judge and the RL rows apply it
     if fm.solutions:
         sols = field_value(rec, fm.solutions, where)
         if isinstance(sols, str):

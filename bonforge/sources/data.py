@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from bonforge.config import DataSource
 from bonforge.errors import DataError, FetchError
 from bonforge.keys import sha256_file
 from bonforge.sources import s3_objects
 from bonforge.sources.digest import content_key as _local_key, file_sha256
+
+
+Beside = Callable[[Path], list[Path]]
 
 
 def cache_dir() -> Path:
@@ -63,15 +67,21 @@ def resolve(src: DataSource, base: Path | None = None) -> Path:
     return _download(src, cached)
 
 
-def content_key(src: DataSource, base: Path | None = None) -> dict[str, str]:
+def content_key(src: DataSource, base: Path | None = None, beside: Beside | None = None) -> dict:
     """A source as a stage key holds it: the same bytes under any path (``problems.jsonl``, ``./problems.jsonl``,
-    an absolute path, a mirror or a download) give the same key, and a file edited in place another one."""
+    an absolute path, a mirror or a download) give the same key, and a file edited in place another one.
+    ``beside(path)``: the files or folders outside the source that its loader reads too (a problem package's
+    ``../common``), keyed beside it by their content."""
     if src.sha256:  # every copy that is read is checked against it
         return {"sha256": src.sha256}
     if s3_objects.is_s3(src.path):
         etag, size = s3_objects.head(src.path)
         return {"s3_etag": etag, "size": str(size)}
-    return _local_key(resolve(src, base))
+    path = resolve(src, base)
+    key = _local_key(path)
+    if beside is not None and (more := beside(path)):
+        key = dict(key, beside=[_local_key(p) for p in more])
+    return key
 
 
 def _download(src: DataSource, dest: Path) -> Path:
@@ -104,8 +114,8 @@ def keyed(model, content: dict[str, str]) -> dict:
     return {**model.key_config(), "source": content}
 
 
-def unchanged(src: DataSource, base: Path | None, content: dict[str, str]) -> None:
+def unchanged(src: DataSource, base: Path | None, content: dict, beside: Beside | None = None) -> None:
     """Raise ``DataError`` when the source no longer holds the content its stage was keyed by (edited while
     the build ran): the output would not be the key's."""
-    if content_key(src, base) != content:
+    if content_key(src, base, beside) != content:
         raise DataError("the file changed while the build was running; run it again", src.path)

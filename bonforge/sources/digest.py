@@ -6,7 +6,8 @@ and a local copy of the same bytes key alike). Reading a large file on every bui
 the build, so each digest is cached by what ``stat`` says of the file: real path, device, inode, size,
 mtime and ctime (nanoseconds). An unchanged file costs one ``stat`` and one look-up; a file edited in place
 (another mtime, size or ctime), or replaced by another file (another inode), is read again. A folder's
-digest is the sha256 of its files' relative paths and digests, in sorted order.
+digest is the sha256 of its files' relative paths and digests, in sorted order, links to folders followed as
+the loaders follow them (a link back into a folder above it enters as the link, not walked again).
 
 The cache is one SQLite file (``BONFORGE_DIGESTS``, default ``digests.sqlite`` in ``<BONFORGE_HOME>/digest-cache``
 or ``~/.cache/bonforge/digest``: ``runtime.folders``): safe under concurrent builds (SQLite's locking; each write is
@@ -23,6 +24,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from bonforge.errors import DataError
 from bonforge.runtime.folders import cache_folder
 
 _BLOCK = 1 << 20
@@ -118,15 +120,43 @@ def content_key(path: str | Path) -> dict[str, str]:
         if not path.is_dir():
             return {"sha256": _file_digest(str(path), cache)}
         h = hashlib.sha256()
-        root = os.path.realpath(path)
-        files = []
-        for folder, dirs, names in os.walk(root):
-            dirs.sort()
-            files += [os.path.join(folder, n) for n in names]
-        for file in sorted(files, key=lambda f: os.path.relpath(f, root)):
-            if os.path.isfile(file):
-                rel = Path(os.path.relpath(file, root)).as_posix()
+        for rel, file in _tree(os.path.realpath(path)):
+            if file is None:  # a link back into a folder above it: its content is in the key already
+                h.update(f"{len(rel)}:{rel}\n".encode())
+            else:
                 h.update(f"{len(rel)}:{rel}{_file_digest(file, cache)}\n".encode())
         return {"tree_sha256": h.hexdigest()}
     finally:
         cache.close()
+
+
+MAX_TREE_FILES = 1_000_000  # a folder (links followed) holding more is refused: a link to / would walk the disk
+
+
+def _tree(root: str) -> list[tuple[str, str | None]]:
+    """The files of a folder as the loaders reach them, links to folders followed (a shard behind a linked
+    folder is read, so it is keyed): ``(relative path, path)`` sorted by relative path. A link into a folder
+    above it (a loop) is ``("<relative path>/ -> <n> up", None)``, never walked into."""
+    out: list[tuple[str, str | None]] = []
+    todo = [(root, "", (root,))]
+    while todo:
+        folder, rel, above = todo.pop()
+        try:
+            with os.scandir(folder) as entries:
+                entries = list(entries)
+        except OSError:  # unreadable: the loader cannot read it either
+            continue
+        for e in entries:
+            name = f"{rel}{e.name}"
+            if os.path.isdir(e.path):  # through a link too (a link that leads nowhere is neither)
+                real = os.path.realpath(e.path)
+                if real in above:
+                    out.append((f"{name}/ -> {len(above) - 1 - above.index(real)} up", None))
+                else:
+                    todo.append((e.path, f"{name}/", (*above, real)))
+            elif os.path.isfile(e.path):
+                out.append((name, e.path))
+            if len(out) > MAX_TREE_FILES:
+                raise DataError(f"more than {MAX_TREE_FILES:,} files in this folder (links to folders followed): "
+                                "point the source at the folder the tables are in", root)  # fmt: skip
+    return sorted(out)

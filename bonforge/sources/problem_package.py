@@ -124,6 +124,13 @@ def _common(folder: Path) -> list[Path]:
     return [d for d in (folder.parent / COMMON, folder / COMMON) if d.is_dir()]
 
 
+def read_beside(path: str | Path) -> list[Path]:
+    """What a load of ``path`` reads outside it, for its content key: one package's ``../common`` (the headers
+    its checker includes); a folder of packages holds its ``common`` itself."""
+    path = Path(path)
+    return [path.parent / COMMON] if (path / "info.toml").is_file() and (path.parent / COMMON).is_dir() else []
+
+
 def load_packages(path: str | Path, name: str, glob: str | None = None, limit: int | None = None) -> pa.Table:
     """A PROBLEMS table of the packages under ``path`` (``source`` = ``name``, ``problem_id`` = the folder's)."""
     rows = [dict(load_package(f, _common(f))[0], source=name) for f in package_folders(path, glob)[:limit]]

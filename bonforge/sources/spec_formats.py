@@ -27,7 +27,7 @@ import binascii
 import json
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bonforge.errors import DataError
@@ -59,49 +59,50 @@ class Where:
         return DataError(message, self.source, self.record, fld)
 
 
-@dataclass
-class _Tests:
-    kind: str
-    inputs: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    fn_name: str | None = None
-    check: str = ""
-    prelude: str = ""
-    wrapped_outputs: bool = False
-
-
 def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | None = None,
-            entry_point: str | None = None, starter: str = "", time_limit_s: float | None = None) -> TestSpec:
-    """One spec from the test fields of a record (``{field name: value}``, joined in order)."""
+            entry_point: str | None = None, starter: str = "", time_limit_s: float | None = None,
+            memory_mb: float | None = None) -> TestSpec:
+    """One spec from the test fields of a record (``{field name: value}``, joined in order). A ``bonforge``
+    spec keeps every field it holds (checker, limits, context, ...); the starter and limits that the recipe's
+    ``fields`` read beside the tests fill in what the spec leaves out, and one that says otherwise than the
+    spec is the record's error (never a silent choice of one)."""
     parts = []
     for name, value in values.items():
         doc = decode(value, where, name)
         shape = fmt if fmt != "auto" else detect(doc, where, name)
-        parts.append((name, _CONVERT[shape](doc, where, name, fn_name, entry_point)))
+        parts.append(_CONVERT[shape](doc, where, name, fn_name, entry_point))
     names = ", ".join(values)
-    kinds = {t.kind for _, t in parts}
+    kinds = {t.kind for t in parts}
     if len(kinds) > 1:
         raise where.error(f"the fields hold different kinds of tests ({', '.join(sorted(kinds))})", names)
-    tests = parts[0][1]
-    if tests.kind == "assert":
+    spec = parts[0]
+    if spec.kind == "assert":
         if len(parts) > 1:
             raise where.error("assert-style tests come from one field", names)
-        if not (isinstance(entry_point, str) and entry_point.isidentifier()):
+        if not (isinstance(spec.entry_point, str) and spec.entry_point.isidentifier()):
             raise where.error("assert-style tests need the function they test: set fields.entry_point", names)
-        return TestSpec("assert", [None], [None], entry_point=entry_point, check=tests.check, prelude=tests.prelude,
-                        starter=starter, time_limit_s=time_limit_s)  # fmt: skip
-    fns = {t.fn_name for _, t in parts}
-    if len(fns) > 1:
-        raise where.error(f"the fields name different functions ({', '.join(sorted(map(str, fns)))})", names)
-    inputs = [i for _, t in parts for i in t.inputs]
-    if not inputs:
-        raise where.error("empty test list", names)
-    wrapped = {t.wrapped_outputs for _, t in parts}
-    if len(wrapped) > 1:
-        raise where.error("the fields compare returned values differently (APPS-style and strict)", names)
-    return TestSpec(tests.kind, inputs, [o for _, t in parts for o in t.outputs], fn_name=tests.fn_name,
-                    prelude=tests.prelude, starter=starter, time_limit_s=time_limit_s,
-                    wrapped_outputs=wrapped.pop())  # fmt: skip
+    else:
+        fns = {t.fn_name for t in parts}
+        if len(fns) > 1:
+            raise where.error(f"the fields name different functions ({', '.join(sorted(map(str, fns)))})", names)
+        if len({t.wrapped_outputs for t in parts}) > 1:
+            raise where.error("the fields compare returned values differently (APPS-style and strict)", names)
+        for key in _SHARED:
+            if any(getattr(t, key) != getattr(spec, key) for t in parts):
+                raise where.error(f"the fields give different '{key}' values", names)
+        spec = replace(spec, inputs=[i for t in parts for i in t.inputs], outputs=[o for t in parts for o in t.outputs])
+        if not spec.inputs:
+            raise where.error("empty test list", names)
+    given = {"starter": starter or None, "time_limit_s": time_limit_s, "memory_mb": memory_mb}
+    for key, value in given.items():
+        own = getattr(spec, key) or None
+        if value is not None and own is not None and value != own:
+            raise where.error(f"the spec's '{key}' ({own!r:.60}) differs from the record's ({value!r:.60})", names)
+    return replace(spec, **{k: v for k, v in given.items() if v is not None})
+
+
+# What every joined field must say alike (beside the tests): the problem's, not a field's.
+_SHARED = ("prelude", "starter", "context", "time_limit_s", "memory_mb", "checker")
 
 
 def decode(value: Any, where: Where, name: str) -> Any:
@@ -191,17 +192,17 @@ def _text(value: Any, what: str, i: int, where: Where, name: str, lines_ok: bool
     return value
 
 
-def _bonforge(doc, where, name, fn_name, entry_point) -> _Tests:
+def _bonforge(doc, where, name, fn_name, entry_point) -> TestSpec:
     if not isinstance(doc, dict):
         raise where.error(f"expected a spec object, got {type(doc).__name__}", name)
     try:
         spec = parse_spec(json.dumps(doc), where.record)
     except (TypeError, ValueError) as e:  # DataError is a ValueError; bytes or dates from Parquet are not JSON
         raise where.error(e.message if isinstance(e, DataError) else f"not JSON data ({e})", name) from None
-    return _Tests(spec.kind, spec.inputs, spec.outputs, spec.fn_name, spec.check, spec.prelude, spec.wrapped_outputs)
+    return spec  # whole: its checker, limits and context are the problem's
 
 
-def _apps(doc, where, name, fn_name, entry_point) -> _Tests:
+def _apps(doc, where, name, fn_name, entry_point) -> TestSpec:
     inputs, outputs = _paired(doc, "inputs", "outputs", where, name)
     fn = doc.get("fn_name") or fn_name
     if fn:
@@ -210,48 +211,48 @@ def _apps(doc, where, name, fn_name, entry_point) -> _Tests:
         for i, args in enumerate(inputs):
             if not isinstance(args, list):
                 raise where.error(f"test {i}: call arguments must be a list, got {type(args).__name__}", name)
-        return _Tests("call", list(inputs), list(outputs), fn, prelude=APPS_PRELUDE, wrapped_outputs=True)
-    return _Tests("stdio", [_text(v, "stdin", i, where, name, True) for i, v in enumerate(inputs)],
-                  [_text(v, "expected stdout", i, where, name, True) for i, v in enumerate(outputs)])  # fmt: skip
+        return TestSpec("call", list(inputs), list(outputs), fn, prelude=APPS_PRELUDE, wrapped_outputs=True)
+    return TestSpec("stdio", [_text(v, "stdin", i, where, name, True) for i, v in enumerate(inputs)],
+                    [_text(v, "expected stdout", i, where, name, True) for i, v in enumerate(outputs)])  # fmt: skip
 
 
-def _codecontests(doc, where, name, fn_name, entry_point) -> _Tests:
+def _codecontests(doc, where, name, fn_name, entry_point) -> TestSpec:
     inputs, outputs = _paired(doc, "input", "output", where, name)
-    return _Tests("stdio", [_text(v, "stdin", i, where, name) for i, v in enumerate(inputs)],
-                  [_text(v, "expected stdout", i, where, name) for i, v in enumerate(outputs)])  # fmt: skip
+    return TestSpec("stdio", [_text(v, "stdin", i, where, name) for i, v in enumerate(inputs)],
+                    [_text(v, "expected stdout", i, where, name) for i, v in enumerate(outputs)])  # fmt: skip
 
 
-def _livecodebench(doc, where, name, fn_name, entry_point) -> _Tests:
+def _livecodebench(doc, where, name, fn_name, entry_point) -> TestSpec:
     if not isinstance(doc, list) or not all(isinstance(t, dict) for t in doc):
         raise where.error("expected a list of {input, output, testtype} objects", name)
     types = {t.get("testtype", "stdin") if isinstance(t.get("testtype", "stdin"), str) else "?" for t in doc}
     if not types <= {"stdin", "functional"} or len(types) > 1:
         raise where.error(f"testtype must be all 'stdin' or all 'functional', got {sorted(map(str, types))}", name)
-    out = _Tests("stdio")
+    inputs, outputs = [], []
     for i, t in enumerate(doc):
         if "input" not in t or "output" not in t:
             raise where.error(f"test {i} needs 'input' and 'output'", name)
         stdin, expected = _text(t["input"], "input", i, where, name), _text(t["output"], "output", i, where, name)
         if types == {"stdin"}:
-            out.inputs.append(stdin)
-            out.outputs.append(expected)
+            inputs.append(stdin)
+            outputs.append(expected)
             continue
         try:
-            out.inputs.append([load_json(line) for line in stdin.split("\n") if line.strip()])
-            out.outputs.append(load_json(expected))
+            inputs.append([load_json(line) for line in stdin.split("\n") if line.strip()])
+            outputs.append(load_json(expected))
         except ValueError as e:
             raise where.error(f"test {i}: functional input and output must be JSON ({json_error(e)})", name) from None
     if types == {"functional"}:
         if not (isinstance(fn_name, str) and fn_name.isidentifier()):
             raise where.error("functional tests need the function's name: set fields.fn_name", name)
-        out.kind, out.fn_name, out.prelude = "call", fn_name, LCB_PRELUDE
-    return out
+        return TestSpec("call", inputs, outputs, fn_name, prelude=LCB_PRELUDE)
+    return TestSpec("stdio", inputs, outputs)
 
 
 _CHECK_DEF = re.compile(r"^def\s+check\s*\(", re.M)
 
 
-def _assert(doc, where, name, fn_name, entry_point) -> _Tests:
+def _assert(doc, where, name, fn_name, entry_point) -> TestSpec:
     if isinstance(doc, list) and all(isinstance(line, str) for line in doc):
         doc = "\n".join(doc)
     code = doc
@@ -261,7 +262,7 @@ def _assert(doc, where, name, fn_name, entry_point) -> _Tests:
         if not (isinstance(entry_point, str) and entry_point.isidentifier()):
             raise where.error("a check(candidate) test needs the entry point: set fields.entry_point", name)
         code = f"{code}\n\ncheck({entry_point})\n"
-    return _Tests("assert", check=code)
+    return TestSpec("assert", [None], [None], entry_point=entry_point, check=code)
 
 
 _CONVERT = {"bonforge": _bonforge, "apps": _apps, "codecontests": _codecontests, "livecodebench": _livecodebench,

@@ -13,19 +13,27 @@ import pyarrow as pa
 from bonforge.sources import data
 from bonforge.config import ProblemsConfig, Recipe
 from bonforge.schema import PROBLEMS
+from bonforge.sources.problem_package import read_beside
 from bonforge.sources.problems import LEFT_OUT_NO_ANSWER, load_problems
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed
 
-VERSION = "4"  # 4: keyed by the source's content (a digest cached by stat), not its path, url and checksum: a
-# file edited in place is a new input, and the same bytes under any path one input. 3: APPS call-based specs
-# say their outputs are wrapped (wrapped_outputs); limits from the data checked (NaN, infinite, negative: the
-# record's error) and capped at 600 s. 2: assert-style test specs carry the prompt as the check's context;
-# tests from any table
+VERSION = "5"  # 5: a bonforge-format spec from a table keeps its checker, limits and context (they were
+# dropped); a table's memory limit is in the spec (it was in the metadata only, which the judge never read);
+# one problem package's ../common in the key. 4: keyed by the source's content (a digest cached by stat), not
+# its path, url and checksum: a file edited in place is a new input, and the same bytes under any path one
+# input. 3: APPS call-based specs say their outputs are wrapped (wrapped_outputs); limits from the data checked
+# (NaN, infinite, negative: the record's error) and capped at 600 s. 2: assert-style test specs carry the
+# prompt as the check's context; tests from any table
+
+
+def _beside(cfg: ProblemsConfig):
+    """What the loader reads outside the source (one problem package's ``../common``), for the content key."""
+    return read_beside if cfg.format == "problem_package" else None
 
 
 def _load(_: pa.Table, cfg: ProblemsConfig, recipe_dir: Path, content: dict, drop: pa.Table | None = None) -> pa.Table:
     table = load_problems(cfg, data.resolve(cfg.source, recipe_dir), drop)
-    data.unchanged(cfg.source, recipe_dir, content)
+    data.unchanged(cfg.source, recipe_dir, content, _beside(cfg))
     return table
 
 
@@ -51,5 +59,5 @@ STAGE = Stage("problems", VERSION, params=LoadParams, schema=PROBLEMS, compute=_
 
 def node(recipe: Recipe, recipe_dir: Path, contamination: Ref | None = None) -> Node:
     """Without a contamination stage (``None``) the key is what it was before that stage existed."""
-    content = data.content_key(recipe.problems.source, recipe_dir)
+    content = data.content_key(recipe.problems.source, recipe_dir, _beside(recipe.problems))
     return STAGE.bind(LoadParams(recipe.problems, recipe_dir, content), {"contamination": contamination})

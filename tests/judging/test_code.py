@@ -181,3 +181,15 @@ def test_a_long_chunk_does_not_hold_the_next_back():
     requests = [{"i": i, "time_limit": passes.PROBE_S} for i in range(n)]  # no probe: one pass
     kept = code._run_and_check(requests, [None] * n, dict.fromkeys(range(n), "check"), None, run, CodeVerifyConfig())
     assert [k["sandbox_error"] for k in kept] == [f"request {i}" for i in range(n)]
+
+
+def test_checker_requests_group_outputs_by_size():
+    """Outputs read by a checker go in requests of about ``CHECK_BYTES`` each: small (or empty) ones share one
+    request, megabytes go one at a time, every test exactly once and in order."""
+    from bonforge.judging import code
+
+    mib = "x" * code.CHECK_BYTES
+    results = [{"stdout": s} for s in ("", "", "1 2\n", mib, "", mib, mib + "y")]
+    assert code._by_bytes([0, 1, 2], results) == [[0, 1, 2]]
+    assert code._by_bytes(list(range(7)), results) == [[0, 1, 2], [3, 4], [5], [6]]
+    assert code._by_bytes([], results) == []

@@ -220,3 +220,92 @@ def test_a_local_tokenizer_keys_by_its_files_not_its_path(tmp_path, monkeypatch)
     assert key_config(GenSelectConfig(tokenizer="tok"), 0) == a
     (tmp_path / "tok" / "tokenizer.json").write_text('{"v": 2}')
     assert key_config(GenSelectConfig(tokenizer="tok"), 0) != a
+
+
+def test_a_shard_behind_a_linked_folder_is_in_the_key(tmp_path):
+    """A folder linked into the source is read by the loaders (an explicit glob follows links): a shard
+    rewritten behind the link is a new input. Control: a file beside the linked folder, not linked, is not."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "train-00000-of-00001.parquet").write_bytes(b"v1")
+    (tmp_path / "unlinked.parquet").write_bytes(b"x")
+    root = tmp_path / "ds"
+    root.mkdir()
+    (root / "README.md").write_text("a table")
+    (root / "data").symlink_to(shards, target_is_directory=True)
+    first = digest.content_key(root)
+    (tmp_path / "unlinked.parquet").write_bytes(b"y")
+    assert digest.content_key(root) == first
+    (shards / "train-00000-of-00001.parquet").write_bytes(b"v2")
+    assert digest.content_key(root) != first
+    copy = tmp_path / "copy"  # the same tree with the folder in place: the same key (a link is not content)
+    (copy / "data").mkdir(parents=True)
+    (copy / "README.md").write_text("a table")
+    (copy / "data" / "train-00000-of-00001.parquet").write_bytes(b"v2")
+    assert digest.content_key(copy) == digest.content_key(root)
+
+
+def test_a_link_loop_is_keyed_as_the_link_and_walked_once(tmp_path, reads):
+    root = tmp_path / "ds"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "x.jsonl").write_bytes(b"1")
+    (root / "a" / "back").symlink_to(root, target_is_directory=True)  # a loop through the root
+    (root / "a" / "self").symlink_to(".", target_is_directory=True)  # and one through its own folder
+    (root / "knot").symlink_to("knot")  # a link to itself: neither file nor folder
+    first = digest.content_key(root)
+    assert len(reads) == 1  # x.jsonl once, never again through the loops
+    (root / "a" / "self").unlink()
+    assert digest.content_key(root) != first  # the link is part of the tree
+    (root / "a" / "self").symlink_to(".", target_is_directory=True)
+    assert digest.content_key(root) == first
+
+
+def test_a_tree_past_the_file_cap_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(digest, "MAX_TREE_FILES", 3)
+    for i in range(5):
+        (tmp_path / f"f{i}").write_bytes(b"")
+    with pytest.raises(DataError, match="more than 3 files in this folder"):
+        digest.content_key(tmp_path)
+
+
+def _package(folder: Path, include: str = "testlib.h") -> None:
+    (folder / "tests").mkdir(parents=True)
+    (folder / "info.toml").write_text("timelimit = 2.0\n")
+    (folder / "tests" / "1.in").write_text("1 2\n")
+    (folder / "tests" / "1.out").write_text("3\n")
+    (folder / "checker.cpp").write_text(f'#include "{include}"\nint main() {{ return 0; }}\n')
+
+
+def test_one_packages_common_headers_are_in_its_key(tmp_path, monkeypatch):
+    """A single package's checker includes headers from the ``common`` folder beside it: editing one is a new
+    input to the problems stage. Controls: an unrelated sibling package leaves the key alone, and in a folder of
+    packages ``common`` is inside the source already."""
+    monkeypatch.delenv("BONFORGE_DATA", raising=False)
+    _package(tmp_path / "lc" / "aplusb")
+    _package(tmp_path / "lc" / "other")
+    (tmp_path / "lc" / "common").mkdir()
+    (tmp_path / "lc" / "common" / "testlib.h").write_text("// v1\n")
+
+    def key(path: str) -> str:
+        r = Recipe.model_validate({
+            "name": "r", "problems": {"name": "lc", "domain": "code", "format": "problem_package",
+                                      "source": {"path": path}},
+            "teachers": [{"name": "pool", "engine": "pool", "source": {"path": path}, "match": "order"}],
+            "export": {"name": "d"}})  # fmt: skip
+        return load.node(r, tmp_path).key
+
+    one, all_ = key("lc/aplusb"), key("lc")
+    (tmp_path / "lc" / "other" / "checker.cpp").write_text("// another checker\n")
+    assert key("lc/aplusb") == one  # a sibling package is not read
+    (tmp_path / "lc" / "common" / "testlib.h").write_text("// v2\n")
+    assert key("lc/aplusb") != one
+    assert key("lc") != all_
+    node = load.node(Recipe.model_validate({
+        "name": "r", "problems": {"name": "lc", "domain": "code", "format": "problem_package",
+                                  "source": {"path": "lc/aplusb"}},
+        "teachers": [{"name": "pool", "engine": "pool", "source": {"path": "lc/aplusb"}, "match": "order"}],
+        "export": {"name": "d"}}), tmp_path)  # fmt: skip
+    assert node.stage.compute(None, **node.params.compute_args()).num_rows == 1
+    (tmp_path / "lc" / "common" / "testlib.h").write_text("// v3, while the build ran\n")
+    with pytest.raises(DataError, match="changed while the build was running"):
+        node.stage.compute(None, **node.params.compute_args())
