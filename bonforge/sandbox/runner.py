@@ -92,8 +92,10 @@ from wire import Status
 from zygote import MEM_EXIT, serve, compile_program
 
 STDERR_KEEP = 4096
-# What a compiled program's runtime writes to stderr when an allocation fails under the limits (C++, the JVM).
-OUT_OF_MEMORY = (b"std::bad_alloc", b"java.lang.OutOfMemoryError")
+# What a runtime writes to stderr when an allocation fails (C++, the JVM, PyPy, the C library's perror): a failed
+# run that reports one is memory_limit (one that exits 0 is judged on its output, whatever it wrote).
+OUT_OF_MEMORY = (b"std::bad_alloc", b"java.lang.OutOfMemoryError", b"MemoryError", b"Cannot allocate memory",
+                 b"insufficient memory for the Java Runtime")
 # Signals the runner blocks (a program may not stop it with them); each child unblocks them.
 BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                    signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
@@ -137,8 +139,8 @@ class _Stuck(Exception):
 class _Sandbox:
     """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
 
-    def __init__(self, ids, nproc, contained, own_ipc):
-        self.ids, self.contained, self.own_ipc = ids, contained, own_ipc
+    def __init__(self, ids, nproc, contained, own_ipc, cgroup):
+        self.ids, self.contained, self.own_ipc, self.cgroup = ids, contained, own_ipc, cgroup
         self.scanned = {}  # backend process: shared scratch directory -> its mtime when last cleaned
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
@@ -241,9 +243,11 @@ def run_test(req, index, test, payload_fd, sandbox):
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = oskit.cgroup_cpu() if sandbox.contained else None
     oom_before, self_before = oskit.oom_kills(), oskit.self_cpu()
+    # the test's own memory cgroup: its child joins it before the program runs
+    joins = [sandbox.cgroup.enter(req["memory_mb"])] if sandbox.cgroup else []
     start = time.monotonic()
-    sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd])
-    for fd in (stdin_r, out_w, err_w, res_w, setup_w):
+    sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd, *joins])
+    for fd in (stdin_r, out_w, err_w, res_w, setup_w, *joins):
         os.close(fd)
     limit = int(req["output_limit"])
     cpu_limit = float(req["time_limit"])
@@ -294,6 +298,11 @@ def run_test(req, index, test, payload_fd, sandbox):
         for fd in list(sel.get_map()):
             sel.unregister(fd)
     sandbox.finish()
+    try:
+        oom = sandbox.cgroup.leave() if sandbox.cgroup else False
+    except OSError as e:
+        raise _Stuck(f"the test's memory cgroup could not be read or removed ({e.strerror})") from None
+    oom = oom or oskit.oom_kills() > oom_before  # the container's own limit (or, without a test cgroup, its only one)
     for fd in drained:  # what is already buffered
         for _ in range(64):
             try:
@@ -333,8 +342,8 @@ def run_test(req, index, test, payload_fd, sandbox):
         status = Status.OUTPUT_LIMIT
     elif killed == Status.TIMEOUT or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = Status.TIMEOUT
-    elif ("m" in events or code == MEM_EXIT and not native or oskit.oom_kills() > oom_before
-          or native and code != 0 and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
+    elif oom or code != 0 and ("m" in events and not native or code == MEM_EXIT and not native
+                               or native and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
         status = Status.MEMORY_LIMIT
     elif code == 0 and "e" not in events and (kind == "stdio" or "value" in result or "d" in events):
         status = Status.OK
@@ -390,9 +399,9 @@ def _build(req, workdir, sandbox):
     build = req["build"]
     payload = {"kind": "stdio", "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
                "file_limit": build.get("file_limit") or req.get("file_limit"), "argv": build["argv"],
-               "address_limit": req.get("address_limit", True), "workdir": workdir,
+               "address_limit": _address_limit(req, sandbox), "workdir": workdir,
                "tests": [{"input": ""}]}  # fmt: skip
-    breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"],
+    breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
             "wall_limit": build["wall_limit"], "output_limit": build["output_limit"]}  # fmt: skip
     pfd = _payload_fd(payload)
     try:
@@ -418,15 +427,22 @@ def _build(req, workdir, sandbox):
     return None, base64.b64encode(data).decode()
 
 
+def _address_limit(req, sandbox):
+    """Whether a test's processes get RLIMIT_AS: only where no test cgroup binds them all (a JVM never: it
+    reserves far more address space than it uses, and PyPy cannot start under 64 MiB of it)."""
+    return req.get("address_limit", True) and sandbox.cgroup is None
+
+
 def handle(req, workdir, sandbox):
     tests = req.pop("tests")
     payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
+    payload["address_limit"] = _address_limit(req, sandbox)
     artifact = failure = None
     if req.get("exec"):  # a native program (C++, Java, PyPy, ...): its files, then its build, once
         _write_files(req.get("files") or (), workdir, sandbox.ids)
         if req.get("build"):
             failure, artifact = _build(req, workdir, sandbox)
-        payload.update(argv=req["exec"], address_limit=req.get("address_limit", True))
+        payload["argv"] = req["exec"]
     else:
         try:
             payload["source"], payload["code"] = compile_program(req)
@@ -531,15 +547,17 @@ def main():
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
     guarded = oskit.set_oom_score_adj(oskit.OOM_RUNNER)  # the supervisor, and the zygote forked below
 
+    mount = sys.argv[sys.argv.index("--memory-cgroup") + 1] if "--memory-cgroup" in sys.argv else None
+    cgroup = oskit.TestCgroup.find(mount) if mount else None
     # before any request: the zygote never holds one
-    sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private)
+    sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private, cgroup=cgroup)
 
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")
         proto_out.flush()
 
     send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0], "workdir": workdir,
-          "oom_guard": guarded})
+          "oom_guard": guarded, "test_cgroup": cgroup is not None})
     try:
         for line in proto_in:
             req = json.loads(line)
