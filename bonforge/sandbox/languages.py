@@ -23,6 +23,7 @@ class Language:
     build: tuple[str, ...]  # the build's argv ({src}, {cls}, {main}, {mem}: placeholders); () = none
     run: tuple[str, ...]  # a test's argv
     address_limit: bool = True  # RLIMIT_AS applies (a JVM reserves far more address space than it uses)
+    includes: tuple[str, ...] = ()  # build argv put before the source (its last) when the problem ships headers
 
 
 PYTHON = Language("python", ("python", "py", "python3", "py3"), "solution.py", (), ())
@@ -31,7 +32,7 @@ LANGUAGES = {
     for lang in (
         PYTHON,
         Language("cpp", ("cpp", "c++", "cc", "cxx", "c++17", "cpp17", "gnu++17"), "main.cpp",
-                 ("g++", "-std=c++17", "-O2", "-pipe", "-o", "main", "{src}"), ("./main",)),
+                 ("g++", "-std=c++17", "-O2", "-pipe", "-o", "main", "{src}"), ("./main",), includes=("-I", "common")),
         Language("java", ("java",), "{cls}.java",
                  ("javac", "-J-XX:+UseSerialGC", "-J-Xmx{mem}m", "-J-XX:-UsePerfData", "-encoding", "UTF-8",
                   "-d", ".", "{src}"),
@@ -107,14 +108,24 @@ def known_tags() -> frozenset[str]:
     return frozenset(_BY_TAG)
 
 
-def native_fields(lang: Language, program: str, memory_mb: int, build_limits: dict) -> dict:
+PACKAGE_SOURCE_DIR = "sol"  # where a program sits in a problem package's tree (its solutions' folder)
+
+
+def native_fields(lang: Language, program: str, memory_mb: int, build_limits: dict,
+                  include: dict[str, str] | None = None) -> dict:  # fmt: skip
     """The request fields that make the runner write, build and start ``program`` in ``lang`` (not Python):
-    ``files``, ``build`` (with ``build_limits``: time_limit, wall_limit, memory_mb, output_limit) and ``exec``."""
+    ``files``, ``build`` (with ``build_limits``: time_limit, wall_limit, memory_mb, output_limit) and ``exec``.
+    ``include``: a problem package's headers by their path in its tree (``judging.spec``); a language that takes
+    them (C++) is built as a solution of the package is, from ``sol/`` with ``-I common``."""
     cls, main = java_names(program) if lang.name == "java" else ("", "")
-    values = {"cls": cls, "main": main, "mem": str(memory_mb), "src": lang.source.format(cls=cls)}
-    fields = {"files": [{"name": values["src"], "text": program}],
+    tree = bool(include and lang.includes)
+    src = lang.source.format(cls=cls)
+    values = {"cls": cls, "main": main, "mem": str(memory_mb), "src": f"{PACKAGE_SOURCE_DIR}/{src}" if tree else src}
+    files = [{"name": path, "text": text} for path, text in sorted(include.items())] if tree else []
+    fields = {"files": [*files, {"name": values["src"], "text": program}],
               "exec": [a.format(**values) for a in lang.run], "address_limit": lang.address_limit}  # fmt: skip
     if lang.build:
         build_values = dict(values, mem=str(build_limits["memory_mb"]))
-        fields["build"] = dict(build_limits, argv=[a.format(**build_values) for a in lang.build])
+        argv = [a.format(**build_values) for a in lang.build]
+        fields["build"] = dict(build_limits, argv=[*argv[:-1], *(lang.includes if tree else ()), argv[-1]])
     return fields

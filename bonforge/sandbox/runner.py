@@ -365,17 +365,34 @@ def _note(req, status, error):
             **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
 
 
+def _create(workdir, name, mode):
+    """Open ``name`` (a path of up to 8 names, a problem package's header tree) under ``workdir`` for writing,
+    making its folders; links are never followed."""
+    names = name.split("/")
+    if len(names) > 8 or any(n in ("", ".", "..") for n in names):
+        raise ValueError(f"bad file name {name[:50]!r}")
+    dfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for folder in names[:-1]:
+            try:
+                os.mkdir(folder, 0o755, dir_fd=dfd)
+            except FileExistsError:
+                pass
+            sub = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+            os.close(dfd)
+            dfd = sub
+        return os.open(names[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
 def _write_files(files, workdir, ids):
     """Write a request's or a test's files into the work directory, as the sandbox uid (the clean-up, which
     runs as that uid, can remove them): ``{"name", "text"}`` or ``{"name", "b64", "executable"}``."""
     with oskit.as_uid(ids):
         for f in files:
-            name = f["name"]
-            if not name or "/" in name or name in (".", ".."):
-                raise ValueError(f"bad file name {name[:50]!r}")
             data = f["text"].encode("utf-8", "surrogatepass") if "text" in f else base64.b64decode(f["b64"])
-            fd = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                         0o755 if f.get("executable") else 0o644)  # fmt: skip
+            fd = _create(workdir, f["name"], 0o755 if f.get("executable") else 0o644)
             try:
                 view = memoryview(data)
                 while view:
