@@ -255,3 +255,33 @@ def test_a_tests_memory_files_do_not_count_against_the_next_candidate(one_worker
     first = _results(one_worker, [_memory_request("cpp", CPP_SHM.replace("40 << 20", "4 << 20"), "a", FILES=3)])
     second = _results(one_worker, [_memory_request("python", PY_ALLOC, "b", MB=40)])
     assert (first[0]["status"], second[0]["status"]) == ("ok", "ok")
+
+
+ESCAPE = """import os
+tried = []
+for root, dirs, files in os.walk('/run/bonforge-memory'):
+    for name in ('cgroup.procs', 'tasks', 'memory.limit_in_bytes', 'memory.memsw.limit_in_bytes'):
+        if name in files:
+            try:
+                with open(os.path.join(root, name), 'w') as f:
+                    f.write(str(os.getpid()) if 'limit' not in name else str(1 << 40))
+                tried.append(name)
+            except OSError:
+                pass
+    try:
+        os.mkdir(os.path.join(root, 'mine'))
+        tried.append('mkdir')
+    except OSError:
+        pass
+x = bytearray(200 << 20)
+for i in range(0, len(x), 4096):
+    x[i] = 1
+print(5 if not tried else tried)
+"""
+
+
+def test_a_test_cannot_leave_or_raise_its_memory_cgroup(one_worker):
+    """The writable cgroup mount is the runner's (root): a test can read it but neither move itself out, raise a
+    limit nor make a cgroup; its 200 MiB stay bound."""
+    got = _results(one_worker, [_memory_request("python", ESCAPE, "escape")])
+    assert got[0]["status"] == "memory_limit", got[0]
