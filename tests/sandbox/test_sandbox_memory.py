@@ -285,3 +285,36 @@ def test_a_test_cannot_leave_or_raise_its_memory_cgroup(one_worker):
     limit nor make a cgroup; its 200 MiB stay bound."""
     got = _results(one_worker, [_memory_request("python", ESCAPE, "escape")])
     assert got[0]["status"] == "memory_limit", got[0]
+
+
+@pytest.mark.parametrize("info,offered", [({"CgroupVersion": "1", "CgroupDriver": "cgroupfs"}, True),
+                                          ({"CgroupVersion": "2", "CgroupDriver": "systemd"}, False),
+                                          ({"CgroupVersion": "1", "CgroupDriver": "systemd"}, False)])
+def test_a_container_gets_a_memory_cgroup_mount_only_where_the_engine_allows_one(monkeypatch, caplog, info, offered):
+    """cgroup v1 with the cgroupfs driver: the container is made under this process's cgroup, whose memory folder
+    the runner gets writable; elsewhere neither, with a warning (tests are then bound per process)."""
+    from bonforge.sandbox import container
+    from bonforge.sandbox.config import CodeVerifyConfig
+
+    class Api:
+        def create_host_config(self, **kw):
+            return kw
+
+    class Client:
+        api = Api()
+
+        def info(self):
+            return info
+
+    monkeypatch.setattr(container.image_mod, "client", lambda: Client())
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    container.cgroup_parent.cache_clear()
+    try:
+        spec = container.container_spec(CodeVerifyConfig(), "img", "n", "/tmp/sock")
+    finally:
+        container.cgroup_parent.cache_clear()
+    mount = f"/sys/fs/cgroup/memory/bonforge-sbx-{os.getpid()}"
+    assert ("--memory-cgroup" in spec["command"]) == offered
+    assert (spec["host_config"]["binds"].get(mount) == {"bind": "/run/bonforge-memory", "mode": "rw"}) == offered
+    assert (spec["host_config"]["cgroup_parent"] == f"/bonforge-sbx-{os.getpid()}") == offered
+    assert ("no memory cgroup per test" in caplog.text) == (not offered)
