@@ -128,7 +128,7 @@ def build_request(
     if language != PYTHON.name:
         build = {"time_limit": cfg.build_time_limit_s, "wall_limit": cfg.build_time_limit_s * cfg.wall_factor + 1.0,
                  "memory_mb": cfg.memory_mb, "output_limit": cfg.build_output_bytes}  # fmt: skip
-        request.update(native_fields(LANGUAGES[language], program, memory, build))
+        request.update(native_fields(LANGUAGES[language], program, memory, build, spec.include))
     return request
 
 

@@ -42,6 +42,12 @@ accepted, 1 wrong answer, 2 presentation error, 3 the checker failed), with the 
 It is compiled once per problem and run in a sandbox of its own, never the candidate's
 (``bonforge.sandbox.testlib``); without one, outputs are compared token by token (``bonforge.judging.compare``).
 
+``stdio`` specs may carry **include** files: headers a C++ program of the problem may ``#include``, laid out as
+a problem package is (Library Checker's): ``{"include": {"common/random.h": "...", "hpp/factor.hpp": "..."}}``,
+paths relative to the package's folder (``common/`` holds the shared headers). A C++ program is then compiled as
+``sol/main.cpp`` in that tree with ``-I common``, so ``#include "random.h"`` and ``#include "../hpp/factor.hpp"``
+resolve as they do there (``bonforge.sandbox.languages.native_fields``).
+
 ``call`` specs may carry ``"wrapped_outputs": true``: an expected value that is a one-element list also
 accepts its element (``[9]`` passes a function returning ``9``), as the APPS harness accepts either;
 the APPS converter sets it, other formats compare strictly.
@@ -77,6 +83,7 @@ class TestSpec:
     wrapped_outputs: bool = False  # call: a one-element list expected also accepts its element (APPS)
     memory_mb: float | None = None  # the problem's memory limit (the recipe's is the ceiling)
     checker: dict | None = None  # stdio: {"source": C++ text, "files": {name: text}} (testlib conventions)
+    include: dict | None = None  # stdio: {path in a package's tree: text}, headers a C++ program may include
     extra: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -101,6 +108,8 @@ class TestSpec:
             doc["memory_mb"] = self.memory_mb
         if self.checker is not None:
             doc["checker"] = self.checker
+        if self.include is not None:
+            doc["include"] = self.include
         return json.dumps(doc)
 
 
@@ -140,6 +149,19 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
                         for k in files)):  # fmt: skip
             raise bad("'checker' must be {\"source\": C++ text, \"files\": {file name: text}}")
         checker = {"source": checker["source"], "files": dict(files)}
+    include = doc.get("include")
+    if include is not None:
+        if kind != "stdio":
+            raise bad("'include' applies to stdio tests only")
+        if not (isinstance(include, dict) and all(isinstance(v, str) for v in include.values())
+                and all(isinstance(k, str) and tree_path(k) for k in include)):  # fmt: skip
+            raise bad("'include' must be {relative path: text}, each path of 1 to 8 names (no '.', '..' or '/' "
+                      "at either end)")  # fmt: skip
+        folders = {k.rsplit("/", i)[0] for k in include for i in range(1, k.count("/") + 1)} | {"sol"}
+        clash = sorted(set(include) & (folders | {"sol/main.cpp", "main"}))
+        if clash:
+            raise bad(f"'include' path {clash[0][:100]!r} is a folder of another, or the program's own file")
+        include = dict(include)
     for key in ("prelude", "starter"):
         if not isinstance(doc.get(key) or "", str):
             raise bad(f"'{key}' must be a string")
@@ -174,8 +196,14 @@ def parse_spec(text: str | None, problem_id: str) -> TestSpec:
         outputs.append(t["output"])
     if kind == "call" and not (isinstance(doc.get("fn_name"), str) and doc["fn_name"].isidentifier()):
         raise bad("call spec needs 'fn_name', a Python identifier")
-    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"), checker=checker,
+    return TestSpec(kind, inputs, outputs, fn_name=doc.get("fn_name"), checker=checker, include=include,
                     wrapped_outputs=kind == "call" and doc.get("wrapped_outputs", False), **common)  # fmt: skip
+
+
+def tree_path(path: str) -> bool:
+    """Whether ``path`` names a file inside a folder: 1 to 8 names of 1 to 100 characters, none ``.`` or ``..``."""
+    names = path.split("/")
+    return len(names) <= 8 and all(0 < len(n) <= 100 and n not in (".", "..") and "\0" not in n for n in names)
 
 
 def positive_finite(x: Any) -> bool:

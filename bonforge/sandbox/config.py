@@ -42,8 +42,9 @@ class CodeVerifyConfig(Model):
     wall_factor: float = Field(
         2.0, ge=1.0, description="Wall-clock safety net per test: time_limit_s * wall_factor + 1 seconds.")
     memory_mb: int = Field(
-        1024, ge=64, description="Address-space limit per test process, MiB (RLIMIT_AS); the container "
-        "gets this plus tmpfs_mb plus 256 MiB for the runner.")  # fmt: skip
+        1024, ge=64, description="Memory limit per test, MiB: of all its processes and the files it writes in "
+        "memory (a memory cgroup per test, where the Docker engine allows one; else the address space of each "
+        "process, RLIMIT_AS); the container gets this plus tmpfs_mb plus 256 MiB for the runner.")  # fmt: skip
     candidate_wall_s: float = added(
         30.0, gt=0, le=3600, description="Wall-clock budget of one candidate, seconds: its tests run while it "
         "lasts, and those left when it runs out count as timeout. A candidate takes at most min(tests * "

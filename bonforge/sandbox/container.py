@@ -4,6 +4,7 @@ folder it connects back through, and the runner's side of the channel (``Contain
 
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 import os
@@ -28,6 +29,12 @@ SOCKET_DIR_PREFIX = "bonforge-sbx-"  # + the owning process's pid: a folder per 
 SOCKET_DIR_IN_CONTAINER = "/run/bonforge"
 RUNNER_UID = 0  # the uid the runner connects to the host's socket as (root in its container; tests are 65534)
 OOM_EVENT_WAIT_S = 0.5  # how long a dead container's OOM event may take to reach the engine's event log
+# Per-test memory cgroups (cgroup v1, the engine's cgroupfs driver): this process's containers are made under a
+# cgroup of its own, whose memory folder is mounted writable into each, so that the runner can make a cgroup per
+# test inside its container's (``oskit.TestCgroup``). Only the runner (root) can write there; tests cannot.
+CGROUP_ROOT = "/sys/fs/cgroup"
+CGROUP_PARENT_PREFIX = "bonforge-sbx-"  # + the owning process's pid
+MEMORY_CGROUP_IN_CONTAINER = "/run/bonforge-memory"
 
 
 class _Frames:
@@ -147,13 +154,18 @@ def container_spec(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str
     api = image_mod.client().api
     mem = f"{cfg.memory_mb + cfg.tmpfs_mb + _RUNNER_HEADROOM_MB}m"
     connect = ["--connect", f"{SOCKET_DIR_IN_CONTAINER}/{SOCKET_NAME}"] if socket_dir else []
-    binds = {socket_dir: {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "ro"}} if socket_dir else None
+    binds = {socket_dir: {"bind": SOCKET_DIR_IN_CONTAINER, "mode": "ro"}} if socket_dir else {}
+    parent = cgroup_parent()
+    if parent:  # the daemon makes the memory folder (a bind's missing source) and the container's cgroup in it
+        binds[f"{CGROUP_ROOT}/memory/{parent}"] = {"bind": MEMORY_CGROUP_IN_CONTAINER, "mode": "rw"}
+        connect += ["--memory-cgroup", MEMORY_CGROUP_IN_CONTAINER]
     # The runner is root with only what it needs to start tests as another uid and kill them, and to keep
     # the OOM killer off itself where the engine grants it (SYS_RESOURCE: oom_score_adj -1000 for itself, a
     # floor of 1000 for tests); each test drops to SANDBOX_IDS and loses every capability before it runs.
     caps = ["SETUID", "SETGID", "KILL", *(["SYS_RESOURCE"] if sys_resource else [])]
     host_config = api.create_host_config(
-        binds=binds, auto_remove=True, init=True, network_mode="none", read_only=True,
+        binds=binds or None, cgroup_parent=f"/{parent}" if parent else None, auto_remove=True, init=True,
+        network_mode="none", read_only=True,
         tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={cfg.tmpfs_mb}m,mode=1777"}, mem_limit=mem, memswap_limit=mem,
         pids_limit=cfg.pids_limit, nano_cpus=round(cfg.cpus_per_container * 1e9), ipc_mode="private",
         cap_drop=["ALL"], cap_add=caps, security_opt=["no-new-privileges"], log_config={"type": "none"},
@@ -177,6 +189,8 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
     argv = ["docker", "run", *mount, "--rm", "--init", "--name", name, "--network", "none", "--read-only"]
     argv += [a for k, v in spec["labels"].items() for a in ("--label", f"{k}={v}")]
     argv += [a for k, v in hc["Tmpfs"].items() for a in ("--tmpfs", f"{k}:{v}")]
+    argv += [a for b in hc.get("Binds") or () if not b.startswith(f"{socket_dir}:") for a in ("--volume", b)]
+    argv += ["--cgroup-parent", hc["CgroupParent"]] if hc.get("CgroupParent") else []
     argv += ["--memory", str(hc["Memory"]), "--memory-swap", str(hc["MemorySwap"]), "--pids-limit",
              str(hc["PidsLimit"]), "--cpus", str(hc["NanoCpus"] / 1e9), "--ipc", "private"]  # fmt: skip
     argv += ["--user", spec["user"]]
@@ -184,6 +198,33 @@ def docker_argv(cfg: CodeVerifyConfig, image: str, name: str, socket_dir: str | 
     argv += [*[a for o in hc["SecurityOpt"] for a in ("--security-opt", o)], "--workdir", spec["working_dir"]]
     argv += [a for k, v in spec["environment"].items() for a in ("--env", f"{k}={v}")]
     return [*argv, "--log-driver", "none", image, *spec["command"]]
+
+
+@functools.cache
+def cgroup_parent() -> str | None:
+    """The cgroup this process's sandbox containers are made under (a name at the root of each hierarchy) where
+    the engine makes per-test memory cgroups possible: on this host, cgroup v1, its cgroupfs driver; else None
+    (then tests are bound by RLIMIT_AS per process and the container's cgroup). Leftovers of dead processes are
+    removed first."""
+    if remote_daemon():
+        return None
+    try:
+        info = image_mod.client().info()
+    except image_mod.engine_errors():
+        return None
+    if str(info.get("CgroupVersion")) != "1" or info.get("CgroupDriver") != "cgroupfs":
+        log.warning("sandbox: no memory cgroup per test (needs cgroup v1 and the cgroupfs driver; the engine has "
+                    "cgroup v%s, %s): a test's memory is bound per process (RLIMIT_AS)",
+                    info.get("CgroupVersion"), info.get("CgroupDriver"))  # fmt: skip
+        return None
+    for path in glob.glob(f"{CGROUP_ROOT}/*/{CGROUP_PARENT_PREFIX}*"):
+        owner = os.path.basename(path)[len(CGROUP_PARENT_PREFIX) :]
+        if owner.isdigit() and not pid_alive(int(owner)):
+            try:
+                os.rmdir(path)  # empty once its containers are gone (else it stays for a later sweep)
+            except OSError:
+                pass
+    return f"{CGROUP_PARENT_PREFIX}{os.getpid()}"
 
 
 def remove_dead_socket_dirs() -> None:

@@ -78,14 +78,64 @@ def cgroup_cpu():
     return int(data) / 1e9 if data.strip().isdigit() else None
 
 
+class TestCgroup:
+    """A memory cgroup per test (cgroup v1), made under the container's own in a writable mount of its parent that
+    the host provides (``--memory-cgroup``): everything a test's processes charge (their memory, the files they
+    write in tmpfs and memfds, a JVM's off-heap memory, every child) counts against the test's limit, and the
+    kernel enforces it whatever the supervisor does. ``None`` from ``find`` when the mount does not hold the
+    container's cgroup (then the tests get RLIMIT_AS only)."""
+
+    NAME = "test"
+
+    def __init__(self, home):
+        self.home, self.path = home, os.path.join(home, self.NAME)
+
+    @classmethod
+    def find(cls, mount):
+        try:
+            with open("/proc/self/cgroup") as f:
+                own = next(ln.split(":", 2)[2].strip() for ln in f if ln.split(":", 2)[1] == "memory")
+            home = os.path.join(mount, os.path.basename(own))
+            with open(os.path.join(home, "cgroup.procs")) as f:
+                if str(os.getpid()) not in f.read().split():
+                    return None
+        except (OSError, StopIteration, IndexError):
+            return None
+        return cls(home)
+
+    def enter(self, memory_mb):
+        """Make the test's cgroup with its limit; the fd of its ``cgroup.procs`` (the test's child writes "0" there
+        to join it, while still root)."""
+        os.mkdir(self.path, 0o700)
+        for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):  # no swap beyond it either
+            try:
+                _write(os.path.join(self.path, name), b"%d" % (int(memory_mb) << 20))
+            except FileNotFoundError:  # no swap accounting in this kernel
+                pass
+        return os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+
+    def leave(self):
+        """Whether the kernel's OOM killer struck in the test; the cgroup removed (every process of the test is
+        gone by now)."""
+        try:
+            with open(os.path.join(self.path, "memory.oom_control"), "rb") as f:
+                return any(ln.startswith(b"oom_kill ") and int(ln.split()[1]) > 0 for ln in f)
+        finally:
+            os.rmdir(self.path)
+
+
+def _write(path, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def set_oom_score_adj(value):
     """Whether ``/proc/self/oom_score_adj`` now holds ``value`` (below the floor it needs CAP_SYS_RESOURCE)."""
     try:
-        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
-        try:
-            os.write(fd, b"%d" % value)
-        finally:
-            os.close(fd)
+        _write("/proc/self/oom_score_adj", b"%d" % value)
         return True
     except OSError:
         return False

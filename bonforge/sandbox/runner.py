@@ -92,8 +92,10 @@ from wire import Status
 from zygote import MEM_EXIT, serve, compile_program
 
 STDERR_KEEP = 4096
-# What a compiled program's runtime writes to stderr when an allocation fails under the limits (C++, the JVM).
-OUT_OF_MEMORY = (b"std::bad_alloc", b"java.lang.OutOfMemoryError")
+# What a runtime writes to stderr when an allocation fails (C++, the JVM, PyPy, the C library's perror): a failed
+# run that reports one is memory_limit (one that exits 0 is judged on its output, whatever it wrote).
+OUT_OF_MEMORY = (b"std::bad_alloc", b"java.lang.OutOfMemoryError", b"MemoryError", b"Cannot allocate memory",
+                 b"insufficient memory for the Java Runtime")
 # Signals the runner blocks (a program may not stop it with them); each child unblocks them.
 BLOCKED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
                    signal.SIGALRM, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGXCPU, signal.SIGXFSZ)
@@ -137,8 +139,8 @@ class _Stuck(Exception):
 class _Sandbox:
     """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
 
-    def __init__(self, ids, nproc, contained, own_ipc):
-        self.ids, self.contained, self.own_ipc = ids, contained, own_ipc
+    def __init__(self, ids, nproc, contained, own_ipc, cgroup):
+        self.ids, self.contained, self.own_ipc, self.cgroup = ids, contained, own_ipc, cgroup
         self.scanned = {}  # backend process: shared scratch directory -> its mtime when last cleaned
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
@@ -241,9 +243,11 @@ def run_test(req, index, test, payload_fd, sandbox):
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = oskit.cgroup_cpu() if sandbox.contained else None
     oom_before, self_before = oskit.oom_kills(), oskit.self_cpu()
+    # the test's own memory cgroup: its child joins it before the program runs
+    joins = [sandbox.cgroup.enter(req["memory_mb"])] if sandbox.cgroup else []
     start = time.monotonic()
-    sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd])
-    for fd in (stdin_r, out_w, err_w, res_w, setup_w):
+    sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd, *joins])
+    for fd in (stdin_r, out_w, err_w, res_w, setup_w, *joins):
         os.close(fd)
     limit = int(req["output_limit"])
     cpu_limit = float(req["time_limit"])
@@ -294,6 +298,11 @@ def run_test(req, index, test, payload_fd, sandbox):
         for fd in list(sel.get_map()):
             sel.unregister(fd)
     sandbox.finish()
+    try:
+        oom = sandbox.cgroup.leave() if sandbox.cgroup else False
+    except OSError as e:
+        raise _Stuck(f"the test's memory cgroup could not be read or removed ({e.strerror})") from None
+    oom = oom or oskit.oom_kills() > oom_before  # the container's own limit (or, without a test cgroup, its only one)
     for fd in drained:  # what is already buffered
         for _ in range(64):
             try:
@@ -333,8 +342,8 @@ def run_test(req, index, test, payload_fd, sandbox):
         status = Status.OUTPUT_LIMIT
     elif killed == Status.TIMEOUT or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = Status.TIMEOUT
-    elif ("m" in events or code == MEM_EXIT and not native or oskit.oom_kills() > oom_before
-          or native and code != 0 and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
+    elif oom or code != 0 and ("m" in events and not native or code == MEM_EXIT and not native
+                               or native and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
         status = Status.MEMORY_LIMIT
     elif code == 0 and "e" not in events and (kind == "stdio" or "value" in result or "d" in events):
         status = Status.OK
@@ -356,17 +365,34 @@ def _note(req, status, error):
             **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
 
 
+def _create(workdir, name, mode):
+    """Open ``name`` (a path of up to 8 names, a problem package's header tree) under ``workdir`` for writing,
+    making its folders; links are never followed."""
+    names = name.split("/")
+    if len(names) > 8 or any(n in ("", ".", "..") for n in names):
+        raise ValueError(f"bad file name {name[:50]!r}")
+    dfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for folder in names[:-1]:
+            try:
+                os.mkdir(folder, 0o755, dir_fd=dfd)
+            except FileExistsError:
+                pass
+            sub = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+            os.close(dfd)
+            dfd = sub
+        return os.open(names[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
 def _write_files(files, workdir, ids):
     """Write a request's or a test's files into the work directory, as the sandbox uid (the clean-up, which
     runs as that uid, can remove them): ``{"name", "text"}`` or ``{"name", "b64", "executable"}``."""
     with oskit.as_uid(ids):
         for f in files:
-            name = f["name"]
-            if not name or "/" in name or name in (".", ".."):
-                raise ValueError(f"bad file name {name[:50]!r}")
             data = f["text"].encode("utf-8", "surrogatepass") if "text" in f else base64.b64decode(f["b64"])
-            fd = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                         0o755 if f.get("executable") else 0o644)  # fmt: skip
+            fd = _create(workdir, f["name"], 0o755 if f.get("executable") else 0o644)
             try:
                 view = memoryview(data)
                 while view:
@@ -390,9 +416,9 @@ def _build(req, workdir, sandbox):
     build = req["build"]
     payload = {"kind": "stdio", "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
                "file_limit": build.get("file_limit") or req.get("file_limit"), "argv": build["argv"],
-               "address_limit": req.get("address_limit", True), "workdir": workdir,
+               "address_limit": _address_limit(req, sandbox), "workdir": workdir,
                "tests": [{"input": ""}]}  # fmt: skip
-    breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"],
+    breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
             "wall_limit": build["wall_limit"], "output_limit": build["output_limit"]}  # fmt: skip
     pfd = _payload_fd(payload)
     try:
@@ -418,15 +444,22 @@ def _build(req, workdir, sandbox):
     return None, base64.b64encode(data).decode()
 
 
+def _address_limit(req, sandbox):
+    """Whether a test's processes get RLIMIT_AS: only where no test cgroup binds them all (a JVM never: it
+    reserves far more address space than it uses, and PyPy cannot start under 64 MiB of it)."""
+    return req.get("address_limit", True) and sandbox.cgroup is None
+
+
 def handle(req, workdir, sandbox):
     tests = req.pop("tests")
     payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
+    payload["address_limit"] = _address_limit(req, sandbox)
     artifact = failure = None
     if req.get("exec"):  # a native program (C++, Java, PyPy, ...): its files, then its build, once
         _write_files(req.get("files") or (), workdir, sandbox.ids)
         if req.get("build"):
             failure, artifact = _build(req, workdir, sandbox)
-        payload.update(argv=req["exec"], address_limit=req.get("address_limit", True))
+        payload["argv"] = req["exec"]
     else:
         try:
             payload["source"], payload["code"] = compile_program(req)
@@ -531,15 +564,17 @@ def main():
     sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
     guarded = oskit.set_oom_score_adj(oskit.OOM_RUNNER)  # the supervisor, and the zygote forked below
 
+    mount = sys.argv[sys.argv.index("--memory-cgroup") + 1] if "--memory-cgroup" in sys.argv else None
+    cgroup = oskit.TestCgroup.find(mount) if mount else None
     # before any request: the zygote never holds one
-    sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private)
+    sandbox = _Sandbox(ids, nproc, contained, own_ipc=contained or private, cgroup=cgroup)
 
     def send(obj):
         proto_out.write(json.dumps(obj).encode() + b"\n")
         proto_out.flush()
 
     send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0], "workdir": workdir,
-          "oom_guard": guarded})
+          "oom_guard": guarded, "test_cgroup": cgroup is not None})
     try:
         for line in proto_in:
             req = json.loads(line)

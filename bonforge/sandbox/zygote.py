@@ -124,7 +124,7 @@ def _enter_sandbox(fds, ids, nproc):
     """In a child forked from the zygote: standard streams, the request's payload, limits, the sandbox uid
     with no capabilities. Returns the payload. A failure is reported on fd 4, which is closed before the
     program runs (so a program cannot forge one)."""
-    stdin_r, out_w, err_w, res_w, setup_w, payload_fd = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    stdin_r, out_w, err_w, res_w, setup_w, payload_fd, *cgroup = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
     os.dup2(setup_w, SETUP_FD)
     try:
         os.setsid()
@@ -133,12 +133,14 @@ def _enter_sandbox(fds, ids, nproc):
         os.dup2(err_w, 2)
         os.dup2(res_w, RESULT_FD)
         payload = marshal.loads(os.pread(payload_fd, os.fstat(payload_fd).st_size, 0))
+        if cgroup:  # the test's memory cgroup, joined after the request is read (its inputs are not the test's)
+            os.write(cgroup[0], b"0")
         os.closerange(SETUP_FD + 1, 65536)
         os.chdir(payload["workdir"])
         cpu = max(1, int(payload["time_limit"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         mem = int(payload["memory_mb"]) * 1024 * 1024
-        if payload.get("address_limit", True):  # off for a JVM: its heap is capped by -Xmx, memory by the cgroup
+        if payload["address_limit"]:  # off where a test cgroup binds the test's memory, and for a JVM
             resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         # No stack limit of its own where the hard limit allows: the main thread's stack may grow up to the
         # address-space limit (deep recursion), while a new process's threads get the C library's default

@@ -4,7 +4,10 @@ A package folder holds ``task.md`` (the statement), ``info.toml`` (``timelimit``
 with their expected outcomes), ``checker.cpp`` (a testlib checker), ``sol/*`` (solutions) and ``tests/*.in`` /
 ``tests/*.out`` (inputs and the jury's answers, paired by name). Headers a checker includes in quotes
 (``testlib.h``) are taken from the package or from the ``common`` folders given (Library Checker keeps them
-in ``common/`` beside the packages) and travel with the checker in the spec.
+in ``common/`` beside the packages) and travel with the checker in the spec. Headers the C++ solutions include
+in quotes (``"random.h"`` from ``common/``, ``"../hpp/factor.hpp"`` beside ``sol/``) travel in the spec's
+``include``, by their place in the package's tree, so that every C++ program of the problem builds as its
+solutions do (``bonforge.judging.spec``).
 
 Solution outcomes, from ``info.toml``: ``pass`` (no entry, or no flags), ``fail`` (``expect = "WA"`` or
 ``"RE"``, or ``wrong = true``), ``tle`` (``expect = "TLE"``: correct but too slow), ``tle_ok``
@@ -31,6 +34,8 @@ from bonforge.judging.spec import TestSpec
 from bonforge.schema import CANDIDATES, PROBLEMS
 
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"/\n]{1,100})"', re.M)
+_QUOTED_PATH = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]{1,400})"', re.M)
+MAX_INCLUDE_FILES = 200  # headers one package's solutions may bring in
 LANGUAGE_OF_SUFFIX = {".cpp": "cpp", ".cc": "cpp", ".java": "java", ".py": "python"}
 
 
@@ -66,6 +71,31 @@ def _checker(folder: Path, common: list[Path]) -> dict | None:
     return {"source": source, "files": files}
 
 
+def _solution_headers(folder: Path, common: list[Path], sources: list[Path]) -> dict[str, str] | None:
+    """The headers the C++ ``sources`` include in quotes, by their path in the package's tree (``common/...`` for
+    a common folder's), found as the compiler finds them: beside the including file, then in ``common``. Only
+    files inside the package or a common folder are read; one not found is left to the compiler to report."""
+    roots = [(folder.resolve(), ""), *((d.resolve(), f"{COMMON}/") for d in common)]
+    files: dict[str, str] = {}
+    todo = [(path.parent, name) for path in sources for name in _QUOTED_PATH.findall(path.read_text())]
+    while todo:
+        where, name = todo.pop()
+        for base in (where, *(d for d in common)):
+            found = (base / name).resolve()
+            tree = next((prefix + found.relative_to(root).as_posix() for root, prefix in roots
+                         if found.is_relative_to(root) and found != root), None)  # fmt: skip
+            if tree is None or not found.is_file():
+                continue
+            if tree not in files:
+                if len(files) >= MAX_INCLUDE_FILES:
+                    raise DataError(f"the solutions include over {MAX_INCLUDE_FILES} headers", str(folder),
+                                    folder.name, "sol")  # fmt: skip
+                files[tree] = found.read_text()
+                todo += [(found.parent, n) for n in _QUOTED_PATH.findall(files[tree])]
+            break
+    return files or None
+
+
 def load_package(folder: str | Path, common: list[str | Path] = ()) -> tuple[dict, list[dict]]:
     """(a ``problems`` row, the package's solutions ``{name, language, text, expected}``)."""
     folder = Path(folder)
@@ -87,8 +117,10 @@ def load_package(folder: str | Path, common: list[str | Path] = ()) -> tuple[dic
     if missing:
         raise DataError(f"inputs without an answer: {', '.join(missing[:5])}", str(folder / "tests"), folder.name,
                         "tests")  # fmt: skip
+    cpp = [p for p in sorted((folder / "sol").glob("*")) if LANGUAGE_OF_SUFFIX.get(p.suffix) == "cpp" and p.is_file()]
     spec = TestSpec("stdio", [p.read_text() for p in inputs], [p.read_text() for p in outputs],
-                    time_limit_s=float(limit), checker=_checker(folder, common_dirs))  # fmt: skip
+                    time_limit_s=float(limit), checker=_checker(folder, common_dirs),
+                    include=_solution_headers(folder, common_dirs, cpp))  # fmt: skip
     statement = folder / "task.md"
     row = {"problem_id": folder.name, "source": "problem-package", "domain": "code",
            "question": statement.read_text() if statement.is_file() else None, "answer": None,

@@ -13,7 +13,7 @@ from bonforge.judging.code import _language, build_request, memory_mb
 from bonforge.judging.extract import extract_code, extract_program
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.languages import java_class
+from bonforge.sandbox.languages import java_names
 
 STDIO = {"kind": "stdio", "tests": [{"input": "1\n", "output": "1\n"}]}
 
@@ -59,7 +59,8 @@ def test_a_native_request_builds_once_under_its_own_limits_and_scales_time_by_la
     assert cpp["exec"] == ["./main"] and cpp["build"]["argv"][-1] == "main.cpp" and cpp["time_limit"] == 2.0
     py = build_request(spec, "print(1)", cfg, "c")
     assert "exec" not in py and "build" not in py
-    assert java_class("class Helper {}\npublic class Main2 {}") == "Main2" and java_class("class X {}") == "Main"
+    assert java_names("class Helper {}\npublic class Main2 {}") == ("Main2", "Main2")
+    assert java_names("class X {}") == ("Main", "Main")
 
 
 def test_a_problems_memory_limit_is_capped_by_the_recipes():

@@ -66,3 +66,46 @@ def test_the_images_tag_changes_with_its_package_list(monkeypatch):
     monkeypatch.setattr(image, "BASE_IMAGE", "bonforge-sandbox-base:bookworm-other")
     assert image.default_tag() != before
     assert set(LANGUAGES) == {"python", "cpp", "java", "pypy"} and language_of("GNU++17").name == "cpp"
+
+
+@pytest.mark.parametrize(
+    "program,names",
+    [
+        # controls: the usual shapes
+        ("public class Main { public static void main(String[] a) {} }", ("Main", "Main")),
+        ("import java.util.*;\nclass Helper {}\npublic final class Solver {\n"
+         "  public static void main(String... a) {}\n}", ("Solver", "Solver")),
+        # a class named in a comment, a string, a text block or a character literal is not the program's
+        ("// public class Wrong\n/* public class Worse { */\npublic class Main {\n"
+         "  static String s = \"public class Str {\", t = \"\"\"\n  public class Block {\n  \"\"\";\n"
+         "  static char c = '{';\n  public static void main(String[] a) {}\n}", ("Main", "Main")),
+        # the main class need not be public; another public class names the file
+        ("class Solution {\n  public static void main(String[] a) {}\n}", ("Solution", "Solution")),
+        ("class A { public static void main(String[] a) {} }\npublic class B {}", ("B", "A")),
+        # the public class's main first; a nested class by its binary name; a package's classes by their full name
+        ("class A { public static void main(String[] a) {} }\n"
+         "public class B { public static void main(String[] a) {} }", ("B", "B")),
+        ("package foo.bar;\nclass A { static class B { public static void main(String[] a) {} } }",
+         ("A", "foo.bar.A$B")),
+        # an instance or private main is not the entry point; nothing declares one: the public class, else Main
+        ("class A { void main(String[] a) {} }\npublic class B { private static void main(String[] a) {} }",
+         ("B", "B")),
+        ("class X {}", ("Main", "Main")),
+    ],
+)
+def test_java_names_come_from_the_code_not_its_comments_or_strings(program, names):
+    from bonforge.sandbox.languages import java_names
+
+    assert java_names(program) == names
+
+
+def test_java_names_take_linear_time_on_hostile_text():
+    import time
+
+    from bonforge.sandbox.languages import SCAN_CHARS, java_names
+
+    n = SCAN_CHARS
+    for text in ('"' * n, "/*" * (n // 2), '"""\\' * (n // 4), "class A{" * (n // 8), "public " * (n // 7)):
+        start = time.process_time()
+        java_names(text)
+        assert time.process_time() - start < 3.0

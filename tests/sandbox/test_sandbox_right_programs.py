@@ -3,6 +3,9 @@ exit, limits a subprocess inherits), in a real container."""
 
 from __future__ import annotations
 
+import json
+
+import pyarrow as pa
 import pytest
 
 from test_sandbox import judge
@@ -107,3 +110,72 @@ def test_deep_recursion_in_the_main_thread_and_builtins_in_every_kind(docker_poo
     assert judge(docker_pool, [deep], FIVE)[0]["status"] == "passed"
     call = {"kind": "call", "fn_name": "f", "tests": [{"args": [-3], "output": 3}]}
     assert judge(docker_pool, ["def f(x):\n    return __builtins__.abs(x)\n"], call)[0]["status"] == "passed"
+
+
+JAVA_RIGHT = {  # each reads two numbers and prints their sum
+    "a public Main": "import java.util.*;\npublic class Main { public static void main(String[] a) {\n"
+                     "  Scanner s = new Scanner(System.in); System.out.println(s.nextInt() + s.nextInt()); } }\n",
+    "a public class named in a comment and a string": "// public class Wrong is not this one\n"
+                     "public class Sum { static String t = \"public class Str {\";\n"
+                     "  public static void main(String[] a) { java.util.Scanner s = new java.util.Scanner(System.in);"
+                     "\n    System.out.println(s.nextInt() + s.nextInt()); } }\n",
+    "a main class that is not public": "import java.util.*;\nclass Solution { public static void main(String[] a) {\n"
+                     "  Scanner s = new Scanner(System.in); System.out.println(s.nextInt() + s.nextInt()); } }\n",
+    "two classes, the public one without main": "public class Helper { static int add(int x, int y) { return x + y; } }"
+                     "\nclass Runner { public static void main(String[] a) { java.util.Scanner s = "
+                     "new java.util.Scanner(System.in);\n"
+                     "    System.out.println(Helper.add(s.nextInt(), s.nextInt())); } }\n",
+    "a class in a package": "package contest.a;\nimport java.util.*;\npublic class Main { public static void main("
+                     "String[] a) {\n  Scanner s = new Scanner(System.in); System.out.println(s.nextInt() + s.nextInt()"
+                     "); } }\n",
+}
+
+
+def test_right_java_programs_are_judged_right(docker_pool):
+    """The class declaring main runs whatever its visibility and wherever a public class is named in comments or
+    strings (before: compile_error for a class named in a comment, runtime_error for a main class not public)."""
+    got = statuses(docker_pool, JAVA_RIGHT, FIVE, default_language="java")
+    assert got == dict.fromkeys(JAVA_RIGHT, ("passed", "")), got
+
+
+def _package(root, solution: str) -> None:
+    """A problem package of Library Checker's layout whose solution includes a common header and one of its own
+    folders beside sol/ (the shared packages' solutions include neither)."""
+    (root / "common").mkdir()
+    (root / "common" / "random.h").write_text("#pragma once\ninline long long twice(long long x) { return 2 * x; }\n")
+    pkg = root / "sum"
+    for folder in ("sol", "tests", "hpp"):
+        (pkg / folder).mkdir(parents=True)
+    (pkg / "hpp" / "sum.hpp").write_text('#pragma once\n#include "util.hpp"\ninline long long sum(long long a, '
+                                         "long long b) { return half(twice(a + b)); }\n")
+    (pkg / "hpp" / "util.hpp").write_text("#pragma once\ninline long long half(long long x) { return x / 2; }\n")
+    (pkg / "info.toml").write_text('timelimit = 2.0\n[[solutions]]\nname = "correct.cpp"\n')
+    (pkg / "sol" / "correct.cpp").write_text(solution)
+    (pkg / "tests" / "example_00.in").write_text("2 3\n")
+    (pkg / "tests" / "example_00.out").write_text("5\n")
+
+
+PACKAGE_SOLUTION = ('#include <cstdio>\n#include "random.h"\n#include "../hpp/sum.hpp"\n'
+                    'int main() { long long a, b; scanf("%lld %lld", &a, &b); printf("%lld\\n", sum(a, b)); }\n')
+
+
+def test_package_solutions_that_include_headers_compile(docker_pool, tmp_path):
+    """A package's C++ solutions see the package's tree as Library Checker builds them (``-I common``, the
+    package's folders beside ``sol/``), and so does a candidate for the problem; a Python program is unaffected
+    (before: compile_error, "random.h: No such file or directory")."""
+    from bonforge.judging.code import verify_code
+    from bonforge.sources.problem_package import load_packages, package_candidates
+
+    _package(tmp_path, PACKAGE_SOLUTION)
+    problems = load_packages(tmp_path, "mine")
+    include = json.loads(problems.column("tests")[0].as_py())["include"]
+    assert include.keys() == {"common/random.h", "hpp/sum.hpp", "hpp/util.hpp"}
+    cands = package_candidates(tmp_path, problems, "ref")
+    extra = [{**cands.to_pylist()[0], "candidate_id": cid, "text": text, "language": lang}
+             for cid, lang, text in (("ours", "cpp", PACKAGE_SOLUTION.replace("sum(a, b)", "twice(a) / 2 + b")),
+                                     ("python", "python", "print(sum(map(int, input().split())))\n"),
+                                     ("wrong", "cpp", PACKAGE_SOLUTION.replace("sum(a, b)", "sum(a, a)")))]  # fmt: skip
+    cands = pa.concat_tables([cands, pa.Table.from_pylist(extra, schema=cands.schema)])
+    cfg = docker_pool.cfg.model_copy(update={"extraction": "raw"})
+    out = {r["candidate_id"]: r["status"] for r in verify_code(problems, cands, cfg, pool=docker_pool).to_pylist()}
+    assert out == {"sum/ref/0": "passed", "ours": "passed", "python": "passed", "wrong": "wrong_answer"}, out

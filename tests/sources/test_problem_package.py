@@ -49,3 +49,33 @@ def test_a_folder_of_packages_as_problems_and_their_solutions_as_a_pool(data_dir
                    ("factorize/pkg/2", "cpp", True)]  # fmt: skip
     with pytest.raises(DataError, match="no problem package"):
         load_packages(lc, "lc", "nothing-*")
+
+
+def test_the_headers_solutions_include_travel_in_the_spec_and_nothing_outside_the_package(tmp_path):
+    """A C++ solution's quoted includes, found as the compiler finds them (beside the including file, then in
+    ``common``), go into the spec by their place in the package's tree; a path out of the package, a link out of
+    it and a header that is nowhere are left out (the compiler reports what is missing), never read."""
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "random.h").write_text('#include "deep/more.h"\n')
+    (tmp_path / "common" / "deep").mkdir()
+    (tmp_path / "common" / "deep" / "more.h").write_text("// more\n")
+    (tmp_path / "secret.h").write_text("outside\n")
+    pkg = tmp_path / "p"
+    for folder in ("sol", "tests", "hpp"):
+        (pkg / folder).mkdir(parents=True)
+    (pkg / "hpp" / "a.hpp").write_text('#include "b.hpp"\n')
+    (pkg / "hpp" / "b.hpp").write_text("// b\n")
+    (pkg / "hpp" / "link.h").symlink_to(tmp_path / "secret.h")
+    (pkg / "sol" / "local.h").write_text("// beside the source\n")
+    (pkg / "info.toml").write_text("timelimit = 1\n")
+    (pkg / "tests" / "1.in").write_text("1\n")
+    (pkg / "tests" / "1.out").write_text("1\n")
+    (pkg / "sol" / "ok.cpp").write_text('#include "random.h"\n#include "../hpp/a.hpp"\n#include "local.h"\n'
+                                        '#include "../../secret.h"\n#include "../hpp/link.h"\n#include "nowhere.h"\n'
+                                        "int main() {}\n")  # fmt: skip
+    (pkg / "sol" / "plain.py").write_text('# include "../../secret.h"\n')
+    row, _ = load_package(pkg, [tmp_path / "common"])
+    include = json.loads(row["tests"])["include"]
+    assert include == {"common/random.h": '#include "deep/more.h"\n', "common/deep/more.h": "// more\n",
+                       "hpp/a.hpp": '#include "b.hpp"\n', "hpp/b.hpp": "// b\n",
+                       "sol/local.h": "// beside the source\n"}  # fmt: skip
