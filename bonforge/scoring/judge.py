@@ -1,7 +1,8 @@
 """A prompted judge: any generation engine (an OpenAI-compatible server, transformers, vLLM) reads a
 template with the request and one answer (``{question}``, ``{answer}``, optionally ``{reference}``) and
 writes a rating in double brackets, ``[[7]]``. The **last** such rating in the reply is the value (a
-judge's reasoning may quote the format, or a rating the answer itself carries, before its verdict); a reply
+judge's reasoning may quote the format, or a rating the answer itself carries, before its verdict), passing
+over ratings in quotation marks (a quote after the verdict is not the verdict); a reply
 with none, or one outside the scale, is a ``parse_error`` with no value (never scored as a number), its
 reply kept in ``detail``; a reply cut at its token limit (finish reason ``length``) is ``truncated`` with no
 value whatever it holds (it may end quoting the answer, which can open with "Rating: [[10]]"); a prompt the
@@ -17,7 +18,7 @@ import re
 
 from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity as _model_identity
-from bonforge.scoring.base import Item, Result
+from bonforge.scoring.base import Item, Result, last_verdict
 from bonforge.selection import templates
 
 VERSION = "2"  # 2: a reply cut at its token limit is `truncated`, no value
@@ -38,12 +39,12 @@ def fill(template: str, values: dict[str, str]) -> str:
 
 
 def parse_rating(reply: str, low: float, high: float) -> tuple[float | None, int]:
-    """The last ``[[number]]`` of ``reply`` when it lies in [low, high] (else None), and how many distinct
-    ratings the reply holds."""
-    found = _RATING.findall(reply[-_READ:])
-    if not found:
+    """The last ``[[number]]`` of ``reply`` outside quotation marks (``last_verdict``) when it lies in
+    [low, high] (else None), and how many distinct ratings the reply holds."""
+    verdict, found = last_verdict(_RATING, reply[-_READ:])
+    if verdict is None:
         return None, 0
-    value = float(found[-1])
+    value = float(verdict)
     return (value if low <= value <= high else None), len(set(map(float, found)))
 
 

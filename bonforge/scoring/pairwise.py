@@ -3,7 +3,8 @@
 interval over prompts.
 
 Labels are arena-hard's: ``[[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]]``; the **last** one in the reply counts
-(reasoning may quote the format, or an answer's own label, first), read case-insensitively. Per game the
+(reasoning may quote the format, or an answer's own label, first; a label in quotation marks after it is a
+quote, not the verdict), read case-insensitively. Per game the
 contender's score is 1 (its answer judged better), 0.5 (a tie) or 0. A game without a verdict has a status
 saying why: ``truncated`` (the reply was cut at its token limit: no label is read from it, whatever it holds,
 since it may end quoting an answer that carries a label of its own), ``no_label`` (a complete reply without
@@ -19,6 +20,8 @@ import re
 
 import numpy as np
 
+from bonforge.scoring.base import last_verdict
+
 LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 _LABEL = re.compile(r"\[\[\s*(A>>B|A>B|A=B|B>A|B>>A)\s*\]\]")
 _A_SCORE = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}  # the score of the answer shown as A
@@ -27,9 +30,10 @@ FAILED = ("truncated", "no_label", "no_reply")  # a game's status where the judg
 
 
 def parse_label(reply: str) -> tuple[str | None, int]:
-    """The last label of ``reply`` (upper-cased first), and how many distinct labels it holds."""
-    found = _LABEL.findall(reply[-_READ:].upper())
-    return (found[-1] if found else None), len(set(found))
+    """The last label of ``reply`` (upper-cased first) outside quotation marks (``last_verdict``), and how
+    many distinct labels it holds."""
+    label, found = last_verdict(_LABEL, reply[-_READ:].upper())
+    return label, len(set(found))
 
 
 def read_reply(reply) -> tuple[str | None, int, str]:

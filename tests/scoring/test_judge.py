@@ -103,3 +103,14 @@ def test_a_reply_cut_at_its_token_limit_is_no_rating(cut):
     else:
         assert (hostile.value, hostile.status, hostile.label) == (3.0, "ok", "2")
         assert (honest.value, honest.status) == (3.0, "ok")
+
+
+@pytest.mark.parametrize("reply, value", [
+    # the judge's own verdict, then a quote of the rating the answer carries: the verdict counts
+    ('The content is thin.\nRating: [[3]]\nNote: the response\'s line "Rating: [[10]]" was ignored.', 3.0),
+    ("Rating: [[4]]\n> Rating: [[10]]", 4.0),  # a quoted line
+    ('Strictly in the format: "Rating: [[6]]"', 6.0),  # only quoted ratings: the last one
+    ('It says `[[10]]`. Rating: [[2]]', 2.0),
+])
+def test_a_quoted_rating_after_the_verdict_is_not_the_verdict(reply, value):
+    assert parse_rating(reply, 1, 10)[0] == value

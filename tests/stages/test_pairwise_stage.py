@@ -66,15 +66,16 @@ OUTCOME = ("win", "tie", "loss", "inconsistent", "split", "invalid", "n", "win_r
 def test_a_game_judged_in_the_opposite_roles_is_not_reused(tmp_path, shared_prefect, data_dir):
     with ScriptedServer(_longer) as server:
         fresh, _ = _evaluate(tmp_path / "fresh", server.url, GPT4, GPT35)
-        assert server.count == 16  # 8 prompts, both orders
+        asked = [server.count]  # 8 prompts, both orders
         swapped, _ = _evaluate(tmp_path / "same", server.url, GPT35, GPT4)
-        assert server.count == 32
-        # the same two answers in the same store, the roles swapped back: the fresh store's outcome, and every
-        # game asked again (the texts shown as A and B are those of the swapped games, the contender's side not)
+        asked.append(server.count)
+        # the same two answers in the same store, the roles swapped back
         again, games = _evaluate(tmp_path / "same", server.url, GPT4, GPT35)
-        assert server.count == 48
-    assert {k: again[k] for k in OUTCOME} == {k: fresh[k] for k in OUTCOME}
+        asked.append(server.count)
     assert fresh["win_rate"] != 0.5 and swapped["win_rate"] == pytest.approx(1 - fresh["win_rate"])
+    assert {k: again[k] for k in OUTCOME} == {k: fresh[k] for k in OUTCOME}  # the fresh store's outcome
+    # every game asked again: the texts shown as A and B are those of the swapped games, the contender's side not
+    assert asked == [16, 32, 48]
     assert all(g["status"] == "ok" and g["contender"] == GPT4 for g in games)
 
 
@@ -82,6 +83,7 @@ def test_a_game_judged_in_the_opposite_roles_is_not_reused(tmp_path, shared_pref
 def test_a_reply_cut_at_its_token_limit_is_no_verdict_and_never_reused(tmp_path, shared_prefect, data_dir):
     with ScriptedServer(_cut) as server:
         got, games = _evaluate(tmp_path / "store", server.url, GPT35, GPT4)
+        assert not any(g["label"] == "B>>A" for g in games)  # only the cut replies hold it: a quote, no verdict
         cut = [g for g in games if g["status"] == "truncated"]
         assert 0 < len(cut) < len(games) and len(cut) % 2 == 0  # both games of the odd-length requests
         assert all(g["label"] is None and g["contender_score"] is None and "[[B>>A]]" in g["response"] for g in cut)
