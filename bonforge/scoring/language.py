@@ -43,10 +43,11 @@ WINDOW = 1000  # characters a window holds, about: fastText reads a window's wor
 
 
 def windows(text: str, budget: int) -> list[str]:
-    """``text`` in windows of about ``WINDOW`` characters, cut between words (a short tail joins the window
-    before it); over ``budget`` characters, ``budget // WINDOW`` windows evenly spaced from first to last."""
+    """``text`` in windows of about ``WINDOW`` characters, cut between words (a longer word, or a run of
+    Chinese or Japanese, in pieces of ``WINDOW``; a short tail joins the window before it); over ``budget``
+    characters, ``budget // WINDOW`` windows evenly spaced from first to last."""
     out, words, size = [], [], 0
-    for word in text.split():
+    for word in (w[i:i + WINDOW] for w in text.split() for i in range(0, len(w), WINDOW)):
         words.append(word)
         size += len(word) + 1
         if size > WINDOW:

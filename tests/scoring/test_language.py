@@ -64,3 +64,11 @@ def test_a_long_answer_is_read_in_windows_from_start_to_end():
     sampled = windows(text, 10 * WINDOW)
     assert len(sampled) == 10 and sampled[0] == every[0] and sampled[-1] == every[-1]
     assert windows("  \n ", 10 * WINDOW) == [] and windows("short tail", 10 * WINDOW) == ["short tail"]
+    unspaced = "猫" * (5 * WINDOW)  # a language written without spaces: in pieces, not one window
+    assert [len(w) for w in windows(unspaced, 10**9)] == [WINDOW] * 5
+
+
+def test_a_body_in_a_language_written_without_spaces_is_read_in_pieces(scorer):
+    chinese = "委员会周二开会审议明年的预算。几位委员认为图书馆应该得到更多的资金，因为翻修以来参观人数翻了一番。"
+    (got,) = scorer.score([Item("Summarise the meeting.", repeat(ENGLISH, 4100) + chinese * 120, language="en")])
+    assert (got.value, got.label) == (0.0, "zh")
