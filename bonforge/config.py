@@ -370,6 +370,10 @@ class Recipe(Model):
                              f"engine (got {batched[0].batch_size}): a batch's size moves every row's logits, so "
                              "sample k drawn in a round could differ from sample k drawn among all n; set it to 1 "
                              "(each sample generated alone)")
+        if self.filter.early_stop and self.fusion and self.fusion.problems == "all":
+            raise ValueError("fusion.problems: all fuses every problem from all its samples, but filter.early_stop "
+                             "stops drawing a problem once it is certain to be dropped: set fusion.problems: kept "
+                             "(exact: kept problems are drawn in full) or turn early_stop off")
         if self.filter.early_stop and not self.reuse:
             raise ValueError("filter.early_stop takes each round's earlier samples from the store: not with "
                              "reuse: false (--fresh)")

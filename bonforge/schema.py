@@ -91,7 +91,8 @@ SCORES = pa.schema(
         pa.field("kind", pa.string(), nullable=False),  # reference | language_id | reward_model
         pa.field("value", pa.float64()),  # null unless status is ok
         pa.field("label", pa.string()),  # language_id: the detected language
-        pa.field("status", pa.string(), nullable=False),  # ok | no_reference | no_text
+        pa.field("status", pa.string(), nullable=False),  # ok | no_reference | no_text | judge: parse_error,
+        # truncated (its reply cut at max_tokens), skipped (a prompt over the engine's window)
         pa.field("n_tokens", pa.int32()),  # reward_model: tokens scored
         pa.field("truncated", pa.bool_()),  # reward_model: the conversation was cut (from the left)
         pa.field("detail", pa.string()),  # JSON: language_id's expected language and confidence
@@ -124,7 +125,8 @@ PAIRWISE = pa.schema(
         pa.field("game", pa.int32(), nullable=False),  # 0: the contender shown as B, 1: as A
         pa.field("contender_id", pa.string(), nullable=False),
         pa.field("baseline_id", pa.string(), nullable=False),
-        pa.field("label", pa.string()),  # A>>B | A>B | A=B | B>A | B>>A, null: none in the reply
+        pa.field("label", pa.string()),  # A>>B | A>B | A=B | B>A | B>>A, null unless status is ok
+        pa.field("status", pa.string(), nullable=False),  # ok | truncated (cut at max_tokens) | no_label | no_reply
         pa.field("n_labels", pa.int32()),  # distinct labels in the reply
         pa.field("contender_score", pa.float64()),  # 1 | 0.5 | 0 for the contender, null without a label
         pa.field("prompt_tokens", pa.int32()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,3 +38,20 @@ class Scorer(Protocol):
     def score(self, items: list[Item]) -> list[Result]: ...
 
     def close(self) -> None: ...
+
+
+_QUOTES = ('"', "\u201c", "\u201d", "`")
+
+
+def last_verdict(pattern: re.Pattern, reply: str) -> tuple[str | None, list[str]]:
+    """A judge's verdict in ``reply``: the last match of ``pattern`` (its first group) that is not quoted (no
+    quotation mark left open before it on its line, not on a ``>`` quote line), else the last match; and every
+    match. A judge quoting the rating an answer carries ("the response ends with \"Rating: [[10]]\"") after its
+    own verdict does not give that rating."""
+    found, own = [], None
+    for m in pattern.finditer(reply):
+        found.append(m.group(1))
+        line = reply[reply.rfind("\n", 0, m.start()) + 1:m.start()]
+        if sum(line.count(q) for q in _QUOTES) % 2 == 0 and not line.lstrip().startswith(">"):
+            own = m.group(1)
+    return (own if own is not None else found[-1] if found else None), found

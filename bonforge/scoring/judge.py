@@ -1,9 +1,13 @@
 """A prompted judge: any generation engine (an OpenAI-compatible server, transformers, vLLM) reads a
 template with the request and one answer (``{question}``, ``{answer}``, optionally ``{reference}``) and
 writes a rating in double brackets, ``[[7]]``. The **last** such rating in the reply is the value (a
-judge's reasoning may quote the format before its verdict); a reply with none, or one outside the scale,
-is a ``parse_error`` with no value (never scored as a number), its reply kept in ``detail``; a prompt the
-engine skips (longer than its window) is ``skipped``. ``label`` holds how many distinct ratings the reply
+judge's reasoning may quote the format, or a rating the answer itself carries, before its verdict), passing
+over ratings in quotation marks (a quote after the verdict is not the verdict); a reply
+with none, or one outside the scale, is a ``parse_error`` with no value (never scored as a number), its
+reply kept in ``detail``; a reply cut at its token limit (finish reason ``length``) is ``truncated`` with no
+value whatever it holds (it may end quoting the answer, which can open with "Rating: [[10]]"); a prompt the
+engine skips (longer than its window) is ``skipped``. ``parse_error`` and ``truncated`` rows are no score on
+the answer: the ``scores`` stage never reuses them. ``label`` holds how many distinct ratings the reply
 gave, so a stricter reading (exactly one) can be applied later."""
 
 from __future__ import annotations
@@ -14,10 +18,10 @@ import re
 
 from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity as _model_identity
-from bonforge.scoring.base import Item, Result
+from bonforge.scoring.base import Item, Result, last_verdict
 from bonforge import templates
 
-VERSION = "1"
+VERSION = "2"  # 2: a reply cut at its token limit is `truncated`, no value
 DEFAULT = "judge_pointwise.txt"
 SLOTS = ("{question}", "{answer}")
 _RATING = re.compile(r"\[\[\s*(-?\d{1,3}(?:\.\d{1,4})?)\s*\]\]")
@@ -35,12 +39,12 @@ def fill(template: str, values: dict[str, str]) -> str:
 
 
 def parse_rating(reply: str, low: float, high: float) -> tuple[float | None, int]:
-    """The last ``[[number]]`` of ``reply`` when it lies in [low, high] (else None), and how many distinct
-    ratings the reply holds."""
-    found = _RATING.findall(reply[-_READ:])
-    if not found:
+    """The last ``[[number]]`` of ``reply`` outside quotation marks (``last_verdict``) when it lies in
+    [low, high] (else None), and how many distinct ratings the reply holds."""
+    verdict, found = last_verdict(_RATING, reply[-_READ:])
+    if verdict is None:
         return None, 0
-    value = float(found[-1])
+    value = float(verdict)
     return (value if low <= value <= high else None), len(set(map(float, found)))
 
 
@@ -77,11 +81,12 @@ class Judge:
             if not completions:
                 out[i] = Result(None, "skipped")
                 continue
-            reply = completions[0].text
-            value, distinct = parse_rating(reply, *self.cfg.scale)
-            detail = json.dumps({"reply": reply[-2000:], "finish_reason": completions[0].finish_reason})
-            out[i] = Result(value, "ok" if value is not None else "parse_error", label=str(distinct),
-                            n_tokens=completions[0].completion_tokens, detail=detail)
+            reply = completions[0]
+            value, distinct = parse_rating(reply.text, *self.cfg.scale)
+            status = "truncated" if reply.finish_reason == "length" else "ok" if value is not None else "parse_error"
+            detail = json.dumps({"reply": reply.text[-2000:], "finish_reason": reply.finish_reason})
+            out[i] = Result(value if status == "ok" else None, status, label=str(distinct),
+                            n_tokens=reply.completion_tokens, detail=detail)
         return out  # type: ignore[return-value]
 
     def close(self) -> None:

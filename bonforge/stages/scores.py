@@ -4,7 +4,8 @@
 A score's content identity (``bonforge.identity``) is the scorer's identity (its settings, its module's
 version, its model's identity: a local directory by its files), the problem's request, reference and
 language, and the candidate's text: a rerun with one more scorer, or one more teacher, computes only the
-new rows. Scorers are opened in the stage's process only when some row of theirs must be computed (a
+new rows. A judge's reply without a rating (``parse_error``, ``truncated``) is no score: never reused, a later
+build asks again. Scorers are opened in the stage's process only when some row of theirs must be computed (a
 reward model is loaded once per node, not per shard)."""
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
 STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scoring, stream=_candidates,
               stream_of="candidates", shard_rows=256, compact_rows=100_000,
               context=lambda i: {"problems": i.read("problems", _PROBLEMS)},
-              rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES))
+              rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES,
+                        {"status": ("parse_error", "truncated")}))
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref) -> Node:

@@ -60,6 +60,21 @@ def test_early_stop_refuses_teachers_it_cannot_draw_in_rounds():
         load_recipe(smol, ["filter.early_stop=true", "reuse=false"])
 
 
+def test_early_stop_refuses_fusion_of_every_problem(tmp_path):
+    """Early stopping leaves a dropped problem with the samples drawn before it closed: fusing every problem
+    would fuse those from a part of its pool, so only `fusion.problems: kept` (drawn in full) is taken."""
+    raw = yaml.safe_load((REPO / "recipes" / "gsm8k-smollm2.yaml").read_text())
+    raw["fusion"] = {"teachers": {"smollm2-135m": 2}, "export": {"name": "fused"},
+                     "fusor": {"name": "fusor", "engine": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=r"fusion\.problems: all fuses every problem from all its samples, but "
+                                          r"filter\.early_stop stops drawing") as e:
+        load_recipe(path, ["filter.early_stop=true"])
+    assert "\n" not in str(e.value)
+    assert load_recipe(path, ["filter.early_stop=true", "fusion.problems=kept"]).fusion.problems == "kept"
+    assert load_recipe(path).fusion.problems == "all"  # without early stopping, every problem is fused
+
+
 def test_early_stop_takes_a_transformers_teacher_only_one_sample_a_batch(tmp_path):
     raw = base()
     raw["teachers"] = [{"name": "smol", "engine": "transformers", "model": "smollm2-135m-instruct", "n": 4}]

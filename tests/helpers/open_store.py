@@ -50,8 +50,8 @@ def open_store(root: Path) -> StageStore:
               for pid, bon_id, v in (("de1", "de1/a/0", 1.0), ("en1", "en1/b/0", 2.0))]
     # fused vs b on both requests: de1 the fused answer wins both orders; en1 the orders disagree
     games = [{"problem_id": pid, "contender": "fused", "baseline": "teacher:b", "game": g, "contender_id":
-              f"{pid}/fusor/0", "baseline_id": f"{pid}/b/0", "label": label, "n_labels": 1, "contender_score": s,
-              "response": f"Verdict [[{label}]]"}
+              f"{pid}/fusor/0", "baseline_id": f"{pid}/b/0", "label": label, "status": "ok", "n_labels": 1,
+              "contender_score": s, "response": f"Verdict [[{label}]]"}
              for pid, g, label, s in (("de1", 0, "B>A", 1.0), ("de1", 1, "A>B", 1.0), ("en1", 0, "A>B", 0.0),
                                       ("en1", 1, "A>B", 1.0))]
     keys = {"problems": [_write(store, "problems", problems, schema.PROBLEMS)],

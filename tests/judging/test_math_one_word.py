@@ -5,9 +5,14 @@ as that word. Everything else keeps math-verify's extraction."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from bonforge.config import MathVerifyConfig
 from bonforge.judging.math import check_answer
+from bonforge.judging.math_rules import judge
+
+CFG = MathVerifyConfig().model_dump_json()
 
 RIGHT = [  # (gold, candidate text): correct
     ("yes", "Yes"), ("yes", "yes."), ("yes", "The answer is yes."), ("Yes", "**Answer:** YES"),
@@ -42,3 +47,52 @@ def test_other_answers_keep_math_verify():
     assert check_answer("so the answer is \\boxed{\\frac{1}{2}}", "0.5").status == "correct"
     assert check_answer("The answer is 12 apples.", "12").status == "correct"
     assert check_answer("I do not know", "7").status == "no_answer"
+
+
+def test_a_word_with_a_sign_or_operator_around_it_is_not_the_word():
+    """MATH-500's perturbed answer: math-verify refuses ``-(\\text{even})`` for ``\\text{even}``, so does the
+    one-word reading (it was read as "even")."""
+    assert check_answer("\\boxed{-(\\text{even})}", "\\text{even}").status == "wrong_answer"
+    assert check_answer("The parity is \\boxed{\\text{even}}.", "\\text{even}").status == "correct"
+
+
+# A word of a closed pair written as a gold would be, placed where the one-word reading looks (a box, a
+# sentence, inline maths), with a sign, an operator, a digit or a command touching it (perturbed) or with
+# nothing but markup and punctuation (clean)
+PAIR_WORDS = ["yes", "no", "true", "false", "odd", "even"]
+WRITTEN = [lambda w: w, str.upper, str.capitalize, lambda w: f"\\text{{{w}}}", lambda w: f"\\textbf{{{w}}}",
+           lambda w: f"\\mathrm{{{w}}}", lambda w: f"\\text{{ {w.capitalize()} }}"]
+PLACES = [lambda x: f"\\boxed{{{x}}}", lambda x: f"We check it. The answer is {x}.", lambda x: f"So ${x}$ holds",
+          lambda x: f"Final answer: {x}", lambda x: f"Thus \\( {x} \\) is the answer.\nDone"]
+PREFIXES = ["-", "+", "-(", "2", "1+", "\\neg ", "\\lnot", "\\pm ", "\\sqrt{", "x*", "\\frac{1}{2}", "-\\left(",
+            "|", "=", "~"]
+SUFFIXES = ["^2", "+1", "-1", "2", "*3", "/2", "!", "_1", "\\cdot 3", "=0", ">0"]
+CLEAN = [("", ""), ("(", ")"), ('"', '"'), ("**", "**")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(PAIR_WORDS), st.sampled_from(WRITTEN), st.sampled_from(PLACES),
+       st.sampled_from([""] + PREFIXES), st.sampled_from([""] + SUFFIXES), st.sampled_from(["", "\\text{%s}"]))
+def test_a_perturbed_word_is_never_read_as_the_word(word, written, place, prefix, suffix, gold_form):
+    assume(prefix or suffix)
+    gold = gold_form % word if gold_form else word
+    status, _, _ = judge(place(prefix + written(word) + suffix), gold, CFG)
+    if suffix == "!" and not prefix and "boxed" not in place(""):
+        assume(False)  # "yes!" ends a sentence: the word alone
+    assert status != "correct", (gold, place(prefix + written(word) + suffix))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(PAIR_WORDS), st.sampled_from(WRITTEN), st.sampled_from(PLACES), st.sampled_from(CLEAN),
+       st.booleans())
+def test_a_clean_word_is_read(word, written, place, around, other):
+    said = _other(word) if other else word
+    text = place(around[0] + written(said) + around[1])
+    assume("boxed" not in text or around == ("", ""))  # a box holds the word alone
+    status, extracted, _ = judge(text, word, CFG)
+    assert (status, extracted) == (("wrong_answer", _other(word)) if other else ("correct", word)), text
+
+
+def _other(word: str) -> str:
+    a, b = next(p for p in (("yes", "no"), ("true", "false"), ("odd", "even")) if word in p)
+    return b if word == a else a
