@@ -1,0 +1,101 @@
+"""Re-judges, counted: a stage whose rows declare ``labels`` (``bonforge.stage.Rows``: the verdicts) gives each
+row a ``base_id`` beside its ``row_id``, its identity without the judge's fingerprint and version. A row this
+build computed whose ``base_id`` a committed output holds under another ``row_id`` is a verdict the judge
+gave before it moved: a re-judge; it flipped where a label differs from the stored one.
+
+Each shard's file records the ids of the rows it computed (``bonforge.rows_bases``: row id, row key, base id,
+an Arrow stream in its footer, as the row index's piece is); at commit these are joined by DuckDB with the
+row indexes of the stage's other outputs (newest first, each row against the newest that holds its base) and
+the labels of the matched rows compared, in the Parquet files: the manifest's ``rows_rejudged`` and
+``rows_flipped``. Outputs written before their index had ``base_id`` are not looked at, and neither are the
+stored rows that are never reused (``Rows.volatile``: no verdict on the content).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Callable
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bonforge.manifest import Manifest
+from bonforge.stage import Node, Rows
+from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+BASES = b"bonforge.row_bases"
+_UNREADABLE = (OSError, pa.ArrowException, ValueError, KeyError, duckdb.Error)
+
+
+def encode(table: pa.Table) -> bytes:
+    """A table as an Arrow stream (zstd) in base64 (Parquet metadata is text to some readers)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(table)
+    return base64.b64encode(sink.getvalue().to_pybytes())
+
+
+def note(computed: pa.Table, rows: Rows) -> dict[bytes, bytes]:
+    """The footer entry of a shard's computed rows (their ids table), where the stage counts re-judges."""
+    if not rows.labels or "base_id" not in computed.column_names:
+        return {}
+    return {BASES: encode(pa.table({"row_id": computed.column("row_id"), "row_key": rows.row_keys(computed),
+                                    "base_id": computed.column("base_id")}))}
+
+
+def read(meta: dict[bytes, bytes]) -> pa.Table | None:
+    """A shard footer's computed rows (``note``); None where it has none or it cannot be read."""
+    try:
+        return pa.ipc.open_stream(base64.b64decode(meta[BASES], validate=True)).read_all() if BASES in meta else None
+    except _UNREADABLE:
+        return None
+
+
+def count(store: StageStore, node: Node, n_shards: int, bases: list[pa.Table],
+          committed: Callable[[StageStore, str], list[tuple[str, Manifest]]]) -> dict:
+    """``rows_rejudged`` and ``rows_flipped`` of ``node``'s output (its ``n_shards`` shards written, not yet
+    committed); ``bases``: the shards' computed rows (``read``); ``committed``: the stage's outputs, newest first."""
+    rows = node.stage.rows
+    if not rows or not rows.labels:
+        return {}
+    pending = pa.concat_tables(bases) if bases else None
+    rejudged = flipped = 0
+    if pending is None or not pending.num_rows:
+        return {"rows_rejudged": 0, "rows_flipped": 0}
+    stage = node.stage.name
+    new_files = [str(store.shard_path(stage, node.key, i)) for i in range(n_shards)]
+    differs = " OR ".join(f"n.{c} IS DISTINCT FROM o.{c}" for c in rows.labels)
+    for key, man in committed(store, stage):
+        if key == node.key or not pending.num_rows:
+            continue
+        con = store.duckdb()
+        try:
+            index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
+            if "base_id" not in index.column_names:
+                continue
+            con.register("pending", pending)
+            con.register("stored", index.select(["row_id", "row_key", "base_id"]))
+            pairs = con.sql("SELECT p.row_key AS new_key, s.row_key AS old_key, p.row_id = s.row_id AS same FROM "
+                            "pending p JOIN stored s USING (base_id) QUALIFY row_number() OVER (PARTITION BY "
+                            "p.row_key ORDER BY s.row_key) = 1").to_arrow_table()
+            if not pairs.num_rows:
+                continue
+            moved = pairs.filter(pc.invert(pairs.column("same")))
+            con.register("moved", moved)
+            con.read_parquet(new_files, union_by_name=True).create_view("n_all")
+            con.read_parquet([str(p) for p in store.paths(stage, key)], union_by_name=True).create_view("o_all")
+            column = f'"{rows.key}"'  # a stage with labels has a one-column row key (the verdicts: candidate_id)
+            flipped += con.sql(f"SELECT count(*) FROM moved m JOIN n_all n ON n.{column} = m.new_key "
+                               f"JOIN o_all o ON o.{column} = m.old_key WHERE {differs}").fetchall()[0][0]
+            rejudged += moved.num_rows
+            pending = pending.filter(pc.invert(pc.is_in(pending.column("row_key"), value_set=pairs.column("new_key"))))
+        except _UNREADABLE as e:
+            log.warning("%s %s: its row index or files are unreadable (%s): its re-judges are not counted",
+                        stage, key, e)
+        finally:
+            con.close()
+    return {"rows_rejudged": rejudged, "rows_flipped": flipped}
