@@ -131,8 +131,7 @@ def diff(store: StageStore, a: RunRecord, b: RunRecord, stage: str | None = None
                **{name: {"run_id": run.run_id, "recipe": run.recipe_name, "keys": keys}
                   for name, (run, keys) in sides.items()}}
         out |= _join(con, judged, teacher, limit, a.run_id, b.run_id)
-        if stage == "verdicts":
-            out["problems"] = _problems(store, con, a, b, teacher, limit)
+        out["problems"] = _problems(store, con, a, b, teacher, limit) if stage == "verdicts" else None
         return out
     finally:
         con.close()

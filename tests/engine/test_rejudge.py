@@ -11,8 +11,10 @@ from test_reuse_rows import RECIPE, candidates_of, problems, verdicts
 from bonforge.config import Recipe
 from bonforge.engine import run_node
 from bonforge.judging import math as verify_math
+from bonforge.report.diff import diff, resolve
 from bonforge.stage import Ref
 from bonforge.stages import verify
+from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 TEXTS = [lambda pid, j: f"\\boxed{{{int(pid[1:]) * 2}}}", lambda pid, j: "\\boxed{7}"]  # right, wrong
@@ -47,6 +49,11 @@ def test_a_moved_judge_counts_its_rejudges_and_flips(tmp_path, monkeypatch):
     # two flips: a wrong answer now correct, a right one now a timeout (never reused, still compared)
     assert (moved["rows_rejudged"], moved["rows_flipped"]) == (6, 2)
 
+    _record(store, {"before": first, "after": moved})
+    shown = diff(store, resolve(store, "before"), resolve(store, "after"))  # `bonforge diff` lists those flips
+    assert shown["flipped"] == 2 and {f["candidate_id"]: f["b"]["status"] for f in shown["flips"]} == {
+        "p001/t/1": "correct", "p002/t/0": "timeout"}
+
     # the same judge again: its labels reused; the timeout (no label) judged again, against the only stored
     # label of its text, the first judge's
     again = verdicts(store, "c", problems(3), candidates_of(problems(3), TEXTS), recipe)
@@ -55,6 +62,13 @@ def test_a_moved_judge_counts_its_rejudges_and_flips(tmp_path, monkeypatch):
     _judge(monkeypatch, "judge v2", {"p001/t/1": "correct"})  # the machine idle again: the timeout is correct
     idle = verdicts(store, "d", problems(3), candidates_of(problems(3), TEXTS), recipe)
     assert (idle["rows_computed"], idle["rows_rejudged"], idle["rows_flipped"]) == (1, 1, 0)
+
+
+def _record(store: StageStore, outputs: dict) -> None:
+    for i, (run_id, man) in enumerate(outputs.items()):
+        store.record_run(RunRecord.from_json({"run_id": run_id, "recipe_name": "r", "status": "succeeded",
+                                              "started": f"2026-01-01T00:00:0{i}Z",
+                                              "stages": {"verdicts": [man["key"]]}}))
 
 
 def test_the_same_judge_again_or_other_settings_are_no_rejudges(tmp_path, monkeypatch):

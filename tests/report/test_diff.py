@@ -28,8 +28,9 @@ AFTER = {"p0/t/0": "correct", "p0/t/1": "correct", "p1/t/0": "wrong_answer", "p1
 def _verdicts(statuses: dict[str, str], teacher: str = "t") -> pa.Table:
     ids = list(statuses)
     ok = [statuses[c] == "correct" for c in ids]
-    return pa.table({"candidate_id": ids, "problem_id": [c.rsplit("/", 2)[0] for c in ids], "teacher": [teacher] * len(ids),
-                     "extracted": ["4"] * len(ids), "correct": ok, "reward": [float(x) for x in ok],
+    return pa.table({"candidate_id": ids, "problem_id": [c.rsplit("/", 2)[0] for c in ids],
+                     "teacher": [teacher] * len(ids), "extracted": ["4"] * len(ids), "correct": ok,
+                     "reward": [float(x) for x in ok],
                      "status": [statuses[c] for c in ids], "tests_passed": [None] * len(ids),
                      "tests_total": [None] * len(ids), "detail": [None] * len(ids), "latency_ms": [1.0] * len(ids)},
                     schema=VERDICTS)
@@ -64,7 +65,7 @@ def two_runs(tmp_path):
     shuffled = _verdicts(dict(reversed(list(AFTER.items()))))
     _write(store, "verdicts", "vb", [shuffled.slice(0, 3), shuffled.slice(3)])
     _write(store, "problem_stats", "sa", [_stats({"p0": (0.5, True), "p1": (0.5, True), HOSTILE: (1.0, False)})])
-    _write(store, "problem_stats", "sb", [_stats({"p0": (1.0, False), "p1": (0.0, False), HOSTILE: (0.5, True)})])
+    _write(store, "problem_stats", "sb", [_stats({"p0": (0.75, False), "p1": (0.0, False), HOSTILE: (0.75, True)})])
     _run(store, "20260101-aaaaaa", {"verdicts": ["va"], "problem_stats": ["sa"]})
     _run(store, "20260101-bbbbbb", {"verdicts": ["vb"], "problem_stats": ["sb"]})
     return store
@@ -105,7 +106,7 @@ def test_pass_rate_and_keep_changes_per_problem(two_runs):
 def test_limit_keeps_the_first_flips_by_key_and_the_counts_whole(two_runs):
     store = two_runs
     out = diff(store, resolve(store, "20260101-a"), resolve(store, "20260101-b"), limit=1)
-    assert out["flipped"] == 3 and [f["candidate_id"] for f in out["flips"]] == ["p0/t/1"]
+    assert out["flipped"] == 3 and [f["candidate_id"] for f in out["flips"]] == [f"{HOSTILE}/t/1"]  # "'" < "0"
     assert len(out["problems"]["changed"]) == 1 and out["problems"]["changed"][0]["problem_id"] == "p1"  # |-0.5|
 
 
@@ -119,7 +120,8 @@ def test_a_teacher_and_partly_shared_candidates(tmp_path):
     _run(store, "rb", {"verdicts": ["b1", "b2"]})
     whole = diff(store, resolve(store, "ra"), resolve(store, "rb"))
     assert (whole["matched"], whole["only_a"], whole["only_b"], whole["flipped"]) == (2, 1, 1, 2)
-    assert whole["teachers"] == [{"teacher": "t", "matched": 1, "flipped": 1}, {"teacher": "u", "matched": 1, "flipped": 1}]
+    assert whole["teachers"] == [{"teacher": "t", "matched": 1, "flipped": 1},
+                                 {"teacher": "u", "matched": 1, "flipped": 1}]
     one = diff(store, resolve(store, "ra"), resolve(store, "rb"), teacher="u")
     assert (one["matched"], one["flipped"], one["a"]["keys"]) == (1, 1, ["a2"])
     with pytest.raises(DiffError, match=r"run ra has no verdicts of teacher \"' OR 1=1 --\" \(its teachers: t, u\)"):
@@ -187,8 +189,9 @@ def test_open_ended_scores_flip_by_value_status_or_label(tmp_path):
                  "value": v, "label": lab, "status": st} for i, (s, v, lab, st) in enumerate(values)]
         return pa.Table.from_pylist([{f.name: r.get(f.name) for f in SCORES} for r in rows], schema=SCORES)
 
-    _write(store, "scores", "a", [scores([("rm", 1.5, None, "ok"), ("rm", 0.25, None, "ok"), ("lang", 1.0, "de", "ok")])])
-    _write(store, "scores", "b", [scores([("rm", 1.5, None, "ok"), ("rm", 0.5, None, "ok"), ("lang", 1.0, "fr", "ok")])])
+    same = ("rm", 1.5, None, "ok")
+    _write(store, "scores", "a", [scores([same, ("rm", 0.25, None, "ok"), ("lang", 1.0, "de", "ok")])])
+    _write(store, "scores", "b", [scores([same, ("rm", 0.5, None, "ok"), ("lang", 1.0, "fr", "ok")])])
     _run(store, "a", {"scores": ["a"]})
     _run(store, "b", {"scores": ["b"]})
     out = diff(store, resolve(store, "a"), resolve(store, "b"))
