@@ -8,67 +8,20 @@ import json
 
 import pyarrow as pa
 import pytest
+import diff_store
+from diff_store import BEFORE, HOSTILE, record, verdicts, write
 from typer.testing import CliRunner
 
 import bonforge
 from bonforge.cli import app
 from bonforge.report.diff import DiffError, diff, lines, pair, resolve
-from bonforge.schema import PROBLEM_STATS, SCORES, VERDICTS
-from bonforge.storage.run_record import RunRecord
+from bonforge.schema import SCORES
 from bonforge.storage.store import StageStore
-
-HOSTILE = "p'); DROP TABLE j; --\"<b>"  # a problem id that is SQL and HTML at once
-# (candidate, status) before and after; candidates of problem p0 / p1 / HOSTILE
-BEFORE = {"p0/t/0": "correct", "p0/t/1": "wrong_answer", "p1/t/0": "correct", "p1/t/1": "timeout",
-          f"{HOSTILE}/t/0": "correct", f"{HOSTILE}/t/1": "correct"}
-AFTER = {"p0/t/0": "correct", "p0/t/1": "correct", "p1/t/0": "wrong_answer", "p1/t/1": "timeout",
-         f"{HOSTILE}/t/0": "correct", f"{HOSTILE}/t/1": "no_answer"}
-
-
-def _verdicts(statuses: dict[str, str], teacher: str = "t") -> pa.Table:
-    ids = list(statuses)
-    ok = [statuses[c] == "correct" for c in ids]
-    return pa.table({"candidate_id": ids, "problem_id": [c.rsplit("/", 2)[0] for c in ids],
-                     "teacher": [teacher] * len(ids), "extracted": ["4"] * len(ids), "correct": ok,
-                     "reward": [float(x) for x in ok],
-                     "status": [statuses[c] for c in ids], "tests_passed": [None] * len(ids),
-                     "tests_total": [None] * len(ids), "detail": [None] * len(ids), "latency_ms": [1.0] * len(ids)},
-                    schema=VERDICTS)
-
-
-def _write(store: StageStore, stage: str, key: str, tables: list[pa.Table], teacher: str | None = "t") -> str:
-    for i, t in enumerate(tables):
-        store.write_shard(stage, key, i, t)
-    store.commit(stage, key, len(tables), version="1", config={}, upstream={},
-                 extra={"teacher": teacher} if teacher else {})
-    return key
-
-
-def _stats(rates: dict[str, tuple[float, bool]]) -> pa.Table:
-    rows = [{"problem_id": p, "teacher": t, "n": 2, "n_correct": int(2 * r), "pass_rate": r, "mean_reward": r,
-             "keep": keep, "drop_reason": None if keep else "pass_rate_out_of_range", "stopped_early": False}
-            for p, (r, keep) in rates.items() for t in ("t", "*")]
-    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in PROBLEM_STATS} for r in rows], schema=PROBLEM_STATS)
-
-
-def _run(store: StageStore, run_id: str, stages: dict, recipe: str = "r", started: str | None = None) -> None:
-    store.record_run(RunRecord.from_json({"run_id": run_id, "recipe_name": recipe, "status": "succeeded",
-                                          "started": started or f"2026-01-01T00:00:0{len(store.runs())}Z",
-                                          "stages": stages}))
 
 
 @pytest.fixture
 def two_runs(tmp_path):
-    """Run 20260101-aaaaaa (before) and 20260101-bbbbbb (after): B's rows in another order and two files."""
-    store = StageStore(tmp_path)
-    _write(store, "verdicts", "va", [_verdicts(BEFORE)])
-    shuffled = _verdicts(dict(reversed(list(AFTER.items()))))
-    _write(store, "verdicts", "vb", [shuffled.slice(0, 3), shuffled.slice(3)])
-    _write(store, "problem_stats", "sa", [_stats({"p0": (0.5, True), "p1": (0.5, True), HOSTILE: (1.0, False)})])
-    _write(store, "problem_stats", "sb", [_stats({"p0": (0.75, False), "p1": (0.0, False), HOSTILE: (0.75, True)})])
-    _run(store, "20260101-aaaaaa", {"verdicts": ["va"], "problem_stats": ["sa"]})
-    _run(store, "20260101-bbbbbb", {"verdicts": ["vb"], "problem_stats": ["sb"]})
-    return store
+    return diff_store.two_runs(tmp_path)
 
 
 def test_flips_confusion_and_kappa_by_hand(two_runs):
@@ -112,12 +65,12 @@ def test_limit_keeps_the_first_flips_by_key_and_the_counts_whole(two_runs):
 
 def test_a_teacher_and_partly_shared_candidates(tmp_path):
     store = StageStore(tmp_path)
-    _write(store, "verdicts", "a1", [_verdicts({"p0/t/0": "correct", "p0/t/1": "correct"})])
-    _write(store, "verdicts", "a2", [_verdicts({"p0/u/0": "correct"}, "u")], teacher="u")
-    _write(store, "verdicts", "b1", [_verdicts({"p0/t/1": "wrong_answer", "p0/t/2": "correct"})])
-    _write(store, "verdicts", "b2", [_verdicts({"p0/u/0": "wrong_answer"}, "u")], teacher="u")
-    _run(store, "ra", {"verdicts": ["a1", "a2"]})
-    _run(store, "rb", {"verdicts": ["b1", "b2"]})
+    write(store, "verdicts", "a1", [verdicts({"p0/t/0": "correct", "p0/t/1": "correct"})])
+    write(store, "verdicts", "a2", [verdicts({"p0/u/0": "correct"}, "u")], teacher="u")
+    write(store, "verdicts", "b1", [verdicts({"p0/t/1": "wrong_answer", "p0/t/2": "correct"})])
+    write(store, "verdicts", "b2", [verdicts({"p0/u/0": "wrong_answer"}, "u")], teacher="u")
+    record(store, "ra", {"verdicts": ["a1", "a2"]})
+    record(store, "rb", {"verdicts": ["b1", "b2"]})
     whole = diff(store, resolve(store, "ra"), resolve(store, "rb"))
     assert (whole["matched"], whole["only_a"], whole["only_b"], whole["flipped"]) == (2, 1, 1, 2)
     assert whole["teachers"] == [{"teacher": "t", "matched": 1, "flipped": 1},
@@ -144,19 +97,19 @@ def test_runs_named_by_prefix_recipe_or_refused(tmp_path, two_runs):
     with pytest.raises(DiffError, match="stage 'problems' cannot be compared; choose verdicts or scores"):
         diff(store, a, b, stage="problems")
     lone = StageStore(tmp_path / "lone")
-    _write(lone, "verdicts", "v", [_verdicts(BEFORE)])
-    _run(lone, "only", {"verdicts": ["v"]}, recipe="solo")
+    write(lone, "verdicts", "v", [verdicts(BEFORE)])
+    record(lone, "only", {"verdicts": ["v"]}, recipe="solo")
     with pytest.raises(DiffError, match=r"recipe 'solo' has 1 succeeded run\(s\) in .*: two are needed"):
         pair(lone, None, None, "solo")
 
 
 def test_nothing_to_compare_is_one_error(two_runs):
     store = two_runs
-    _run(store, "failed-early", {"problems": []}, recipe="other")
+    record(store, "failed-early", {"problems": []}, recipe="other")
     with pytest.raises(DiffError, match="run failed-early has no committed verdicts or scores: nothing to compare"):
         diff(store, resolve(store, "20260101-a"), resolve(store, "failed-early"))
-    _write(store, "verdicts", "vc", [_verdicts({"q9/t/0": "correct"})])  # another recipe's candidates
-    _run(store, "other-recipe", {"verdicts": ["vc"]}, recipe="other")
+    write(store, "verdicts", "vc", [verdicts({"q9/t/0": "correct"})])  # another recipe's candidates
+    record(store, "other-recipe", {"verdicts": ["vc"]}, recipe="other")
     with pytest.raises(DiffError, match="judged no candidate in common .*: nothing to compare"):
         diff(store, resolve(store, "20260101-a"), resolve(store, "other-recipe"))
 
@@ -164,8 +117,8 @@ def test_nothing_to_compare_is_one_error(two_runs):
 def test_the_same_candidates_in_runs_of_two_recipes(two_runs):
     """Two recipes over one pool (two judges): matched by keys, whatever the recipe."""
     store = two_runs
-    _write(store, "verdicts", "vd", [_verdicts(BEFORE)])
-    _run(store, "judge-two", {"verdicts": ["vd"]}, recipe="another")
+    write(store, "verdicts", "vd", [verdicts(BEFORE)])
+    record(store, "judge-two", {"verdicts": ["vd"]}, recipe="another")
     out = diff(store, resolve(store, "20260101-a"), resolve(store, "judge-two"))
     assert (out["matched"], out["flipped"], out["agreement"]["status"]["kappa"]) == (6, 0, pytest.approx(1.0))
     assert out["problems"] is None  # the second run has no problem_stats
@@ -174,8 +127,8 @@ def test_the_same_candidates_in_runs_of_two_recipes(two_runs):
 def test_one_label_on_both_sides_has_no_kappa(tmp_path):
     store = StageStore(tmp_path)
     for key in ("a", "b"):
-        _write(store, "verdicts", key, [_verdicts({"p0/t/0": "correct", "p0/t/1": "correct"})])
-        _run(store, key, {"verdicts": [key]})
+        write(store, "verdicts", key, [verdicts({"p0/t/0": "correct", "p0/t/1": "correct"})])
+        record(store, key, {"verdicts": [key]})
     out = diff(store, resolve(store, "a"), resolve(store, "b"))
     assert out["agreement"]["status"] == {"observed": 1.0, "kappa": None}
     assert "status 100.00 %, kappa undefined (one label only)" in "\n".join(lines(out))
@@ -190,10 +143,10 @@ def test_open_ended_scores_flip_by_value_status_or_label(tmp_path):
         return pa.Table.from_pylist([{f.name: r.get(f.name) for f in SCORES} for r in rows], schema=SCORES)
 
     same = ("rm", 1.5, None, "ok")
-    _write(store, "scores", "a", [scores([same, ("rm", 0.25, None, "ok"), ("lang", 1.0, "de", "ok")])])
-    _write(store, "scores", "b", [scores([same, ("rm", 0.5, None, "ok"), ("lang", 1.0, "fr", "ok")])])
-    _run(store, "a", {"scores": ["a"]})
-    _run(store, "b", {"scores": ["b"]})
+    write(store, "scores", "a", [scores([same, ("rm", 0.25, None, "ok"), ("lang", 1.0, "de", "ok")])])
+    write(store, "scores", "b", [scores([same, ("rm", 0.5, None, "ok"), ("lang", 1.0, "fr", "ok")])])
+    record(store, "a", {"scores": ["a"]})
+    record(store, "b", {"scores": ["b"]})
     out = diff(store, resolve(store, "a"), resolve(store, "b"))
     assert out["stage"] == "scores" and (out["matched"], out["flipped"], out["value_changed"]) == (3, 2, 1)
     assert [(f["scorer"], f["a"]["value"], f["b"]["value"]) for f in out["flips"]] == [("rm", 0.25, 0.5),
