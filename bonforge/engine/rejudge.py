@@ -3,12 +3,13 @@ row a ``base_id`` beside its ``row_id``, its identity without the judge's finger
 build computed whose ``base_id`` a committed output holds under another ``row_id`` is a verdict the judge
 gave before it moved: a re-judge; it flipped where a label differs from the stored one.
 
-Each shard's file records the ids of the rows it computed (``bonforge.rows_bases``: row id, row key, base id,
+Each shard's file records the rows it computed (``bonforge.row_bases``: row id, row key, base id and labels,
 an Arrow stream in its footer, as the row index's piece is); at commit these are joined by DuckDB with the
 row indexes of the stage's other outputs (newest first, each row against the newest that holds its base) and
-the labels of the matched rows compared, in the Parquet files: the manifest's ``rows_rejudged`` and
-``rows_flipped``. Outputs written before their index had ``base_id`` are not looked at, and neither are the
-stored rows that are never reused (``Rows.volatile``: no verdict on the content).
+the labels compared with the matched rows' in that output's files (no part file of this output is read
+again): the manifest's ``rows_rejudged`` and ``rows_flipped``. Outputs written before their index had
+``base_id`` are not looked at, and neither are the stored rows that are never reused (``Rows.volatile``: no
+verdict on the content).
 """
 
 from __future__ import annotations
@@ -39,12 +40,16 @@ def encode(table: pa.Table) -> bytes:
     return base64.b64encode(sink.getvalue().to_pybytes())
 
 
-def note(computed: pa.Table, rows: Rows) -> dict[bytes, bytes]:
-    """The footer entry of a shard's computed rows (their ids table), where the stage counts re-judges."""
+def note(computed: pa.Table, written: pa.Table, rows: Rows) -> dict[bytes, bytes]:
+    """The footer entry of a shard's computed rows (``computed``: their ids) with their labels in ``written``
+    (the shard as written), where the stage counts re-judges."""
     if not rows.labels or "base_id" not in computed.column_names:
         return {}
-    return {BASES: encode(pa.table({"row_id": computed.column("row_id"), "row_key": rows.row_keys(computed),
-                                    "base_id": computed.column("base_id")}))}
+    keys = rows.row_keys(computed)
+    labels = written.select(list(rows.labels)).take(pc.index_in(keys, value_set=rows.row_keys(written)))
+    return {BASES: encode(pa.table({"row_id": computed.column("row_id"), "row_key": keys,
+                                    "base_id": computed.column("base_id"),
+                                    **{c: labels.column(c) for c in rows.labels}}))}
 
 
 def read(meta: dict[bytes, bytes]) -> pa.Table | None:
@@ -55,10 +60,11 @@ def read(meta: dict[bytes, bytes]) -> pa.Table | None:
         return None
 
 
-def count(store: StageStore, node: Node, n_shards: int, bases: list[pa.Table],
+def count(store: StageStore, node: Node, bases: list[pa.Table],
           committed: Callable[[StageStore, str], list[tuple[str, Manifest]]]) -> dict:
-    """``rows_rejudged`` and ``rows_flipped`` of ``node``'s output (its ``n_shards`` shards written, not yet
-    committed); ``bases``: the shards' computed rows (``read``); ``committed``: the stage's outputs, newest first."""
+    """``rows_rejudged`` and ``rows_flipped`` of ``node``'s output (its shards written, not yet committed);
+    ``bases``: the shards' computed rows with their labels (``read``); ``committed``: the stage's outputs,
+    newest first."""
     rows = node.stage.rows
     if not rows or not rows.labels:
         return {}
@@ -67,8 +73,7 @@ def count(store: StageStore, node: Node, n_shards: int, bases: list[pa.Table],
     if pending is None or not pending.num_rows:
         return {"rows_rejudged": 0, "rows_flipped": 0}
     stage = node.stage.name
-    new_files = [str(store.shard_path(stage, node.key, i)) for i in range(n_shards)]
-    differs = " OR ".join(f"n.{c} IS DISTINCT FROM o.{c}" for c in rows.labels)
+    differs = " OR ".join(f'm."{c}" IS DISTINCT FROM o."{c}"' for c in rows.labels)
     for key, man in committed(store, stage):
         if key == node.key or not pending.num_rows:
             continue
@@ -79,18 +84,18 @@ def count(store: StageStore, node: Node, n_shards: int, bases: list[pa.Table],
                 continue
             con.register("pending", pending)
             con.register("stored", index.select(["row_id", "row_key", "base_id"]))
-            pairs = con.sql("SELECT p.row_key AS new_key, s.row_key AS old_key, p.row_id = s.row_id AS same FROM "
-                            "pending p JOIN stored s USING (base_id) QUALIFY row_number() OVER (PARTITION BY "
+            labels = ", ".join(f'p."{c}"' for c in rows.labels)
+            pairs = con.sql(f"SELECT p.row_key AS new_key, s.row_key AS old_key, p.row_id = s.row_id AS same, {labels} "
+                            "FROM pending p JOIN stored s USING (base_id) QUALIFY row_number() OVER (PARTITION BY "
                             "p.row_key ORDER BY s.row_key) = 1").to_arrow_table()
             if not pairs.num_rows:
                 continue
             moved = pairs.filter(pc.invert(pairs.column("same")))
             con.register("moved", moved)
-            con.read_parquet(new_files, union_by_name=True).create_view("n_all")
             con.read_parquet([str(p) for p in store.paths(stage, key)], union_by_name=True).create_view("o_all")
             column = f'"{rows.key}"'  # a stage with labels has a one-column row key (the verdicts: candidate_id)
-            flipped += con.sql(f"SELECT count(*) FROM moved m JOIN n_all n ON n.{column} = m.new_key "
-                               f"JOIN o_all o ON o.{column} = m.old_key WHERE {differs}").fetchall()[0][0]
+            flipped += con.sql(f"SELECT count(*) FROM moved m JOIN o_all o ON o.{column} = m.old_key "
+                               f"WHERE {differs}").fetchall()[0][0]
             rejudged += moved.num_rows
             pending = pending.filter(pc.invert(pc.is_in(pending.column("row_key"), value_set=pairs.column("new_key"))))
         except _UNREADABLE as e:

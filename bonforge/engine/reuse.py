@@ -210,7 +210,7 @@ def notes(part: Part, written: pa.Table, rows: Rows) -> dict[bytes, bytes]:
     """The shard file's own metadata: its piece of the row index (in the shard itself: a written shard always
     has its piece), an Arrow stream (zstd) in base64 (Parquet metadata is text to some readers)."""
     computed = part.ids if part.todo is None else part.todo
-    return {PIECE: rejudge.encode(piece(part, written, rows)), **rejudge.note(computed, rows)}
+    return {PIECE: rejudge.encode(piece(part, written, rows)), **rejudge.note(computed, written, rows)}
 
 
 def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
@@ -255,4 +255,4 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
     index = pa.concat_tables(tables, promote_options="permissive")
     store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
     return {"row_index": INDEX, "rows_reused": reused, "rows_computed": rows - reused,
-            **rejudge.count(store, node, n_shards, [b for b in bases if b is not None], _committed)}
+            **rejudge.count(store, node, [b for b in bases if b is not None], _committed)}
