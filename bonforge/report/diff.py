@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+import duckdb
+
 from bonforge.errors import StoreError
 from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
@@ -119,20 +121,22 @@ def diff(store: StageStore, a: RunRecord, b: RunRecord, stage: str | None = None
     """The comparison of run ``a`` (before) with run ``b`` (after) over ``stage`` (default: verdicts where both
     runs have them, else scores), of one ``teacher`` or all, as plain data (what ``--json`` prints)."""
     stage = _stage_of(store, a, b, stage)
-    judged = STAGES[stage]
     sides = {"a": (a, _outputs(store, a, stage, teacher)), "b": (b, _outputs(store, b, stage, teacher))}
+    out = {"stage": stage, "teacher": teacher,
+           **{name: {"run_id": run.run_id, "recipe": run.recipe_name, "keys": keys}
+              for name, (run, keys) in sides.items()}}
     con = store.duckdb()
     try:
         if memory_bytes:
             con.execute("SET memory_limit = ?", [f"{memory_bytes}B"])
         for name, (_, keys) in sides.items():
             con.read_parquet(_files(store, stage, keys), union_by_name=True).create_view(f"{name}_all")
-        out = {"stage": stage, "teacher": teacher,
-               **{name: {"run_id": run.run_id, "recipe": run.recipe_name, "keys": keys}
-                  for name, (run, keys) in sides.items()}}
-        out |= _join(con, judged, teacher, limit, a.run_id, b.run_id)
+        out |= _join(con, STAGES[stage], teacher, limit, a.run_id, b.run_id)
         out["problems"] = _problems(store, con, a, b, teacher, limit) if stage == "verdicts" else None
         return out
+    except duckdb.Error as e:  # a file gone (gc) or damaged, past the memory limit: one line, naming the runs
+        first = next((x.strip() for x in str(e).splitlines() if x.strip()), type(e).__name__)
+        raise DiffError(f"cannot compare runs {a.run_id} and {b.run_id}: {first}") from None
     finally:
         con.close()
 

@@ -171,3 +171,24 @@ def test_cli_lines_json_and_error_line(two_runs):
 def test_python_api(two_runs):
     out = bonforge.open(two_runs.root).diff("20260101-a", "20260101-b", teacher="t")
     assert out["flipped"] == 3 and out["teacher"] == "t"
+
+
+def test_a_damaged_or_collected_output_is_one_error(two_runs):
+    store = two_runs
+    for path in store.paths("verdicts", "vb"):
+        path.write_bytes(b"not parquet")
+    with pytest.raises(DiffError, match=r"^cannot compare runs 20260101-aaaaaa and 20260101-bbbbbb: .*Parquet"):
+        diff(store, resolve(store, "20260101-a"), resolve(store, "20260101-b"))
+    for path in store.paths("verdicts", "vb"):
+        path.unlink()
+    with pytest.raises(DiffError, match=r"^cannot compare runs .*: IO Error: No files found"):
+        diff(store, resolve(store, "20260101-a"), resolve(store, "20260101-b"))
+
+
+def test_an_id_that_is_another_ids_prefix_names_itself(two_runs):
+    store = two_runs
+    write(store, "verdicts", "v10", [verdicts(BEFORE)])
+    record(store, "20260101-aaaaaa0", {"verdicts": ["v10"]})
+    assert resolve(store, "20260101-aaaaaa").run_id == "20260101-aaaaaa"
+    with pytest.raises(DiffError, match="ambiguous: 2 runs"):
+        resolve(store, "20260101-aaa")
