@@ -3,7 +3,9 @@ teacher, files of 100,000 rows as a committed verdicts output has them), judged 
 labels changed, plus each run's problem_stats; the time of the whole comparison (``bonforge.report.diff``:
 the join, the confusion table, kappa, the flips and the per-problem changes), the median of ``--rounds``
 after a first, cold one, with the process's CPU time beside it (on a shared machine the wall time is mostly
-the wait for a core). Target (issue 46): 1M candidates judged twice in <= 2 s.
+the wait for a core). Target (issue 46): 1M candidates judged twice in <= 2 s. Then the count a build's commit
+makes of the same change (``bonforge.engine.rejudge``: every verdict of the second run judged again under a
+moved judge, against the first as the stored output): its time, and its flips, which equal the diff's.
 
     python benchmarks/diff.py                    # 1,000,000 candidates
     python benchmarks/diff.py --candidates 1000 --rounds 1   # a smoke run
@@ -12,20 +14,29 @@ the wait for a core). Target (issue 46): 1M candidates judged twice in <= 2 s.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 import os
 import statistics
 import tempfile
 import time
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
+from bonforge.manifest import Manifest
 from bonforge.report.diff import diff, resolve
 from bonforge.schema import PROBLEM_STATS, VERDICTS
 from bonforge.storage.run_record import RunRecord
 from bonforge.storage.store import StageStore
 
 TARGET_S = 2.0
+
+
+@dataclass(frozen=True)
+class Node:  # what the re-judge count reads of a node
+    stage: object
+    key: str
 FILE_ROWS = 100_000
 PER_PROBLEM = 16
 
@@ -75,6 +86,33 @@ def build(root: str, n: int, flip: float) -> None:
                                               "stages": {"verdicts": [f"v-{run}"], "problem_stats": [f"s-{run}"]}}))
 
 
+def _ids(n: int, seed: int) -> pa.Array:
+    """N random 33-byte identities (a verdict's width)."""
+    data = pa.py_buffer(np.random.default_rng(seed).bytes(33 * n))
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(33), n, [None, data]).cast(pa.binary())
+
+
+def rejudge_count(root: str) -> tuple[float, dict]:
+    """The commit's count of re-judges (``bonforge.engine.rejudge.count``): every verdict of "after" computed
+    again under a moved judge, against "before" as the stored output (its row index with the base ids)."""
+    from bonforge.engine import rejudge
+    from bonforge.stages.verify import MATH
+
+    store = StageStore(root)
+    keys = store.read("verdicts", "v-before", ["candidate_id"]).column("candidate_id")
+    base = _ids(len(keys), 0)  # the same content on both sides, in the same candidate order
+    store.loc.write_parquet(pa.table({"row_id": _ids(len(keys), 1), "row_key": keys, "base_id": base}),
+                            store.loc.path("stages", "verdicts", "v-before", "rows.parquet"))
+    stored = Manifest.from_json({**store.manifest("verdicts", "v-before").json(), "row_index": "rows.parquet"})
+    after = store.read("verdicts", "v-after", ["candidate_id", "status", "correct"])
+    computed = pa.table({"row_id": _ids(len(keys), 2), "row_key": after.column("candidate_id"), "base_id": base,
+                         "status": after.column("status"), "correct": after.column("correct")})
+    node = Node(MATH, "v-after")
+    t0 = time.perf_counter()
+    out = rejudge.count(store, node, [computed], lambda *_: [("v-before", stored)])
+    return time.perf_counter() - t0, out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--candidates", type=int, default=1_000_000)
@@ -101,6 +139,9 @@ def main() -> None:
               f"{result['agreement']['correct']['kappa']:.4f}; problems: pass rate changed in "
               f"{p['pass_rate_changed']:,} of {p['compared']:,}, {p['kept_to_dropped']:,} now dropped, "
               f"{p['dropped_to_kept']:,} now kept")
+        secs, counted = rejudge_count(tmp)
+        print(f"re-judge count at commit ({args.candidates:,} verdicts judged again, one stored output): "
+              f"{secs:.2f} s; re-judged {counted['rows_rejudged']:,}, flipped {counted['rows_flipped']:,}")
 
 
 if __name__ == "__main__":
