@@ -92,7 +92,7 @@ def _ids(n: int, seed: int) -> pa.Array:
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(33), n, [None, data]).cast(pa.binary())
 
 
-def rejudge_count(root: str) -> tuple[float, dict]:
+def rejudge_count(root: str) -> tuple[float, float, dict]:
     """The commit's count of re-judges (``bonforge.engine.rejudge.count``): every verdict of "after" computed
     again under a moved judge, against "before" as the stored output (its row index with the base ids)."""
     from bonforge.engine import rejudge
@@ -108,9 +108,9 @@ def rejudge_count(root: str) -> tuple[float, dict]:
     computed = pa.table({"row_id": _ids(len(keys), 2), "row_key": after.column("candidate_id"), "base_id": base,
                          "status": after.column("status"), "correct": after.column("correct")})
     node = Node(MATH, "v-after")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = rejudge.count(store, node, [computed], lambda *_: [("v-before", stored)])
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 def main() -> None:
@@ -139,9 +139,10 @@ def main() -> None:
               f"{result['agreement']['correct']['kappa']:.4f}; problems: pass rate changed in "
               f"{p['pass_rate_changed']:,} of {p['compared']:,}, {p['kept_to_dropped']:,} now dropped, "
               f"{p['dropped_to_kept']:,} now kept")
-        secs, counted = rejudge_count(tmp)
+        secs, cpu_s, counted = rejudge_count(tmp)
         print(f"re-judge count at commit ({args.candidates:,} verdicts judged again, one stored output): "
-              f"{secs:.2f} s; re-judged {counted['rows_rejudged']:,}, flipped {counted['rows_flipped']:,}")
+              f"{secs:.2f} s (CPU {cpu_s:.2f} s); re-judged {counted['rows_rejudged']:,}, "
+              f"flipped {counted['rows_flipped']:,}")
 
 
 if __name__ == "__main__":

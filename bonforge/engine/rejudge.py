@@ -85,9 +85,10 @@ def count(store: StageStore, node: Node, bases: list[pa.Table],
             con.register("pending", pending)
             con.register("stored", index.select(["row_id", "row_key", "base_id"]))
             labels = ", ".join(f'p."{c}"' for c in rows.labels)
+            # one stored row per content (the same text twice for a problem has one identity; any holds its label)
             pairs = con.sql(f"SELECT p.row_key AS new_key, s.row_key AS old_key, p.row_id = s.row_id AS same, {labels} "
-                            "FROM pending p JOIN stored s USING (base_id) QUALIFY row_number() OVER (PARTITION BY "
-                            "p.row_key ORDER BY s.row_key) = 1").to_arrow_table()
+                            "FROM pending p JOIN (SELECT base_id, any_value(row_id) AS row_id, any_value(row_key) AS "
+                            "row_key FROM stored GROUP BY base_id) s USING (base_id)").to_arrow_table()
             if not pairs.num_rows:
                 continue
             moved = pairs.filter(pc.invert(pairs.column("same")))
