@@ -160,7 +160,7 @@ def _join(con, judged: Judged, teacher: str | None, limit: int, run_a: str, run_
         f"SELECT {', '.join(groups)}, coalesce(teacher_a, teacher_b) AS teacher, count(*) AS n, "
         f"count(*) FILTER (WHERE {flip}) AS flipped, "
         f"count(*) FILTER (WHERE {judged.value}_a IS DISTINCT FROM {judged.value}_b) AS moved, "
-        f"min_by(struct_pack({row}), struct_pack({order}), {int(limit)}) FILTER (WHERE {flip}) AS flips "
+        f"min_by(struct_pack({row}), struct_pack({order}), {max(int(limit), 1)}) FILTER (WHERE {flip}) AS flips "
         f"FROM (SELECT {keys}, {pick} FROM {side('a')} a FULL JOIN {side('b')} b USING ({keys})) GROUP BY ALL",
         {"teacher": teacher}).fetchall()
     width = len(groups)
@@ -233,13 +233,13 @@ def _problems(store: StageStore, con, a: RunRecord, b: RunRecord, teacher: str |
         "SELECT count(*), count(*) FILTER (WHERE rate_a IS DISTINCT FROM rate_b), count(*) FILTER (WHERE keep_a AND "
         "NOT keep_b), count(*) FILTER (WHERE keep_b AND NOT keep_a), count(*) FILTER (WHERE keep_a), "
         f"count(*) FILTER (WHERE keep_b), min_by(struct_pack({row}), struct_pack(d := -abs(coalesce(rate_b, 0) - "
-        f"coalesce(rate_a, 0)), problem_id := problem_id), {int(limit)}) FILTER (WHERE {changed}) FROM ("
+        f"coalesce(rate_a, 0)), problem_id := problem_id), {max(int(limit), 1)}) FILTER (WHERE {changed}) FROM ("
         "SELECT problem_id, a.rate AS rate_a, b.rate AS rate_b, a.keep AS keep_a, b.keep AS keep_b, a.why AS why_a, "
         f"b.why AS why_b FROM {side('a')} a JOIN {side('b')} b USING (problem_id))", {"teacher": teacher}).fetchall()
     names = {"rate_a": "pass_rate_a", "rate_b": "pass_rate_b", "why_a": "drop_reason_a", "why_b": "drop_reason_b"}
     listed = [{names.get(k, k): v for k, v in r.items()} | {"view": {s: problem_link(run, r["problem_id"]) for s, run
                                                                     in (("a", a.run_id), ("b", b.run_id))}}
-              for r in listed or []]
+              for r in (listed or [])[:limit]]
     return {"compared": compared, "pass_rate_changed": moved, "kept_to_dropped": lost, "dropped_to_kept": gained,
             "kept_a": kept_a, "kept_b": kept_b, "changed": listed}
 

@@ -61,6 +61,8 @@ def test_limit_keeps_the_first_flips_by_key_and_the_counts_whole(two_runs):
     out = diff(store, resolve(store, "20260101-a"), resolve(store, "20260101-b"), limit=1)
     assert out["flipped"] == 3 and [f["candidate_id"] for f in out["flips"]] == [f"{HOSTILE}/t/1"]  # "'" < "0"
     assert len(out["problems"]["changed"]) == 1 and out["problems"]["changed"][0]["problem_id"] == "p1"  # |-0.5|
+    none = diff(store, resolve(store, "20260101-a"), resolve(store, "20260101-b"), limit=0)
+    assert (none["flipped"], none["flips"], none["problems"]["changed"]) == (3, [], [])
 
 
 def test_a_teacher_and_partly_shared_candidates(tmp_path):
