@@ -56,6 +56,8 @@ def test_the_diff_page_from_the_runs_page(page, diff_url):
     pw.expect(hostile.locator("td").first).to_have_text(diff_store.HOSTILE)  # text, never markup
     assert page.locator("main b:text-is('x')").count() == 0
     pw.expect(page.locator("#problem-changes tr")).to_have_count(4)  # header + three problems
+    hrefs = page.locator("a[href^='#']").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert hrefs and all("run=" in h for h in hrefs), hrefs  # every link names its run, as test_browser asks
     hostile.locator("td").nth(3).locator("a").click()  # A's side: run A's problem page, the candidate in view
     page.wait_for_selector("main[data-view=problem][data-ready]")
     assert "run=20260101-aaaaaa" in page.url and "cand=" in page.url

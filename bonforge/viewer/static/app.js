@@ -206,7 +206,7 @@ async function viewRuns(p) {
       h("td", {}, h("span", { class: "status " + r.status }, r.status)),
       h("td", {}, r.started), h("td", { class: "num" }, num(r.wall_s, 1)),
       h("td", {}, r.dataset_version ? `v${r.dataset_version}` : "–"),
-      h("td", {}, r.run_id === runId ? "" : h("a", { href: link("diff", { a: r.run_id, b: runId }), class: "diff-link" },
+      h("td", {}, r.run_id === runId ? "" : h("a", { href: link("diff", { run: runId, a: r.run_id, b: runId }), class: "diff-link" },
         "diff → selected")))));
   const s = await api("run", { run: runId });
   nav(s.run.run_id);

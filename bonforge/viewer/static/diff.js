@@ -29,7 +29,7 @@ async function viewDiff(p) {
       h("td", {}, h("a", { href: link("problem", { run: d.a.run_id, id: f.problem_id, cand: f.candidate_id }) }, side(f.a))),
       h("td", {}, h("a", { href: link("problem", { run: d.b.run_id, id: f.problem_id, cand: f.candidate_id }) }, side(f.b))))));
   const teachers = h("table", { class: "teachers" }, h("tr", {}, ["teacher", "matched", "flipped"].map((c) => h("th", {}, c))),
-    d.teachers.map((t) => h("tr", {}, h("td", {}, h("a", { href: link("diff", { a, b, stage: d.stage, teacher: t.teacher }) }, t.teacher)),
+    d.teachers.map((t) => h("tr", {}, h("td", {}, h("a", { href: link("diff", { run: d.b.run_id, a, b, stage: d.stage, teacher: t.teacher }) }, t.teacher)),
       h("td", { class: "num" }, t.matched), h("td", { class: "num" }, t.flipped))));
   const out = [
     h("h2", {}, `${d.stage}: `, run(d.a), " → ", run(d.b), h("small", {}, ` ${d.a.recipe || ""} → ${d.b.recipe || ""}`,
