@@ -4,9 +4,10 @@ a confusion table of the statuses, the agreement (Cohen's kappa over statuses, a
 correct / incorrect) and, from each run's ``problem_stats``, the pass rates and the filter's keep / drop
 decisions that changed.
 
-The work is DuckDB's, over the stage outputs' Parquet files: the two sides are joined once into a temporary
-table of keys and labels, and only aggregates and the first ``limit`` rows of each list come to Python
-(1M candidates judged twice: ``benchmarks/diff.py``). Runs are resolved from their records (ids, unambiguous
+The work is DuckDB's, over the stage outputs' Parquet files, in one pass over the full join of the two sides:
+per cell of the confusion table its rows, its flips and its first ``limit`` flips by key (``min_by(row, key,
+n)``); only those aggregates, and the same for the problems, come to Python (1M candidates judged twice:
+``benchmarks/diff.py``). Runs are resolved from their records (ids, unambiguous
 prefixes or a recipe's latest runs); no user value is ever written into SQL text (the teacher is a parameter).
 """
 
@@ -80,7 +81,7 @@ def pair(store: StageStore, a: str | None, b: str | None, recipe: str | None = N
     if a is not None:
         return resolve(store, a, recipe), latest
     if len(runs) < 2:
-        raise DiffError(f"recipe {recipe!r} has {len(runs)} succeeded run(s) in {store.root}: two are needed to "
+        raise DiffError(f"recipe {_shown(recipe)} has {len(runs)} succeeded run(s) in {store.root}: two are needed to "
                         "compare (or name the runs)")
     return runs[-2], runs[-1]
 
