@@ -69,9 +69,9 @@ def count(store: StageStore, node: Node, bases: list[pa.Table],
     if not rows or not rows.labels:
         return {}
     pending = pa.concat_tables(bases) if bases else None
-    rejudged = flipped = 0
     if pending is None or not pending.num_rows:
         return {"rows_rejudged": 0, "rows_flipped": 0}
+    rejudged = flipped = 0
     stage = node.stage.name
     differs = " OR ".join(f'm."{c}" IS DISTINCT FROM o."{c}"' for c in rows.labels)
     for key, man in committed(store, stage):
