@@ -4,8 +4,8 @@ Arrow tables (``.to_pandas()`` for a DataFrame). A thin layer over what the comm
 * ``build(recipe, store=..., overrides=...)`` is ``bonforge run``: it returns the typed run record;
 * ``open(store)`` gives a ``Store``: ``runs()``, ``run(...)`` (a run as ``--run`` / ``--recipe`` resolve it,
   ``StageStore.run``), ``sql(query)`` (``bonforge sql``: the same DuckDB catalog), ``stage(name)`` (one
-  stage's table of a run, all its keys together) and ``datasets()`` (the published versions, as
-  ``bonforge datasets`` lists them).
+  stage's table of a run, all its keys together), ``diff(a, b)`` (``bonforge diff``: two runs' verdicts side
+  by side) and ``datasets()`` (the published versions, as ``bonforge datasets`` lists them).
 
 ``bonforge.build`` and ``bonforge.open`` are these two functions; importing ``bonforge`` loads neither.
 """
@@ -94,6 +94,16 @@ class Store:
 
     def stage(self, name: str, run_id: str | None = None, *, recipe: str | None = None) -> pa.Table:
         return self.run(run_id, recipe=recipe).stage(name)
+
+    def diff(self, a: str | None = None, b: str | None = None, *, recipe: str | None = None, stage: str | None = None,
+             teacher: str | None = None, limit: int = 50) -> dict:
+        """``bonforge diff A B``: the same candidates judged in runs ``a`` and ``b`` (ids or prefixes; with
+        ``recipe`` and no ``b``, against the recipe's latest run), as the data ``--json`` prints: flips,
+        confusion table, agreement (Cohen's kappa), per-problem changes (``bonforge.report.diff``)."""
+        from bonforge.report.diff import diff, pair
+
+        run_a, run_b = pair(self.store, a, b, recipe)
+        return diff(self.store, run_a, run_b, stage, teacher, limit)
 
     def datasets(self, name: str | None = None) -> list[dict]:
         """The published dataset versions (of ``name``, or all), newest first per name, as `bonforge datasets`

@@ -310,6 +310,42 @@ def runs(
         "FROM runs ORDER BY started, run_id", None, "table", None, store, None)
 
 
+@app.command(short_help="Compare the verdicts or scores of the same candidates in two runs.")
+def diff(
+    run_a: Optional[str] = typer.Argument(None, metavar="RUN_A", help="The run before (id or prefix)."),
+    run_b: Optional[str] = typer.Argument(None, metavar="RUN_B", help="The run after (id or prefix)."),
+    recipe: Optional[str] = typer.Option(None, "--recipe", metavar="NAME", help="Runs of this recipe only; "
+                                         "without RUN_B, RUN_A (default: the run before the latest) against "
+                                         "the recipe's latest run."),
+    stage: Optional[str] = typer.Option(None, "--stage", help="verdicts | scores (default: verdicts where both "
+                                        "runs have them, else the open-ended scores)."),
+    teacher: Optional[str] = typer.Option(None, "--teacher", help="Only this teacher's candidates."),
+    limit: int = typer.Option(50, "--limit", min=0, max=100_000, help="Flips and changed problems listed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object."),
+    store: Optional[str] = StoreOpt,
+) -> None:
+    """Compare the same candidates judged in two runs (two judge versions, two verification configs): the
+    verdicts (or open-ended scores) that flipped, matched by problem_id and candidate_id, a confusion table of
+    the statuses, agreement (Cohen's kappa over statuses and over correct / incorrect), the problems whose pass
+    rate or keep / drop decision changed, and the viewer's address of each (`bonforge view`, then the
+    #problem / #diff address shown)."""
+    from bonforge.report.diff import diff as compare, lines, pair
+
+    st = _store(store)
+    try:
+        a, b = pair(st, run_a, run_b, recipe)
+        result = compare(st, a, b, stage, teacher, limit)
+    except BonforgeError as e:
+        _fail(e)
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False, default=_json_value))
+        return
+    from bonforge.viewer import url
+
+    for line in lines(result, url("127.0.0.1", 8765, None).rstrip("/") + "/"):
+        typer.echo(line)
+
+
 @app.command(short_help="List the published dataset versions.")
 def datasets(
     name: Optional[str] = typer.Argument(None, help="Only this dataset's versions."),

@@ -125,20 +125,31 @@ def verdict_ids(settings_hex: str, problems: pa.Table, candidates: pa.Table) -> 
     it was written; ``language`` where its record names one) of ``problems`` (``problem_id``, ``domain``,
     ``gold``: the gold answer, or for code everything the judge reads of the problem: its test spec and
     question)."""
-    prefix = [sha256([problems.column("domain"), problems.column("gold")], settings_hex)[:, :SIZE]]
+    return verdict_id_sets([settings_hex], problems, candidates)[0]
+
+
+def verdict_id_sets(settings: list[str], problems: pa.Table, candidates: pa.Table) -> list[pa.Array]:
+    """``verdict_ids`` under each of the ``settings`` digests, each text hashed once (a verdict's identity
+    and its identity without the judge's fingerprint: ``bonforge.engine.reuse`` counts re-judged rows)."""
     pids = candidates.column("problem_id")
     pos = pc.index_in(pids, value_set=problems.column("problem_id"))
+    orphans = None
     if pos.null_count:  # a candidate without its problem: a prefix of its own problem id, never another's
         orphans = pc.unique(pids.filter(pc.is_null(pos)))
-        prefix += [np.frombuffer(b"".join(hashlib.sha256(b"no problem\0" + _field(pid)).digest()[:SIZE]
-                                          for pid in orphans.to_pylist()), np.uint8).reshape(-1, SIZE)]
         pos = pc.coalesce(pos, pc.add(pc.index_in(pids, value_set=orphans), problems.num_rows))
-    rows = np.concatenate(prefix)[pos.to_numpy(zero_copy_only=False).astype(np.int64)]
+    at = pos.to_numpy(zero_copy_only=False).astype(np.int64)
     known = candidates.column("text_digest") if "text_digest" in candidates.column_names else None
     texts = text_digests(candidates.column("text"), known)
     if "language" in candidates.column_names:
         texts = _with_language(texts, candidates.column("language"))
-    return _fixed(np.concatenate([rows, texts], axis=1))
+    out = []
+    for settings_hex in settings:
+        prefix = [sha256([problems.column("domain"), problems.column("gold")], settings_hex)[:, :SIZE]]
+        if orphans is not None:
+            prefix += [np.frombuffer(b"".join(hashlib.sha256(b"no problem\0" + _field(pid)).digest()[:SIZE]
+                                              for pid in orphans.to_pylist()), np.uint8).reshape(-1, SIZE)]
+        out.append(_fixed(np.concatenate([np.concatenate(prefix)[at], texts], axis=1)))
+    return out
 
 
 def _with_language(texts: np.ndarray, languages: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -142,6 +142,10 @@ class Rows:
     * ``volatile``: column -> values of rows that say more about the run than the content (a sandbox
       failure, a verifier killed on a busy machine): they are never reused, so a later build tries again.
     * ``optional``: content columns an earlier output may lack (added since): reused rows get nulls there.
+    * ``labels``: the content columns whose change is a flip (with a one-column ``key``). A stage that names
+      them has ``ids`` give each row a ``base_id`` too, its identity without the judge (fingerprint and
+      version): a computed row whose ``base_id`` a stored row has under another ``row_id`` is a re-judge,
+      counted at commit with its flips (the manifest's ``rows_rejudged`` and ``rows_flipped``).
 
     Where some rows of a shard are reused, ``compute`` gets ``todo=<the ids rows still to compute>`` and
     returns those rows only."""
@@ -152,6 +156,7 @@ class Rows:
     schema: pa.Schema
     volatile: dict[str, tuple] = field(default_factory=dict)
     optional: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bonforge.engine import rejudge
 from bonforge.runtime import scratch_db
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Rows
@@ -208,11 +209,8 @@ def merge(part: Part, computed: pa.Table | None, rows: Rows) -> pa.Table:
 def notes(part: Part, written: pa.Table, rows: Rows) -> dict[bytes, bytes]:
     """The shard file's own metadata: its piece of the row index (in the shard itself: a written shard always
     has its piece), an Arrow stream (zstd) in base64 (Parquet metadata is text to some readers)."""
-    sink = pa.BufferOutputStream()
-    index = piece(part, written, rows)
-    with pa.ipc.new_stream(sink, index.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
-        w.write_table(index)
-    return {PIECE: base64.b64encode(sink.getvalue().to_pybytes())}
+    computed = part.ids if part.todo is None else part.todo
+    return {PIECE: rejudge.encode(piece(part, written, rows)), **rejudge.note(computed, written, rows)}
 
 
 def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
@@ -220,7 +218,8 @@ def piece(part: Part, written: pa.Table, rows: Rows) -> pa.Table:
     kept = rows.row_keys(written)
     for column, values in rows.volatile.items():  # rows that are no verdict on the content: never reused
         kept = kept.filter(pc.invert(pc.is_in(written.column(column), value_set=pa.array(values))))
-    index = pa.table({"row_id": part.ids.column("row_id"), "row_key": rows.row_keys(part.ids)})
+    index = pa.table({"row_id": part.ids.column("row_id"), "row_key": rows.row_keys(part.ids),
+                      **{c: part.ids.column(c) for c in ("base_id",) if c in part.ids.column_names}})  # rejudge
     return index.filter(pc.is_in(index.column("row_key"), value_set=kept))
 
 
@@ -240,12 +239,14 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
     time plus the index itself (two columns); returns the manifest's ``row_index`` (its file name),
     ``rows_reused`` and ``rows_computed``."""
     tables = [pa.table({"row_id": pa.array([], pa.binary()), "row_key": pa.array([], pa.string())})]
+    bases = []  # the rows each shard computed, whose stored verdicts under another judge count as re-judged
     rows = reused = 0
     for i in range(n_shards):
         path = store.shard_path(node.stage.name, node.key, i)
         footer = pq.read_metadata(store.loc.key(path), filesystem=store.loc.fs)
         meta = footer.metadata or {}
         rows, reused = rows + footer.num_rows, reused + int(meta.get(REUSED, b"0"))
+        bases.append(rejudge.read(meta))
         try:
             tables.append(pa.ipc.open_stream(base64.b64decode(meta[PIECE], validate=True)).read_all())
         except _UNREADABLE as e:
@@ -253,4 +254,5 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
                         "for reuse", node.stage.name, node.key, i, e)
     index = pa.concat_tables(tables, promote_options="permissive")
     store.loc.write_parquet(index, store.loc.path("stages", node.stage.name, node.key, INDEX))
-    return {"row_index": INDEX, "rows_reused": reused, "rows_computed": rows - reused}
+    return {"row_index": INDEX, "rows_reused": reused, "rows_computed": rows - reused,
+            **rejudge.count(store, node, [b for b in bases if b is not None], _committed)}

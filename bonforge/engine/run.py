@@ -56,8 +56,12 @@ class Run:
         self.timings[node.label] = round(secs, 3)
         computed, reused = (0, 0) if cached else manifest.counts()
         self.rows[node.label] = {"computed": computed, "reused": reused}
+        rejudged = 0 if cached else manifest.extra.get("rows_rejudged", 0)
+        if rejudged:  # verdicts stored under an earlier judge, judged again (``bonforge.engine.rejudge``)
+            self.rows[node.label] |= {"rejudged": rejudged, "flipped": manifest.extra["rows_flipped"]}
         if not self.quiet:
             how = "cached" if cached else f"computed in {secs:.1f}s" + (f" ({reused} rows reused)" if reused else "")
+            how += f" ({rejudged} re-judged, {manifest.extra.get('rows_flipped')} flipped)" if rejudged else ""
             log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.rows, how, key)
         return Ref(name, key, manifest)
 
@@ -155,6 +159,10 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
         record.build_summary = _summary(store, run.record)
+        rejudged = [r for r in run.rows.values() if r.get("rejudged")]
+        if record.build_summary is not None and rejudged:
+            record.build_summary |= {"rejudged": sum(r["rejudged"] for r in rejudged),
+                                     "flipped": sum(r["flipped"] for r in rejudged)}
     except NotCommitted:
         raise
     except BaseException as e:

@@ -1,7 +1,8 @@
 """What a build kept and why: the summary ``bonforge run`` prints at the end of every build and the run record
 keeps (``summary``). Problems in, kept, dropped by reason code (``schema.DropReason``), candidates, and the
 verdicts by status with how many are correct (``correct``: the one column every domain shares; ``status``
-is the domain's own word, docs/stages.md)."""
+is the domain's own word, docs/stages.md); a build that judged stored verdicts again because the judge
+changed also says how many, and how many of them flipped (``bonforge.engine.rejudge``)."""
 
 from __future__ import annotations
 
@@ -58,4 +59,7 @@ def summary_lines(summary: dict) -> list[str]:
     if "verdicts" in summary:
         by = ", ".join(f"{status} {n}" for status, n in summary["verdicts"].items())
         lines.append(f"verdicts: {sum(summary['verdicts'].values())}, {summary['correct']} correct ({by})")
+    if summary.get("rejudged"):
+        lines.append(f"re-judged: {summary['rejudged']} verdicts stored under an earlier judge (its fingerprint "
+                     f"moved), {summary['flipped']} flipped (`bonforge diff` lists them)")
     return lines

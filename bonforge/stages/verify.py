@@ -103,8 +103,8 @@ def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig
 
 def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
     def ids(candidates: pa.Table, context: dict, params: VerifyParams) -> pa.Table:
-        digest = identity.settings("verdict", {"kind": kind, "version": version, "cfg": params.cfg.key_config(),
-                                               "judge": params.judge()})
+        cfg = {"kind": kind, "cfg": params.cfg.key_config()}
+        digest = identity.settings("verdict", {**cfg, "version": version, "judge": params.judge()})
         problems = context["problems"]
         if kind == "math":
             gold = problems.column("answer")
@@ -115,12 +115,15 @@ def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
         gold = pc.if_else(no_gold, pc.binary_join_element_wise("no gold: ", problems.column("problem_id"), ""), gold)
         parts = pa.table({"problem_id": problems.column("problem_id"), "domain": problems.column("domain"),
                           "gold": gold})
-        return pa.table({"candidate_id": candidates.column("candidate_id"),
-                         "row_id": identity.verdict_ids(digest, parts, candidates),
+        # base_id: the identity without the judge (its fingerprint and declared version): a stored verdict with
+        # the same base_id and another row_id is the one this judge re-judges (``Rows.labels``)
+        row_id, base_id = identity.verdict_id_sets([digest, identity.settings("verdict", cfg)], parts, candidates)
+        return pa.table({"candidate_id": candidates.column("candidate_id"), "row_id": row_id, "base_id": base_id,
                          "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher")})
 
     return Rows("candidate_id", ids, ("extracted", "correct", "reward", "status", "tests_passed", "tests_total",
-                                      "detail", "latency_ms"), VERDICTS, {"status": volatile})
+                                      "detail", "latency_ms"), VERDICTS, {"status": volatile},
+                labels=("status", "correct"))
 
 
 @dataclass(frozen=True)

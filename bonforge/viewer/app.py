@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bonforge.errors import BonforgeError
+from bonforge.errors import BonforgeError, StoreError
 from bonforge.storage.store import StageStore
 import bonforge.viewer.sql as sqlbox
 import bonforge.viewer.views as views
@@ -102,6 +102,7 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
         Route("/api/fusion", endpoint(_fusion)),
         Route("/api/open", endpoint(_open)),
         Route("/api/teachers", endpoint(_teachers)),
+        Route("/api/diff", endpoint(_diff)),
         Route("/api/sql", endpoint(_sql), methods=["POST"]),
         Route("/api/export", endpoint(_export)),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -279,6 +280,21 @@ def _open(cat: Catalog, limits: sqlbox.Limits, request: Request):
 
 def _teachers(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.teachers(cat, _the_run(cat, request)))
+
+
+def _diff(cat: Catalog, limits: sqlbox.Limits, request: Request):
+    """Two runs' verdicts (or scores) side by side (``bonforge.report.diff``, as `bonforge diff --json`)."""
+    from bonforge.report.diff import diff, resolve
+
+    q = request.query_params
+    runs = []
+    for name in ("a", "b"):
+        try:
+            runs.append(resolve(cat.store, _required(request, name)))
+        except StoreError as e:
+            raise NotFound(str(e)) from None
+    limit = _param(request, "limit", 50, int, _between(0, PAGE_MAX))
+    return _json(diff(cat.store, *runs, q.get("stage") or None, q.get("teacher") or None, limit, limits.memory_bytes))
 
 
 def _query(cat: Catalog, run: dict, text: str, limits: sqlbox.Limits, cap: int) -> tuple[pa.Table, bool]:

@@ -35,14 +35,15 @@ def _copy(tmp_path: Path, name: str, edit) -> Path:
     return root
 
 
-def _build(tmp_path: Path, package_root: Path) -> dict:
+def _build(tmp_path: Path, package_root: Path, output: bool = False):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(package_root), str(HERE), str(REPO / "tests" / "helpers")])}
     argv = [sys.executable, "-m", "bonforge", "run", str(tmp_path / "recipe.yaml"), "--store", str(tmp_path / "store"),
             "--set", "problems.limit=6", "--set", "export.allow_empty=true"]  # a flipped judge leaves none to export
     # the working directory comes first on ``python -m``'s path: the package's own folder, never this checkout
     out = subprocess.run(argv, env=env, cwd=package_root, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return StageStore(tmp_path / "store").run()
+    record = StageStore(tmp_path / "store").run()
+    return (record, out.stdout) if output else record
 
 
 def _statuses(tmp_path: Path, record: dict) -> list[str]:
@@ -70,11 +71,17 @@ def test_a_patched_judge_judges_again_a_restyled_one_does_not(tmp_path, shared_p
         assert same["stages"] == first["stages"] and server.count == 6 * N
         assert same["rows"].get("verdicts[served]", {"computed": 0})["computed"] == 0
 
-        fixed = _build(tmp_path, patched)  # one judging line changed: every maths verdict judged again
+        fixed, fixed_out = _build(tmp_path, patched, output=True)  # one judging line changed: all judged again
         assert server.count == 6 * N  # no sample drawn again
         assert fixed["rows"]["candidates[served]"]["computed"] == 0  # its committed output, as it was
-        assert fixed["rows"]["verdicts[served]"] == {"computed": 6 * N, "reused": 0}
         assert fixed["stages"]["verdicts"] != first["stages"]["verdicts"]
         assert fixed["stages"]["candidates"] == first["stages"]["candidates"]
         flipped = {"correct": "wrong_answer", "wrong_answer": "correct"}
         assert _statuses(tmp_path, fixed) == [flipped.get(s, s) for s in before]
+        # the build says what it judged again and how many labels moved (bonforge.engine.rejudge)
+        moved = sum(s in flipped for s in before)
+        assert fixed["rows"]["verdicts[served]"] == {"computed": 6 * N, "reused": 0, "rejudged": 6 * N,
+                                                     "flipped": moved}
+        assert (fixed["build_summary"]["rejudged"], fixed["build_summary"]["flipped"]) == (6 * N, moved)
+        assert f"re-judged: {6 * N} verdicts stored under an earlier judge (its fingerprint moved), {moved} " \
+               "flipped" in fixed_out

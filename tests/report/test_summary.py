@@ -63,3 +63,10 @@ def test_a_build_records_its_summary(tmp_path):
 
     record = execute(dag, CommittedRun(store, recipe), ".", "r1", record_start=False)
     assert record.build_summary["kept"] == 2 and store.runs()[-1].build_summary == record.build_summary
+
+
+def test_a_build_that_judged_again_says_how_many_and_how_many_flipped():
+    lines = summary_lines({"verdicts": {"correct": 3}, "correct": 3, "rejudged": 5, "flipped": 2})
+    assert lines[-1] == ("re-judged: 5 verdicts stored under an earlier judge (its fingerprint moved), 2 flipped "
+                         "(`bonforge diff` lists them)")
+    assert not any("re-judged" in x for x in summary_lines({"verdicts": {"correct": 3}, "correct": 3}))

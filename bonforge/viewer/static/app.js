@@ -199,13 +199,15 @@ async function viewRuns(p) {
   }
   const runId = p.get("run") || data.runs[0].run_id;
   const list = h("table", { class: "runs" },
-    h("tr", {}, ["run", "recipe", "status", "started", "seconds", "dataset"].map((c) => h("th", {}, c))),
+    h("tr", {}, ["run", "recipe", "status", "started", "seconds", "dataset", ""].map((c) => h("th", {}, c))),
     data.runs.map((r) => h("tr", { class: r.run_id === runId ? "sel" : "" },
       h("td", {}, h("a", { href: link("runs", { run: r.run_id }) }, r.run_id)),
       h("td", {}, r.recipe_name, r.kind ? h("small", {}, ` (${r.kind})`) : ""),
       h("td", {}, h("span", { class: "status " + r.status }, r.status)),
       h("td", {}, r.started), h("td", { class: "num" }, num(r.wall_s, 1)),
-      h("td", {}, r.dataset_version ? `v${r.dataset_version}` : "–"))));
+      h("td", {}, r.dataset_version ? `v${r.dataset_version}` : "–"),
+      h("td", {}, r.run_id === runId ? "" : h("a", { href: link("diff", { run: runId, a: r.run_id, b: runId }), class: "diff-link" },
+        "diff → selected")))));
   const s = await api("run", { run: runId });
   nav(s.run.run_id);
   const stages = h("table", { class: "stages" },
@@ -558,7 +560,7 @@ function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
 // -- the router -----------------------------------------------------------------------------------------
 
 const VIEWS = { runs: viewRuns, problems: viewProblems, problem: viewProblem, genselect: viewGenselect,
-                fusion: viewFusion, open: viewOpen, teachers: viewTeachers, sql: viewSql };
+                fusion: viewFusion, open: viewOpen, teachers: viewTeachers, sql: viewSql, diff: viewDiff };
 let rendering = 0;
 
 // Every view's URL names its run: a link without one gets the run the store opens by default (the latest
