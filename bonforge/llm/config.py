@@ -7,15 +7,13 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from bonforge.config_model import Model, exec_only
-
-_NAME = r"^[A-Za-z0-9_.\-]+$"
+from bonforge.config_model import Model, Name, exec_only
 
 
 class SampledTeacher(Model):
     """What every sampling engine shares: the model, the sampling parameters and the prompt."""
 
-    name: str = Field(min_length=1, pattern=_NAME, description="Teacher name, part of every candidate id.")
+    name: Name = Field(description="Teacher name, part of every candidate id.")
     model: str = Field(min_length=1, description="Model id (hub name / served name) or a local model dir.")
     revision: str | None = Field(None, description="Model revision (git sha or tag); part of the model identity.")
     n: int = Field(8, gt=0, description="Samples per problem; sample i uses seed `seed_of(problem) + i`.")

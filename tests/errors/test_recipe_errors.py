@@ -133,5 +133,5 @@ def test_mirror_checksum_mismatch(tmp_path, monkeypatch):
 def test_rl_dataset_needs_its_own_name(tmp_path):
     raw = base()
     raw["export"]["rl"] = {"name": raw["export"]["name"]}
-    with pytest.raises(ConfigError, match=r"export: .*rl\.name must differ from the GenSelect dataset's name"):
+    with pytest.raises(ConfigError, match=r"export\.rl\.name '.*' is the dataset export\.name publishes"):
         load_recipe(write(tmp_path, raw))
