@@ -79,7 +79,7 @@ def test_override_syntax_and_index_errors():
 
 
 def test_broken_yaml_and_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match=r"r\.yaml: line 2, column 1: expected ',' or '\]', but got '<stream end>'$"):
         load_recipe(write(tmp_path, "name: [unclosed\n"))
     with pytest.raises(ConfigError, match="does not exist"):
         load_recipe(tmp_path / "nope.yaml")
