@@ -359,7 +359,10 @@ def datasets(
 
     if fmt not in ("table", "json"):
         _fail(BonforgeError(f"--format must be table or json, not {fmt!r}"))
-    rows = listing(_store(store).loc, name)
+    try:
+        rows = listing(_store(store).loc, name)
+    except BonforgeError as e:
+        _fail(e)
     if fmt == "json":
         typer.echo(json.dumps(rows, indent=1))
         return

@@ -12,11 +12,10 @@ import importlib.util
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from bonforge.config_model import Model, Need, added, exec_only, install_command
-from bonforge.errors import ConfigError, MissingModules
+from bonforge.config_model import Model, Name, Need, added, exec_only, install_command, load_yaml, parse_yaml
+from bonforge.errors import ConfigError, MissingModules, shown
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.judging.config import MathVerifyConfig
@@ -124,7 +123,7 @@ class Benchmark(Model):
     """A benchmark whose items must not reach the training data: an ordinary source plus the field with its
     question."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Named in the contamination table.")
+    name: Name = Field(description="Named in the contamination table.")
     source: DataSource
     format: Literal["jsonl", "parquet", "hf"] = "jsonl"
     split: str | None = Field(None, description="Split of an 'hf' directory (default: train, or the only one).")
@@ -154,7 +153,7 @@ class PoolTeacher(Model):
     """Import candidates someone already generated (the `pool` engine)."""
 
     engine: Literal["pool"]
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    name: Name
     source: DataSource
     format: Literal["jsonl", "codet", "apps", "problem_package"] = Field(
         "jsonl", description="'problem_package': the solutions (sol/*) of the packages the problems came from "
@@ -256,13 +255,13 @@ class GenSelectConfig(Model):
 class RLExport(Model):
     """The kept problems themselves (and their candidates), for RL with the math and code rewards."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
+    name: Name = Field(description="Dataset name under <store>/datasets/.")
     template: str | None = Field(
         None, description="Prompt template file with {question} (default: bonforge's sample_<domain>.txt).")
 
 
 class ExportConfig(Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name under <store>/datasets/.")
+    name: Name = Field(description="Dataset name under <store>/datasets/.")
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
     allow_empty: bool = Field(False, description="Publish a dataset version even when no prompt is left "
                               "(else the build fails, naming why every problem was dropped).")
@@ -275,12 +274,6 @@ class ExportConfig(Model):
         None, description="The licence id written in the dataset card (a Hub licence id such as mit or "
         "apache-2.0: that of the problems and candidates); unset: unknown.")
 
-    @model_validator(mode="after")
-    def _distinct_names(self) -> "ExportConfig":
-        if self.rl and self.rl.name == self.name:
-            raise ValueError(f"rl.name must differ from the GenSelect dataset's name {self.name!r}")
-        return self
-
 
 class FusionPrefilter(Model):
     """Leave weak candidates out of fusion pools before drawing."""
@@ -291,7 +284,7 @@ class FusionPrefilter(Model):
 
 
 class FusionExport(Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Dataset name of the fused SFT data.")
+    name: Name = Field(description="Dataset name of the fused SFT data.")
     only_correct: bool = Field(True, description="Export only fused answers that verify as correct.")
 
 
@@ -328,7 +321,7 @@ class RayConfig(Model):
 class Recipe(Model):
     """A whole build: problems → candidates → verdicts → problem_stats → genselect → dataset."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    name: Name
     seed: int = 0
     problems: ProblemsConfig
     decontaminate: DecontaminateConfig | None = Field(
@@ -387,6 +380,21 @@ class Recipe(Model):
                 raise ValueError(f"fusion.fusor.name {self.fusion.fusor.name!r} is already a teacher's name")
         return self._open_ended()
 
+    @model_validator(mode="after")
+    def _distinct_datasets(self) -> "Recipe":
+        """Each dataset the recipe publishes has a folder of its own under datasets/, also on a filesystem
+        that ignores case (macOS, Windows)."""
+        published = {"export.name": self.export.name, "export.rl.name": self.export.rl and self.export.rl.name,
+                     "fusion.export.name": self.fusion and self.fusion.export.name,
+                     "bon.preferences": self.bon and self.bon.preferences}
+        seen: dict[str, str] = {}
+        for where, name in ((w, n) for w, n in published.items() if n):
+            if name.lower() in seen:
+                raise ValueError(f"{where} {name!r} is the dataset {seen[name.lower()]} publishes (names that differ "
+                                 "only in case are one folder on some filesystems): give each dataset its own name")
+            seen[name.lower()] = where
+        return self
+
     def _open_ended(self) -> "Recipe":
         scorers = {s.name: s for s in self.scorers}
         if len(scorers) != len(self.scorers):
@@ -415,8 +423,6 @@ class Recipe(Model):
                     raise ValueError(f"{where}: no scorer named {n!r} (scorers: {', '.join(scorers)})")
         if self.evaluate:
             self._check_evaluate(scorers)
-        if self.bon.preferences == self.export.name:
-            raise ValueError(f"bon.preferences must differ from export.name {self.export.name!r}")
         if self.bon.filter.language and scorers[self.bon.filter.language].kind != "language_id":
             raise ValueError(f"bon.filter.language: scorer {self.bon.filter.language!r} is not a language_id one")
         return self
@@ -445,17 +451,19 @@ class Recipe(Model):
 
 # -- loading -------------------------------------------------------------------------------------------
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """Apply ``a.b.c=value`` overrides (value parsed as YAML; list items by index) to a raw recipe dict."""
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML; list items by index) to a raw recipe dict. No
+    space may stand around the ``=``: ``a = b`` is refused (in a shell it is three words), never guessed."""
     for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected KEY.PATH=VALUE")
-        path, value = item.split("=", 1)
-        parts = path.strip().split(".")
+        path, eq, value = item.partition("=")
+        parts = path.split(".")
+        if not eq or not all(p and p.strip() == p for p in parts) or value[:1].isspace():
+            raise ConfigError(f"--set {shown(item)}: expected KEY.PATH=VALUE with no space around '=' or in the "
+                              "key (quote the whole option where VALUE holds spaces: --set 'a.b=x y')")
         node: Any = raw
         for i, part in enumerate(parts[:-1]):
             node = _child(node, part, parts[: i + 1], create=True)
         last = parts[-1]
-        parsed = yaml.safe_load(value) if value.strip() else None
+        parsed = parse_yaml(value, f"--set {shown(path)}") if value.strip() else None
         if isinstance(node, list):
             node[_index(node, last, parts)] = parsed
         else:
@@ -468,9 +476,10 @@ def _index(node: list, part: str, path: list[str]) -> int:
     names = [item.get("name") if isinstance(item, dict) else None for item in node]
     if part in names:
         return names.index(part)
-    if not part.isdigit() or int(part) >= len(node):
+    if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
         known = f" nor a name ({', '.join(map(str, names))})" if any(names) else ""
-        raise ConfigError(f"--set {'.'.join(path)}: {part!r} is not an index of a list of {len(node)}{known}")
+        raise ConfigError(f"--set {shown('.'.join(path))}: {shown(part)} is not an index of a list of {len(node)}"
+                          f"{known}")
     return int(part)
 
 
@@ -478,7 +487,7 @@ def _child(node: Any, part: str, path: list[str], create: bool) -> Any:
     if isinstance(node, list):
         return node[_index(node, part, path)]
     if not isinstance(node, dict):
-        raise ConfigError(f"--set {'.'.join(path)}: cannot descend into a {type(node).__name__}")
+        raise ConfigError(f"--set {shown('.'.join(path))}: cannot descend into a {type(node).__name__}")
     if part not in node:
         node[part] = {}
     return node[part]
@@ -492,8 +501,8 @@ def format_validation_error(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
-        elif "input" in e and not isinstance(e["input"], (dict, list)):
-            msg += f" (got {e['input']!r})"
+        elif "input" in e and not isinstance(e["input"], (dict, list)) and e["type"] != "value_error":
+            msg += f" (got {shown(e['input'])})"
         problems.append(f"{loc}: {msg}" if loc else msg)
     if len(problems) == 1:
         return f"{source}: invalid recipe: {problems[0]}"
@@ -527,10 +536,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"recipe {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a recipe is a YAML mapping, got {type(raw).__name__}")
     return recipe_from_dict(raw, overrides, path.parent, str(path))

@@ -7,6 +7,23 @@ by its type: ``TransientError`` subclasses may be retried, everything else is te
 from __future__ import annotations
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """``value`` as an error message quotes it: its ``repr``, cut to about ``limit`` characters with its full
+    length said (a 2 MB value is never echoed whole)."""
+    if isinstance(value, int) and value.bit_length() > 256:  # repr past 4,300 digits raises
+        return f"an integer of {value.bit_length():,} bits"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters as text"
+    return f"{clip(text, limit)} ({size})"
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (``...`` at the end where it was cut)."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class BonforgeError(Exception):
     """Base of every error bonforge raises on purpose."""
 

@@ -57,7 +57,7 @@ def test_open_reads_runs_sql_stages_and_datasets(notebook):
     st = bonforge.open(store)
     assert [r["run_id"] for r in st.runs()] == [first.run_id, stricter.run_id]
     run = st.run()  # the latest
-    assert run.run_id == stricter.run_id and st.run(first.run_id[:12]).run_id == first.run_id
+    assert run.run_id == stricter.run_id and st.run(first.run_id[:-3]).run_id == first.run_id
     assert st.run(recipe="tiny").run_id == stricter.run_id
     verdicts = st.stage("verdicts")
     assert isinstance(verdicts, pa.Table) and verdicts.num_rows == 9

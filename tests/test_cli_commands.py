@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from typer.testing import CliRunner
 
 from bonforge import __version__
@@ -194,3 +195,44 @@ def test_a_reused_dataset_version_and_report_are_announced(tmp_path, monkeypatch
 def test_a_new_dataset_version_and_its_own_report_say_nothing_more(tmp_path, monkeypatch):
     out = _run_printing(tmp_path, monkeypatch, "2999-01-01T00:00:00Z", "new")
     assert "reused" not in out and out.rstrip().endswith("reports/new/report.html"), out
+
+
+GSM8K = Path(__file__).resolve().parents[1] / "recipes" / "gsm8k-genselect.yaml"
+
+
+@pytest.mark.parametrize("text, args, line", [
+    (b"name: x\nseed: \xff\n", [], "error: {path}: line 2: byte 0xff is not UTF-8 text (save the file as UTF-8)"),
+    (b"name: x\nname: y\n", [], "error: {path}: line 2, column 1: key 'name' given twice (first on line 1)"),
+    (b"name: [x\nseed: 1\n", [], "error: {path}: line 2, column 5: expected ',' or ']', but got ':'"),
+    (b"a: " + b"[" * 5000 + b"]" * 5000, [], "error: {path}: line 1, column 67: nested more than 64 levels deep"),
+    (None, ["--set", "export.name=.."], "error: {path}: invalid recipe: export.name: a name must be 1 to 100 letters, "
+                                        "digits, '.', '_' or '-', starting with a letter or digit, not '..'"),
+    (None, ["--set", "export.name=" + "n" * 300], "error: {path}: invalid recipe: export.name: a name must be 1 to 100 "
+     "letters, digits, '.', '_' or '-', starting with a letter or digit, not '" + "n" * 76 + "... (300 characters)"),
+    (None, ["--set", "filter.max_pass_rate = 0.3"], "error: --set 'filter.max_pass_rate = 0.3': expected "
+     "KEY.PATH=VALUE with no space around '=' or in the key (quote the whole option where VALUE holds spaces: "
+     "--set 'a.b=x y')"),
+    (None, ["--set", "seed=[1"], "error: --set 'seed': line 1, column 3: expected ',' or ']', but got '<stream end>'"),
+], ids=["utf8", "twice", "broken", "deep", "dotdot", "300", "spaces", "bad-set"])  # fmt: skip
+def test_a_bad_recipe_is_one_error_line_before_any_work(tmp_path, text, args, line):
+    path = GSM8K
+    if text is not None:
+        path = tmp_path / "r.yaml"
+        path.write_bytes(text)
+    res = invoke("run", str(path), *args, "--store", str(tmp_path / "store"))
+    assert res.exit_code == 2 and res.output.splitlines() == [line.format(path=path)], res.output
+    assert not (tmp_path / "store").exists()  # nothing written
+
+
+def test_set_split_by_the_shell_is_refused_not_applied(tmp_path):
+    res = invoke("run", str(GSM8K), "--set", "filter.max_pass_rate", "=", "0.3", "--store", str(tmp_path / "store"))
+    assert res.exit_code == 2 and "Got unexpected extra argument" in res.output and not (tmp_path / "store").exists()
+
+
+def test_a_dataset_name_outside_the_grammar_is_one_error_line(tmp_path):
+    for name in ("..", "../x", "a/b"):
+        res = invoke("datasets", name, "--store", str(tmp_path / "store"))
+        assert res.exit_code == 2 and res.output.splitlines() == [
+            f"error: a dataset name must be 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or "
+            f"digit, not {name!r}"], res.output
+    assert invoke("datasets", "gsm8k", "--store", str(tmp_path / "store")).output.startswith("no dataset named")

@@ -63,3 +63,30 @@ def test_an_unknown_recipe_is_one_error_line(two_recipes, command):
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [
         f"error: no run of recipe 'gsm8k' in {two_recipes.root}; its runs are of other, small"]
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT 1", "--run"], ["show", "problems", "--run"], ["runs", "--run"],
+                                     ["view", "--run"], ["report"], ["maxk"]])
+def test_an_ambiguous_run_id_prefix_is_refused_naming_the_runs(two_recipes, command):
+    """``run`` begins both ``run1`` and ``run2``: it was the oldest of them; now no command guesses."""
+    res = CliRunner().invoke(app, [*command, "run", "--store", str(two_recipes.root)])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == ["error: run id prefix 'run' names 2 runs (run1, run2): give more of "
+                                               "the id"]
+
+
+def test_a_prefix_of_one_run_and_a_whole_id_that_begins_another_are_taken(two_recipes):
+    store = two_recipes
+    assert store.run("run2")["run_id"] == "run2" and store.run("run1")["run_id"] == "run1"
+    store.record_run(RunRecord.from_json({"run_id": "run1-b", "recipe_name": "small", "status": "succeeded",
+                                          "started": "2026-01-03T00:00:00Z", "stages": {}}))
+    assert store.run("run1")["run_id"] == "run1"  # a whole id wins over the ids it begins
+    assert store.run("run1-")["run_id"] == "run1-b"
+    with pytest.raises(StoreError, match=r"no run '' in"):
+        store.run("")  # an empty prefix names no run (it took the oldest)
+    for i in range(7):
+        store.record_run(RunRecord.from_json({"run_id": f"many{i}", "recipe_name": "small", "status": "succeeded",
+                                              "started": f"2026-01-04T00:00:0{i}Z", "stages": {}}))
+    with pytest.raises(StoreError, match=r"^run id prefix 'many' names 7 runs \(the newest: many2, many3, many4, "
+                                         r"many5, many6\): give more of the id$"):
+        store.run("many")

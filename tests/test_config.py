@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,93 @@ def test_problem_package_and_solution_languages_rules(problems, message):
     with pytest.raises(ValueError, match="less than or equal to 1"):
         FilterConfig(min_suite_strength=1.5)
     assert "min_suite_strength" not in FilterConfig().key_config()  # off by default: old keys stay
+
+
+# -- names and recipe text, as a hostile recipe writes them -------------------------------------------------
+GSM8K = RECIPES / "gsm8k-genselect.yaml"
+FUSION = RECIPES / "gsm8k-fusion.yaml"
+
+
+def one_line(err) -> str:
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 400, message
+    return message
+
+
+@pytest.mark.parametrize("field", ["export.name", "export.rl.name", "name", "teachers.0.name"])
+@pytest.mark.parametrize("value", ["'.'", "'..'", "x" * 300, "a/b", "'../../etc'", "'x\\0'", "dé", ".hidden",
+                                   "'-x'", "'a b'"], ids=["dot", "dotdot", "300", "slash", "up", "nul", "unicode",
+                                                          "hidden", "option", "space"])
+def test_a_name_that_would_leave_datasets_is_refused_before_any_work(field, value):
+    from bonforge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"invalid recipe: {field.replace('.', '[.]')}: a name must be 1 to 100 "
+                                          "letters, digits"):
+        load_recipe(GSM8K, [f"{field}={value}"])
+
+
+def test_names_at_the_limit_are_taken():
+    r = load_recipe(GSM8K, ["export.name=" + "a" * 100, "export.rl.name=a..b", "teachers.0.name=T.1_x-2"])
+    assert (r.export.name, r.export.rl.name, r.teachers[0].name) == ("a" * 100, "a..b", "T.1_x-2")
+
+
+def test_each_published_dataset_has_its_own_folder():
+    from bonforge.errors import ConfigError
+
+    fusion = load_recipe(FUSION)
+    main = fusion.export.name
+    with pytest.raises(ConfigError, match=rf"fusion\.export\.name '{main}' is the dataset export\.name publishes"):
+        load_recipe(FUSION, [f"fusion.export.name={main}"])
+    with pytest.raises(ConfigError, match=r"fusion\.export\.name '.*' is the dataset export\.name publishes \(names "
+                                          "that differ only in case"):
+        load_recipe(FUSION, [f"fusion.export.name={main.upper()}"])
+    with pytest.raises(ConfigError, match=r"fusion\.export\.name 'rl' is the dataset export\.rl\.name publishes"):
+        load_recipe(FUSION, ["export.rl.name=rl", "fusion.export.name=rl"])
+    assert load_recipe(FUSION, ["export.rl.name=rl"]).fusion.export.name == fusion.fusion.export.name  # control
+
+
+@pytest.mark.parametrize("text, match", [
+    (b"\xff\xfe", r"r\.yaml: line 1: byte 0xff is not UTF-8 text"),
+    ("a: " + "[" * 5000 + "]" * 5000, r"r\.yaml: line 1, column 67: nested more than 64 levels deep"),
+    ("name: x\nname: y\n", r"r\.yaml: line 2, column 1: key 'name' given twice \(first on line 1\)"),
+    ("name: [x\nseed: 1\n", r"r\.yaml: line 2, column 5: expected ',' or '\]', but got ':'"),
+    ("seed: " + "9" * 5000, r"r\.yaml: line 1, column 7: integer '9+\.\.\. \(5,000 characters\) does not fit"),
+], ids=["utf8", "deep", "twice", "broken", "huge-int"])  # fmt: skip
+def test_broken_recipe_text_is_one_line_naming_file_line_and_column(tmp_path, text, match):
+    from bonforge.errors import ConfigError
+
+    path = tmp_path / "r.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as err:
+        load_recipe(path)
+    assert re.match(match, one_line(err).removeprefix(f"{tmp_path}/")), str(err.value)
+
+
+@pytest.mark.parametrize("override, match", [
+    ("seed=[1", r"--set 'seed': line 1, column 3: expected ',' or '\]'"),
+    ("seed={a: 1, a: 2}", r"--set 'seed': line 1, column 8: key 'a' given twice"),
+    ("seed=" + "9" * 5000, r"--set 'seed': line 1, column 1: integer '9+\.\.\. \(5,000 characters\)"),
+    ("seed=1\0", r"--set 'seed': line 1, column 2: character #x0000 is not allowed"),
+    ("filter.max_pass_rate=.inf", r"filter\.max_pass_rate: Input should be a finite number"),
+    ("filter.max_pass_rate = 0.3", r"--set 'filter\.max_pass_rate = 0\.3': expected KEY\.PATH=VALUE with no space "
+                                   "around '='"),
+    ("filter.max_pass_rate= 0.3", "no space around '='"),
+    ("filter.max_pass_rate =0.3", "no space around '='"),
+    ("filter..max_pass_rate=0.3", "no space around '=' or in the key"),
+    ("teachers.٣.n=1", r"--set 'teachers\.٣': '٣' is not an index of a list of 4"),
+    ("export.name=" + "x" * 2_000_000, r"export\.name: a name must .* not 'x+\.\.\. \(2,000,000 characters\)$"),
+    ("genselect.max_tokens='" + "y" * 2_000_000 + "'",
+     r"genselect\.max_tokens: Input should be a valid integer, .* \(got 'y+\.\.\. \(2,000,000 characters\)\)$"),
+], ids=["broken", "twice", "huge-int", "nul", "inf", "spaces", "space-after", "space-before", "empty-part", "digit",
+        "2mb-name", "2mb-value"])  # fmt: skip
+def test_a_bad_override_is_one_short_line(override, match):
+    from bonforge.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_recipe(GSM8K, [override])
+    assert re.search(match, one_line(err)), str(err.value)
+
+
+def test_an_override_without_spaces_is_applied():
+    r = load_recipe(GSM8K, ["filter.max_pass_rate=0.3", "export.name=my-set", "teachers.gpt3-6b-finetuned.n=4"])
+    assert (r.filter.max_pass_rate, r.export.name, r.teachers[0].n) == (0.3, "my-set", 4)

@@ -7,10 +7,9 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from bonforge.config_model import Model, exec_only
+from bonforge.config_model import Model, Name, exec_only
 from bonforge.llm.models import KNOWN
 
-_NAME = r"^[A-Za-z0-9_.\-]+$"
 
 
 def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
@@ -23,7 +22,7 @@ def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
 class SampledTeacher(Model):
     """What every sampling engine shares: the model, the sampling parameters and the prompt."""
 
-    name: str = Field(min_length=1, pattern=_NAME, description="Teacher name, part of every candidate id.")
+    name: Name = Field(description="Teacher name, part of every candidate id.")
     model: str = Field(min_length=1, description="Model id (hub name / served name) or a local model dir.")
     revision: str | None = Field(None, description="Model revision (git sha or tag); part of the model identity.")
     n: int = Field(8, gt=0, description="Samples per problem; sample i uses seed `seed_of(problem) + i`.")

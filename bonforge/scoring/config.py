@@ -7,13 +7,13 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from bonforge.config_model import Model, exec_only
+from bonforge.config_model import Model, Name, exec_only
 from bonforge.llm.config import GenerationTeacher, model_needs
 from bonforge.llm.models import KNOWN
 
 
 class _Scorer(Model):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="The scorer's name in the `scores` table.")
+    name: Name = Field(description="The scorer's name in the `scores` table.")
 
 
 class ReferenceScorer(_Scorer):
@@ -124,8 +124,8 @@ class BonConfig(Model):
 
     scorer: str = Field(description="The scorer that picks (a name in `scorers`).")
     filter: BonFilter = Field(default_factory=BonFilter)
-    preferences: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_.\-]+$", description="Also publish a preference dataset under this name: per "
+    preferences: Name | None = Field(
+        None, description="Also publish a preference dataset under this name: per "
         "problem the pick (chosen) against the lowest-scored eligible answer (rejected), for TRL's RewardTrainer "
         "and DPOTrainer.")
 

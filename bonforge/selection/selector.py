@@ -17,7 +17,6 @@ from typing import Annotated, Callable
 
 import numpy as np
 import pyarrow as pa
-import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
 from bonforge import identity
@@ -25,6 +24,7 @@ from bonforge.errors import ConfigError
 from bonforge.judging.judgment import parse_judgment
 from bonforge.keys import canonical_json
 from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
+from bonforge.config_model import load_yaml
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.llm.models import model_identity
 from bonforge.schema import SELECTOR_EVAL
@@ -39,11 +39,7 @@ def selector_from_spec(spec: str) -> SampledTeacher:
     holding a teacher config (``engine``, ``model``, sampling settings; ``name`` defaults to ``selector``).
     The config's ``n`` is not used: ``runs`` sets the samples per prompt."""
     if spec.endswith((".yaml", ".yml")):
-        path = Path(spec)
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"--selector {spec}: cannot read a YAML mapping: {e}") from None
+        raw = load_yaml(Path(spec))
         if not isinstance(raw, dict):
             raise ConfigError(f"--selector {spec}: expected a YAML mapping, got {type(raw).__name__}")
         raw.setdefault("name", "selector")

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bonforge.config_model import check_name
 from bonforge.storage import card
 from bonforge.storage.fs import (Location, S3Prefix, atomic_write_bytes, atomic_write_json, json_bytes, open_location,
                                  sha256_file)
@@ -63,7 +64,7 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
     (what each trainer needs: reward function, overrides; see ``bonforge.storage.export``) is part of the
     content; ``validation``: the rows of some problems go to ``<format>/validation.parquet``."""
     loc = open_location(root)
-    base = loc.path("datasets", name)
+    base = loc.path("datasets", check_name(name, "a dataset name"))
     if loc.remote:
         tmp = Path(tempfile.mkdtemp(prefix="bonforge-dataset-"))
     else:
@@ -194,7 +195,7 @@ def listing(root, name: str | None = None) -> list[dict]:
     """Every published version (of dataset ``name``, or of all), newest first per name: name, version,
     created, recipe, its default config (format) and its rows per split, whether ``latest`` names it, its path."""
     loc = open_location(root)
-    names = [name] if name else sorted(loc.names(loc.path("datasets")))
+    names = [check_name(name, "a dataset name")] if name else sorted(loc.names(loc.path("datasets")))
     out = []
     for n in names:
         pointer = latest(loc, n)

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bonforge.errors import StoreError
+from bonforge.errors import StoreError, shown
 from bonforge.keys import canonical_json
 from bonforge.manifest import Manifest
 from bonforge.storage.fs import Location, json_bytes, open_location
@@ -211,8 +211,9 @@ class StageStore:
         return sorted(out, key=lambda r: (r.started or "", r.run_id))
 
     def run(self, run_id: str | None = None, recipe: str | None = None) -> RunRecord:
-        """The run ``run_id`` (a prefix will do); by default the latest that succeeded (a run still in
-        progress has not recorded its stages yet), else the latest. With ``recipe`` (a recipe's name), only
+        """The run ``run_id`` (a prefix of one run's id will do; a prefix of several is refused, naming them); by
+        default the latest that succeeded (a run still in progress has not recorded its stages yet), else the
+        latest. With ``recipe`` (a recipe's name), only
         that recipe's runs count: the latest of them, or the one ``run_id`` names, which must be of it."""
         runs = self.runs()
         if not runs:
@@ -225,10 +226,15 @@ class StageStore:
                                  f"{', '.join(names) or 'no named recipe'}")
         if run_id is None:
             return next((r for r in reversed(runs) if r.status == "succeeded"), runs[-1])
-        for r in runs:
-            if r.run_id == run_id or r.run_id.startswith(run_id):
-                return r
+        exact = [r for r in runs if r.run_id == run_id]
+        matches = exact or [r for r in runs if run_id and r.run_id.startswith(run_id)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            ids = ("the newest: " if len(matches) > 5 else "") + ", ".join(r.run_id for r in matches[-5:])
+            raise StoreError(f"run id prefix {shown(run_id)} names {len(matches)} runs ({ids}): give more of the id")
         if recipe is not None:
-            raise StoreError(f"no run {run_id!r} of recipe {recipe!r} in {self.root}; `bonforge runs` lists them")
-        raise StoreError(f"no run {run_id!r} in {self.root}; `bonforge runs` lists them")
+            raise StoreError(f"no run {shown(run_id)} of recipe {shown(recipe)} in {self.root}; `bonforge runs` lists "
+                             "them")
+        raise StoreError(f"no run {shown(run_id)} in {self.root}; `bonforge runs` lists them")
 

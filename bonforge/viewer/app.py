@@ -41,6 +41,7 @@ import bonforge.viewer.sql as sqlbox
 import bonforge.viewer.views as views
 import bonforge.viewer.open_views as open_views
 from bonforge.viewer.catalog import Catalog, NotFound
+from bonforge.viewer.sql_worker import SqlWorkers
 from bonforge.viewer.views import BadRequest, ProblemFilter
 
 STATIC = Path(__file__).parent / "static"
@@ -113,10 +114,12 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
+        app.state.sql.close()
         cat.close()
 
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.catalog, app.state.key = cat, key
+    app.state.sql = SqlWorkers(str(store.root), str(cat.cache), limits)
     if token:
         app.add_middleware(_TokenGate, token=token)
     return app
@@ -297,8 +300,9 @@ def _diff(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(diff(cat.store, *runs, q.get("stage") or None, q.get("teacher") or None, limit, limits.memory_bytes))
 
 
-def _query(cat: Catalog, run: dict, text: str, limits: sqlbox.Limits, cap: int) -> tuple[pa.Table, bool]:
-    return sqlbox.select(cat.cursor(run), text, limits, cap)
+def _query(request: Request, run: dict, text: str, cap: int) -> tuple[pa.Table, bool]:
+    """The SQL box's query, in the run's worker process (``bonforge.viewer.sql_worker``)."""
+    return request.app.state.sql.query(run, text, cap)
 
 
 def _sql(cat: Catalog, limits: sqlbox.Limits, request: Request):
@@ -312,7 +316,7 @@ def _sql(cat: Catalog, limits: sqlbox.Limits, request: Request):
     if not isinstance(page, int) or page < 0:
         raise BadRequest(f"page must be an integer >= 0, not {page!r}")
     run = cat.run(body.get("run"))
-    table, more = _query(cat, run, body["sql"], limits, limits.rows)
+    table, more = _query(request, run, body["sql"], limits.rows)
     rows = table.slice(page * size, size).to_pylist()
     return _json({"columns": table.column_names, "types": [str(t) for t in table.schema.types], "rows": rows,
                   "total": table.num_rows, "capped": more, "page": page, "size": size, "run_id": run.run_id})
@@ -336,7 +340,7 @@ def _export(cat: Catalog, limits: sqlbox.Limits, request: Request):
     elif view == "fusion":
         table = pa.Table.from_pylist([views.fusion(cat, run, _required(request, "id"))["fusion"]])
     elif view == "sql":
-        table, _ = _query(cat, run, _required(request, "q"), limits, EXPORT_CAP)
+        table, _ = _query(request, run, _required(request, "q"), EXPORT_CAP)
     else:
         raise BadRequest(f"cannot export view {view!r}; choose problems, problem, genselect, fusion or sql")
     name = f"bonforge-{view}-{run.run_id}.{fmt}"

@@ -142,19 +142,7 @@ class Catalog:
             return held
 
     def _connect(self, run_id: str):
-        con = connect(self.store, run_id)
-        for name in ("runs", "run_stages"):
-            table = con.table(name).to_arrow_table()
-            con.unregister(name)
-            con.from_arrow(table).create(name)
-        readable = [str(self.store.root).rstrip("/") + "/", str(self.cache) + "/"]
-        con.execute("SET allowed_directories = ?", [readable])
-        con.execute("SET parquet_metadata_cache = true")
-        con.execute("SET memory_limit = ?", [f"{self.memory_bytes}B"])
-        con.execute("SET temp_directory = ''")  # past the limit a query fails: nothing spills to disk
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-        return con
+        return open_locked(self.store, run_id, self.cache, self.memory_bytes)
 
     def _sorted_copies(self, run: dict, held: dict) -> None:
         """Write (or find) the sorted copies of the run's stages; each is a folder of Parquet files of
@@ -178,6 +166,23 @@ class Catalog:
                         str(e).splitlines()[0])
         finally:
             held["writer"] = None
+
+
+def open_locked(store: StageStore, run_id: str, cache: Path | str, memory_bytes: int):
+    """The run's catalog connection, locked down (module docstring): what pages and the SQL box query."""
+    con = connect(store, run_id)
+    for name in ("runs", "run_stages"):
+        table = con.table(name).to_arrow_table()
+        con.unregister(name)
+        con.from_arrow(table).create(name)
+    readable = [str(store.root).rstrip("/") + "/", str(cache) + "/"]
+    con.execute("SET allowed_directories = ?", [readable])
+    con.execute("SET parquet_metadata_cache = true")
+    con.execute("SET memory_limit = ?", [f"{memory_bytes}B"])
+    con.execute("SET temp_directory = ''")  # past the limit a query fails: nothing spills to disk
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
 
 
 def _ranges(folder: Path) -> list[tuple[str, str, str]]:

@@ -37,7 +37,7 @@ def test_key_config_leaves_out_execution_settings():
     ("temperature", -1, "temperature: Input should be greater than or equal to 0"),
     ("top_p", 1.5, "top_p: Input should be less than or equal to 1"),
     ("max_concurrency", 0, "max_concurrency: Input should be greater than 0"),
-    ("name", "a b", "name: String should match pattern"),
+    ("name", "a b", "name: a name must be 1 to 100 letters, digits"),
 ])
 def test_bad_values_fail_at_load_naming_the_field(field, value, message):
     teacher = {"engine": "openai", "name": "t", "model": "m", field: value}

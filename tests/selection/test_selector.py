@@ -49,8 +49,11 @@ def test_selector_yaml(tmp_path):
     bad.write_text("engine: openai\nmodel: m\ntop_p: 2\n")
     with pytest.raises(ConfigError, match=r"bad.yaml: openai.top_p: Input should be less than or equal to 1"):
         selector_from_spec(str(bad))
-    with pytest.raises(ConfigError, match=r"missing.yaml: cannot read a YAML mapping"):
+    with pytest.raises(ConfigError, match=r"missing.yaml: cannot be read \(No such file or directory\)"):
         selector_from_spec(str(tmp_path / "missing.yaml"))
+    bad.write_text("engine: openai\nmodel: m\nmodel: n\n")  # read as a recipe is: a key given twice is refused
+    with pytest.raises(ConfigError, match=r"bad.yaml: line 3, column 1: key 'model' given twice"):
+        selector_from_spec(str(bad))
 
 
 class Scripted:

@@ -86,3 +86,16 @@ def test_listing_every_version_newest_first(tmp_path):
     only = listing(tmp_path, "b")
     assert len(only) == 1 and (only[0]["config"], only[0]["rows"]) == ("verl", {"train": 4})  # the trainer's first
     assert json.loads((Path(rows[0]["path"]) / "manifest.json").read_text())["version"] == 2
+
+
+@pytest.mark.parametrize("name", [".", "..", "../outside", "a/b", "x" * 300, ".claims", "-x", "x\0"])
+def test_a_name_that_is_not_a_folder_of_its_own_is_refused_before_anything_is_written(tmp_path, name):
+    from bonforge.errors import ConfigError
+
+    store = tmp_path / "store"
+    with pytest.raises(ConfigError, match="a dataset name must be 1 to 100 letters"):
+        publish(store, name, formats(genselect(2), ["plain"], "x"), {})
+    with pytest.raises(ConfigError, match="a dataset name must be 1 to 100 letters"):
+        listing(store, name)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []  # nothing written, inside the store or beside it
+    assert publish(store, "ok.v2", formats(genselect(2), ["plain"], "x"), {})["version"] == 1  # control
