@@ -112,7 +112,7 @@ class Scoring:
 
 
 def _candidates(i: Inputs) -> Iterator[pa.Table]:
-    digested = "text_digest" in i.sql("SELECT * FROM candidates LIMIT 0").column_names
+    digested = "text_digest" in i.columns("candidates")
     with i.aligned({"candidates": ["candidate_id", "problem_id", "teacher", "text"] + ["text_digest"] * digested}) \
             as chunks:
         for chunk in chunks:
@@ -126,7 +126,7 @@ STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scorin
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref) -> Node:
-    teacher = candidates.manifest.extra.get("teacher", "") if candidates.manifest else ""
+    teacher = candidates.extra.get("teacher", "")
     return STAGE.bind(ScoresParams(tuple(recipe.scorers)), {"problems": problems, "candidates": candidates},
                       label=f"scores[{teacher}]", note={"teacher": teacher})
 

@@ -234,9 +234,18 @@ class SampleParams(Params):
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
                                    "reference_correct", "text_digest", "language"), CANDIDATES,
             optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
+def _resource(params: SampleParams) -> str | None:
+    """What a teacher's sampling holds alone: a model loaded here or in Ray actors (on GPUs, or on CPU cores
+    where it computes with all of them); an endpoint serves several at once."""
+    if params.teacher.engine not in ("vllm", "transformers"):
+        return None
+    device = params.teacher.device
+    return "gpu model" if device == "gpu" or device.startswith("cuda") else "cpu model"
+
+
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
-              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True)
+              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True, resource=_resource)
 
 
 def _requests(i: Inputs) -> pa.Table:
@@ -259,7 +268,7 @@ def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -
     """``teacher.n`` candidates per problem of ``problems``; the manifest's ``tokens`` / ``throughput`` give the
     token totals and this run's tokens/s."""
     return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                      shard_rows=teacher.shard_problems)
+                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
 
 
 def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,
@@ -268,10 +277,11 @@ def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = 
     holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
     as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key)."""
     return STAGE.bind(SampleParams(teacher, engine), {"problems": problems, "held" if final else "round": plan},
-                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems)
+                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems,
+                      note={"teacher": teacher.name})
 
 
 def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
     """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is."""
     return STAGE.bind(SampleParams(teacher, engine), {"fusion_pools": pools}, label=f"candidates[{teacher.name}]",
-                      shard_rows=teacher.shard_problems)
+                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
