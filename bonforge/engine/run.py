@@ -22,7 +22,7 @@ import pyarrow as pa
 from bonforge.config import Recipe
 from bonforge.storage.run_record import RunRecord
 from bonforge.engine.shards import StoreInputs, run_node
-from bonforge.engine.streaming import Cancelled, Output, resolved
+from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Pending, Ref, Upstream
@@ -193,8 +193,11 @@ class StreamingRun(Run):
 
     def _go(self, node: Node, output: Output) -> None:
         try:
-            resolved(node)  # the inputs it waits for, committed
             resource = node.stage.resource and node.stage.resource(node.params)
+            read_as_written = None if resource else streamed(node)  # one holding a resource never waits in it
+            for ref in (r for name, refs in node.inputs.items() if name != read_as_written for r in refs):
+                if isinstance(ref, Pending):
+                    ref.output.wait()
             with self._held(resource):
                 if output.cancelled:
                     raise Cancelled(f"stage {node.label}: stopped")

@@ -27,6 +27,7 @@ from bonforge.schema import PAIRWISE
 from bonforge.scoring import pairwise as games
 from bonforge.selection import templates
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
+from bonforge.stages import sample
 
 VERSION = "2"  # 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
 SLOTS = ("{question}", "{answer_a}", "{answer_b}")
@@ -173,7 +174,7 @@ def evaluation(table: pa.Table, cfg: EvaluateConfig, fusor: FusorConfig | None =
 
 
 STAGE = Stage("pairwise", VERSION, params=PairwiseParams, schema=PAIRWISE, open=Judging, table=_pairs,
-              shard_rows=512,
+              shard_rows=512, resource=lambda p: sample.model_resource(p.cfg.judge),
               summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor)},
               rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE))
 

@@ -234,18 +234,19 @@ class SampleParams(Params):
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
                                    "reference_correct", "text_digest", "language"), CANDIDATES,
             optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
-def _resource(params: SampleParams) -> str | None:
-    """What a teacher's sampling holds alone: a model loaded here or in Ray actors (on GPUs, or on CPU cores
-    where it computes with all of them); an endpoint serves several at once."""
-    if params.teacher.engine not in ("vllm", "transformers"):
+def model_resource(model: Any) -> str | None:
+    """What a model (a teacher, a judge, a reward model: its ``engine``, its ``device`` if it has one) holds alone
+    while it computes (``Stage.resource``): one loaded here or in Ray actors, on GPUs (also where no device is
+    said) or on the CPU cores it computes with; an endpoint serves several stages at once (None)."""
+    if model.engine not in ("vllm", "transformers"):
         return None
-    device = params.teacher.device
-    return "gpu model" if device == "gpu" or device.startswith("cuda") else "cpu model"
+    return "cpu model" if getattr(model, "device", None) == "cpu" else "gpu model"
 
 
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
-              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True, resource=_resource)
+              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True,
+              resource=lambda p: model_resource(p.teacher))
 
 
 def _requests(i: Inputs) -> pa.Table:

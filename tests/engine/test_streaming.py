@@ -148,3 +148,39 @@ def test_nodes_naming_one_resource_compute_one_at_a_time(tmp_path):
     assert most[0] == 1
     with run._held(None), run._held(None):  # no resource: nothing held
         pass
+
+
+def test_a_node_holding_a_resource_waits_for_its_streamed_input_first_and_never_deadlocks(tmp_path):
+    """The consumer takes the GPU while its producer (same GPU) still waits upstream: were it to stream, it would
+    hold the GPU waiting for shards that need the GPU."""
+    from types import SimpleNamespace
+
+    from bonforge.stage import Stage
+
+    def slow(shard):
+        time.sleep(0.3)
+        return shard
+
+    def rows(i):
+        with i.aligned({"mid": ["problem_id", "x"]}) as chunks:
+            yield from (c["mid"] for c in chunks)
+
+    table = pa.table({"problem_id": [f"p{i}" for i in range(4)], "x": list(range(4))})
+    first = Stage("first", "1", compute=slow, table=lambda i: table, shard_rows=1)
+    mid = Stage("mid", "1", compute=lambda s: s, table=lambda i: i.read("first"), shard_rows=1,
+                resource=lambda p: "gpu model")
+    last = Stage("last", "1", compute=lambda s: s, stream=rows, stream_of="mid", shard_rows=1,
+                 resource=lambda p: "gpu model")
+    run = StreamingRun(StageStore(tmp_path), SimpleNamespace(reuse=True))
+    done = threading.Event()
+
+    def build():
+        a = run(first.bind({}, {}))
+        b = run(mid.bind({}, {"first": a}))
+        c = run(last.bind({}, {"mid": b}))
+        run.wait(c)
+        done.set()
+
+    threading.Thread(target=build, daemon=True).start()
+    assert done.wait(30), "deadlock: the consumer held the GPU its producer waited for"
+    assert StageStore(tmp_path).read("last", run.record["last"][0]).column("x").to_pylist() == [0, 1, 2, 3]
