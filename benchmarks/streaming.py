@@ -8,15 +8,16 @@ the first 8 of each problem, ``b`` the next 8; the request's seed says which sam
 child process (its own Prefect and Ray start, its own sandbox pool) into a fresh store, ``engine.streaming``
 false then true.
 
-Printed per build: the wall time; each resource's busy time, the generator's (the union of the intervals
+Printed per build: the wall time (services' start included) and the stages' (from the first shard's start to
+the last's end); each resource's busy time, the generator's (the union of the intervals
 with a request waiting or answering, seen by the server) and the sandbox's (the union of the verification
-shards' spans, from the verdicts' manifests); the wall time over the busier resource and over their sum; the
+shards' spans, from the verdicts' manifests); both times over the busier resource, the wall over their sum; the
 generator's idle share between its first request and its last answer; whether both builds published the same
 dataset bytes.
 
     python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 16]
 
-A smoke run (a minute, no figure meant): ``--problems 12 --shard-problems 4``.
+A smoke run (minutes on a loaded machine, no figure meant): ``--problems 12 --shard-problems 4``.
 """
 
 from __future__ import annotations
@@ -161,11 +162,13 @@ def child(mode: str, recipe: str, store: str) -> None:
     t0 = time.monotonic()
     record = build(r, store, str(Path(recipe).parent)).json()
     s = StageStore(store)
-    sandbox = [tuple(span) for k in record["stages"]["verdicts"]
-               for span in s.manifest("verdicts", k).timings["busy"]]
+    spans = {stage: [tuple(span) for k in keys for span in s.manifest(stage, k).timings.get("busy", [])]
+             for stage, keys in record["stages"].items()}
+    every = [span for stage in spans.values() for span in stage]
     dataset = json.loads((Path(record["dataset"]) / "manifest.json").read_text())
-    print(json.dumps({"start": t0, "wall": time.monotonic() - t0, "sandbox_busy": union(sandbox),
-                      "content": dataset["content_sha256"], "rows": record["rows"]}))
+    print(json.dumps({"wall": time.monotonic() - t0, "sandbox_busy": union(spans["verdicts"]),
+                      "stages": max(b for _, b in every) - min(a for a, _ in every),
+                      "content": dataset["content_sha256"]}))
 
 
 def main() -> None:
@@ -184,8 +187,8 @@ def main() -> None:
         recipe = setup(args, folder, gpu)
         print(f"HumanEval, {args.problems} problems, teachers a and b x 8, simulated GPU: {args.latency} s a request, "
               f"at most {args.rate:g} started a second; load average {os.getloadavg()[0]:.1f}")
-        print(f"{'build':<10} {'wall s':>7} {'generator s':>12} {'sandbox s':>10} {'wall/busier':>12} "
-              f"{'wall/sum':>9} {'gen. idle':>10}")
+        print(f"{'build':<10} {'wall s':>7} {'stages s':>9} {'generator s':>12} {'sandbox s':>10} "
+              f"{'wall/busier':>12} {'stages/busier':>14} {'wall/sum':>9} {'gen. idle':>10}")
         contents = {}
         for mode in ("false", "true"):
             gpu.spans.clear()
@@ -200,8 +203,9 @@ def main() -> None:
             busier, total = max(generator, res["sandbox_busy"]), generator + res["sandbox_busy"]
             name = "streaming" if mode == "true" else "barrier"
             contents[name] = res["content"]
-            print(f"{name:<10} {res['wall']:>7.1f} {generator:>12.1f} {res['sandbox_busy']:>10.1f} "
-                  f"{res['wall'] / busier:>11.2f}x {res['wall'] / total:>8.2f}x {1 - generator / window:>9.0%}")
+            print(f"{name:<10} {res['wall']:>7.1f} {res['stages']:>9.1f} {generator:>12.1f} "
+                  f"{res['sandbox_busy']:>10.1f} {res['wall'] / busier:>11.2f}x {res['stages'] / busier:>13.2f}x {res['wall'] / total:>8.2f}x "
+                  f"{1 - generator / window:>9.0%}")
         same = contents["streaming"] == contents["barrier"]
         print(f"same dataset bytes: {'yes' if same else 'NO'} ({contents['streaming'][:16]})")
         if not same:
