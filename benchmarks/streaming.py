@@ -204,8 +204,8 @@ def main() -> None:
             name = "streaming" if mode == "true" else "barrier"
             contents[name] = res["content"]
             print(f"{name:<10} {res['wall']:>7.1f} {res['stages']:>9.1f} {generator:>12.1f} "
-                  f"{res['sandbox_busy']:>10.1f} {res['wall'] / busier:>11.2f}x {res['stages'] / busier:>13.2f}x {res['wall'] / total:>8.2f}x "
-                  f"{1 - generator / window:>9.0%}")
+                  f"{res['sandbox_busy']:>10.1f} {res['wall'] / busier:>11.2f}x {res['stages'] / busier:>13.2f}x "
+                  f"{res['wall'] / total:>8.2f}x {1 - generator / window:>9.0%}")
         same = contents["streaming"] == contents["barrier"]
         print(f"same dataset bytes: {'yes' if same else 'NO'} ({contents['streaming'][:16]})")
         if not same:
