@@ -36,6 +36,7 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
             plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged)))
         candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t)))
                       for t in recipe.teachers]
+        candidates = [run.wait(c) for c in candidates]  # committed before the engines close
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     return candidates, verdicts, plan
 

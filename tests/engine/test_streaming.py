@@ -184,3 +184,31 @@ def test_a_node_holding_a_resource_waits_for_its_streamed_input_first_and_never_
     threading.Thread(target=build, daemon=True).start()
     assert done.wait(30), "deadlock: the consumer held the GPU its producer waited for"
     assert StageStore(tmp_path).read("last", run.record["last"][0]).column("x").to_pylist() == [0, 1, 2, 3]
+
+
+def test_a_failing_stage_fails_the_stages_reading_it_and_the_build_with_its_own_name(tmp_path):
+    from types import SimpleNamespace
+
+    from bonforge.engine.run import StageFailed
+    from bonforge.errors import DataError
+    from bonforge.stage import Stage
+
+    def breaks(shard):
+        if shard.column("problem_id")[0].as_py() == "p2":
+            raise DataError("bad record", "problems.jsonl")
+        return shard
+
+    def rows(i):
+        with i.aligned({"first": ["problem_id", "x"]}) as chunks:
+            yield from (c["first"] for c in chunks)
+
+    table = pa.table({"problem_id": [f"p{i}" for i in range(4)], "x": list(range(4))})
+    first = Stage("first", "1", compute=breaks, table=lambda i: table, shard_rows=1)
+    then = Stage("then", "1", compute=lambda s: s, stream=rows, stream_of="first", shard_rows=1)
+    run = StreamingRun(StageStore(tmp_path), SimpleNamespace(reuse=True))
+    a = run(first.bind({}, {}, label="first[t]"))
+    b = run(then.bind({}, {"first": a}))
+    with pytest.raises(StageFailed, match=r"stage first\[t\]: .*bad record"):
+        run.wait(b)
+    run.join(failed=True)  # returns: every thread has ended
+    assert not StageStore(tmp_path).exists("first", a.key) and not StageStore(tmp_path).exists("then", b.key)

@@ -183,3 +183,15 @@ def test_the_prefect_build_streams_one_task_per_stage(tmp_path, small_verify_sha
     store = StageStore(tmp_path / "streaming")
     sampled, verified = busy(store, streamed, "candidates"), busy(store, streamed, "verdicts")
     assert verified["a"][0][0] < sampled["a"][-1][1]
+
+
+def test_early_stopping_streams_to_the_same_keys_and_bytes(tmp_path, small_verify_shards):
+    solver = adder("So the answer is \\boxed{{{value}}}.")
+    with ScriptedServer(solver, delay_s=0.01) as server:
+        recipe = sampled_recipe(tmp_path, server.url)
+        barrier = build(tmp_path / "barrier", recipe, False, "filter.early_stop=true", "filter.max_pass_rate=0.5")
+        asked = server.count
+        streaming = build(tmp_path / "streaming", recipe, True, "filter.early_stop=true", "filter.max_pass_rate=0.5")
+        assert server.count - asked == asked  # the same samples drawn
+    assert streaming["stages"] == barrier["stages"] and streaming["stages"]["rounds"]
+    assert content(streaming) == content(barrier)
