@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from bonforge.config import Recipe
 from bonforge.storage.run_record import RunRecord
-from bonforge.engine.shards import StoreInputs, run_node
+from bonforge.engine.shards import StoreInputs, busy, run_node
 from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
@@ -46,6 +46,7 @@ class Run:
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
         self.rows: dict[str, dict[str, int]] = {}  # label -> rows computed / reused by this build
+        self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``shards.busy``)
         self._noting = threading.Lock()  # a streaming run notes nodes from their threads
 
     def __call__(self, node: Node) -> Ref:
@@ -69,6 +70,9 @@ class Run:
                 self.cached.setdefault(name, []).append(key)
             self.timings[node.label] = round(secs, 3)
             self.rows[node.label] = {"computed": computed, "reused": reused}
+            if not cached and manifest.timings.get("busy"):
+                spans = self.busy.get(name, []) + manifest.timings["busy"]
+                self.busy[name] = busy([(a, b) for a, b in spans])
         if not self.quiet:
             how = "cached" if cached else f"computed in {secs:.1f}s" + (f" ({reused} rows reused)" if reused else "")
             log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.rows, how, key)
@@ -261,7 +265,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         raise
     finally:
         record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
-        record.timings, record.rows = run.timings, run.rows
+        record.timings, record.rows, record.busy = run.timings, run.rows, run.busy or None
         if record.status != "running":
             _record(store, record)
     return record
