@@ -291,7 +291,8 @@ def runs(
     recipe: Optional[str] = RecipeOpt,
 ) -> None:
     """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
-    with --run, that run's stages (and for a failed run its error, exit code 2). A build whose process is
+    with --run, that run's stages and the seconds each stage computed, with their share of the build (and for a
+    failed run its error, exit code 2). A build whose process is
     gone (killed) shows as failed. With --recipe, that recipe's latest run's stages."""
     if run_id or recipe:
         try:
@@ -303,6 +304,9 @@ def runs(
             _fail(BonforgeError(f"run {run.run_id} failed before it recorded any stage: {error}"))
         sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
             "FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store, None)
+        if shares := run.busy_shares():
+            typer.echo("busy (of the build's {:.1f} s): {}".format(run.wall_s or 0, ", ".join(
+                f"{stage} {secs:.1f} s ({share:.0%})" for stage, (secs, share) in shares.items())))
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return

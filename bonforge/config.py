@@ -318,6 +318,12 @@ class RayConfig(Model):
     num_cpus: int | None = exec_only(None, gt=0, description="CPUs for a local Ray (default: all).")
 
 
+class EngineConfig(Model):
+    streaming: bool = exec_only(
+        False, description="Start every stage at once, each shard as soon as the shards it reads are written "
+                           "(false: each stage after the last, for comparison and debugging; docs/streaming.md).")
+
+
 class Recipe(Model):
     """A whole build: problems → candidates → verdicts → problem_stats → genselect → dataset."""
 
@@ -339,6 +345,7 @@ class Recipe(Model):
     evaluate: EvaluateConfig | None = added(
         None, description="Open-ended problems: pairwise judge evaluation against a baseline (`pairwise` stage).")
     ray: RayConfig = Field(default_factory=RayConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
     overrides: list[str] = exec_only(
         [], description="The `--set` overrides the recipe was read with (filled in by the loader; recorded in the "
         "run record and in the manifest of every dataset version it builds).")

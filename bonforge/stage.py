@@ -48,6 +48,25 @@ class Ref:
     key: str
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def extra(self) -> dict:
+        """The manifest's own fields (``teacher``, ``round``, a summary's); empty without a manifest."""
+        return self.manifest.extra if self.manifest else {}
+
+
+@dataclass(frozen=True)
+class Pending(Ref):
+    """An output still being computed (a streaming build, ``bonforge.engine.streaming``): its key is known, its
+    manifest is not (None). ``output``: where the engine says which shards are written and when it commits;
+    ``note``: the manifest fields its node states up front (``Node.note``), what ``extra`` gives meanwhile."""
+
+    output: Any = field(default=None, repr=False, compare=False)
+    note: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def extra(self) -> dict:
+        return self.note
+
 
 Upstream = Union[Ref, "list[Ref]"]
 
@@ -96,6 +115,10 @@ class Inputs(Protocol):
     params: Any
 
     def __contains__(self, name: str) -> bool: ...
+
+    def columns(self, name: str) -> list[str]:
+        """The input's column names (of an output still being computed: of its first shard, once written)."""
+        ...
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table: ...
 
@@ -206,6 +229,8 @@ class Stage:
     * ``schema``: the output table's schema (``bonforge.schema``): what ``bonforge show``, ``sql --help``, the
       report and the viewer know of the stage, from ``bonforge.stages.registry()``.
     * ``rows``: row-level reuse (``Rows``), for the stages whose rows are expensive (sampling, verification).
+    * ``resource``: what a node's compute holds alone, from its params (a GPU with a model loaded): in a
+      streaming build, nodes naming the same resource compute one at a time; None: shared (an endpoint, Ray).
     * ``reports``: ``compute`` also takes ``progress``, a function it calls as ``progress(done, of)`` when
       ``done`` of the shard's ``of`` units of work are done, so that the stage's progress moves while a long
       shard runs (``bonforge.engine.shard_progress``, in process and from Ray tasks alike).
@@ -231,6 +256,7 @@ class Stage:
     schema: pa.Schema | None = None
     rows: Rows | None = None
     reports: bool = False
+    resource: Callable[[Any], str | None] | None = None
 
     def __post_init__(self) -> None:
         if (self.compute is None) == (self.open is None):

@@ -1,6 +1,7 @@
 """Prefect around the DAG: one Prefect task per node (cache key = stage key) and the build flow, run inside
-the services a build needs (``bonforge.services.for_build``). Imported only when a build has something to
-compute."""
+the services a build needs (``bonforge.services.for_build``): node after node (``PrefectRun``), or with
+``engine.streaming`` every node at once, each as soon as what it reads exists (``StreamingPrefectRun``).
+Imported only when a build has something to compute."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from prefect import flow, task
 from bonforge.config import Recipe
 from bonforge import services
 from bonforge.storage.run_record import RunRecord
-from bonforge.engine.run import Dag, Run, execute, failing_as
+from bonforge.engine.run import Dag, Run, StreamingRun, execute, failing_as
+from bonforge.engine.streaming import Output
 from bonforge.runtime.cluster import ray_up
 from bonforge.engine.shards import run_node
 from bonforge.errors import BonforgeError, TransientError
@@ -47,9 +49,21 @@ def _may_help(task, task_run, state) -> bool:
     result_serializer="json",
     cache_key_fn=lambda ctx, params: f"{params['node'].stage.name}-{params['node'].key}",
 )
-def stage_task(store_root: str, node: Node, reuse_rows: bool = True) -> dict:
-    """The manifest as JSON data (Prefect keeps task results as JSON)."""
-    return run_node(StageStore(store_root), node, reuse_rows).json()
+def stage_task(store_root: str, node: Node, reuse_rows: bool = True, output: Output | None = None) -> dict:
+    """The manifest as JSON data (Prefect keeps task results as JSON); ``output``: a streaming build's."""
+    return run_node(StageStore(store_root), node, reuse_rows, output).json()
+
+
+def _task(store: StageStore, node: Node, reuse: bool, output: Output | None = None) -> tuple[Manifest, float]:
+    """``node`` computed by its Prefect task: the manifest, and the seconds it took."""
+    t0 = time.perf_counter()
+    state = stage_task.with_options(
+        task_run_name=node.label,
+        result_storage=store.result_storage(),
+        refresh_cache=True,  # not committed: a cached result of Prefect's would be stale
+    )(str(store.root), node, reuse, output, return_state=True)
+    with failing_as(node):
+        return Manifest.from_json(state.result()), time.perf_counter() - t0
 
 
 class PrefectRun(Run):
@@ -62,23 +76,24 @@ class PrefectRun(Run):
             return self._note(node, manifest, False, secs)
         if self.recipe.reuse and self.store.exists(node.stage.name, node.key):
             return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
-        t0 = time.perf_counter()
-        state = stage_task.with_options(
-            task_run_name=node.label,
-            result_storage=self.store.result_storage(),
-            refresh_cache=True,  # not committed: a cached result of Prefect's would be stale
-        )(str(self.store.root), node, self.recipe.reuse, return_state=True)
-        with failing_as(node):
-            manifest = Manifest.from_json(state.result())
-        return self._note(node, manifest, manifest.cached, time.perf_counter() - t0)
+        manifest, secs = _task(self.store, node, self.recipe.reuse)
+        return self._note(node, manifest, manifest.cached, secs)
+
+
+class StreamingPrefectRun(StreamingRun):
+    """``engine.streaming``: every node started at once on a thread of its own (``StreamingRun``), computed by
+    its Prefect task, one per node as in ``PrefectRun``."""
+
+    def compute(self, node: Node, output: Output) -> Manifest:
+        return _task(self.store, node, self.recipe.reuse, output)[0]
 
 
 @flow(name="bonforge-build", log_prints=False, validate_parameters=False)
 def build_flow(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_id: str | None = None,
                done: dict[str, tuple[Manifest, float]] | None = None, since: float | None = None) -> RunRecord:
+    run = (StreamingPrefectRun if recipe.engine.streaming else PrefectRun)(StageStore(store_root), recipe, done)
     try:
-        return execute(dag, PrefectRun(StageStore(store_root), recipe, done), recipe_dir, run_id, record_start=True,
-                       since=since)
+        return execute(dag, run, recipe_dir, run_id, record_start=True, since=since)
     finally:
         stop_sandboxes()
 

@@ -2,27 +2,33 @@
 
 ``CommittedRun`` reads every node from the store and stops at the first that is not committed: the fast
 path of a rebuild with nothing to compute. It computes the early stages (the sources) on its way, so that
-bad input fails before any service starts. ``PrefectRun`` (``bonforge.engine.prefect``) computes the rest.
+bad input fails before any service starts. ``PrefectRun`` (``bonforge.engine.prefect``) computes the rest, one
+node after another; with ``engine.streaming``, ``StreamingRun`` starts them all at once, each as soon as what it
+reads exists (``bonforge.engine.streaming``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
+import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
 from bonforge.config import Recipe
 from bonforge.storage.run_record import RunRecord
-from bonforge.engine.shards import StoreInputs, run_node
+from bonforge.engine.shards import StoreInputs, busy, run_node
+from bonforge.runtime.cluster import ensure_ray
+from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.runtime.interrupt import as_interrupt, last_words as words
-from bonforge.stage import Node, Ref, Upstream
+from bonforge.stage import Node, Pending, Ref, Upstream
 from bonforge.storage.run_record import utc_now
 from bonforge.storage.store import StageStore
 
@@ -43,19 +49,33 @@ class Run:
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
         self.rows: dict[str, dict[str, int]] = {}  # label -> rows computed / reused by this build
+        self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``shards.busy``)
+        self._noting = threading.Lock()  # a streaming run notes nodes from their threads
 
     def __call__(self, node: Node) -> Ref:
         raise NotImplementedError
 
     def _note(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
-        name, key = node.stage.name, node.key
+        self._enter(node)
+        return self._done(node, manifest, cached, secs)
+
+    def _enter(self, node: Node) -> None:
+        """The node is one of the run's (in the order the DAG calls them: the record does not depend on timing)."""
         if "round" not in node.note:  # a round of early stopping draws into outputs that are not the run's tables
-            self.record.setdefault(name, []).append(key)
-            if cached:
-                self.cached.setdefault(name, []).append(key)
-        self.timings[node.label] = round(secs, 3)
+            with self._noting:
+                self.record.setdefault(node.stage.name, []).append(node.key)
+
+    def _done(self, node: Node, manifest: Manifest, cached: bool, secs: float) -> Ref:
+        name, key = node.stage.name, node.key
         computed, reused = (0, 0) if cached else manifest.counts()
-        self.rows[node.label] = {"computed": computed, "reused": reused}
+        with self._noting:
+            if cached and "round" not in node.note:
+                self.cached.setdefault(name, []).append(key)
+            self.timings[node.label] = round(secs, 3)
+            self.rows[node.label] = {"computed": computed, "reused": reused}
+            if not cached and manifest.timings.get("busy"):
+                spans = self.busy.get(name, []) + manifest.timings["busy"]
+                self.busy[name] = busy([(a, b) for a, b in spans])
         rejudged = 0 if cached else manifest.extra.get("rows_rejudged", 0)
         if rejudged:  # verdicts stored under an earlier judge, judged again (``bonforge.engine.rejudge``)
             self.rows[node.label] |= {"rejudged": rejudged, "flipped": manifest.extra["rows_flipped"]}
@@ -65,12 +85,21 @@ class Run:
             log.info("%-36s %8s rows  %s  (key %s)", node.label, manifest.rows, how, key)
         return Ref(name, key, manifest)
 
+    def wait(self, ref: Ref) -> Ref:
+        """``ref`` committed, with its manifest (a streaming run's ``Pending`` ref waits for its commit)."""
+        return ref
+
+    def join(self, failed: bool = False) -> None:
+        """Wait for every node started (a streaming run's); ``failed``: the build failed, stop them."""
+
     def inputs(self, **refs: Upstream) -> StoreInputs:
         """Committed outputs as named views, for what the DAG does besides stages (exports)."""
-        return StoreInputs(self.store, {k: v if isinstance(v, list) else [v] for k, v in refs.items()})
+        return StoreInputs(self.store, {k: [self.wait(r) for r in (v if isinstance(v, list) else [v])]
+                                        for k, v in refs.items()})
 
     def values(self, ref: Ref, column: str) -> set:
         """The distinct values of one column of a committed output."""
+        ref = self.wait(ref)
         return set(self.store.read(ref.stage, ref.key, [column]).column(column).to_pylist())
 
     def publish(self, name: str, parts: Iterable[dict[str, pa.Table]] | Iterator[dict[str, pa.Table]],
@@ -82,6 +111,7 @@ class Run:
         from bonforge.storage.datasets import publish
         from bonforge.storage.splits import Split
 
+        self.join()  # the lineage and summary read the manifests of every stage run so far
         fraction = self.recipe.export.validation_fraction
         split = Split(fraction, self.recipe.seed) if fraction else None
         return publish(self.store.loc, name, parts, lineage(self.store, self.recipe, self.record), trainers, split)
@@ -135,6 +165,86 @@ class CommittedRun(Run):
         return self._note(node, manifest, False, self.done[node.key][1])
 
 
+class StreamingRun(Run):
+    """Starts each node that is not committed on a thread of its own and returns its ``Pending`` ref at once.
+    ``compute(node, output)``: how a node is computed once its awaited inputs are committed (in process here).
+    ``wait`` gives a committed ref (the DAG reads data: a round's table, whether a dataset is empty); ``join``
+    waits for every node started."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.started: list[Output] = []
+        self._resources: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, node: Node) -> Ref:
+        ref = self.ready(node)
+        if ref is not None:
+            return ref
+        if node.stage.executor == "ray":
+            ensure_ray()  # here, in the build's main thread (Ray sets its signal handlers there), not in a node's
+        self._enter(node)
+        output = Output(node.label)
+        self.started.append(output)
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(self._go, node, output),
+                                  name=node.label, daemon=True)
+        thread.start()
+        return Pending(node.stage.name, node.key, output=output, note=node.note)
+
+    def ready(self, node: Node) -> Ref | None:
+        """The node's ref when nothing is to compute (committed, or computed early), else None."""
+        if node.key in self.done:  # computed early, by this build
+            manifest, secs = self.done[node.key]
+            return self._note(node, manifest, False, secs)
+        if self.recipe.reuse and self.store.exists(node.stage.name, node.key):
+            return self._note(node, self.store.manifest(node.stage.name, node.key), True, 0.0)
+        return None
+
+    def compute(self, node: Node, output: Output) -> Manifest:
+        with failing_as(node):
+            return run_node(self.store, node, self.recipe.reuse, output)
+
+    def _go(self, node: Node, output: Output) -> None:
+        try:
+            resource = node.stage.resource and node.stage.resource(node.params)
+            read_as_written = None if resource else streamed(node)  # one holding a resource never waits in it
+            for ref in (r for name, refs in node.inputs.items() if name != read_as_written for r in refs):
+                if isinstance(ref, Pending):
+                    ref.output.wait()
+            with self._held(resource):
+                if output.cancelled:
+                    raise Cancelled(f"stage {node.label}: stopped")
+                t0 = time.perf_counter()
+                manifest = self.compute(node, output)
+            output.committed(self._done(node, manifest, manifest.cached, time.perf_counter() - t0))
+        except BaseException as e:
+            output.failed(e)
+
+    def _held(self, resource: str | None):
+        if resource is None:
+            return contextlib.nullcontext()
+        with self._lock:
+            lock = self._resources.setdefault(resource, threading.Lock())
+        return lock
+
+    def wait(self, ref: Ref) -> Ref:
+        return ref.output.wait() if isinstance(ref, Pending) else ref
+
+    def join(self, failed: bool = False) -> None:
+        """Wait for every node started; the first error is raised. ``failed``: the build failed already: the
+        nodes stop between shards, and no error of theirs is raised."""
+        for output in self.started if failed else ():
+            output.cancelled = True
+        first: BaseException | None = None
+        for output in list(self.started):
+            try:
+                output.wait()
+            except BaseException as e:
+                first = first or e
+        if first is not None and not failed:
+            raise first
+
+
 def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_start: bool,
             since: float | None = None) -> RunRecord:
     """Walk ``dag`` with ``run``; returns the run record (written to the store unless ``run`` stopped
@@ -153,7 +263,12 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
 
     try:
         words.append(stopped_in_a_c_call)
-        dataset = dag(recipe, run, Path(recipe_dir))
+        try:
+            dataset = dag(recipe, run, Path(recipe_dir))
+            run.join()
+        except BaseException:
+            run.join(failed=True)
+            raise
         record.status, record.dataset, record.dataset_version = "succeeded", dataset["path"], dataset["version"]
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
@@ -173,7 +288,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     finally:
         words.remove(stopped_in_a_c_call)
         record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
-        record.timings, record.rows = run.timings, run.rows
+        record.timings, record.rows, record.busy = run.timings, run.rows, run.busy or None
         if record.status != "running":
             _record(store, record)
     return record

@@ -23,11 +23,12 @@ import pyarrow.compute as pc
 from bonforge.runtime.cluster import ensure_ray, ray_up
 import bonforge.engine.reuse as reuse
 import bonforge.engine.streams as streams
+from bonforge.engine.streaming import Ahead, Output, pending, resolved
 from bonforge.engine.reuse import Part
 import bonforge.engine.shard_progress as shard_progress
 from bonforge.engine.shard_progress import RayCounts, ShardCounts
 from bonforge.manifest import Manifest
-from bonforge.stage import Node, Params, Ref, Rows
+from bonforge.stage import Node, Params, Pending, Ref, Rows
 from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
 
@@ -56,7 +57,9 @@ def plan_shards(table: pa.Table, shard_rows: int | None) -> list[pa.Table]:
 
 
 class StoreInputs:
-    """A node's inputs over the store: one DuckDB view per input name, opened on first use."""
+    """A node's inputs over the store: one DuckDB view per input name, opened on first use. An input still
+    being computed (``Pending``, a streaming build) is read as it is written by ``aligned``; anything else
+    waits for its commit."""
 
     def __init__(self, store: StageStore, refs: dict[str, list[Ref]], params: Params | None = None):
         self.store, self.refs, self.params = store, refs, params
@@ -65,19 +68,32 @@ class StoreInputs:
     def __contains__(self, name: str) -> bool:
         return name in self.refs
 
+    def _committed(self, name: str) -> list[Ref]:
+        return [r.output.wait() if isinstance(r, Pending) else r for r in self.refs[name]]
+
     def files(self, name: str) -> list[str]:
-        return [str(p) for r in self.refs[name] for p in self.store.paths(r.stage, r.key)]
+        return [str(p) for r in self._committed(name) for p in self.store.paths(r.stage, r.key)]
+
+    def columns(self, name: str) -> list[str]:
+        out: dict[str, None] = {}
+        for r in self.refs[name]:
+            if isinstance(r, Pending) and r.output.ref is None:
+                path = self.store.shard_path(r.stage, r.key, 0) if r.output.shard(0) else None
+            else:
+                path = next(iter(self.store.paths(r.stage, r.key)), None)
+            out.update(dict.fromkeys(self.store.read_schema(path).names if path else ()))
+        return list(out)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             self._con = self.store.duckdb()
-            for name, refs in self.refs.items():
-                add_view(self._con, self.store, name, [(r.stage, r.key) for r in refs])
+            for name in self.refs:
+                add_view(self._con, self.store, name, [(r.stage, r.key) for r in self._committed(name)])
         return self._con
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
-        tables = [self.store.read(r.stage, r.key, columns) for r in self.refs[name]]
+        tables = [self.store.read(r.stage, r.key, columns) for r in self._committed(name)]
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
 
     def sql(self, query: str, params: Any = None) -> pa.Table:
@@ -120,13 +136,14 @@ def _compute_and_write(
     root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table] | None,
     part: Part | None = None, rows: Rows | None = None, progress: Callable[[int, int], None] | None = None,
     **context
-) -> tuple[float, str, str | None]:
+) -> tuple[float, float, str, str | None]:
     """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute, merged
-    with its reused ones, its piece of the row index in the file's own metadata); returns (seconds, hostname,
-    Ray node id or None). ``progress``: given to a compute that reports its work (``Stage.reports``)."""
+    with its reused ones, its piece of the row index in the file's own metadata); returns (when it began, when
+    it ended: epoch seconds; hostname, Ray node id or None). ``progress``: given to a compute that reports its
+    work (``Stage.reports``)."""
     import socket
 
-    t0 = time.perf_counter()
+    t0 = time.time()
     store = StageStore(root)
     if progress is not None:
         context = {**context, "progress": progress}
@@ -135,7 +152,7 @@ def _compute_and_write(
     else:
         out = reuse.merge(part, None if part.idle else compute(table, **context, **_todo(part)), rows)
         store.write_shard(stage, key, shard, out, reuse.notes(part, out, rows))
-    return time.perf_counter() - t0, socket.gethostname(), _ray_node()
+    return t0, time.time(), socket.gethostname(), _ray_node()
 
 
 def _todo(part: Part) -> dict:
@@ -167,8 +184,8 @@ class _Plan:
     go to ``advance``, the stage's progress). ``count``: the shards seen."""
 
     def __init__(self, store: StageStore, node: Node, shards: Iterable[pa.Table], done: set[int], context: dict,
-                 look_up: bool):
-        self.store, self.node, self.shards, self.done = store, node, shards, done
+                 look_up: bool, output: Any = None):
+        self.store, self.node, self.shards, self.done, self.output = store, node, shards, done, output
         self.context, self.look_up, self.count = context, look_up, 0
         self.reused_rows = 0  # rows of the shards written here, until ``advance`` (the progress) is set
         self.advance: Callable[[int], None] = self._count
@@ -184,7 +201,9 @@ class _Plan:
             if i not in self.done:
                 window.append((i, shard))
                 rows, size = rows + shard.num_rows, size + shard.nbytes
-            if window and (self.node.stage.rows is None or rows >= WINDOW_ROWS or size >= WINDOW_BYTES):
+            # a streamed input: the window also closes when the next shard is not cut yet (it waits upstream)
+            waiting = isinstance(self.shards, Ahead) and not self.shards.ready()
+            if window and (self.node.stage.rows is None or rows >= WINDOW_ROWS or size >= WINDOW_BYTES or waiting):
                 yield from self._window(window)
                 window, rows, size = [], 0, 0
         yield from self._window(window)
@@ -201,16 +220,18 @@ class _Plan:
                 _compute_and_write(str(self.store.root), self.node.stage.name, self.node.key, i, table, None, part,
                                    rows)
                 self.advance(table.num_rows)
+                if self.output is not None:
+                    self.output.wrote(i)
             else:
                 yield i, table, part
 
 
 def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table, Part | None]],
               compute: Callable[..., pa.Table], context: dict, first: list,
-              counts: ShardCounts) -> Iterator[tuple[int, int, float, str, str | None]]:
+              counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None]]:
     """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (shard, its
-    rows, seconds, host, Ray node) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the cluster's
-    CPUs are submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one
+    rows, when it began and ended, host, Ray node) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the
+    cluster's CPUs are submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one
     is done, so the driver holds a bounded number of shards whatever the size of the build. A stage that
     reports its work (``Stage.reports``) tells ``counts`` how far each running shard is."""
     root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
@@ -259,7 +280,7 @@ def in_flight_bound() -> int:
     return max(1, int(IN_FLIGHT_PER_CPU * ray.cluster_resources().get("CPU", 1)))
 
 
-def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, float, str, str | None]:
+def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, float, float, str, str | None]:
     """The next shard to finish (reading the running shards' counts while it waits, and as shards finish,
     every ``POLL_S``: ``polled``)."""
     while True:
@@ -271,7 +292,7 @@ def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, f
     return (*pending.pop(ready[0]), *ray.get(ready[0]))
 
 
-def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest:
+def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Output | None = None) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
     ``reuse: false``): a committed output is computed again, and no row is taken from the store.
@@ -280,27 +301,37 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
     ``stage.stream``: each shard read only when it is to be computed), their rows looked up a window at a
     time, computed in process or on Ray with a bounded number in flight, each written as it finishes. A
     rerun skips the shards already written: the shard plan is the shards' row counts, or a streamed
-    stage's limits (the same limits over the same input give the same shards)."""
+    stage's limits (the same limits over the same input give the same shards).
+
+    In a streaming build (``bonforge.engine.streaming``) inputs may still be computing: it waits for those but
+    the streamed one, whose shards it cuts as they are written; ``output`` hears of each shard written."""
     stage, key = node.stage, node.key
     if reuse_rows and store.exists(stage.name, key):
+        if output is not None:
+            output.last(len(store.done_shards(stage.name, key)))
         return store.manifest(stage.name, key).with_cached(True)
     if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
         store.uncommit(stage.name, key)
-    inputs = StoreInputs(store, node.inputs, node.params)
+    refs = resolved(node)
+    inputs = StoreInputs(store, refs, node.params)
     if stage.stream is not None:
         shards: Iterable[pa.Table] = streams.cut(stage.stream(inputs), stage.shard_rows, stage.shard_bytes)
+        if pending(refs):
+            shards = Ahead(shards)
         plan = [-1, stage.shard_rows or 0, stage.shard_bytes or 0]
     else:
         table = stage.table(inputs) if stage.table else pa.table({"problem_id": pa.array([], pa.string())})
         shards = plan_shards(table, stage.shard_rows)
         plan = [s.num_rows for s in shards]
     done = store.begin(stage.name, key, plan)
+    for i in sorted(done) if output is not None else ():
+        output.wrote(i)
     if done:
         log.info("%s: resuming, %d shards already written", node.label, len(done))
     t0 = time.perf_counter()
     context = stage.context(inputs) if stage.context else {}
-    work = _Plan(store, node, shards, done, context, reuse_rows)
-    compute_s, hosts, per_node = 0.0, set(), Counter()
+    work = _Plan(store, node, shards, done, context, reuse_rows, output)
+    compute_s, hosts, per_node, spans = 0.0, set(), Counter(), []
     from bonforge.runtime.progress import stage_progress
 
     taken = iter(work)
@@ -311,15 +342,21 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
             work.advance = advance  # shards whose every row is reused, written as the plan comes
             advance(work.reused_rows)
             counts = ShardCounts(advance)
-            for i, n_rows, secs, host, ray_node in _computed(store, node, taken, compute, context, first, counts):
-                compute_s += secs
+            for i, n_rows, began, ended, host, ray_node in _computed(store, node, taken, compute, context, first,
+                                                                     counts):
+                compute_s += ended - began
+                spans.append((began, ended))
                 hosts.add(host)
                 if ray_node:
                     per_node[ray_node] += 1
                 counts.finish(i, n_rows)
+                if output is not None:
+                    output.wrote(i)
         wall = time.perf_counter() - t0
         written = Shards(store, node, work.count, compute)
         summary = stage.summary(written) if stage.summary else {}
+    if output is not None:
+        output.last(work.count)
     if stage.rows is not None:
         summary.update(reuse.commit_rows(store, node, work.count))
     resumed = sorted(done & set(range(work.count)))
@@ -330,7 +367,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         version=stage.version,
         config=node.config,
         upstream=node.upstream_keys,
-        timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4)},
+        timings={"wall_s": round(wall, 4), "compute_s": round(compute_s, 4), "busy": busy(spans)},
         extra={
             "hosts": sorted(hosts),
             "ray_nodes": sorted(per_node),
@@ -344,6 +381,18 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True) -> Manifest
         compact_rows=stage.compact_rows,
     )
     return man.with_cached(False)
+
+
+def busy(spans: list[tuple[float, float]]) -> list[list[float]]:
+    """When the stage computed shards: the union of the shards' (begin, end) spans (epoch seconds), as
+    disjoint [begin, end] intervals in order (a stage computing without a pause is one)."""
+    out: list[list[float]] = []
+    for began, ended in sorted(spans):
+        if out and began <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], round(ended, 3))
+        else:
+            out.append([round(began, 3), round(ended, 3)])
+    return out
 
 
 def _total(node: Node, plan: list[int]) -> int | None:

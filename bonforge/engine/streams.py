@@ -6,6 +6,7 @@ size of the build.
 * ``Ordered``: one committed output read in problem_id order. Files written in that order (what the
   engine's shards are) are read as they are; an output that is not in order (a source loaded in file order)
   is first sorted into a temporary file by DuckDB, which spills to disk within a memory limit.
+* ``Growing``: an output still being computed (a streaming build), read shard by shard as each is written.
 * ``aligned``: several inputs read side by side in chunks of whole problems: each chunk holds every row of
   every input whose problem_id is at most the last one of the driver's next batch.
 * ``cut``: chunks into shards by the rule of ``plan_shards`` (a shard closes at the first problem that
@@ -29,7 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bonforge.tables.ordering import sort_by
-from bonforge.stage import Ref
+from bonforge.errors import StoreError
+from bonforge.stage import Pending, Ref
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -65,36 +67,16 @@ def _in_order(store: StageStore, files: list, on: str) -> bool:
     return True
 
 
-class Ordered:
-    """One committed output, read in ``problem_id`` order a bounded batch at a time.
+class _Reader:
+    """Rows of one output in ``problem_id`` order, a batch at a time (``_batches``, each in order and after the
+    last). ``last()`` is the problem_id that ends the next batch (None once read to the end); ``upto(hi)``
+    returns every row not yet returned whose problem_id is at most ``hi`` (all the rest for None), reading
+    batches as needed."""
 
-    ``last()`` is the problem_id that ends the next batch (None once read to the end); ``upto(hi)`` returns
-    every row not yet returned whose problem_id is at most ``hi`` (all the rest for None), reading batches
-    as needed."""
-
-    def __init__(self, store: StageStore, ref: Ref, columns: list[str], scratch: Path):
-        files = store.paths(ref.stage, ref.key)
-        self.columns = columns
-        if not _in_order(store, files, "problem_id"):
-            log.debug("%s %s is not in problem_id order: sorting it on disk first", ref.stage, ref.key)
-            files = [_sorted_copy(store, files, columns, scratch / f"{ref.stage}-{ref.key}.parquet")]
-            store = StageStore(scratch)
-        with store.loc.fs.open_input_file(store.loc.key(files[0])) as handle:
-            self.schema = pq.read_schema(handle).remove_metadata()
-        self.schema = pa.schema([self.schema.field(c) for c in columns])
-        self._batches = _ahead(self._read(store, files))
-        self._buf: pa.Table | None = None
-        self.exhausted = False
-
-    def _read(self, store: StageStore, files: list) -> Iterator[pa.Table]:
-        for f in files:
-            with store.loc.fs.open_input_file(store.loc.key(f)) as handle:
-                # buffer_size: read column chunks page by page, never a whole row group of texts at once
-                reader = pq.ParquetFile(handle, buffer_size=1 << 20)
-                for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, self.columns),
-                                                 columns=self.columns):
-                    if batch.num_rows:
-                        yield pa.Table.from_batches([batch]).replace_schema_metadata()
+    schema: pa.Schema
+    _batches: Iterator[pa.Table]
+    _buf: pa.Table | None = None
+    exhausted = False
 
     def _fill(self) -> bool:
         if self._buf is None and not self.exhausted:
@@ -117,6 +99,63 @@ class Ordered:
             parts.append(buf)
             self._buf = None
         return parts
+
+
+class Ordered(_Reader):
+    """One committed output, read in ``problem_id`` order a bounded batch at a time."""
+
+    def __init__(self, store: StageStore, ref: Ref, columns: list[str], scratch: Path):
+        files = store.paths(ref.stage, ref.key)
+        self.columns = columns
+        if not _in_order(store, files, "problem_id"):
+            log.debug("%s %s is not in problem_id order: sorting it on disk first", ref.stage, ref.key)
+            files = [_sorted_copy(store, files, columns, scratch / f"{ref.stage}-{ref.key}.parquet")]
+            store = StageStore(scratch)
+        with store.loc.fs.open_input_file(store.loc.key(files[0])) as handle:
+            self.schema = pq.read_schema(handle).remove_metadata()
+        self.schema = pa.schema([self.schema.field(c) for c in columns])
+        self._batches = _ahead(self._read(store, files))
+
+    def _read(self, store: StageStore, files: list) -> Iterator[pa.Table]:
+        for f in files:
+            with store.loc.fs.open_input_file(store.loc.key(f)) as handle:
+                # buffer_size: read column chunks page by page, never a whole row group of texts at once
+                reader = pq.ParquetFile(handle, buffer_size=1 << 20)
+                for batch in reader.iter_batches(batch_size=_batch_rows(reader.metadata, self.columns),
+                                                 columns=self.columns):
+                    if batch.num_rows:
+                        yield pa.Table.from_batches([batch]).replace_schema_metadata()
+
+
+class Growing(_Reader):
+    """One output still being computed (a streaming build's ``Pending`` ref), read shard by shard as each is
+    written, in shard order: a shard is whole problems, and the shards of a stage follow one another in
+    problem_id order (``plan_shards``, ``cut``); each is sorted by problem_id when read. Waits for the first
+    shard (its schema)."""
+
+    def __init__(self, store: StageStore, ref: Pending, columns: list[str]):
+        self.store, self.ref, self.columns = store, ref, columns
+        self._batches = self._read()
+        self._buf = next(self._batches, None)
+        self.exhausted = self._buf is None
+        path = store.shard_path(ref.stage, ref.key, 0)
+        self.schema = pa.schema([store.read_schema(path).field(c) for c in columns]) if self._buf is None \
+            else self._buf.schema
+
+    def _read(self) -> Iterator[pa.Table]:
+        i, last = 0, None
+        while self.ref.output.shard(i):
+            path = self.store.shard_path(self.ref.stage, self.ref.key, i)
+            table = sort_by(self.store.read_file(path, self.columns).replace_schema_metadata(), ["problem_id"])
+            i += 1
+            if not table.num_rows:
+                continue
+            first = table.column("problem_id")[0].as_py()
+            if last is not None and first < last:
+                raise StoreError(f"{self.ref.stage} {self.ref.key}: shard {i - 1} starts at problem {first!r}, "
+                                 f"before the last one of shard {i - 2} ({last!r}): it cannot be read as it comes")
+            last = table.column("problem_id")[-1].as_py()
+            yield table
 
 
 def _ahead(batches: Iterator[pa.Table]) -> Iterator[pa.Table]:
@@ -165,10 +204,12 @@ def aligned(inputs: dict[str, list[Ordered]]) -> Iterator[dict[str, pa.Table]]:
 
 @contextlib.contextmanager
 def opened(store: StageStore, refs: dict[str, list[Ref]], columns: dict[str, list[str]]):
-    """``Ordered`` readers of ``columns`` (name -> columns) of each named input; a scratch folder for the
-    sorted copies lives as long as the block."""
+    """A reader of ``columns`` (name -> columns) of each named input: ``Ordered`` for a committed output,
+    ``Growing`` for one still being computed; a scratch folder for the sorted copies lives as long as the block."""
     with tempfile.TemporaryDirectory(prefix="bonforge-sorted-") as scratch:
-        yield {name: [Ordered(store, r, cols, Path(scratch)) for r in refs[name]] for name, cols in columns.items()}
+        yield {name: [Growing(store, r, cols) if isinstance(r, Pending) and r.output.ref is None
+                      else Ordered(store, r.output.ref if isinstance(r, Pending) else r, cols, Path(scratch))
+                      for r in refs[name]] for name, cols in columns.items()}
 
 
 def _stringy(t: pa.DataType) -> bool:

@@ -7,8 +7,9 @@
                     └─(fusion)─► fusion_pools (hard filter) ─► fused candidates ─► scores ─► fusion_open ─► SFT
 
 Each stage declares itself in its module under ``bonforge.stages`` (``STAGE`` and ``node()``); ``run`` turns a
-node into a committed ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per
-node with Ray inside). A new stage is one module plus one line here. With a ``decontaminate`` section a
+node into a ``Ref`` (``bonforge.engine``: the committed-store fast path, else one Prefect task per node with
+Ray inside); with ``engine.streaming`` the nodes run at once and a ref may be still computing (``run.wait``
+where the DAG reads data). A new stage is one module plus one line here. With a ``decontaminate`` section a
 ``contamination`` stage first names the problems to leave out. With ``filter.early_stop`` the candidates and
 verdicts are drawn in rounds (``bonforge.flows.rounds``) and ``problem_stats`` reads the last round's table.
 """
@@ -46,7 +47,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     stats = run(problem_stats.node(recipe, verdicts, plan, strength))
     # the reference solutions (appended last) enter GenSelect prompts only where the recipe asks
     own = -1 if recipe.problems.include_reference and not recipe.genselect.include_reference_candidates else None
-    genselect = run(assemble.node(recipe, problems, candidates[:own], verdicts[:own], stats))
+    genselect = run.wait(run(assemble.node(recipe, problems, candidates[:own], verdicts[:own], stats)))
     if not genselect.manifest.rows and not recipe.export.allow_empty:
         counts = problem_stats.filter_counts(run.inputs(problem_stats=stats))
         raise EmptyDataset(counts, genselect.manifest.extra["prompts_dropped_too_long"])

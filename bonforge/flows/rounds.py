@@ -27,15 +27,16 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
     with HeldEngines(list(recipe.teachers)) as held:
-        plan = run(rounds.node(recipe.teachers, recipe.filter, problems))
+        plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
             drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=held.engine(t)), r))
                      for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
             judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
-            plan = run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged))
+            plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged)))
         candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t)))
                       for t in recipe.teachers]
+        candidates = [run.wait(c) for c in candidates]  # committed before the engines close
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     return candidates, verdicts, plan
 

@@ -11,7 +11,6 @@ from bonforge.config_model import Model, Name, exec_only
 from bonforge.llm.models import KNOWN
 
 
-
 def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
     """What loading a model locally needs: transformers and torch, and for a model bonforge knows by name
     (``known``: converted from its GGUF file once) gguf and accelerate too."""

@@ -3,8 +3,9 @@ hashing, the reuse look-up's joins). Opening a database costs ~15 ms; a cursor o
 build runs such queries per shard window.
 
 Each ``cursor()`` is a connection of its own (its registered tables are its own: threads do not see each
-other's). Before the process forks, the database is closed, so a forked child opens its own rather than
-inheriting one whose worker threads it does not have."""
+other's). Before the process forks, the database is closed unless a cursor is in use (another thread's query,
+which closing would break); either way a forked child opens its own rather than using one whose worker threads
+it does not have."""
 
 from __future__ import annotations
 
@@ -17,28 +18,39 @@ import duckdb
 
 _lock = threading.Lock()
 _db: duckdb.DuckDBPyConnection | None = None
+_in_use = 0  # cursors open
 
 
 @contextlib.contextmanager
 def cursor() -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to this process's scratch database, closed on exit."""
-    global _db
+    global _db, _in_use
     with _lock:
         if _db is None:
             _db = duckdb.connect()
         cur = _db.cursor()
+        _in_use += 1
     try:
         yield cur
     finally:
         cur.close()
+        with _lock:
+            _in_use -= 1
 
 
 def _close_before_fork() -> None:
     global _db
     with _lock:
-        if _db is not None:
-            _db.close()  # cursors still open keep it alive until they close
+        if _db is not None and not _in_use:
+            _db.close()
             _db = None
 
 
-os.register_at_fork(before=_close_before_fork)
+def _own_in_child() -> None:
+    """The forked child's state: no database yet (the parent's, if open, is not the child's to use or close) and
+    a lock no thread holds."""
+    global _lock, _db, _in_use
+    _lock, _db, _in_use = threading.Lock(), None, 0
+
+
+os.register_at_fork(before=_close_before_fork, after_in_child=_own_in_child)

@@ -234,9 +234,19 @@ class SampleParams(Params):
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
                                    "reference_correct", "text_digest", "language"), CANDIDATES,
             optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
+def model_resource(model: Any) -> str | None:
+    """What a model (a teacher, a judge, a reward model: its ``engine``, its ``device`` if it has one) holds alone
+    while it computes (``Stage.resource``): one loaded here or in Ray actors, on GPUs (also where no device is
+    said) or on the CPU cores it computes with; an endpoint serves several stages at once (None)."""
+    if model.engine not in ("vllm", "transformers"):
+        return None
+    return "cpu model" if getattr(model, "device", None) == "cpu" else "gpu model"
+
+
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
-              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True)
+              table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True,
+              resource=lambda p: model_resource(p.teacher))
 
 
 def _requests(i: Inputs) -> pa.Table:
@@ -259,7 +269,7 @@ def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -
     """``teacher.n`` candidates per problem of ``problems``; the manifest's ``tokens`` / ``throughput`` give the
     token totals and this run's tokens/s."""
     return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                      shard_rows=teacher.shard_problems)
+                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
 
 
 def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,
@@ -268,10 +278,11 @@ def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = 
     holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
     as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key)."""
     return STAGE.bind(SampleParams(teacher, engine), {"problems": problems, "held" if final else "round": plan},
-                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems)
+                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems,
+                      note={"teacher": teacher.name})
 
 
 def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
     """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is."""
     return STAGE.bind(SampleParams(teacher, engine), {"fusion_pools": pools}, label=f"candidates[{teacher.name}]",
-                      shard_rows=teacher.shard_problems)
+                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})

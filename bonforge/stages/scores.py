@@ -21,6 +21,7 @@ import pyarrow as pa
 from bonforge import identity, scoring
 from bonforge.config import Recipe
 from bonforge.scoring.config import ScorerConfig
+from bonforge.stages import sample
 from bonforge.schema import SCORES
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
 
@@ -113,7 +114,7 @@ class Scoring:
 
 
 def _candidates(i: Inputs) -> Iterator[pa.Table]:
-    digested = "text_digest" in i.sql("SELECT * FROM candidates LIMIT 0").column_names
+    digested = "text_digest" in i.columns("candidates")
     with i.aligned({"candidates": ["candidate_id", "problem_id", "teacher", "text"] + ["text_digest"] * digested}) \
             as chunks:
         for chunk in chunks:
@@ -123,12 +124,19 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
 STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scoring, stream=_candidates,
               stream_of="candidates", shard_rows=256, compact_rows=100_000,
               context=lambda i: {"problems": i.read("problems", _PROBLEMS)},
-              rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES,
-                        {"status": ("parse_error", "truncated")}))
+              rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES, {"status": ("parse_error", "truncated")}),
+              resource=lambda p: _resource(p.scorers))
+
+
+def _resource(scorers: tuple[ScorerConfig, ...]) -> str | None:
+    """A model scorer's or judge's (``sample.model_resource``): the first that holds one."""
+    held = (sample.model_resource(s) if s.kind == "reward_model" else
+            sample.model_resource(s.judge) if s.kind == "judge" else None for s in scorers)
+    return next((r for r in held if r), None)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref) -> Node:
-    teacher = candidates.manifest.extra.get("teacher", "") if candidates.manifest else ""
+    teacher = candidates.extra.get("teacher", "")
     return STAGE.bind(ScoresParams(tuple(recipe.scorers)), {"problems": problems, "candidates": candidates},
                       label=f"scores[{teacher}]", note={"teacher": teacher})
 

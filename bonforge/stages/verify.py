@@ -150,7 +150,7 @@ _JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
 def _candidates(i: Inputs) -> Iterator[pa.Table]:
     """The candidates in problem_id order, a bounded batch of bytes at a time (never the whole table), with
     each text's ``text_digest`` and the ``language`` its record names, where candidates outputs have them."""
-    columns = i.sql("SELECT * FROM candidates LIMIT 0").column_names
+    columns = i.columns("candidates")
     extra = [c for c in ("text_digest", "language") if c in columns]  # outputs written before these lack them
     with i.aligned({"candidates": _JUDGED["candidates"] + extra}) as chunks:
         for chunk in chunks:
@@ -169,6 +169,6 @@ CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_c
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:
     """The verdicts of one candidates stage; ``domains``: those of the problems."""
     stage, cfg = (CODE, recipe.verify.code) if domains == {"code"} else (MATH, recipe.verify.math)
-    teacher = candidates.manifest.extra.get("teacher", "") if candidates.manifest else ""
+    teacher = candidates.extra.get("teacher", "")
     return stage.bind(VerifyParams(cfg), {"problems": problems, "candidates": candidates},
                       label=f"verdicts[{teacher}]", note={"teacher": teacher})

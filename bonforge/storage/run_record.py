@@ -44,6 +44,7 @@ class RunRecord(Mapping):
     wall_s: float | None = None
     timings: dict[str, float] | None = None  # node label -> seconds
     rows: dict[str, dict[str, int]] | None = None  # node label -> rows computed / reused (a build)
+    busy: dict[str, list[list[float]]] | None = None  # a build's: stage -> when it computed shards (epoch s)
     dataset: str | None = None
     dataset_version: int | None = None
     rl_dataset: str | None = None
@@ -94,6 +95,16 @@ class RunRecord(Mapping):
         made = f", dataset v{self.dataset_version}" if self.dataset_version is not None else ""
         return (f"<RunRecord {self.run_id} of {self.recipe_name}: {self.status}, {len(self.stages)} stages{made}"
                 + (f", report {self.report}" if self.report else "") + ">")
+
+    def busy_shares(self) -> dict[str, tuple[float, float]]:
+        """Each stage's busy seconds (its nodes' shards computing at once count once) and their share of the
+        build's wall time."""
+        wall = self.wall_s or 0.0
+        out = {}
+        for stage, spans in (self.busy or {}).items():
+            secs = sum(end - begin for begin, end in spans)
+            out[stage] = (round(secs, 1), secs / wall if wall else 0.0)
+        return out
 
     # the read-only mapping of the JSON
     def __getitem__(self, name: str) -> Any:

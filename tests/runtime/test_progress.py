@@ -71,6 +71,30 @@ def test_without_a_terminal_the_stage_logs(caplog, monkeypatch):
     assert lines(caplog) == []
 
 
+def test_on_a_terminal_stages_running_at_once_share_it_one_bar_and_log_lines(caplog, monkeypatch):
+    """A terminal holds one live bar: a second stage at once (a streaming build) logs instead of failing."""
+    from bonforge.runtime import progress
+
+    monkeypatch.delenv("BONFORGE_QUIET", raising=False)
+    monkeypatch.setattr(progress.sys.stderr, "isatty", lambda: True, raising=False)
+    bars = []
+
+    def bar(label, total, done):
+        bars.append(label)
+        yield lambda n: None
+
+    monkeypatch.setattr(progress, "bar", bar)
+    with caplog.at_level(logging.INFO, "bonforge"), stage_progress("candidates[a]", 4) as a:
+        with stage_progress("verdicts[a]", 4) as v:
+            a(4)
+            v(4)
+    assert bars == ["candidates[a]"]
+    assert lines(caplog)[0].startswith("verdicts[a]: 4/4 rows (100%)")
+    with stage_progress("genselect", 1):  # the bar is free again
+        pass
+    assert bars == ["candidates[a]", "genselect"]
+
+
 class Boom(RuntimeError):
     pass
 

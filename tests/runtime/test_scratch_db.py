@@ -73,3 +73,32 @@ def test_a_forked_child_opens_its_own_database():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_fork_while_another_thread_queries_leaves_its_query_alone():
+    """A streaming build's threads query while another forks (Ray, a sandbox's docker client): the query goes
+    on, and the child still opens its own database."""
+    script = textwrap.dedent("""
+        import os, threading
+        from bonforge.runtime import scratch_db
+        out, started = [], threading.Event()
+        def query():
+            with scratch_db.cursor() as cur:
+                started.set()
+                out.append(cur.sql("SELECT count(*) FROM range(400000000) a WHERE a.range % 7 = 1").fetchall())
+        t = threading.Thread(target=query)
+        t.start()
+        started.wait()
+        pid = os.fork()
+        if pid == 0:
+            with scratch_db.cursor() as cur:
+                os._exit(0 if cur.sql("SELECT 41 + 1").fetchall() == [(42,)] else 3)
+        _, status = os.waitpid(pid, 0)
+        t.join()
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert out == [[(57142857,)]], out
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
