@@ -54,8 +54,9 @@ from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.codec import decode_value
 from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
-from bonforge.sandbox.testlib import CRASHED, PROBLEM_ERROR, Checkers
-from bonforge.schema import VERDICTS
+from bonforge.sandbox.testlib import CRASHED, PROBLEM_ERROR, UNFINISHED_BUILD, Checkers
+from bonforge.sandbox.wire import Status
+from bonforge.schema import NO_LABEL, VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
 
@@ -67,7 +68,12 @@ log = logging.getLogger("bonforge.sandbox")
 # checks run in a container of their own; the output cap scales with the expected output; call outputs
 # compared strictly unless the format wraps them (APPS); the runner's exit, streams and stack as CPython's.
 # 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer.
-VERSION = "6"
+# 7: a wall limit counts the program's own time (not its wait for a CPU); a run the machine kept from finishing is
+# run again alone, and if still unfinished its verdict is infra_error (no label).
+VERSION = "7"
+# A test's outcome that says nothing about the candidate, and the verdict it gives when no other test failed:
+# the problem's checker failed, or the machine kept the run from finishing (even run again alone).
+UNKNOWN = {PROBLEM_ERROR: "sandbox_error", Status.UNFINISHED: "infra_error"}
 MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 
@@ -242,15 +248,15 @@ def verdict(spec: TestSpec, kept: dict, cfg: CodeVerifyConfig) -> tuple[str, int
         return "sandbox_error", 0, total, _clip(kept["sandbox_error"], cfg.detail_chars)
     if "runner_killed" in kept:
         return "runtime_error", 0, total, _clip(kept["runner_killed"], cfg.detail_chars)
-    passed, first, problem = 0, None, None
+    passed, first, unknown = 0, None, None
     for i, res in enumerate(kept["results"]):
         status = res["status"]
         if status == "ok" and spec.kind == "assert":  # a replay that never came: never a pass
             status, res = "runtime_error", dict(res, error="the check was not replayed")
         elif status == "ok" and spec.checker is not None:  # a checker's reading that never came: never a pass
             status, res = PROBLEM_ERROR, dict(res, error="the problem's checker did not run")
-        if status == PROBLEM_ERROR:  # says nothing about the candidate: its verdict only if nothing else failed
-            problem = problem or (i, res["error"])
+        if status in UNKNOWN:  # says nothing about the candidate: its verdict only if nothing else failed
+            unknown = unknown or (i, UNKNOWN[status], res["error"])
             continue
         if status == "passed":
             passed += 1
@@ -258,8 +264,8 @@ def verdict(spec: TestSpec, kept: dict, cfg: CodeVerifyConfig) -> tuple[str, int
             first = (i, status, res["error"], res["stderr"])
             if cfg.stop_on_first_failure:
                 break
-    if first is None and problem is not None:
-        return "sandbox_error", passed, total, _clip(f"test {problem[0]}: {problem[1]}", cfg.detail_chars)
+    if first is None and unknown is not None:
+        return unknown[1], passed, total, _clip(f"test {unknown[0]}: {unknown[2]}", cfg.detail_chars)
     if first is None:
         return "passed", passed, total, ""
     i, status, note, stderr = first
@@ -342,9 +348,10 @@ def verify_code(
             results = kept[i].get("results")
             run_s = sum(r["wall_s"] for r in results) if results is not None else kept[i].get("latency_s", 0.0)
             row["latency_ms"] = round(run_s * 1000, 3)
-    for row in rows:
+    for row in rows:  # a verdict that is no label has no reward either
         row["correct"] = row["status"] == "passed"
-        row["reward"] = row["tests_passed"] / row["tests_total"] if row["tests_total"] else 0.0
+        known = row["tests_total"] and row["status"] not in NO_LABEL
+        row["reward"] = row["tests_passed"] / row["tests_total"] if known else 0.0
     return pa.Table.from_pylist(rows, schema=VERDICTS)
 
 
@@ -384,9 +391,10 @@ def run_checkers(specs: list[TestSpec], kept: list[dict], checkers: Checkers) ->
     for i in todo:
         binary = binaries[id(specs[i])]
         waiting = [k for k, r in enumerate(kept[i]["results"]) if r["status"] == "ok"]
-        if binary.startswith("!"):
+        if binary.startswith(("!", UNFINISHED_BUILD)):  # it does not build: the problem's; or the machine's
+            status = PROBLEM_ERROR if binary.startswith("!") else Status.UNFINISHED
             for k in waiting:
-                kept[i]["results"][k].update(status=PROBLEM_ERROR, error=binary[1:])
+                kept[i]["results"][k].update(status=status, error=binary[1:])
                 kept[i]["results"][k].pop("stdout", None)
             continue
         if waiting:
@@ -423,6 +431,8 @@ def _blame_crashes(specs: list[TestSpec], kept: list[dict], binaries: dict[int, 
             log.warning("a checker crashed on one candidate's output and accepts the jury's answer: %s", res["error"])
             res.update(status="wrong_answer", error="the checker crashed on this output (it accepts the jury's "
                        f"answer): {res['error']}")  # fmt: skip
+        elif status == Status.UNFINISHED:  # the control could not tell: nothing known, the machine's
+            res.update(status=status, error=f"{res['error']} (its control run did not finish: {note})")
         else:
             res.update(status=PROBLEM_ERROR, error=f"{res['error']} (on the jury's answer too: {note or status})")
 
@@ -477,6 +487,9 @@ class _Replays:
         if not kept.get("results"):
             return  # a sandbox failure: judged as it is
         res, request = kept["results"][0], self.requests[i]
+        if res["status"] == Status.UNFINISHED:  # run again alone (``_run_and_check``): this run counts for nothing
+            res.pop("calls", None)
+            return
         self.spent[i] += res["wall_s"]
         res["wall_s"] = self.spent[i]  # the candidate's time, all runs
         if "calls" not in res:
@@ -536,7 +549,20 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
         for (i, _), rerun in zip(batch, reruns, strict=True):
             kept[i] = rerun
         batch = []
+    for i in [i for i, k in enumerate(kept) if unfinished(k)]:  # alone, once all others are done
+        again = True
+        while again:
+            request = replays.rerun(i) if replays and replays.plans.get(i) is not None else requests[i]
+            kept[i] = run([request], lambda _, o, i=i: on(i, o))[0]
+            again = bool(replays) and i in replays.again
+            if again:
+                replays.again.discard(i)
     return kept
+
+
+def unfinished(kept: dict) -> bool:
+    """Whether the machine kept a test of a judged outcome from finishing (``Status.UNFINISHED``)."""
+    return any(res["status"] == Status.UNFINISHED for res in kept.get("results") or ())
 
 
 @contextlib.contextmanager

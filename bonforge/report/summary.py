@@ -5,6 +5,7 @@ is the domain's own word, docs/stages.md)."""
 
 from __future__ import annotations
 
+from bonforge.schema import NO_LABEL
 from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
 
@@ -58,4 +59,9 @@ def summary_lines(summary: dict) -> list[str]:
     if "verdicts" in summary:
         by = ", ".join(f"{status} {n}" for status, n in summary["verdicts"].items())
         lines.append(f"verdicts: {sum(summary['verdicts'].values())}, {summary['correct']} correct ({by})")
+        unknown = {s: n for s, n in summary["verdicts"].items() if s in NO_LABEL}
+        if unknown:
+            lines.append(f"verdicts without a label: {sum(unknown.values())} ("
+                         + ", ".join(f"{s} {n}" for s, n in unknown.items()) + "): in no pass rate, reward or "
+                         "export; the next build judges them again")  # fmt: skip
     return lines

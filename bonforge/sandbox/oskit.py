@@ -96,6 +96,26 @@ def self_cpu():
     return ru.ru_utime + ru.ru_stime
 
 
+def cpu_wait(pids):
+    """The longest time, in seconds, that any thread of ``pids`` has waited for a CPU while runnable (the
+    scheduler's run-queue delay, ``/proc/<pid>/task/<tid>/schedstat``; a CPU quota's throttling included):
+    the share of a test's wall time that the machine took, not the program. 0 where the kernel keeps no
+    such count."""
+    longest = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    longest = max(longest, int(f.read().split()[1]))
+            except (OSError, ValueError, IndexError):
+                continue
+    return longest / 1e9
+
+
 @functools.cache
 def selector():
     """One epoll instance for the runner's life."""
