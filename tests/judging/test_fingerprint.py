@@ -203,8 +203,8 @@ def test_an_image_rebuilt_with_another_compiler_judges_again(sandbox_image):
     from bonforge.sandbox import image
 
     retag, rebuilt = f"bonforge-test-retag:{os.getpid()}", f"bonforge-test-rebuilt:{os.getpid()}"
-    dockerfile = (f"FROM {sandbox_image}\nRUN rm /usr/bin/g++ && printf '#!/bin/sh\\necho \"g++ (Rebuilt 13.1) 13.1.0\"\\n'"
-                  " > /usr/bin/g++ && chmod 755 /usr/bin/g++\n")
+    script = "#!/bin/sh\\necho \"g++ (Rebuilt 13.1) 13.1.0\"\\n"
+    dockerfile = f"FROM {sandbox_image}\nRUN printf '{script}' > /g && chmod +x /g && mv -f /g /usr/bin/g++\n"
     image.client().images.get(sandbox_image).tag(retag)
     try:
         image.client().images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=rebuilt, rm=True, network_mode="none")
@@ -219,7 +219,7 @@ def test_an_image_rebuilt_with_another_compiler_judges_again(sandbox_image):
             k: v for k, v in first.items() if k != "toolchain:g++"}
         fp.fingerprint.cache_clear()
         assert fp.fingerprint("code", "docker", retag, False) == fp.fingerprint("code", "docker", sandbox_image, False)
-        assert fp.fingerprint("code", "docker", rebuilt, False) != fp.fingerprint("code", "docker", sandbox_image, False)
+        assert fp.fingerprint("code", "docker", rebuilt, False) != fp.fingerprint("code", "docker", retag, False)
     finally:
         fp.fingerprint.cache_clear()
         for tag in (rebuilt, retag):
