@@ -181,3 +181,52 @@ def test_a_long_chunk_does_not_hold_the_next_back():
     requests = [{"i": i, "time_limit": passes.PROBE_S} for i in range(n)]  # no probe: one pass
     kept = code._run_and_check(requests, [None] * n, dict.fromkeys(range(n), "check"), None, run, CodeVerifyConfig())
     assert [k["sandbox_error"] for k in kept] == [f"request {i}" for i in range(n)]
+
+
+def test_an_unfinished_test_says_nothing_of_the_candidate():
+    """A test the machine kept from finishing (``unfinished``, still so when run again alone) gives no label:
+    ``infra_error``, reward 0, unless another test failed (what that failure says is known)."""
+    cfg = CodeVerifyConfig(backend="process")
+    unfinished = dict(res("unfinished"), error="not finished: the machine was too busy")
+    status, passed, _, detail = judge_outcome(STDIO, {"results": [res(stdout="0"), unfinished, res(stdout="2")]}, cfg)
+    assert (status, passed) == ("infra_error", 2) and "too busy" in detail
+    assert judge_outcome(STDIO, {"results": [res(stdout="0"), unfinished, res(stdout="9")]}, cfg)[0] == "wrong_answer"
+    assert judge_outcome(STDIO, {"results": [res("timeout"), unfinished, res(stdout="2")]}, cfg)[0] == "timeout"
+
+
+def test_an_unfinished_run_runs_again_alone_at_the_end():
+    """A request with an unfinished test runs again after every other request, alone (a batch of one); its
+    verdict is that of the run alone: passed when it finishes there, infra_error when it still does not."""
+    from bonforge.judging import code, passes
+
+    cfg = CodeVerifyConfig(backend="process")
+    batches = []
+    runs = {0: [res("unfinished")] * 3, 1: [res(stdout=str(i)) for i in range(3)], 2: [res("unfinished")] * 3}
+    alone = {0: [res(stdout=str(i)) for i in range(3)], 2: [res("unfinished")] * 3}
+
+    def run(requests, on_outcome):
+        batches.append([r["i"] for r in requests])
+        source = runs if len(batches) == 1 else alone
+        return [on_outcome(k, {"results": [dict(x) for x in source[r["i"]]]}) for k, r in enumerate(requests)]
+
+    requests = [{"i": i, "time_limit": passes.PROBE_S, "tests": [{}] * 3} for i in range(3)]  # no probe
+    kept = code._run_and_check(requests, [STDIO] * 3, {}, None, run, cfg)
+    assert batches == [[0, 1, 2], [0], [2]]
+    assert [code.verdict(STDIO, k, cfg)[0] for k in kept] == ["passed", "passed", "infra_error"]
+
+
+def test_no_label_verdicts_have_no_reward(monkeypatch):
+    """``verify_code`` gives a verdict without a label (schema.NO_LABEL) reward 0 whatever its tests passed."""
+    from bonforge.judging import code, passes
+    from code_shapes import one_problem
+
+    class Pool:
+        def run(self, requests):
+            return [{"results": [res(stdout="0"), dict(res("unfinished"), error="busy")]} for _ in requests]
+
+    problems, cands = one_problem({"kind": "stdio", "tests": [{"input": "", "output": "0"},
+                                                              {"input": "", "output": "1"}]}, ["print(0)"])
+    monkeypatch.setattr(passes, "PROBE_S", 100.0)  # one pass
+    (row,) = code.verify_code(problems, cands, CodeVerifyConfig(backend="process", extraction="raw"),
+                              pool=Pool()).to_pylist()
+    assert (row["status"], row["tests_passed"], row["reward"], row["correct"]) == ("infra_error", 1, 0.0, False)

@@ -63,3 +63,10 @@ def test_a_build_records_its_summary(tmp_path):
 
     record = execute(dag, CommittedRun(store, recipe), ".", "r1", record_start=False)
     assert record.build_summary["kept"] == 2 and store.runs()[-1].build_summary == record.build_summary
+
+
+def test_the_summary_counts_verdicts_without_a_label():
+    lines = summary_lines({"verdicts": {"passed": 3, "infra_error": 2, "sandbox_error": 1}, "correct": 3})
+    assert lines[-1] == ("verdicts without a label: 3 (infra_error 2, sandbox_error 1): in no pass rate, reward or "
+                         "export; the next build judges them again")
+    assert len(summary_lines({"verdicts": {"passed": 3}, "correct": 3})) == 1

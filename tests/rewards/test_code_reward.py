@@ -43,3 +43,15 @@ def test_code_reward_scores_the_fraction_passed_in_one_warm_pool(sandbox_image):
     crash = compute_score("bonforge/x", fenced("raise SystemExit(input())"), SPEC, info, pool_size=2)
     assert (crash["score"], crash["status"]) == (0.0, "runtime_error")
     assert sorted(set(our_containers()) - before) == warm  # the same containers served every call
+
+
+def test_trl_gets_none_for_a_verdict_without_a_label(monkeypatch):
+    """A response whose verdict is no label (infra_error, sandbox_error) has no reward: TRL's reward function
+    gives None (TRL leaves it out), verl's ``compute_score`` 0.0 with the status beside it."""
+    from bonforge.rewards import code as reward
+
+    verdicts = [{"score": 0.0, "status": "infra_error"}, {"score": 1.0, "status": "passed"},
+                {"score": 0.0, "status": "sandbox_error"}, {"score": 0.0, "status": "wrong_answer"}]
+    monkeypatch.setattr(reward, "score_batch", lambda texts, *a, **k: verdicts[: len(texts)])
+    assert reward.code_reward(["p"] * 4, ["a"] * 4, [{"ground_truth": "{}"}] * 4) == [None, 1.0, None, 0.0]
+    assert reward.compute_score("d", "a", "{}") == {"score": 0.0, "status": "infra_error"}
