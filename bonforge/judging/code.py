@@ -55,7 +55,7 @@ from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.codec import decode_value
 from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
 from bonforge.sandbox.testlib import CRASHED, PROBLEM_ERROR, UNFINISHED_BUILD, Checkers
-from bonforge.sandbox.wire import Status
+from bonforge.sandbox.wire import Limits, Status, wall_limit
 from bonforge.schema import NO_LABEL, VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
@@ -105,7 +105,7 @@ def budget_s(spec: TestSpec, cfg: CodeVerifyConfig, language: str = "python") ->
     if spec.kind == "assert":
         return cfg.candidate_wall_s
     limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
-    return min(len(spec.inputs) * (limit * cfg.wall_factor + 1.0), cfg.candidate_wall_s)
+    return min(len(spec.inputs) * wall_limit(limit, cfg.wall_factor), cfg.candidate_wall_s)
 
 
 def build_request(
@@ -126,14 +126,11 @@ def build_request(
     request = {
         "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
         "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
-        "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "budget": budget_s(spec, cfg, language),
-        "memory_mb": memory, "output_limit": cfg.output_limit(_expected_bytes(spec)),
-        "stop_on_failure": cfg.stop_on_first_failure,
+        **Limits(limit, cfg.wall_factor, memory, cfg.output_limit(_expected_bytes(spec))).fields(),
+        "budget": budget_s(spec, cfg, language), "stop_on_failure": cfg.stop_on_first_failure,
     }  # fmt: skip
     if language != PYTHON.name:
-        build = {"time_limit": cfg.build_time_limit_s, "wall_limit": cfg.build_time_limit_s * cfg.wall_factor + 1.0,
-                 "memory_mb": cfg.memory_mb, "output_limit": cfg.build_output_bytes}  # fmt: skip
-        request.update(native_fields(LANGUAGES[language], program, memory, build))
+        request.update(native_fields(LANGUAGES[language], program, memory, cfg.build_limits().fields()))
     return request
 
 

@@ -10,7 +10,7 @@ import queue
 
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.lanes import Background
-from bonforge.sandbox.wire import Status
+from bonforge.sandbox.wire import Status, wall_limit
 
 CHUNK = 64  # requests per pool call when checks are replayed (bounds what a pool that does not stream holds)
 
@@ -27,7 +27,7 @@ def probe(request: dict, cfg: CodeVerifyConfig) -> dict | None:
     more than the probe saves)."""
     if "exec" in request or float(request["time_limit"]) <= PROBE_S:
         return None
-    wall = min(PROBE_S * cfg.wall_factor + PROBE_SLACK_S, float(request["wall_limit"]))
+    wall = min(wall_limit(PROBE_S, cfg.wall_factor, PROBE_SLACK_S), float(request["wall_limit"]))
     return dict(request, time_limit=PROBE_S, wall_limit=wall, stop_on_timeout=True)
 
 

@@ -381,10 +381,8 @@ class SandboxPool:
 
     def control_request(self) -> dict:
         """A known-good program (it echoes its input) under this pool's limits."""
-        cfg = self.cfg
         return {"id": "bonforge-control", "kind": "stdio", "program": "print(input())\n", "prelude": "",
-                "fn_name": None, "tests": [{"input": CONTROL_INPUT}], "time_limit": cfg.time_limit_s,
-                "wall_limit": cfg.wall_limit_s, "memory_mb": cfg.memory_mb, "output_limit": cfg.output_limit_bytes,
+                "fn_name": None, "tests": [{"input": CONTROL_INPUT}], **self.cfg.limits().fields(),
                 "stop_on_failure": False}  # fmt: skip
 
     def _control_passes(self, slot: list) -> bool:

@@ -27,7 +27,7 @@ import threading
 
 from bonforge.sandbox import checker_cache
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.wire import Status
+from bonforge.sandbox.wire import Limits, Status
 
 BUILD_ARGV = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "checker", "checker.cpp")
 BUILD_TIME_S = 60.0  # CPU seconds to compile a checker (testlib.h is a large header)
@@ -53,16 +53,15 @@ def digest(checker: dict) -> str:
 
 
 def _base(cfg: CodeVerifyConfig, name: str) -> dict:
-    return {"id": name, "kind": "stdio", "program": "", "prelude": "", "fn_name": None, "time_limit": CHECK_TIME_S,
-            "wall_limit": CHECK_TIME_S * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
-            "output_limit": MESSAGE_BYTES, "stop_on_failure": False}  # fmt: skip
+    return {"id": name, "kind": "stdio", "program": "", "prelude": "", "fn_name": None, "stop_on_failure": False,
+            **Limits(CHECK_TIME_S, cfg.wall_factor, cfg.memory_mb, MESSAGE_BYTES).fields()}
 
 
 def build_request(checker: dict, cfg: CodeVerifyConfig) -> dict:
     files = [{"name": "checker.cpp", "text": checker["source"]}]
     files += [{"name": n, "text": v} for n, v in sorted(checker.get("files", {}).items())]
-    build = {"argv": list(BUILD_ARGV), "time_limit": BUILD_TIME_S, "wall_limit": BUILD_TIME_S * cfg.wall_factor + 1.0,
-             "memory_mb": cfg.memory_mb, "output_limit": MAX_BINARY, "keep": "checker"}  # fmt: skip
+    build = {"argv": list(BUILD_ARGV), "keep": "checker",
+             **Limits(BUILD_TIME_S, cfg.wall_factor, cfg.memory_mb, MAX_BINARY).fields()}
     return dict(_base(cfg, "checker-build-" + digest(checker)[:16]), files=files, build=build, exec=["./checker"],
                 tests=[])  # fmt: skip
 

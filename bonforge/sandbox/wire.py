@@ -7,6 +7,7 @@ its test inputs; the answer carries one result per test run, each with a ``Statu
 expected output: the host judges (``bonforge.judging``).
 """
 
+import dataclasses
 import enum
 
 
@@ -31,10 +32,30 @@ WALL_SLACK_S = 1.0  # a run's wall limit beyond its CPU limit times the wall fac
 LOAD_STRETCH = 10.0
 
 
-def wall_limit(cpu_s, wall_factor):
-    """The wall-clock limit of a run whose CPU limit is ``cpu_s`` (a test's, a build's, a checker's): the
-    one formula for it, on both sides of the wire."""
-    return float(cpu_s) * float(wall_factor) + WALL_SLACK_S
+def wall_limit(cpu_s, wall_factor, slack=WALL_SLACK_S):
+    """The wall-clock limit of a run whose CPU limit is ``cpu_s`` (a test's, a build's, a checker's, a probe's
+    with its own ``slack``): the one formula for it."""
+    return float(cpu_s) * float(wall_factor) + slack
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """A run's limits as a request carries them (a request's tests, or its ``build``): CPU seconds, the wall
+    limit that follows from them (``wall_limit``), memory and output caps."""
+
+    time_limit: float
+    wall_factor: float
+    memory_mb: int
+    output_limit: int
+
+    @property
+    def wall_limit(self):
+        return wall_limit(self.time_limit, self.wall_factor)
+
+    def fields(self):
+        """The request's fields for these limits."""
+        return {"time_limit": self.time_limit, "wall_limit": self.wall_limit, "memory_mb": self.memory_mb,
+                "output_limit": self.output_limit}
 KINDS = ("stdio", "call", "assert")  # how a program is fed its tests (``runner.py``'s docstring)
 
 

@@ -230,3 +230,22 @@ def test_no_label_verdicts_have_no_reward(monkeypatch):
     (row,) = code.verify_code(problems, cands, CodeVerifyConfig(backend="process", extraction="raw"),
                               pool=Pool()).to_pylist()
     assert (row["status"], row["tests_passed"], row["reward"], row["correct"]) == ("infra_error", 1, 0.0, False)
+
+
+def test_every_wall_limit_is_the_one_formula(monkeypatch):
+    """A test's, a build's, a checker's and the control program's wall limits all come from
+    ``wire.wall_limit`` (``Limits``): a changed formula changes them all."""
+    from bonforge.judging.code import build_request
+    from bonforge.sandbox import testlib, wire
+    from bonforge.sandbox.pool import SandboxPool
+
+    cfg = CodeVerifyConfig(backend="process", time_limit_s=2.0, wall_factor=3.0, build_time_limit_s=5.0)
+    spec = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "", "output": "1"}]}), "p")
+    native = build_request(spec, "int main(){}", cfg, "r", language="cpp")
+    checker = testlib.build_request({"source": "x"}, cfg)
+    walls = [native["wall_limit"], native["build"]["wall_limit"], checker["wall_limit"], checker["build"]["wall_limit"],
+             SandboxPool(cfg).control_request()["wall_limit"], cfg.wall_limit_s]
+    assert walls == [7.0, 16.0, testlib.CHECK_TIME_S * 3 + 1, testlib.BUILD_TIME_S * 3 + 1, 7.0, 7.0]
+    monkeypatch.setattr(wire.wall_limit, "__defaults__", (0.0,))  # no slack
+    assert build_request(spec, "int main(){}", cfg, "r", language="cpp")["wall_limit"] == 6.0
+    assert cfg.wall_limit_s == 6.0
