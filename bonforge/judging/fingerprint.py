@@ -36,7 +36,7 @@ PACKAGE = Path(__file__).resolve().parent.parent  # the bonforge package these s
 
 SOURCES = {
     "math": ("judging/math.py", "judging/math_rules.py"),
-    "code": ("judging/code.py", "judging/compare.py", "judging/extract.py", "judging/passes.py", "judging/spec.py",
+    "code": ("judging/code*.py", "judging/compare.py", "judging/extract.py", "judging/passes.py", "judging/spec.py",
              "sandbox/**/*.py", "sandbox/Dockerfile"),
 }
 LIBRARIES = {

@@ -270,12 +270,12 @@ def run_test(req, index, test, payload_fd, sandbox):
     deadline = start + wall_limit
     cap = start + float(req.get("wall_cap") or wall_limit * LOAD_STRETCH)
     poll = 0.1 if cgroup_before is not None else 1.0
-    killed, waited, live = None, 0.0, True
+    killed, waited, live, measured = None, 0.0, True, start
     try:
         while sandbox.wstatus is None:
             now = time.monotonic()
-            if now >= deadline or now - start > poll:
-                live = sandbox.survivors()
+            if now >= deadline or now - measured > poll:  # at most once a poll interval, and at the deadline
+                measured, live = now, sandbox.survivors()
                 waited = max(waited, oskit.cpu_wait(live) + oskit.cpu_wait([sandbox.pid]) - forking)
             if now >= deadline and not live:  # the program has ended: the zygote's report is on its way
                 deadline = now + 0.01
@@ -496,7 +496,8 @@ def handle(req, workdir, sandbox):
             if left < float(req["wall_limit"]) and results[-1]["status"] == Status.TIMEOUT:
                 results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
             status = results[-1]["status"]
-            stop = req.get("stop_on_failure") or status == Status.TIMEOUT and req.get("stop_on_timeout")
+            stop = req.get("stop_on_failure") or status in (Status.TIMEOUT, Status.UNFINISHED) and req.get(
+                "stop_on_timeout")  # fmt: skip
             if stop and status != Status.OK:
                 break
     except _Stuck as e:

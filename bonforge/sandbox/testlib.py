@@ -11,7 +11,7 @@ and what it says is read as exit codes and a capped stderr tail. Invocation and 
 A checker that fails (exit 3, a crash, its time or memory limit) is the problem's error, never the
 candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``); except a crash
 (not exit 3) on an output when the same checker accepts the jury's answer as the output (``CRASHED``, then a
-control run: ``judging.code.run_checkers``): that output made it crash, and it is rejected. A checker is
+control run: ``judging.code_checkers.run_checkers``): that output made it crash, and it is rejected. A checker is
 compiled once for its content (the source, its files and the build's argv, hashed) and the sandbox image's
 id: the binary is kept here and sent with each request that runs it, and kept on disk (``checker_cache``,
 backend 'docker') for the processes that come later.

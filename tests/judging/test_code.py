@@ -13,7 +13,7 @@ from bonforge.errors import DataError
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import parse_spec
-from bonforge.judging.code import judge_outcome
+from bonforge.judging.code_verdict import judge_outcome
 
 
 @pytest.mark.parametrize(
@@ -235,7 +235,7 @@ def test_no_label_verdicts_have_no_reward(monkeypatch):
 def test_every_wall_limit_is_the_one_formula(monkeypatch):
     """A test's, a build's, a checker's and the control program's wall limits all come from
     ``wire.wall_limit`` (``Limits``): a changed formula changes them all."""
-    from bonforge.judging.code import build_request
+    from bonforge.judging.code_request import build_request
     from bonforge.sandbox import testlib, wire
     from bonforge.sandbox.pool import SandboxPool
 

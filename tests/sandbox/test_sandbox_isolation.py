@@ -281,7 +281,8 @@ def test_the_control_program_decides_whose_failure_it_was(solo, monkeypatch):
 def judge_ids(pool, programs: dict[str, str]) -> list[dict]:
     """Verdicts of programs sent with the given request ids (one test each)."""
     from bonforge.judging.spec import parse_spec
-    from bonforge.judging.code import build_request, judge_outcome
+    from bonforge.judging.code_request import build_request
+    from bonforge.judging.code_verdict import judge_outcome
 
     spec = parse_spec(json.dumps(ONE), "p")
     cfg = pool.cfg.model_copy(update={"extraction": "raw"})
