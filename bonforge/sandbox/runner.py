@@ -154,6 +154,7 @@ class _Sandbox:
             serve(theirs, ids, nproc)
         theirs.close()
         self.state = oskit.fingerprint(self.pid)  # what every test's process inherits
+        self.scheduling = oskit.scheduling(self.pid)  # likewise: a test keeping it waits for the machine
 
     def start(self, index, fds):
         self.wstatus = self.cpu = None
@@ -248,7 +249,7 @@ def run_test(req, index, test, payload_fd, sandbox):
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = oskit.cgroup_cpu() if sandbox.contained else None
     oom_before, self_before = oskit.oom_kills(), oskit.self_cpu()
-    forking = oskit.cpu_wait([sandbox.pid])  # the zygote's wait to fork the test counts as the machine's too
+    forking = oskit.cpu_wait([sandbox.pid], sandbox.scheduling)  # the zygote's wait to fork counts too
     start = time.monotonic()
     sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd])
     for fd in (stdin_r, out_w, err_w, res_w, setup_w):
@@ -276,7 +277,8 @@ def run_test(req, index, test, payload_fd, sandbox):
             now = time.monotonic()
             if now >= deadline or now - measured > poll:  # at most once a poll interval, and at the deadline
                 measured, live = now, sandbox.survivors()
-                waited = max(waited, oskit.cpu_wait(live) + oskit.cpu_wait([sandbox.pid]) - forking)
+                wait = oskit.cpu_wait(live, sandbox.scheduling)
+                waited = max(waited, wait and wait + oskit.cpu_wait([sandbox.pid], sandbox.scheduling) - forking)
             if now >= deadline and not live:  # the program has ended: the zygote's report is on its way
                 deadline = now + 0.01
             elif now >= deadline:

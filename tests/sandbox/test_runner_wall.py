@@ -80,6 +80,18 @@ def test_a_program_the_machine_starves_passes_and_a_sleeper_does_not(on_cpu0):
     assert took > 2.5, took  # the load was real: the program took longer than its wall limit
 
 
+@pytest.mark.parametrize("how", ["os.nice(19)", "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"])
+def test_a_program_that_lowers_its_own_priority_makes_its_own_waits(on_cpu0, how):
+    """A program that makes itself wait (a lower priority, the idle scheduling policy) is
+    not starved by the machine: its wait counts as its own time, and past its wall limit it is ``timeout``, as
+    a sleeper (else a policy could earn 'no label' instead of a penalty by starving itself). The same program
+    without the change passes under the same load (the test above)."""
+    program = f"import os\n{how}\n" + BURN.format(cpu=0.4)
+    with busy(8, [0]):
+        (verdict,) = judge(on_cpu0, [program])
+    assert verdict["status"] == "timeout", verdict
+
+
 def test_a_program_the_machine_keeps_from_finishing_is_no_label(on_cpu0):
     """Starved past the stretch (20 busy processes on its CPU: 1/21 of it, past ``LOAD_STRETCH`` 10), a program
     short of its own limits is unfinished, runs again alone, still unfinished, and is then infra_error: reward
