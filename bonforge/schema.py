@@ -58,12 +58,17 @@ CANDIDATES = pa.schema(
 )
 
 # Verdict classes. Math: correct | wrong_answer | no_answer | timeout | error.
-# Code: passed | wrong_answer | runtime_error | compile_error | timeout | memory_limit | output_limit | sandbox_error.
+# Code: passed | wrong_answer | runtime_error | compile_error | timeout | memory_limit | output_limit | sandbox_error
+# | infra_error.
 MATH_STATUSES = ("correct", "wrong_answer", "no_answer", "timeout", "error")
 CODE_STATUSES = (
     "passed", "wrong_answer", "runtime_error", "compile_error", "timeout", "memory_limit", "output_limit",
-    "sandbox_error",
+    "sandbox_error", "infra_error",
 )
+# Code verdicts that are no label: nothing is known about the candidate. ``sandbox_error``: the sandbox or the
+# problem (its check, its checker program) failed; ``infra_error``: the machine was too busy to finish a run
+# (bonforge/sandbox/README.md, "Infrastructure outcomes"). Never reused, never in pass rates, rewards or exports.
+NO_LABEL = ("sandbox_error", "infra_error")
 
 VERDICTS = pa.schema(
     [

@@ -10,18 +10,25 @@ Assert-style checks are the dataset's code: they run in a checker process of the
 apart from the candidates' (``bonforge.sandbox.check_host``): the sandbox makes the calls the check planned,
 the checker replays the check on the answers, and a program whose answers lead the check to other calls
 runs again with the longer plan. Each outcome is judged as it arrives (an assert-style run's check
-replayed then, a checker program's problem's outputs read by its checker then) and only what its verdict needs
-is kept: a batch's extra host memory is bounded by the pool
-(``HOST_ANSWERS_PER_WORKER``), not by the batch. Whatever comes back from the sandbox or the checker is
-read with bounded size and depth, and a row that cannot be judged gets a verdict of its own: no program,
-and no one problem's data, can fail the stage.
+replayed then, a checker program's problem's outputs read by its checker then) and only what its verdict
+needs is kept: a batch's extra host memory is bounded by the pool (``HOST_ANSWERS_PER_WORKER``), not by the
+batch. Whatever comes back from the sandbox or the checker is read with bounded size and depth, and a row that
+cannot be judged gets a verdict of its own: no program, and no one problem's data, can fail the stage.
+
+Its jobs, by module: ``code_request`` (a spec and a program to the runner's request, its limits), this
+module (the stage: extraction, one run per distinct program, the passes and the checks' replays),
+``code_verdict`` (an outcome to a verdict), ``code_checkers`` (the problems' checker programs).
 
 **Time bound.** A test's CPU limit is the problem's ``time_limit_s`` when it is a positive number under the
-recipe's ``time_limit_s``, else the recipe's (``time_limit_s()``: a NaN, infinite or huge value never
-raises the bound); its wall limit ``W = limit * wall_factor + 1``. A candidate's budget (``budget_s()``)
-is ``min(tests * W, candidate_wall_s)``, and ``candidate_wall_s`` for an assert-style check (all its runs):
-tests left when it runs out count as ``timeout``. The host waits for one request at most its budget plus
+recipe's ``time_limit_s``, else the recipe's (``code_request.time_limit_s``: a NaN, infinite or huge value
+never raises the bound); its wall limit ``W = limit * wall_factor + 1`` (``wire.wall_limit``), counted in the
+program's own time. A candidate's budget (``code_request.budget_s``) is ``min(tests * W, candidate_wall_s)``,
+and ``candidate_wall_s`` for an assert-style check (all its runs): tests left when it runs out count as
+``timeout``. The host waits for one request at most ``LOAD_STRETCH`` times its budget plus
 ``pool.HOST_MARGIN_S`` + 1 s once a worker takes it.
+
+**What the machine keeps from finishing** (``Status.UNFINISHED``, bonforge/sandbox/README.md) runs again alone
+after every other request; still unfinished, it is ``infra_error``, no label.
 
 **Two passes** (``_run_and_check``). Each Python request runs first under a short probe (``passes.probe``: a
 CPU limit of ``PROBE_S`` per test, ending at the first test out of time); the few that run into it (loops, heavy
@@ -39,24 +46,22 @@ limit) plus its budget. Built programs (C++, Java, PyPy) run once: a second run 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import math
 from typing import Protocol
 
 import pyarrow as pa
 
 from bonforge.errors import DataError
-from bonforge.sandbox.check_host import Checker, shared_checker
-from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.judging.code_checkers import Readings, blame_crashes
+from bonforge.judging.code_request import build_request, program_language, recorded_memory
+from bonforge.judging.code_verdict import clip, judged, unfinished, verdict
 from bonforge.judging.extract import extract_code
 from bonforge.judging.passes import chunked, hit_probe, probe
-from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import TestSpec, parse_spec
-from bonforge.sandbox.codec import decode_value
-from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
-from bonforge.sandbox.testlib import CRASHED, PROBLEM_ERROR, Checkers
-from bonforge.schema import VERDICTS
+from bonforge.sandbox.check_host import Checker, shared_checker
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.wire import Status
+from bonforge.schema import NO_LABEL, VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
 
@@ -68,204 +73,14 @@ log = logging.getLogger("bonforge.sandbox")
 # checks run in a container of their own; the output cap scales with the expected output; call outputs
 # compared strictly unless the format wraps them (APPS); the runner's exit, streams and stack as CPython's.
 # 3: assert-style checks run on the host; 2: a failed assert-style check is wrong_answer.
-VERSION = "6"
+# 7: a wall limit counts the program's own time (not its wait for a CPU); a run the machine kept from finishing is
+# run again alone, and if still unfinished its verdict is infra_error (no label).
+VERSION = "7"
 MAX_ROUNDS = 100  # runs of one program for one check (its time budget ends it first, unless runs are instant)
 
 
 class Pool(Protocol):
     def run(self, requests: list[dict]) -> list[dict]: ...
-
-
-def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
-    """The per-test CPU limit: the problem's own when it is a finite positive number under the recipe's,
-    else the recipe's (a problem's data never raises the recipe's bound, and a bad value never raises)."""
-    own = spec.time_limit_s
-    if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and 0 < own:
-        return min(float(own), cfg.time_limit_s)
-    return cfg.time_limit_s
-
-
-def memory_mb(spec: TestSpec, cfg: CodeVerifyConfig, problem_mb: float | None = None) -> int:
-    """A test's memory limit, MiB: the spec's ``memory_mb``, else the problem's recorded limit (its metadata's
-    ``memory_limit_mb``), capped by the recipe's ``memory_mb`` (the sandbox is sized for it); the recipe's when
-    the problem names none."""
-    own = spec.memory_mb if spec.memory_mb is not None else problem_mb
-    if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and own > 0:
-        return max(16, min(int(own), cfg.memory_mb))
-    return cfg.memory_mb
-
-
-def budget_s(spec: TestSpec, cfg: CodeVerifyConfig, language: str = "python") -> float:
-    """A candidate's wall-clock budget over all its tests (and all runs of an assert-style check)."""
-    if spec.kind == "assert":
-        return cfg.candidate_wall_s
-    limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
-    return min(len(spec.inputs) * (limit * cfg.wall_factor + 1.0), cfg.candidate_wall_s)
-
-
-def build_request(
-    spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False,
-    language: str = "python", problem_mb: float | None = None,
-) -> dict:
-    """The runner request for one candidate (inputs only: expected outputs and checks stay out of the
-    sandbox); ``plan``: the calls an assert-style check makes (``Checker.plan``); ``language``: a name of
-    ``languages.LANGUAGES`` (a compiled language is built once, before its tests, under its own limits)."""
-    limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
-    memory = memory_mb(spec, cfg, problem_mb)
-    if spec.kind == "stdio":
-        tests = [{"input": i} for i in spec.inputs]
-    elif spec.kind == "call":
-        tests = [{"args": a} for a in spec.inputs]
-    else:
-        tests = [{"calls": plan or [], "go_on": go_on}]
-    request = {
-        "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
-        "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
-        "time_limit": limit, "wall_limit": limit * cfg.wall_factor + 1.0, "budget": budget_s(spec, cfg, language),
-        "memory_mb": memory, "output_limit": cfg.output_limit(_expected_bytes(spec)),
-        "stop_on_failure": cfg.stop_on_first_failure,
-    }  # fmt: skip
-    if language != PYTHON.name:
-        build = {"time_limit": cfg.build_time_limit_s, "wall_limit": cfg.build_time_limit_s * cfg.wall_factor + 1.0,
-                 "memory_mb": cfg.memory_mb, "output_limit": cfg.build_output_bytes}  # fmt: skip
-        request.update(native_fields(LANGUAGES[language], program, memory, build, spec.include))
-    return request
-
-
-def _expected_bytes(spec: TestSpec) -> int:
-    """The size of the spec's largest expected output (its output cap grows with it)."""
-    sizes = [len(o.encode("utf-8", "surrogatepass")) if isinstance(o, str) else len(json.dumps(o))
-             for o in spec.outputs or ()]  # fmt: skip
-    return max(sizes, default=0)
-
-
-def _clip(text: str, n: int) -> str:
-    text = text.encode("utf-8", "replace").decode()  # a program's exception text may hold lone surrogates
-    return text if len(text) <= n else text[: n // 2] + "\n...\n" + text[-(n - n // 2) :]
-
-
-_JSON_KEYS = {True: "true", False: "false", None: "null"}
-
-
-def _as_json(value):
-    """A returned value as its JSON round trip would give it (tuples become lists, dict keys strings);
-    ``ValueError`` for what JSON cannot hold (sets, bytes, objects)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_as_json(v) for v in value]
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if k is None or isinstance(k, bool):
-                k = _JSON_KEYS[k]
-            elif isinstance(k, (int, float)):
-                k = repr(k)
-            elif not isinstance(k, str):
-                raise ValueError(f"a dict key of type {type(k).__name__}")
-            out[k] = _as_json(v)
-        return out
-    raise ValueError(f"a value of type {type(value).__name__}")
-
-
-def _show(value) -> str:
-    try:
-        return repr(value)[:200]
-    except ValueError:  # an integer past the 4,300-digit limit of repr
-        return "a value too long to show"
-
-
-def returned_value(text: str):
-    """The value a call-based program returned, rebuilt on the host from the runner's tagged text with
-    bounded depth; ``ValueError`` when it cannot be read or is not JSON data."""
-    try:
-        return _as_json(decode_value(json.loads(text)))
-    except (RecursionError, MemoryError, TypeError, OverflowError) as e:
-        raise ValueError(f"unreadable ({type(e).__name__})") from None
-
-
-def judge_outcome(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> tuple[str, int, int, str]:
-    """(status, tests_passed, tests_total, detail) for one candidate's pool outcome (its checks replayed)."""
-    return verdict(spec, judged(spec, outcome, cfg), cfg)
-
-
-def _tail(text: str, n: int) -> str:
-    return text[max(len(text) - n, 0) :]
-
-
-def judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
-    """A pool outcome reduced to what its verdict needs, judged as it arrives (a batch never holds every
-    program's output): per test its status (``passed``, ``wrong_answer`` or the run's own), a note, a stderr
-    tail and its wall time; an assert-style run keeps its call lines until its check is replayed, which
-    ``_Replays`` does as the outcome arrives. An outcome that cannot be judged at all (a bug here, met by no
-    program so far) is that candidate's runtime_error."""
-    try:
-        return _judged(spec, outcome, cfg)
-    except Exception as e:  # noqa: BLE001
-        log.warning("could not judge an outcome (%s: %s): the candidate gets runtime_error", type(e).__name__, e)
-        return {"runner_killed": f"the outcome could not be judged: {type(e).__name__}: {e}"}
-
-
-def _judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
-    if "results" not in outcome:
-        return {k: outcome[k] for k in ("sandbox_error", "runner_killed", "latency_s") if k in outcome}
-    results = []
-    for i, res in enumerate(outcome["results"]):
-        status, note = res["status"], res.get("error", "")
-        if status == "ok" and spec.checker is not None:  # judged by the problem's checker program (later)
-            results.append({"status": "ok", "error": "", "stdout": res["stdout"],
-                            "stderr": _tail(res.get("stderr", ""), cfg.detail_chars), "wall_s": res.get("wall_s", 0.0)})
-            continue
-        if status == "ok" and spec.kind == "stdio":
-            ok = tokens_match(res["stdout"], spec.outputs[i], cfg.float_tolerance, cfg.case_insensitive)
-            note = "" if ok else f"expected {spec.outputs[i][:200]!r}, got {res['stdout'][:200]!r}"
-            status = "passed" if ok else "wrong_answer"
-        elif status == "ok" and spec.kind == "call":
-            try:
-                got = returned_value(res["value"])
-                ok = value_matches(got, spec.outputs[i], cfg.float_tolerance, spec.wrapped_outputs)
-            except (KeyError, ValueError, OverflowError) as e:
-                got, ok, note = None, False, f"the return value cannot be compared: {e}"
-            note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"
-            status = "passed" if ok else "wrong_answer"
-        kept = {"status": status, "error": note, "stderr": _tail(res.get("stderr", ""), cfg.detail_chars),
-                "wall_s": res.get("wall_s", 0.0)}  # fmt: skip
-        if spec.kind == "assert" and "calls" in res:
-            kept["calls"] = res["calls"]  # replayed by the check, then dropped
-        results.append(kept)
-    return {"results": results, "latency_s": outcome.get("latency_s", 0.0)}
-
-
-def verdict(spec: TestSpec, kept: dict, cfg: CodeVerifyConfig) -> tuple[str, int, int, str]:
-    """(status, tests_passed, tests_total, detail) from a judged outcome (``judged``, checks replayed)."""
-    total = len(spec.inputs)
-    if "sandbox_error" in kept:
-        return "sandbox_error", 0, total, _clip(kept["sandbox_error"], cfg.detail_chars)
-    if "runner_killed" in kept:
-        return "runtime_error", 0, total, _clip(kept["runner_killed"], cfg.detail_chars)
-    passed, first, problem = 0, None, None
-    for i, res in enumerate(kept["results"]):
-        status = res["status"]
-        if status == "ok" and spec.kind == "assert":  # a replay that never came: never a pass
-            status, res = "runtime_error", dict(res, error="the check was not replayed")
-        elif status == "ok" and spec.checker is not None:  # a checker's reading that never came: never a pass
-            status, res = PROBLEM_ERROR, dict(res, error="the problem's checker did not run")
-        if status == PROBLEM_ERROR:  # says nothing about the candidate: its verdict only if nothing else failed
-            problem = problem or (i, res["error"])
-            continue
-        if status == "passed":
-            passed += 1
-        elif first is None:
-            first = (i, status, res["error"], res["stderr"])
-            if cfg.stop_on_first_failure:
-                break
-    if first is None and problem is not None:
-        return "sandbox_error", passed, total, _clip(f"test {problem[0]}: {problem[1]}", cfg.detail_chars)
-    if first is None:
-        return "passed", passed, total, ""
-    i, status, note, stderr = first
-    detail = f"test {i}: {status}" + (f": {note}" if note else "") + (f"\n{stderr}" if stderr else "")
-    return status, passed, total, _clip(detail, cfg.detail_chars)
 
 
 def verify_code(
@@ -308,13 +123,13 @@ def verify_code(
         }  # fmt: skip
         rows.append(row)
         if isinstance(plans.get(pid), str):
-            row.update(status="sandbox_error", tests_passed=0, detail=_clip(plans[pid], cfg.detail_chars))
+            row.update(status="sandbox_error", tests_passed=0, detail=clip(plans[pid], cfg.detail_chars))
             continue
         program, tag = extract_code(cand["text"], by_problem[pid]["question"], spec.kind, cfg.extraction)
         if not program.strip():
             row.update(status="compile_error", tests_passed=0, detail="no program found in the candidate's text")
             continue
-        language, why = _language(cand.get("language"), tag, spec, cfg)
+        language, why = program_language(cand.get("language"), tag, spec, cfg)
         if why:
             row.update(status="compile_error", tests_passed=0, detail=why)
             continue
@@ -325,16 +140,16 @@ def verify_code(
             if spec.kind == "assert":
                 asserts[len(requests)], plan = plans[pid]
             requests.append(build_request(spec, program, cfg, cand["candidate_id"], plan, language=language,
-                                          problem_mb=_recorded_memory(by_problem[pid])))  # fmt: skip
+                                          problem_mb=recorded_memory(by_problem[pid])))  # fmt: skip
             req_specs.append(spec)
         pending.append((row, spec, first_of[key]))
     if requests:
-        readings = _Readings(req_specs, cfg) if any(s.checker is not None for s in req_specs) else None
+        readings = Readings(req_specs, cfg) if any(s.checker is not None for s in req_specs) else None
         try:
             with _pool(cfg, pool) as run:
                 kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg, readings and readings.read)
             if readings:
-                _blame_crashes(req_specs, kept, readings.binaries, readings.checkers)
+                blame_crashes(req_specs, kept, readings.binaries, readings.checkers)
         finally:
             if readings:
                 readings.close()
@@ -344,119 +159,11 @@ def verify_code(
             results = kept[i].get("results")
             run_s = sum(r["wall_s"] for r in results) if results is not None else kept[i].get("latency_s", 0.0)
             row["latency_ms"] = round(run_s * 1000, 3)
-    for row in rows:
+    for row in rows:  # a verdict that is no label has no reward either
         row["correct"] = row["status"] == "passed"
-        row["reward"] = row["tests_passed"] / row["tests_total"] if row["tests_total"] else 0.0
+        known = row["tests_total"] and row["status"] not in NO_LABEL
+        row["reward"] = row["tests_passed"] / row["tests_total"] if known else 0.0
     return pa.Table.from_pylist(rows, schema=VERDICTS)
-
-
-def _language(named: str | None, tag: str | None, spec: TestSpec, cfg: CodeVerifyConfig) -> tuple[str, str]:
-    """(the program's language, "") or ("", why it cannot run): the record's ``language`` when it names one,
-    else the fence's tag, else the recipe's ``default_language``. Only Python runs call and assert tests."""
-    if named:
-        lang = language_of(named)
-        if lang is None:
-            return "", f"the candidate names an unknown language {named[:40]!r} (known: {', '.join(LANGUAGES)})"
-    else:
-        lang = language_of(tag) or LANGUAGES[cfg.default_language]
-    if spec.kind != "stdio" and lang is not PYTHON:
-        return "", f"a {lang.name} program cannot run {spec.kind}-style tests (they call Python functions)"
-    return lang.name, ""
-
-
-def _recorded_memory(problem: dict) -> float | None:
-    """The memory limit a loader recorded in the problem's metadata (``memory_limit_mb``), if any."""
-    try:
-        meta = json.loads(problem.get("metadata") or "{}")
-    except (ValueError, RecursionError):
-        return None
-    return meta.get("memory_limit_mb") if isinstance(meta, dict) else None
-
-
-class _Readings:
-    """The problems' checker programs, compiled before the candidates run, on a pool of their own (never a
-    candidate's containers); each outcome's outputs are read by its checker as the outcome arrives (on the
-    pool's thread) and dropped then: a batch never holds every test's output until it is judged (48 responses
-    x 4 tests x 1 MiB of output grew the host by ~181 MiB while they waited for the batch's end)."""
-
-    def __init__(self, specs: list[TestSpec], cfg: CodeVerifyConfig):
-        self.specs, self.checkers = specs, Checkers(cfg)
-        by_spec = {id(s): s.checker for s in specs if s.checker is not None}  # one spec object per problem
-        self.binaries = dict(zip(by_spec, self.checkers.compile(list(by_spec.values())), strict=True))
-
-    def read(self, i: int, kept: dict) -> dict:
-        """Request ``i``'s judged outcome with its tests that ran to the end (status ``ok``) read by its
-        problem's checker; a test whose checker failed is the problem's error (``PROBLEM_ERROR``), and so is
-        each of them when the checkers' sandbox itself fails (never the batch's failure)."""
-        spec = self.specs[i]
-        waiting = [k for k, r in enumerate(kept.get("results") or ()) if r["status"] == "ok"]
-        if spec.checker is None or not waiting:
-            return kept
-        binary = self.binaries[id(spec)]
-        for group in _by_bytes(waiting, kept["results"]):
-            try:
-                if binary.startswith("!"):
-                    readings = [(PROBLEM_ERROR, binary[1:])] * len(group)
-                else:
-                    items = [(spec.inputs[k], kept["results"][k].pop("stdout"), spec.outputs[k]) for k in group]
-                    readings = self.checkers.check([(binary, items)])[0]
-                    del items  # the outputs read: dropped before the next group is sent
-            except Exception as e:  # noqa: BLE001  (the checkers' sandbox failed: the problem's error, not the batch's)
-                readings = [(PROBLEM_ERROR, f"the problem's checker could not run: {type(e).__name__}: {e}"[:500])
-                            ] * len(group)  # fmt: skip
-            for k, (status, note) in zip(group, readings, strict=True):
-                kept["results"][k].pop("stdout", None)
-                kept["results"][k].update(status=status, error=note)
-        return kept
-
-    def close(self) -> None:
-        self.checkers.close()
-
-
-CHECK_BYTES = 1 << 20  # a checker request's outputs, about: more tests' outputs go in a request of their own
-
-
-def _by_bytes(tests: list[int], results: list[dict]) -> list[list[int]]:
-    """``tests`` in order, in groups whose outputs come to about ``CHECK_BYTES`` (one test at least): small
-    outputs share one request (the checker's binary is sent once), megabytes go a test at a time."""
-    groups: list[list[int]] = []
-    size = 0
-    for k in tests:
-        n = len(results[k]["stdout"])
-        if not groups or size + n > CHECK_BYTES:
-            groups.append([])
-            size = 0
-        groups[-1].append(k)
-        size += n
-    return groups
-
-
-def _blame_crashes(specs: list[TestSpec], kept: list[dict], binaries: dict[int, str], checkers: Checkers) -> None:
-    """A checker that crashed on a candidate's output (``CRASHED``: not testlib's FAIL) is run once more per
-    such test with the jury's answer as the output. Accepted: the candidate's output made it crash, and the
-    test is that candidate's ``wrong_answer`` (an RL policy must not earn the problem's error, a verdict that
-    is never reused and that says "nothing is known", by finding outputs that crash a buggy checker). Not
-    accepted: the checker is broken whatever it reads, the problem's error."""
-    crashed = [(i, k) for i, req in enumerate(kept) for k, r in enumerate(req.get("results") or ())
-               if r["status"] == CRASHED]  # fmt: skip
-    controls: dict[tuple[int, int], int] = {}  # (spec, test) -> its control's place among the jobs
-    for i, k in crashed:
-        controls.setdefault((id(specs[i]), k), len(controls))
-    if not controls:
-        return
-    spec_of = {id(specs[i]): specs[i] for i, _ in crashed}
-    jobs = [(binaries[sid], [(spec_of[sid].inputs[k], spec_of[sid].outputs[k], spec_of[sid].outputs[k])])
-            for sid, k in controls]  # fmt: skip
-    control = [readings[0] for readings in checkers.check(jobs)]
-    for i, k in crashed:
-        res = kept[i]["results"][k]
-        status, note = control[controls[id(specs[i]), k]]
-        if status == "passed":
-            log.warning("a checker crashed on one candidate's output and accepts the jury's answer: %s", res["error"])
-            res.update(status="wrong_answer", error="the checker crashed on this output (it accepts the jury's "
-                       f"answer): {res['error']}")  # fmt: skip
-        else:
-            res.update(status=PROBLEM_ERROR, error=f"{res['error']} (on the jury's answer too: {note or status})")
 
 
 def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:
@@ -509,6 +216,9 @@ class _Replays:
         if not kept.get("results"):
             return  # a sandbox failure: judged as it is
         res, request = kept["results"][0], self.requests[i]
+        if res["status"] == Status.UNFINISHED:  # run again alone (``_run_and_check``): this run counts for nothing
+            res.pop("calls", None)
+            return
         self.spent[i] += res["wall_s"]
         res["wall_s"] = self.spent[i]  # the candidate's time, all runs
         if "calls" not in res:
@@ -543,7 +253,7 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
     assert-style requests the first pass runs in chunks, two in the sandbox at a time (a pool that hands
     outcomes over only at the end holds at most two chunks'); then the long ones and the programs whose checks
     asked for more calls run again, round by round. ``read(i, kept)``: what is kept of request ``i``'s outcome
-    once its problem's checker has read its outputs (``_Readings.read``)."""
+    once its problem's checker has read its outputs (``code_checkers.Readings.read``)."""
     replays = _Replays(requests, specs, asserts, checker, cfg) if asserts else None
     long: list[int] = []  # requests whose probe ran out of time (appended from the pool's threads)
 
@@ -572,6 +282,14 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
         for (i, _), rerun in zip(batch, reruns, strict=True):
             kept[i] = rerun
         batch = []
+    for i in [i for i, k in enumerate(kept) if unfinished(k)]:  # alone, once all others are done
+        again = True
+        while again:
+            request = replays.rerun(i) if replays and replays.plans.get(i) is not None else requests[i]
+            kept[i] = run([request], lambda _, o, i=i: on(i, o))[0]
+            again = bool(replays) and i in replays.again
+            if again:
+                replays.again.discard(i)
     return kept
 
 

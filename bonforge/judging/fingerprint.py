@@ -8,9 +8,12 @@ a changed judge judges again and an unchanged one never does.
   parses with) and sympy;
 * **code**: the judging sources (extraction, comparison, test specs, the verdict) and every source of the
   sandbox package (runner, pool, checker, the image's build recipe: ``sandbox/**/*.py`` and its
-  ``Dockerfile``, by glob, so a file added there counts), and the backend that runs programs: ``docker``
-  (the image built from those sources; a recipe's own ``image`` tag is in the settings) or ``process``
-  (the host's Python runs them: its implementation and version count).
+  ``Dockerfile``, by glob, so a file added there counts), the backend that runs programs, and the toolchains
+  that build and run them (``TOOLCHAINS``: g++, javac and java, PyPy, Python, each as its ``--version``
+  says, Debian's revision included): for ``docker`` asked inside the image (once per image id and process:
+  an image rebuilt under the same tag with newer compilers judges again), for ``process`` on the host, with
+  the host's Python. Versions rather than the image's id: an image built on another machine from the same
+  packages has another id but judges alike, so keys stay the same across machines (the golden keys).
 
 Sources count by their meaning, not their text: each Python file is parsed and its syntax tree, without
 docstrings, is written out field by field (comments, blank lines, wrapping, quotes and docstrings change
@@ -25,6 +28,7 @@ import ast
 import functools
 import hashlib
 import platform
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
@@ -32,13 +36,66 @@ PACKAGE = Path(__file__).resolve().parent.parent  # the bonforge package these s
 
 SOURCES = {
     "math": ("judging/math.py", "judging/math_rules.py"),
-    "code": ("judging/code.py", "judging/compare.py", "judging/extract.py", "judging/passes.py", "judging/spec.py",
+    "code": ("judging/code*.py", "judging/compare.py", "judging/extract.py", "judging/passes.py", "judging/spec.py",
              "sandbox/**/*.py", "sandbox/Dockerfile"),
 }
 LIBRARIES = {
     "math": ("math-verify", "latex2sympy2_extended", "antlr4-python3-runtime", "sympy"),
     "code": (),
 }
+
+
+# What each toolchain says of its version (the first lines of its stdout and stderr; a missing one: "absent"), in
+# the image and on a host; Python: the image's (a host runs programs with its own interpreter, ``python``).
+TOOLCHAINS = {"g++": ("g++ --version", 1), "javac": ("javac -version", 1), "java": ("java -version", 3),
+              "pypy3": ("pypy3 --version", 2)}
+IMAGE_TOOLCHAINS = {**TOOLCHAINS, "python3": ("python3 --version", 1)}
+
+
+def _script(toolchains: dict[str, tuple[str, int]]) -> str:
+    return "; ".join(f"echo '== {name}'; {cmd} 2>&1 | head -n {lines}" for name, (cmd, lines) in toolchains.items())
+
+
+def _versions(text: str) -> dict[str, str]:
+    """``toolchain:<name>`` -> its version text, from ``_SCRIPT``'s output."""
+    out, name = {}, None
+    for line in text.splitlines():
+        if line.startswith("== ") and line[3:] in IMAGE_TOOLCHAINS:
+            name = line[3:]
+            out[f"toolchain:{name}"] = ""
+        elif name and line.strip():
+            out[f"toolchain:{name}"] = (out[f"toolchain:{name}"] + " " + line.strip()).strip()
+    return {k: ("absent" if not v or "not found" in v else v) for k, v in out.items()}
+
+
+def host_toolchains() -> dict[str, str]:
+    """The host's toolchains (backend ``process``: programs are built and run by them)."""
+    try:
+        done = subprocess.run(["/bin/sh", "-c", _script(TOOLCHAINS)], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"cannot ask the host's toolchains for their versions: {e}") from None
+    return _versions(done.stdout)
+
+
+@functools.cache
+def _image_toolchains(image_id: str) -> tuple[tuple[str, str], ...]:
+    from bonforge.sandbox import image
+
+    try:
+        logs = image.client().containers.run(image_id, ["sh", "-c", _script(IMAGE_TOOLCHAINS)], remove=True,
+                                             network_disabled=True,
+                                             labels=image.labels(), stderr=True)  # fmt: skip
+    except image.engine_errors() as e:
+        raise image.engine_error(f"asking image {image_id[:19]} for its toolchains", e) from None
+    return tuple(sorted(_versions(logs.decode("utf-8", "replace")).items()))
+
+
+def image_toolchains(tag: str | None, build: bool = True) -> dict[str, str]:
+    """The toolchains of the sandbox image ``tag`` (the runner's own when None; built when missing if
+    ``build``), asked once per image id and process."""
+    from bonforge.sandbox import image
+
+    return dict(_image_toolchains(image.image_id(image.ensure_image(tag, build))))
 
 
 def _drop_docstring(body: list) -> list:
@@ -89,9 +146,11 @@ def _version(dist: str) -> str:
         return "absent"
 
 
-def parts(domain: str, backend: str | None = None, package: Path = PACKAGE) -> dict[str, str]:
+def parts(domain: str, backend: str | None = None, package: Path = PACKAGE, image: str | None = None,
+          build: bool = True) -> dict[str, str]:
     """What the fingerprint covers, by name: one digest per source file (its path in the package), each
-    library's version, and for code the backend (with ``process``, the host's Python)."""
+    library's version, and for code the backend and its toolchains (with ``process``, the host's and its
+    Python; with ``docker``, those of the image ``image``, built when missing if ``build``)."""
     out = {f"source:{p.relative_to(package).as_posix()}": hashlib.sha256(normalised(p)).hexdigest()
            for p in source_files(domain, package)}
     out |= {f"library:{name}": _version(name) for name in LIBRARIES[domain]}
@@ -99,14 +158,17 @@ def parts(domain: str, backend: str | None = None, package: Path = PACKAGE) -> d
         out["backend"] = backend or "docker"
         if backend == "process":
             out["python"] = f"{platform.python_implementation()} {platform.python_version()}"
+            out |= host_toolchains()
+        else:
+            out |= image_toolchains(image, build)
     return out
 
 
 @functools.cache
-def fingerprint(domain: str, backend: str | None = None) -> str:
-    """The judge of ``domain`` (``math`` or ``code``; ``backend`` for code) as a hex digest, once per
-    process."""
+def fingerprint(domain: str, backend: str | None = None, image: str | None = None, build: bool = True) -> str:
+    """The judge of ``domain`` (``math`` or ``code``; ``backend``, ``image`` and ``build``: the code
+    settings of that name) as a hex digest, once per process and settings."""
     if domain not in SOURCES:
         raise ValueError(f"no judge for domain {domain!r} (known: {', '.join(sorted(SOURCES))})")
-    text = "\n".join(f"{k}={v}" for k, v in sorted(parts(domain, backend).items()))
+    text = "\n".join(f"{k}={v}" for k, v in sorted(parts(domain, backend, image=image, build=build).items()))
     return hashlib.sha256(f"{domain}\n{text}".encode()).hexdigest()[:20]

@@ -10,6 +10,7 @@ import queue
 
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.lanes import Background
+from bonforge.sandbox.wire import Status, wall_limit
 
 CHUNK = 64  # requests per pool call when checks are replayed (bounds what a pool that does not stream holds)
 
@@ -26,14 +27,14 @@ def probe(request: dict, cfg: CodeVerifyConfig) -> dict | None:
     more than the probe saves)."""
     if "exec" in request or float(request["time_limit"]) <= PROBE_S:
         return None
-    wall = min(PROBE_S * cfg.wall_factor + PROBE_SLACK_S, float(request["wall_limit"]))
+    wall = min(wall_limit(PROBE_S, cfg.wall_factor, PROBE_SLACK_S), float(request["wall_limit"]))
     return dict(request, time_limit=PROBE_S, wall_limit=wall, stop_on_timeout=True)
 
 
 def hit_probe(outcome: dict) -> bool:
-    """Whether a probe's outcome has a test that ran out of time (its CPU, wall or budget): only the run
-    with the request's own limits can say what that test does."""
-    return any(res.get("status") == "timeout" for res in outcome.get("results") or ())
+    """Whether a probe's outcome has a test that ran out of time (its CPU, wall or budget) or that the machine
+    kept from finishing: only the run with the request's own limits can say what that test does."""
+    return any(res.get("status") in (Status.TIMEOUT, Status.UNFINISHED) for res in outcome.get("results") or ())
 
 
 def chunked(requests: list[dict], on_outcome, run) -> list[dict]:

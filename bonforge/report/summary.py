@@ -6,6 +6,7 @@ changed also says how many, and how many of them flipped (``bonforge.engine.reju
 
 from __future__ import annotations
 
+from bonforge.schema import NO_LABEL
 from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
 
@@ -59,6 +60,11 @@ def summary_lines(summary: dict) -> list[str]:
     if "verdicts" in summary:
         by = ", ".join(f"{status} {n}" for status, n in summary["verdicts"].items())
         lines.append(f"verdicts: {sum(summary['verdicts'].values())}, {summary['correct']} correct ({by})")
+        unknown = {s: n for s, n in summary["verdicts"].items() if s in NO_LABEL}
+        if unknown:
+            lines.append(f"verdicts without a label: {sum(unknown.values())} ("
+                         + ", ".join(f"{s} {n}" for s, n in unknown.items()) + "): in no pass rate, reward or "
+                         "export; the next build judges them again")  # fmt: skip
     if summary.get("rejudged"):
         lines.append(f"re-judged: {summary['rejudged']} verdicts stored under an earlier judge (its fingerprint "
                      f"moved), {summary['flipped']} flipped (`bonforge diff` lists them)")

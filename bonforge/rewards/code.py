@@ -5,7 +5,11 @@ request, the judge), on this process's warm sandbox pool (``sandbox.pool.shared_
 at the first call and are reused by every later one, never restarted per call (they stop after
 ``idle_close_s`` without a call, 300 s by default). The returned dict carries
 the verdict class (``status``: passed, wrong_answer, runtime_error, compile_error, timeout, memory_limit,
-output_limit, sandbox_error) beside ``tests_passed``/``tests_total``; a row whose problem cannot be judged
+output_limit, sandbox_error, infra_error) beside ``tests_passed``/``tests_total``. A verdict that is no label
+(``schema.NO_LABEL``: the sandbox, the problem's checker or the machine failed, even after a run alone) says
+nothing of the response: TRL's ``code_reward`` gives it None (TRL leaves a None out of the reward), verl's
+``compute_score`` must give a number and gives 0.0 with that ``status`` (mask it with verl's
+``reward_extra_info``); a row whose problem cannot be judged
 (a malformed spec, a NaN time limit) scores 0 with status ``invalid_problem`` and
 an ``error``, and the batch's other rows are judged as usual.
 
@@ -27,6 +31,7 @@ from bonforge.judging.spec import parse_spec
 from bonforge.rewards import completion_text, ground_truth_of, settings_of, valid_text
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import shared_pool
+from bonforge.schema import NO_LABEL
 
 log = logging.getLogger("bonforge.rewards")
 
@@ -98,4 +103,4 @@ def code_reward(prompts, completions, reward_model, extra_info=None, **kwargs):
     infos = extra_info if extra_info is not None else [None] * len(completions)
     texts = [completion_text(c) for c in completions]
     truths = [ground_truth_of(rm) for rm in reward_model]
-    return [r["score"] for r in score_batch(texts, truths, list(infos), **kwargs)]
+    return [None if r["status"] in NO_LABEL else r["score"] for r in score_batch(texts, truths, list(infos), **kwargs)]

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bonforge.config_model import Model, added, exec_only
 from bonforge.sandbox.languages import LANGUAGES, language_of
+from bonforge.sandbox.wire import Limits, wall_limit
 
 DEFAULT_TIME_MULTIPLIERS = {"python": 1.0, "cpp": 1.0, "java": 2.0, "pypy": 2.0}
 OUTPUT_PER_EXPECTED = 2  # a problem's output cap is at least this many times its largest expected output
@@ -87,7 +88,8 @@ class CodeVerifyConfig(Model):
         "java 2 (a JVM's start-up is CPU time), pypy 2 (its JIT warms up), python and cpp 1.")  # fmt: skip
     build_time_limit_s: float = added(
         30.0, gt=0, le=600, description="CPU-time limit of compiling one candidate (C++, Java; PyPy's syntax check), "
-        "seconds; its wall limit is this * wall_factor + 1. Over it: compile_error.")  # fmt: skip
+        "seconds; its wall limit is this * wall_factor + 1. Over it: compile_error (a build the machine kept from "
+        "finishing: infra_error, bonforge/sandbox/README.md).")  # fmt: skip
     build_output_bytes: int = added(
         1 << 16, gt=0, description="Cap on a compiler's output (its messages; a build past it is a compile_error).")
 
@@ -129,4 +131,12 @@ class CodeVerifyConfig(Model):
 
     @property
     def wall_limit_s(self) -> float:
-        return self.time_limit_s * self.wall_factor + 1.0
+        return wall_limit(self.time_limit_s, self.wall_factor)
+
+    def limits(self) -> Limits:
+        """A test's limits under this recipe alone (no problem's own)."""
+        return Limits(self.time_limit_s, self.wall_factor, self.memory_mb, self.output_limit_bytes)
+
+    def build_limits(self) -> Limits:
+        """A candidate's build's limits (C++, Java; PyPy's syntax check)."""
+        return Limits(self.build_time_limit_s, self.wall_factor, self.memory_mb, self.build_output_bytes)

@@ -146,6 +146,46 @@ def self_cpu():
     return ru.ru_utime + ru.ru_stime
 
 
+def scheduling(pid, tid=None):
+    """How the scheduler treats a task (``tid`` of ``pid``, or its main thread): its nice value and policy
+    (``/proc/.../stat``), CPU affinity and its session's autogroup nice; None once it is gone."""
+    tid = tid or pid
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        try:
+            with open(f"/proc/{pid}/autogroup", "rb") as f:
+                group = f.read().split()[-1]
+        except OSError:  # no autogroups in this kernel
+            group = b""
+        return int(fields[16]), int(fields[38]), frozenset(os.sched_getaffinity(tid)), group
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_wait(pids, given):
+    """The longest time, in seconds, that any thread of ``pids`` has waited for a CPU while runnable (the
+    scheduler's run-queue delay, ``/proc/<pid>/task/<tid>/schedstat``; a CPU quota's throttling included):
+    the share of a test's wall time that the machine took, not the program. 0 where the kernel keeps no
+    such count, and as soon as a thread no longer has the scheduling it was ``given`` (``scheduling``: a
+    program that lowers its own priority or narrows its CPUs makes its own waits)."""
+    longest = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            if scheduling(pid, int(tid)) not in (given, None):
+                return 0.0
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    longest = max(longest, int(f.read().split()[1]))
+            except (OSError, ValueError, IndexError):
+                continue
+    return longest / 1e9
+
+
 @functools.cache
 def selector():
     """One epoll instance for the runner's life."""

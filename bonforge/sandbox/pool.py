@@ -41,6 +41,7 @@ from bonforge.sandbox import container
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.lanes import Background, Job, Lanes
+from bonforge.sandbox.wire import LOAD_STRETCH, Status
 from bonforge.sandbox.worker import WorkerDied, WorkerHung, _HostRunner, _Worker
 
 log = logging.getLogger("bonforge.sandbox")
@@ -187,17 +188,17 @@ class SandboxPool:
         worker.kill(grace=0.0 if hung else 2.0)
 
     def request_timeout(self, request: dict) -> float:
-        """The host's own wall limit for a request, from when the runner can start it: its tests' wall limits
-        (+0.25 s each), or its ``budget`` + 1 s when that is less, plus its build's wall limit (+0.25 s) and
-        ``HOST_MARGIN_S``. A limit that is not
-        a positive finite number counts as the pool's own (never an exception: one request's values)."""
-        wall = _seconds(request.get("wall_limit"), self.cfg.wall_limit_s)
+        """The host's own wall limit for a request, from when the runner can start it: what the runner may
+        take on a busy machine (``wire.LOAD_STRETCH`` times each wall limit: its tests' (+0.25 s each), or its
+        ``budget`` + 1 s when that is less, plus its build's (+0.25 s)) and ``HOST_MARGIN_S``. A limit that is
+        not a positive finite number counts as the pool's own (never an exception: one request's values)."""
+        wall = _seconds(request.get("wall_limit"), self.cfg.wall_limit_s) * LOAD_STRETCH
         limit = len(request["tests"]) * (wall + 0.25)
         if request.get("budget") is not None:
-            limit = min(limit, _seconds(request["budget"], limit) + 1.0)
+            limit = min(limit, _seconds(request["budget"], limit) * LOAD_STRETCH + 1.0)
         build = request.get("build")
         if isinstance(build, dict):  # a native program's build, once before its tests: its own wall limit
-            limit += _seconds(build.get("wall_limit"), self.cfg.wall_limit_s) + 0.25
+            limit += _seconds(build.get("wall_limit"), self.cfg.wall_limit_s) * LOAD_STRETCH + 0.25
         return limit + HOST_MARGIN_S
 
     streams_outcomes = True  # ``run`` hands each outcome to ``on_outcome`` as it arrives
@@ -333,12 +334,15 @@ class SandboxPool:
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
         job.outcome = outcome if job.on_outcome is None else job.on_outcome(job.index, outcome)
 
-    @staticmethod
-    def _timed_out(request: dict, seconds: float) -> dict:
+    def _timed_out(self, request: dict, seconds: float) -> dict:
+        """Every test of a request whose runner gave no answer within the host's limit: ``unfinished`` (the
+        machine's: frozen, or too busy) where no program can stop its runner (in a container, or a uid of its
+        own), else ``timeout`` (backend 'process' as one user: the program may have stopped it)."""
         n = len(request["tests"])
-        result = {"status": "timeout", "error": f"no answer from the sandbox within {seconds:.1f} s (the host's "
-                  "wall limit): the runner was stopped or hung, and was replaced", "stdout": "", "stderr": "",
-                  "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}  # fmt: skip
+        separated = self.cfg.backend == "docker" or os.geteuid() == 0
+        result = {"status": Status.UNFINISHED if separated else Status.TIMEOUT, "stdout": "", "stderr": "",
+                  "error": f"no answer from the sandbox within {seconds:.1f} s (the host's wall limit): the runner "
+                  "was stopped or hung, and was replaced", "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}
         return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
 
     def _lost(self, job: Job, todo: queue.Queue[Job], inflight: collections.deque[tuple[Job, float]],
@@ -378,10 +382,8 @@ class SandboxPool:
 
     def control_request(self) -> dict:
         """A known-good program (it echoes its input) under this pool's limits."""
-        cfg = self.cfg
         return {"id": "bonforge-control", "kind": "stdio", "program": "print(input())\n", "prelude": "",
-                "fn_name": None, "tests": [{"input": CONTROL_INPUT}], "time_limit": cfg.time_limit_s,
-                "wall_limit": cfg.wall_limit_s, "memory_mb": cfg.memory_mb, "output_limit": cfg.output_limit_bytes,
+                "fn_name": None, "tests": [{"input": CONTROL_INPUT}], **self.cfg.limits().fields(),
                 "stop_on_failure": False}  # fmt: skip
 
     def _control_passes(self, slot: list) -> bool:

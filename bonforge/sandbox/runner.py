@@ -33,8 +33,11 @@ planned by the check process (``check_host.py``, in a container of its own: the 
 trusted): the check's code and expected values never enter the candidate's sandbox. The child makes the
 calls in order and stops at the first one that raises unless ``go_on``. A response:
 ``{"id": ..., "results": [...], "clean": bool, "cleanup": str}`` with one result per test run:
-``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" | "output_limit",
-"stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float}`` plus, for
+``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" | "output_limit" |
+"unfinished", "stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float, "wait_s": float}``
+(``wait_s``: the part of ``wall_s`` its processes waited for a CPU; ``unfinished``: the machine kept it from
+finishing, ``wire.LOAD_STRETCH``; a build kept from finishing makes every test unfinished and adds
+``"unfinished": true`` to the response) plus, for
 ``call``, ``"value"`` (the tagged JSON text of the returned value) and, for ``assert``, ``"calls"``: one
 line per call made, ``"v <tagged JSON>"`` or ``"x <JSON [exception class, message]>"``. Every field the
 child supplies is capped here (stdout and the call lines together under ``output_limit``) and passed on
@@ -88,7 +91,7 @@ import bisect, collections, copy, decimal, fractions, functools, heapq, io, iter
 import math, operator, random, re, statistics, string, typing  # noqa: E401,F401
 
 import oskit
-from wire import Status
+from wire import LOAD_STRETCH, Status
 from zygote import MEM_EXIT, serve, compile_program
 
 STDERR_KEEP = 4096
@@ -136,6 +139,10 @@ class _Stuck(Exception):
     """A test's processes could not all be killed and reaped: this sandbox cannot run another test."""
 
 
+class _Unfinished(Exception):
+    """A build the machine kept from finishing (``Status.UNFINISHED``): no verdict on the program."""
+
+
 class _Sandbox:
     """The supervisor's side of the zygote, forked before any request is read, and of the clean-up."""
 
@@ -149,6 +156,7 @@ class _Sandbox:
             serve(theirs, ids, nproc)
         theirs.close()
         self.state = oskit.fingerprint(self.pid)  # what every test's process inherits
+        self.scheduling = oskit.scheduling(self.pid)  # likewise: a test keeping it waits for the machine
 
     def start(self, index, fds):
         self.wstatus = self.cpu = None
@@ -245,6 +253,7 @@ def run_test(req, index, test, payload_fd, sandbox):
     oom_before, self_before = oskit.oom_kills(), oskit.self_cpu()
     # the test's own memory cgroup: its child joins it before the program runs
     joins = [sandbox.cgroup.enter(req["memory_mb"])] if sandbox.cgroup else []
+    forking = oskit.cpu_wait([sandbox.pid], sandbox.scheduling)  # the zygote's wait to fork counts too
     start = time.monotonic()
     sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd, *joins])
     for fd in (stdin_r, out_w, err_w, res_w, setup_w, *joins):
@@ -260,15 +269,27 @@ def run_test(req, index, test, payload_fd, sandbox):
         os.set_blocking(fd, False)
         if not (quiet and fd == res_r):
             sel.register(fd, selectors.EVENT_READ)
-    deadline = start + float(req["wall_limit"])
+    # The wall limit counts the program's own time: the machine's (its processes waiting for a CPU) is added
+    # to the deadline, up to the cap; at the cap a test short of its own limits is UNFINISHED (``wire``).
+    wall_limit = float(req["wall_limit"])
+    deadline = start + wall_limit
+    cap = start + float(req.get("wall_cap") or wall_limit * LOAD_STRETCH)
     poll = 0.1 if cgroup_before is not None else 1.0
-    killed = None
+    killed, waited, live, measured = None, 0.0, True, start
     try:
         while sandbox.wstatus is None:
             now = time.monotonic()
-            if now >= deadline:
-                killed = Status.TIMEOUT
-                break
+            if now >= deadline or now - measured > poll:  # at most once a poll interval, and at the deadline
+                measured, live = now, sandbox.survivors()
+                wait = oskit.cpu_wait(live, sandbox.scheduling)
+                waited = max(waited, wait and wait + oskit.cpu_wait([sandbox.pid], sandbox.scheduling) - forking)
+            if now >= deadline and not live:  # the program has ended: the zygote's report is on its way
+                deadline = now + 0.01
+            elif now >= deadline:
+                if now - start - waited >= wall_limit or now >= cap:
+                    killed = Status.TIMEOUT if now - start - waited >= wall_limit else Status.UNFINISHED
+                    break
+                deadline = min(start + wall_limit + waited, cap)
             if cgroup_before is not None and now - start > poll:
                 if oskit.cgroup_cpu() - cgroup_before - (oskit.self_cpu() - self_before) > cpu_limit:
                     killed = Status.TIMEOUT
@@ -327,7 +348,7 @@ def run_test(req, index, test, payload_fd, sandbox):
     events = {ln[:1] for ln in lines}
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
-    result = {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4)}
+    result = {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4), "wait_s": round(min(waited, wall), 4)}
     native = req.get("exec") is not None  # a compiled program (or a compiler): its exit status is reported
     if native:
         result["exit_code"] = code if code is not None else -sig
@@ -342,8 +363,13 @@ def run_test(req, index, test, payload_fd, sandbox):
         status = Status.OUTPUT_LIMIT
     elif killed == Status.TIMEOUT or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
         status = Status.TIMEOUT
-    elif oom or code != 0 and ("m" in events and not native or code == MEM_EXIT and not native
-                               or native and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
+    elif killed == Status.UNFINISHED:
+        status = Status.UNFINISHED
+        result["error"] = (f"not finished: {wall:.1f} s of wall time, {min(waited, wall):.1f} s of it waiting for "
+                           f"a CPU (the machine's), {cpu:.2f} s of CPU: the machine was too busy")
+    elif oom or oskit.oom_kills() > oom_before or code != 0 and (
+            "m" in events and not native or code == MEM_EXIT and not native
+            or native and any(mark in err for mark in OUT_OF_MEMORY)):  # fmt: skip
         status = Status.MEMORY_LIMIT
     elif code == 0 and "e" not in events and (kind == "stdio" or "value" in result or "d" in events):
         status = Status.OK
@@ -425,6 +451,8 @@ def _build(req, workdir, sandbox):
         res = run_test(breq, 0, payload["tests"][0], pfd, sandbox)
     finally:
         os.close(pfd)
+    if res["status"] == Status.UNFINISHED:
+        raise _Unfinished(f"the build did not finish: {res['error']}")
     if res["status"] != Status.OK:
         why = {Status.TIMEOUT: f"the compiler ran over its time limit ({float(build['time_limit']):g} s)",
                Status.MEMORY_LIMIT: f"the compiler ran out of memory ({build['memory_mb']} MiB)",
@@ -458,7 +486,13 @@ def handle(req, workdir, sandbox):
     if req.get("exec"):  # a native program (C++, Java, PyPy, ...): its files, then its build, once
         _write_files(req.get("files") or (), workdir, sandbox.ids)
         if req.get("build"):
-            failure, artifact = _build(req, workdir, sandbox)
+            try:
+                failure, artifact = _build(req, workdir, sandbox)
+            except _Unfinished as e:  # every test unfinished: the host runs the request again, or says so
+                results = [_note(req, Status.UNFINISHED, str(e)) for _ in tests]
+                problems = sandbox.cleanup(workdir)
+                return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems),
+                        "unfinished": True}  # fmt: skip
         payload["argv"] = req["exec"]
     else:
         try:
@@ -477,21 +511,29 @@ def handle(req, workdir, sandbox):
     results = []
     pfd = _payload_fd(payload)
     try:
-        begun, budget = time.monotonic(), req.get("budget")
+        # the budget counts the program's own time (a test's wall less its wait for a CPU), its cap real time
+        begun, budget, own = time.monotonic(), req.get("budget"), 0.0
         for i, test in enumerate(tests):
-            left = float(req["wall_limit"]) if budget is None else float(budget) - (time.monotonic() - begun)
-            if left <= 0:  # the candidate's time budget ran out: the tests left count as timeout
+            left = float(req["wall_limit"]) if budget is None else float(budget) - own
+            cap = float(req["wall_limit"]) * LOAD_STRETCH
+            if budget is not None:
+                cap = min(cap, float(budget) * LOAD_STRETCH - (time.monotonic() - begun))
+            if left <= 0 or cap <= 0:  # the candidate's budget ran out (timeout), or the machine took it
                 note = _note(req, Status.TIMEOUT, f"not run: the candidate's time budget ({float(budget):.1f} s) "
-                             "ran out")  # fmt: skip
+                             "ran out") if left <= 0 else _note(req, Status.UNFINISHED, "not run: the machine was "
+                             f"too busy (the candidate's budget stretched {LOAD_STRETCH:g} times ran out)")  # fmt: skip
                 results += [dict(note) for _ in tests[i:]]
                 break
             if test.get("files"):
                 _write_files(test["files"], workdir, sandbox.ids)
-            results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left)), i, test, pfd, sandbox))
+            results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left), wall_cap=cap), i, test,
+                                    pfd, sandbox))  # fmt: skip
+            own += results[-1]["wall_s"] - results[-1]["wait_s"]
             if left < float(req["wall_limit"]) and results[-1]["status"] == Status.TIMEOUT:
                 results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
             status = results[-1]["status"]
-            stop = req.get("stop_on_failure") or status == Status.TIMEOUT and req.get("stop_on_timeout")
+            stop = req.get("stop_on_failure") or status in (Status.TIMEOUT, Status.UNFINISHED) and req.get(
+                "stop_on_timeout")  # fmt: skip
             if stop and status != Status.OK:
                 break
     except _Stuck as e:

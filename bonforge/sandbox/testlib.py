@@ -11,7 +11,7 @@ and what it says is read as exit codes and a capped stderr tail. Invocation and 
 A checker that fails (exit 3, a crash, its time or memory limit) is the problem's error, never the
 candidate's fault: that test's verdict says nothing about the candidate (``PROBLEM_ERROR``); except a crash
 (not exit 3) on an output when the same checker accepts the jury's answer as the output (``CRASHED``, then a
-control run: ``judging.code._blame_crashes``): that output made it crash, and it is rejected. A checker is
+control run: ``judging.code_checkers.blame_crashes``): that output made it crash, and it is rejected. A checker is
 compiled once for its content (the source, its files and the build's argv, hashed) and the sandbox image's
 id: the binary is kept here and sent with each request that runs it, and kept on disk (``checker_cache``,
 backend 'docker') for the processes that come later.
@@ -27,6 +27,7 @@ import threading
 
 from bonforge.sandbox import checker_cache
 from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.wire import Limits, Status
 
 BUILD_ARGV = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "checker", "checker.cpp")
 BUILD_TIME_S = 60.0  # CPU seconds to compile a checker (testlib.h is a large header)
@@ -38,6 +39,7 @@ CRASHED = "checker_crashed"  # the checker crashed on an output (not exit 3): th
 # run of it on the jury's answer is accepted (then the output made it crash: wrong_answer)
 ACCEPTED, WRONG = {0}, {1, 2, 4, 7, 8}  # testlib: ok; wa, pe, dirt, points, unexpected eof
 PARTIAL = range(16, 117)  # testlib's partial scores (16 + points): not accepted
+UNFINISHED_BUILD = "~"  # the prefix of a checker binary the machine kept from compiling (not "!": no error)
 
 _binaries: dict[str, str] = {}  # hash of (image id, digest) -> base64 executable, or "!" + why it does not build
 _lock = threading.Lock()
@@ -51,16 +53,15 @@ def digest(checker: dict) -> str:
 
 
 def _base(cfg: CodeVerifyConfig, name: str) -> dict:
-    return {"id": name, "kind": "stdio", "program": "", "prelude": "", "fn_name": None, "time_limit": CHECK_TIME_S,
-            "wall_limit": CHECK_TIME_S * cfg.wall_factor + 1.0, "memory_mb": cfg.memory_mb,
-            "output_limit": MESSAGE_BYTES, "stop_on_failure": False}  # fmt: skip
+    return {"id": name, "kind": "stdio", "program": "", "prelude": "", "fn_name": None, "stop_on_failure": False,
+            **Limits(CHECK_TIME_S, cfg.wall_factor, cfg.memory_mb, MESSAGE_BYTES).fields()}
 
 
 def build_request(checker: dict, cfg: CodeVerifyConfig) -> dict:
     files = [{"name": "checker.cpp", "text": checker["source"]}]
     files += [{"name": n, "text": v} for n, v in sorted(checker.get("files", {}).items())]
-    build = {"argv": list(BUILD_ARGV), "time_limit": BUILD_TIME_S, "wall_limit": BUILD_TIME_S * cfg.wall_factor + 1.0,
-             "memory_mb": cfg.memory_mb, "output_limit": MAX_BINARY, "keep": "checker"}  # fmt: skip
+    build = {"argv": list(BUILD_ARGV), "keep": "checker",
+             **Limits(BUILD_TIME_S, cfg.wall_factor, cfg.memory_mb, MAX_BINARY).fields()}
     return dict(_base(cfg, "checker-build-" + digest(checker)[:16]), files=files, build=build, exec=["./checker"],
                 tests=[])  # fmt: skip
 
@@ -77,6 +78,8 @@ def reading(result: dict) -> tuple[str, str]:
     """(``passed`` | ``wrong_answer`` | ``PROBLEM_ERROR`` | ``CRASHED``, note) from one run of a checker."""
     said = (result.get("stderr") or result.get("error") or "").strip()[-300:]
     code = result.get("exit_code")
+    if result.get("status") == Status.UNFINISHED:  # the machine's: nothing known of the checker nor the output
+        return Status.UNFINISHED, f"the problem's checker did not finish: {said}"
     if result.get("status") in ("ok", "runtime_error") and code in ACCEPTED:
         return "passed", ""
     if result.get("status") == "runtime_error" and (code in WRONG or code in PARTIAL):
@@ -130,11 +133,16 @@ class Checkers:
                 with _lock:
                     _binaries[k] = base64.b64encode(data).decode()
                 del todo[k]
+        unfinished = {}
         if todo:
-            outcomes = self._run([build_request(c, self.cfg) for c in todo.values()])
+            outcomes = self._alone_again([build_request(c, self.cfg) for c in todo.values()],
+                                         lambda o: o.get("unfinished") is True)  # fmt: skip
             with _lock:
                 for k, outcome in zip(todo, outcomes, strict=True):
-                    if outcome.get("artifact"):
+                    if outcome.get("unfinished") is True:  # kept nowhere: the next call compiles it again
+                        unfinished[k] = UNFINISHED_BUILD + "the problem's checker did not finish compiling: " + str(
+                            (outcome.get("results") or [{}])[0].get("error", ""))[-500:]  # fmt: skip
+                    elif outcome.get("artifact"):
                         _binaries[k] = outcome["artifact"]
                     else:
                         why = outcome.get("build_error") or outcome.get("sandbox_error") or outcome.get(
@@ -149,13 +157,25 @@ class Checkers:
                     except (ValueError, TypeError):  # not base64: running it will say so
                         pass
         with _lock:
-            return [_binaries.get(k, "!the problem's checker was dropped from the cache; run again") for k in keys]
+            return [unfinished.get(k) or _binaries.get(k, "!the problem's checker was dropped from the cache; run "
+                                                            "again") for k in keys]  # fmt: skip
+
+    def _alone_again(self, requests: list[dict], unfinished) -> list[dict]:
+        """The outcomes of ``requests``; each one the machine kept from finishing (``unfinished(outcome)``) run
+        once more alone, after the others (``judging.code`` does the same for candidates)."""
+        outcomes = self._run(requests) if requests else []
+        for n, outcome in enumerate(outcomes):
+            if unfinished(outcome):
+                outcomes[n] = self._run([requests[n]])[0]
+        return outcomes
 
     def check(self, jobs: list[tuple[str, list[tuple[str, str, str]]]]) -> list[list[tuple[str, str]]]:
         """For each ``(binary, items)``: per item the checker's reading (``reading``)."""
         requests = [check_request(b, items, self.cfg, f"checker-{n}") for n, (b, items) in enumerate(jobs)]
         out = []
-        for (_, items), outcome in zip(jobs, self._run(requests) if requests else [], strict=True):
+        again = self._alone_again(requests, lambda o: any(r.get("status") == Status.UNFINISHED
+                                                          for r in o.get("results") or ()))  # fmt: skip
+        for (_, items), outcome in zip(jobs, again, strict=True):
             results = outcome.get("results")
             if not isinstance(results, list) or len(results) != len(items):
                 why = outcome.get("sandbox_error") or outcome.get("runner_killed") or "no answer"

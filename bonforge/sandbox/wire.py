@@ -7,6 +7,7 @@ its test inputs; the answer carries one result per test run, each with a ``Statu
 expected output: the host judges (``bonforge.judging``).
 """
 
+import dataclasses
 import enum
 
 
@@ -20,9 +21,41 @@ class Status(enum.StrEnum):
     TIMEOUT = "timeout"
     MEMORY_LIMIT = "memory_limit"
     OUTPUT_LIMIT = "output_limit"
+    UNFINISHED = "unfinished"  # the machine, not the program, kept it from finishing (``LOAD_STRETCH``)
 
 
 STATUSES = frozenset(s.value for s in Status)
+WALL_SLACK_S = 1.0  # a run's wall limit beyond its CPU limit times the wall factor (start-up, input, output)
+# A test's wall limit counts the program's own time: its wall time less the time its processes waited for a
+# CPU (run-queue delay; a busy machine's). That wait may stretch a test to at most this many times its wall
+# limit (a request's budget likewise); past it the test is UNFINISHED: the machine's outcome, not a verdict.
+LOAD_STRETCH = 10.0
+
+
+def wall_limit(cpu_s, wall_factor, slack=WALL_SLACK_S):
+    """The wall-clock limit of a run whose CPU limit is ``cpu_s`` (a test's, a build's, a checker's, a probe's
+    with its own ``slack``): the one formula for it."""
+    return float(cpu_s) * float(wall_factor) + slack
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """A run's limits as a request carries them (a request's tests, or its ``build``): CPU seconds, the wall
+    limit that follows from them (``wall_limit``), memory and output caps."""
+
+    time_limit: float
+    wall_factor: float
+    memory_mb: int
+    output_limit: int
+
+    @property
+    def wall_limit(self):
+        return wall_limit(self.time_limit, self.wall_factor)
+
+    def fields(self):
+        """The request's fields for these limits."""
+        return {"time_limit": self.time_limit, "wall_limit": self.wall_limit, "memory_mb": self.memory_mb,
+                "output_limit": self.output_limit}
 KINDS = ("stdio", "call", "assert")  # how a program is fed its tests (``runner.py``'s docstring)
 
 
@@ -41,6 +74,7 @@ def _result_ok(res, request):
             and all(isinstance(res.get(k, ""), str) for k in ("stdout", "stderr", "error", "value"))
             and all(isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool)
                     for k in ("cpu_s", "wall_s"))
+            and isinstance(res.get("wait_s", 0.0), (int, float)) and not isinstance(res.get("wait_s"), bool)
             and (type(res.get("exit_code", 0)) is int)
             and (request["kind"] != "assert" or res["status"] == Status.COMPILE_ERROR
                  or isinstance(res.get("calls"), list) and all(isinstance(c, str) for c in res["calls"])))  # fmt: skip
@@ -57,7 +91,8 @@ def answer_problem(answer, request, line=b""):
     if not (isinstance(results, list) and len(results) <= len(request["tests"])
             and isinstance(answer.get("clean"), bool)):  # fmt: skip
         return f"malformed answer {line[:200]!r}"
-    if not (isinstance(answer.get("artifact", ""), str) and isinstance(answer.get("build_error", ""), str)):
+    if not (isinstance(answer.get("artifact", ""), str) and isinstance(answer.get("build_error", ""), str)
+            and isinstance(answer.get("unfinished", False), bool)):  # fmt: skip
         return "garbled build artifact or message"
     if not all(_result_ok(res, request) for res in results):
         return f"malformed result in answer {line[:200]!r}"

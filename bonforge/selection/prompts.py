@@ -21,9 +21,11 @@ import pyarrow.compute as pc
 from bonforge import templates
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
+from bonforge.schema import NO_LABEL
 
-# Verdicts that say nothing about the candidate (the checker failed): such candidates never enter a prompt.
-UNRELIABLE = {"math": {"timeout", "error"}, "code": {"sandbox_error"}}
+# Verdicts that say nothing about the candidate (the checker, the sandbox or the machine failed): such candidates
+# never enter a prompt.
+UNRELIABLE = {"math": {"timeout", "error"}, "code": set(NO_LABEL)}
 
 
 def template_text(cfg: GenSelectConfig) -> str:

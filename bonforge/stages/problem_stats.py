@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from bonforge.selection.metrics import ALL, default_ks, majority_block, pass_at_k, rank_weights
 from bonforge.config import FilterConfig, Recipe, ScoreConfig
 from bonforge.tables.ordering import sort_by
-from bonforge.schema import PROBLEM_STATS, REFERENCE_TEACHER, DropReason
+from bonforge.schema import NO_LABEL, PROBLEM_STATS, REFERENCE_TEACHER, DropReason
 from bonforge.stage import Inputs, Node, Params, Ref, Stage
 
 # 6: test-suite strength (n_known_wrong, suite_strength) from the candidates' labels, read beside the verdicts (a
@@ -33,7 +33,8 @@ from bonforge.stage import Inputs, Node, Params, Ref, Stage
 # 5: drop_detail (the numbers against the filter's bound); the overall row leaves the reference solutions out;
 # stopped_early and n_planned (filter.early_stop). 4: drop_reason is a DropReason code, not a sentence with the
 # numbers inside (3: exact majority@k)
-VERSION = "6"
+# 7: verdicts without a label (schema.NO_LABEL: sandbox_error, infra_error) count nowhere.
+VERSION = "7"
 
 
 def drop_reason(n: int, rate: float, cfg: FilterConfig, strength: float | None = None) -> DropReason | None:
@@ -73,7 +74,7 @@ def _kmap(values: np.ndarray, ks: list[int], mask: np.ndarray | None = None) -> 
 
 # Verdicts of a known-wrong solution that say nothing about the tests: the program never ran (a solution that
 # does not build here), or the problem's own check failed.
-_SAYS_NOTHING = pa.array(["compile_error", "sandbox_error"])
+_SAYS_NOTHING = pa.array(["compile_error", *NO_LABEL])
 
 
 def _known_wrong(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +94,35 @@ def score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig,
     """PROBLEM_STATS rows for every problem of ``verdicts`` (a shard of whole problems): per problem the
     overall row (teacher ``*``), then one per teacher, in problem and teacher order (``reference`` last).
     ``reference``: a teacher whose candidates the overall row leaves out (it keeps its own row). With the
-    candidates' ``reference_correct`` (and the verdicts' ``status``), the test-suite strength."""
+    candidates' ``reference_correct`` (and the verdicts' ``status``), the test-suite strength. A verdict that
+    is no label (``schema.NO_LABEL``: the sandbox, the problem or the machine failed) counts nowhere: a
+    problem with no other gets its overall row only, with ``n`` 0, dropped as having too few candidates."""
+    if "status" not in verdicts.column_names:
+        return _score(verdicts, score_cfg, filter_cfg, reference)
+    unlabelled = pc.fill_null(pc.is_in(verdicts.column("status"), value_set=pa.array(NO_LABEL)), False)
+    if not pc.any(unlabelled).as_py():
+        return _score(verdicts, score_cfg, filter_cfg, reference)
+    labelled = verdicts.filter(pc.invert(unlabelled))
+    out = _score(labelled, score_cfg, filter_cfg, reference)
+    gone = sorted(set(verdicts.filter(unlabelled).column("problem_id").to_pylist())
+                  - set(labelled.column("problem_id").to_pylist()))  # fmt: skip
+    if not gone:
+        return out
+    detail = drop_detail(DropReason.TOO_FEW_CANDIDATES, 0, 0.0, filter_cfg) + " (every verdict without a label)"
+    empty = pa.array([[]] * len(gone), PROBLEM_STATS.field("pass_at_k").type)
+    ghosts = pa.table({
+        "problem_id": gone, "teacher": [ALL] * len(gone), "n": [0] * len(gone), "n_correct": [0] * len(gone),
+        "pass_rate": [0.0] * len(gone), "mean_reward": [0.0] * len(gone), "pass_at_k": empty,
+        "majority_at_k": pa.nulls(len(gone), empty.type), "max_at_k": empty, "keep": [False] * len(gone),
+        "drop_reason": [DropReason.TOO_FEW_CANDIDATES.value] * len(gone), "drop_detail": [detail] * len(gone),
+        "stopped_early": [False] * len(gone), "n_planned": pa.nulls(len(gone), pa.int32()),
+        "n_known_wrong": [0] * len(gone), "suite_strength": pa.nulls(len(gone), pa.float64()),
+    }, schema=PROBLEM_STATS)  # fmt: skip
+    both = pa.concat_tables([out, ghosts])
+    return both.take(pc.sort_indices(both, [("problem_id", "ascending")]))
+
+
+def _score(verdicts: pa.Table, score_cfg: ScoreConfig, filter_cfg: FilterConfig, reference: str | None) -> pa.Table:
     early = [c for c in _EARLY if c in verdicts.column_names]  # with filter.early_stop (``_verdicts``)
     labels = [c for c in ("status", "reference_correct") if c in verdicts.column_names]
     t = verdicts.select(["problem_id", "teacher", "candidate_id", "correct", "reward", "extracted", *early, *labels])

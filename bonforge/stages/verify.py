@@ -7,7 +7,8 @@ A verdict's content identity (``bonforge.identity``) is the verification setting
 problem's domain, its gold answer (math) or test spec and question (code: what extraction and the judge
 read) and the candidate's text: a verdict on the same text by the same judge under the same settings is
 taken from the store, not judged again. The fingerprint is in the stage key too. Never reused:
-``sandbox_error`` (the sandbox failed, not the candidate) and ``timeout``, maths and code alike (a verifier
+``sandbox_error`` and ``infra_error`` (the sandbox, the problem or the machine failed, not the candidate:
+``schema.NO_LABEL``) and ``timeout``, maths and code alike (a verifier
 killed, or a program stopped, at a limit that is wholly or partly wall-clock time, which a busy machine
 reaches sooner)."""
 
@@ -27,7 +28,7 @@ from bonforge.judging import math as verify_math
 from bonforge.judging.fingerprint import fingerprint
 from bonforge.config import MathVerifyConfig, Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.schema import VERDICTS
+from bonforge.schema import NO_LABEL, VERDICTS
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
 
 
@@ -134,7 +135,7 @@ class VerifyParams(Params):
         """The judge's fingerprint (``bonforge.judging.fingerprint``): its sources, the verifier libraries'
         versions, for code the backend that runs programs (an execution setting that still decides verdicts)."""
         if isinstance(self.cfg, CodeVerifyConfig):
-            return fingerprint("code", self.cfg.backend)
+            return fingerprint("code", self.cfg.backend, self.cfg.image, self.cfg.build_image)
         return fingerprint("math")
 
     def key_config(self) -> dict:
@@ -163,7 +164,7 @@ _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,
-             rows=_rows("code", verify_code.VERSION, ("sandbox_error", "timeout")), **_SHARDS)
+             rows=_rows("code", verify_code.VERSION, (*NO_LABEL, "timeout")), **_SHARDS)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:

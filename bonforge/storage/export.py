@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
 from bonforge.judging.math_rules import gold_answer
-from bonforge.schema import REFERENCE_TEACHER
+from bonforge.schema import NO_LABEL, REFERENCE_TEACHER
 from bonforge.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -198,7 +198,9 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict,
     if not start:
         yield {"rl": to_rl(i.sql(query), data_source, templates, verify)}  # the schema of an empty file
     order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
-    for part in judged_pool.rebatched((t.sort_by(order) for t in judged_pool.chunks(i, KEPT_CANDIDATES)), _BATCH):
+    labelled = (t.filter(pc.invert(pc.fill_null(pc.is_in(t.column("status"), value_set=pa.array(NO_LABEL)), False)))
+                for t in judged_pool.chunks(i, KEPT_CANDIDATES))  # a verdict without a label is no training row
+    for part in judged_pool.rebatched((t.sort_by(order) for t in labelled), _BATCH):
         yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
 
 

@@ -224,14 +224,16 @@ def _code_problems(count: int) -> pa.Table:
         {"input": "", "output": str(i)}]}))
 
 
-def test_a_code_timeout_is_judged_again(tmp_path, monkeypatch):
-    """A code test's limit is partly wall-clock time (a right program on a loaded machine runs out of it):
-    a code timeout is not reused, like a maths one; a code verdict of another status is."""
+@pytest.mark.parametrize("status", ["timeout", "infra_error", "sandbox_error"])
+def test_a_code_timeout_or_a_verdict_without_a_label_is_judged_again(tmp_path, monkeypatch, status):
+    """A code test's limit is partly wall-clock time: a code timeout is not reused, like a maths one; nor is a
+    verdict without a label (schema.NO_LABEL: the machine or the sandbox failed); a verdict of another status
+    is."""
     store = StageStore(tmp_path)
     table = _code_problems(2)
     cands = candidates_of(table, [lambda pid, j: "```python\nprint(1)\n```"])
     recipe = Recipe.model_validate({**RECIPE, "verify": {"code": {"backend": "process", "pool_size": 1}}})
-    judged = _fake_code_judge(monkeypatch, "timeout")
+    judged = _fake_code_judge(monkeypatch, status)
     first = verdicts(store, "a", table, cands, recipe, "code")
     judged = _fake_code_judge(monkeypatch, "passed")
     again = verdicts(store, "b", table, cands, recipe, "code")

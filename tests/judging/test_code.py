@@ -13,7 +13,7 @@ from bonforge.errors import DataError
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import parse_spec
-from bonforge.judging.code import judge_outcome
+from bonforge.judging.code_verdict import judge_outcome
 
 
 @pytest.mark.parametrize(
@@ -186,10 +186,78 @@ def test_a_long_chunk_does_not_hold_the_next_back():
 def test_checker_requests_group_outputs_by_size():
     """Outputs read by a checker go in requests of about ``CHECK_BYTES`` each: small (or empty) ones share one
     request, megabytes go one at a time, every test exactly once and in order."""
-    from bonforge.judging import code
+    from bonforge.judging import code_checkers as code
 
     mib = "x" * code.CHECK_BYTES
     results = [{"stdout": s} for s in ("", "", "1 2\n", mib, "", mib, mib + "y")]
-    assert code._by_bytes([0, 1, 2], results) == [[0, 1, 2]]
-    assert code._by_bytes(list(range(7)), results) == [[0, 1, 2], [3, 4], [5], [6]]
-    assert code._by_bytes([], results) == []
+    assert code.by_bytes([0, 1, 2], results) == [[0, 1, 2]]
+    assert code.by_bytes(list(range(7)), results) == [[0, 1, 2], [3, 4], [5], [6]]
+    assert code.by_bytes([], results) == []
+
+
+def test_an_unfinished_test_says_nothing_of_the_candidate():
+    """A test the machine kept from finishing (``unfinished``, still so when run again alone) gives no label:
+    ``infra_error``, reward 0, unless another test failed (what that failure says is known)."""
+    cfg = CodeVerifyConfig(backend="process")
+    unfinished = dict(res("unfinished"), error="not finished: the machine was too busy")
+    status, passed, _, detail = judge_outcome(STDIO, {"results": [res(stdout="0"), unfinished, res(stdout="2")]}, cfg)
+    assert (status, passed) == ("infra_error", 2) and "too busy" in detail
+    assert judge_outcome(STDIO, {"results": [res(stdout="0"), unfinished, res(stdout="9")]}, cfg)[0] == "wrong_answer"
+    assert judge_outcome(STDIO, {"results": [res("timeout"), unfinished, res(stdout="2")]}, cfg)[0] == "timeout"
+
+
+def test_an_unfinished_run_runs_again_alone_at_the_end():
+    """A request with an unfinished test runs again after every other request, alone (a batch of one); its
+    verdict is that of the run alone: passed when it finishes there, infra_error when it still does not."""
+    from bonforge.judging import code, passes
+
+    cfg = CodeVerifyConfig(backend="process")
+    batches = []
+    runs = {0: [res("unfinished")] * 3, 1: [res(stdout=str(i)) for i in range(3)], 2: [res("unfinished")] * 3}
+    alone = {0: [res(stdout=str(i)) for i in range(3)], 2: [res("unfinished")] * 3}
+
+    def run(requests, on_outcome):
+        batches.append([r["i"] for r in requests])
+        source = runs if len(batches) == 1 else alone
+        return [on_outcome(k, {"results": [dict(x) for x in source[r["i"]]]}) for k, r in enumerate(requests)]
+
+    requests = [{"i": i, "time_limit": passes.PROBE_S, "tests": [{}] * 3} for i in range(3)]  # no probe
+    kept = code._run_and_check(requests, [STDIO] * 3, {}, None, run, cfg)
+    assert batches == [[0, 1, 2], [0], [2]]
+    assert [code.verdict(STDIO, k, cfg)[0] for k in kept] == ["passed", "passed", "infra_error"]
+
+
+def test_no_label_verdicts_have_no_reward(monkeypatch):
+    """``verify_code`` gives a verdict without a label (schema.NO_LABEL) reward 0 whatever its tests passed."""
+    from bonforge.judging import code, passes
+    from code_shapes import one_problem
+
+    class Pool:
+        def run(self, requests):
+            return [{"results": [res(stdout="0"), dict(res("unfinished"), error="busy")]} for _ in requests]
+
+    problems, cands = one_problem({"kind": "stdio", "tests": [{"input": "", "output": "0"},
+                                                              {"input": "", "output": "1"}]}, ["print(0)"])
+    monkeypatch.setattr(passes, "PROBE_S", 100.0)  # one pass
+    (row,) = code.verify_code(problems, cands, CodeVerifyConfig(backend="process", extraction="raw"),
+                              pool=Pool()).to_pylist()
+    assert (row["status"], row["tests_passed"], row["reward"], row["correct"]) == ("infra_error", 1, 0.0, False)
+
+
+def test_every_wall_limit_is_the_one_formula(monkeypatch):
+    """A test's, a build's, a checker's and the control program's wall limits all come from
+    ``wire.wall_limit`` (``Limits``): a changed formula changes them all."""
+    from bonforge.judging.code_request import build_request
+    from bonforge.sandbox import testlib, wire
+    from bonforge.sandbox.pool import SandboxPool
+
+    cfg = CodeVerifyConfig(backend="process", time_limit_s=2.0, wall_factor=3.0, build_time_limit_s=5.0)
+    spec = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "", "output": "1"}]}), "p")
+    native = build_request(spec, "int main(){}", cfg, "r", language="cpp")
+    checker = testlib.build_request({"source": "x"}, cfg)
+    walls = [native["wall_limit"], native["build"]["wall_limit"], checker["wall_limit"], checker["build"]["wall_limit"],
+             SandboxPool(cfg).control_request()["wall_limit"], cfg.wall_limit_s]
+    assert walls == [7.0, 16.0, testlib.CHECK_TIME_S * 3 + 1, testlib.BUILD_TIME_S * 3 + 1, 7.0, 7.0]
+    monkeypatch.setattr(wire.wall_limit, "__defaults__", (0.0,))  # no slack
+    assert build_request(spec, "int main(){}", cfg, "r", language="cpp")["wall_limit"] == 6.0
+    assert cfg.wall_limit_s == 6.0

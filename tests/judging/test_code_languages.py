@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bonforge.errors import DataError
-from bonforge.judging.code import _language, build_request, memory_mb
+from bonforge.judging.code_request import build_request, memory_mb, program_language
 from bonforge.judging.extract import extract_code, extract_program
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
@@ -39,12 +39,13 @@ def test_the_language_comes_from_the_record_then_the_fence_then_the_recipe():
     stdio, call = parse_spec(json.dumps(STDIO), "p"), parse_spec(
         json.dumps({"kind": "call", "fn_name": "f", "tests": [{"args": [1], "output": 1}]}), "q")
     cfg = CodeVerifyConfig()
-    assert _language("C++", "java", stdio, cfg) == ("cpp", "")
-    assert _language(None, "java", stdio, cfg) == ("java", "")
-    assert _language(None, None, stdio, cfg) == ("python", "")
-    assert _language(None, None, stdio, CodeVerifyConfig(default_language="c++")) == ("cpp", "")
-    assert _language("fortran", None, stdio, cfg)[1].startswith("the candidate names an unknown language 'fortran'")
-    assert "cannot run call-style tests" in _language(None, "cpp", call, cfg)[1]
+    assert program_language("C++", "java", stdio, cfg) == ("cpp", "")
+    assert program_language(None, "java", stdio, cfg) == ("java", "")
+    assert program_language(None, None, stdio, cfg) == ("python", "")
+    assert program_language(None, None, stdio, CodeVerifyConfig(default_language="c++")) == ("cpp", "")
+    why = program_language("fortran", None, stdio, cfg)[1]
+    assert why.startswith("the candidate names an unknown language 'fortran'")
+    assert "cannot run call-style tests" in program_language(None, "cpp", call, cfg)[1]
 
 
 def test_a_native_request_builds_once_under_its_own_limits_and_scales_time_by_language():

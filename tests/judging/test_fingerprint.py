@@ -4,11 +4,14 @@ libraries' versions and the code backend count; it enters the verdicts' stage ke
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
 import textwrap
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from bonforge.config import MathVerifyConfig
 from bonforge.judging import fingerprint as fp
@@ -97,7 +100,14 @@ def test_each_domain_covers_its_own_judge(tmp_path):
     assert fp.parts("math", package=copy) == math_before  # maths is not judged again for a code change
 
 
+def _toolchains(monkeypatch, gxx: str = "g++ (Debian 12.2.0-14) 12.2.0") -> None:
+    """The image's toolchains without asking an engine (tests that are not about them)."""
+    monkeypatch.setattr(fp, "image_toolchains", lambda tag, build=True: {"toolchain:g++": gxx})
+    fp.fingerprint.cache_clear()
+
+
 def test_library_versions_and_the_backend_count(monkeypatch):
+    _toolchains(monkeypatch)
     math_fp, docker_fp, process_fp = (fp.fingerprint("math"), fp.fingerprint("code", "docker"),
                                       fp.fingerprint("code", "process"))
     assert len({math_fp, docker_fp, process_fp}) == 3
@@ -114,7 +124,8 @@ def test_library_versions_and_the_backend_count(monkeypatch):
     assert fp.fingerprint("math") == math_fp
 
 
-def test_the_host_python_counts_only_for_the_process_backend():
+def test_the_host_python_counts_only_for_the_process_backend(monkeypatch):
+    _toolchains(monkeypatch)
     assert "python" in fp.parts("code", "process") and "python" not in fp.parts("code", "docker")
 
 
@@ -131,7 +142,7 @@ RECIPE = {"name": "r", "problems": {"name": "t", "source": {"path": "x"}}, "teac
 def _key_and_ids(monkeypatch, judge: str, cfg) -> tuple[str, bytes]:
     from bonforge.config import Recipe
 
-    monkeypatch.setattr(verify, "fingerprint", lambda domain, backend=None: f"{judge}/{domain}/{backend}")
+    monkeypatch.setattr(verify, "fingerprint", lambda domain, backend=None, *_: f"{judge}/{domain}/{backend}")
     code = isinstance(cfg, CodeVerifyConfig)
     recipe = Recipe.model_validate(RECIPE)
     recipe = recipe.model_copy(update={"verify": recipe.verify.model_copy(update={"code" if code else "math": cfg})})
@@ -157,3 +168,62 @@ def test_the_backend_enters_a_code_verdicts_key_and_identity(monkeypatch):
     assert docker[0] != process[0] and docker[1] != process[1]
     # other execution-only settings still change nothing
     assert _key_and_ids(monkeypatch, "a", CodeVerifyConfig(pool_size=7, backend="docker", retries=5)) == docker
+
+
+def test_the_toolchains_count(monkeypatch, tmp_path):
+    """The compilers that build and run programs are in the code judge's fingerprint: the image's (a rebuild
+    under the same tag with a newer g++ judges again) and, for backend process, the host's."""
+    _toolchains(monkeypatch)
+    docker = fp.fingerprint("code", "docker")
+    _toolchains(monkeypatch, "g++ (Debian 12.2.0-14+deb12u1) 12.2.0")
+    assert fp.fingerprint("code", "docker") != docker
+    assert fp.fingerprint("math") == fp.fingerprint("math")  # maths has none
+    host = fp.parts("code", "process")
+    assert {"toolchain:g++", "toolchain:javac", "toolchain:java", "toolchain:pypy3"} <= set(host)
+    fake = tmp_path / "g++"  # another g++ first on the host's PATH
+    fake.write_text("#!/bin/sh\necho 'g++ (Custom 99.1) 99.1.0'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    assert fp.parts("code", "process")["toolchain:g++"] == "g++ (Custom 99.1) 99.1.0"
+    assert {k: v for k, v in fp.parts("code", "process").items() if k != "toolchain:g++"} == {
+        k: v for k, v in host.items() if k != "toolchain:g++"}
+    fp.fingerprint.cache_clear()
+
+
+def test_a_missing_toolchain_reads_absent(monkeypatch, tmp_path):
+    (tmp_path / "head").symlink_to(shutil.which("head"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no compiler at all
+    assert set(fp.host_toolchains().values()) == {"absent"}
+
+
+@pytest.mark.docker
+def test_an_image_rebuilt_with_another_compiler_judges_again(sandbox_image):
+    """The same image under a new tag judges alike; an image built from it with another g++ (a rebuild with
+    newer compilers) has other toolchains, so another fingerprint."""
+    from bonforge.sandbox import image
+
+    retag, rebuilt = f"bonforge-test-retag:{os.getpid()}", f"bonforge-test-rebuilt:{os.getpid()}"
+    script = "#!/bin/sh\\necho \"g++ (Rebuilt 13.1) 13.1.0\"\\n"
+    dockerfile = f"FROM {sandbox_image}\nRUN printf '{script}' > /g && chmod +x /g && mv -f /g /usr/bin/g++\n"
+    image.client().images.get(sandbox_image).tag(retag)
+    try:
+        image.client().images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=rebuilt, rm=True, network_mode="none")
+        first = fp.image_toolchains(sandbox_image, build=False)
+        assert first["toolchain:g++"].startswith("g++ (Debian")
+        assert {"toolchain:javac", "toolchain:java", "toolchain:pypy3", "toolchain:python3"} <= set(first)
+        assert "absent" not in first.values()
+        assert fp.image_toolchains(retag, build=False) == first
+        other = fp.image_toolchains(rebuilt, build=False)
+        assert other["toolchain:g++"] == "g++ (Rebuilt 13.1) 13.1.0"
+        assert {k: v for k, v in other.items() if k != "toolchain:g++"} == {
+            k: v for k, v in first.items() if k != "toolchain:g++"}
+        fp.fingerprint.cache_clear()
+        assert fp.fingerprint("code", "docker", retag, False) == fp.fingerprint("code", "docker", sandbox_image, False)
+        assert fp.fingerprint("code", "docker", rebuilt, False) != fp.fingerprint("code", "docker", retag, False)
+    finally:
+        fp.fingerprint.cache_clear()
+        for tag in (rebuilt, retag):
+            try:
+                image.client().images.remove(tag)
+            except Exception:  # noqa: BLE001  (never built)
+                pass

@@ -70,3 +70,10 @@ def test_a_build_that_judged_again_says_how_many_and_how_many_flipped():
     assert lines[-1] == ("re-judged: 5 verdicts stored under an earlier judge (its fingerprint moved), 2 flipped "
                          "(`bonforge diff` lists them)")
     assert not any("re-judged" in x for x in summary_lines({"verdicts": {"correct": 3}, "correct": 3}))
+
+
+def test_the_summary_counts_verdicts_without_a_label():
+    lines = summary_lines({"verdicts": {"passed": 3, "infra_error": 2, "sandbox_error": 1}, "correct": 3})
+    assert lines[-1] == ("verdicts without a label: 3 (infra_error 2, sandbox_error 1): in no pass rate, reward or "
+                         "export; the next build judges them again")
+    assert len(summary_lines({"verdicts": {"passed": 3}, "correct": 3})) == 1

@@ -93,3 +93,15 @@ def test_a_reward_batch_reads_each_output_as_it_arrives(sandbox_image, checked):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["statuses"] == ["wrong_answer"] * 47 + ["passed"], got
     assert got["grew_mb"] <= 32, got
+
+
+def test_trl_gets_none_for_a_verdict_without_a_label(monkeypatch):
+    """A response whose verdict is no label (infra_error, sandbox_error) has no reward: TRL's reward function
+    gives None (TRL leaves it out), verl's ``compute_score`` 0.0 with the status beside it."""
+    from bonforge.rewards import code as reward
+
+    verdicts = [{"score": 0.0, "status": "infra_error"}, {"score": 1.0, "status": "passed"},
+                {"score": 0.0, "status": "sandbox_error"}, {"score": 0.0, "status": "wrong_answer"}]
+    monkeypatch.setattr(reward, "score_batch", lambda texts, *a, **k: verdicts[: len(texts)])
+    assert reward.code_reward(["p"] * 4, ["a"] * 4, [{"ground_truth": "{}"}] * 4) == [None, 1.0, None, 0.0]
+    assert reward.compute_score("d", "a", "{}") == {"score": 0.0, "status": "infra_error"}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bonforge.judging.code import judge_outcome
+from bonforge.judging.code_verdict import judge_outcome
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.codec import encode_value

@@ -1,4 +1,4 @@
-"""A candidate's time is bounded in advance: its budget (``judging.code.budget_s``), reruns of a check included;
+"""A candidate's time is bounded in advance: its budget (``judging.code_request.budget_s``), reruns of a check included;
 a problem's own limit never raises the recipe's; dependent calls of a check are judged right within it."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import time
 
 import pyarrow as pa
 
-from bonforge.judging.code import budget_s, verify_code
+from bonforge.judging.code import verify_code
+from bonforge.judging.code_request import budget_s
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import CANDIDATES, PROBLEMS

@@ -149,9 +149,12 @@ def test_a_program_cannot_stop_the_runner(solo):
 @pytest.mark.docker
 def test_a_frozen_sandbox_is_replaced_within_the_host_wall_limit(solo, monkeypatch):
     """The host enforces the wall limit itself: a runner frozen from outside (``docker pause``) is killed
-    and replaced, and the candidate's verdict is timeout. In one pass (no short first pass: the pause must land
-    in the run with the program's own limits, not in a probe that is then run again elsewhere)."""
+    and replaced. That is the machine's doing, not the program's (no program can stop its runner in a
+    container): the request runs again alone on the fresh sandbox, and passes. In one pass (no short first
+    pass: the pause must land in the run with the program's own limits, not in a probe that is then run again
+    elsewhere); the host's limit without its allowance for a busy machine (``LOAD_STRETCH``), to be quick."""
     monkeypatch.setattr(passes, "PROBE_S", math.inf)
+    monkeypatch.setattr(pool_mod, "LOAD_STRETCH", 1.0)
     (name,) = [w.name for w in solo._workers]
     sleeper = "import time\ntime.sleep(1.5)\na, b = map(int, input().split())\nprint(a + b)\n"
     pause = threading.Timer(0.5, subprocess.run, (["docker", "pause", name],), {"capture_output": True})
@@ -160,8 +163,8 @@ def test_a_frozen_sandbox_is_replaced_within_the_host_wall_limit(solo, monkeypat
     (verdict,) = judge(solo, [sleeper], ONE)
     elapsed = time.monotonic() - start
     pause.join()
-    assert verdict["status"] == "timeout", verdict
-    assert elapsed < solo.cfg.wall_limit_s + HOST_MARGIN_S + 3, elapsed  # (+3 s: removal, a loaded machine)
+    assert verdict["status"] == "passed", verdict
+    assert elapsed < solo.cfg.wall_limit_s + HOST_MARGIN_S + 6, elapsed  # (+6 s: removal, the run alone)
     assert name not in {w.name for w in solo._workers}
     assert_pool_healthy(solo)
 
@@ -278,7 +281,8 @@ def test_the_control_program_decides_whose_failure_it_was(solo, monkeypatch):
 def judge_ids(pool, programs: dict[str, str]) -> list[dict]:
     """Verdicts of programs sent with the given request ids (one test each)."""
     from bonforge.judging.spec import parse_spec
-    from bonforge.judging.code import build_request, judge_outcome
+    from bonforge.judging.code_request import build_request
+    from bonforge.judging.code_verdict import judge_outcome
 
     spec = parse_spec(json.dumps(ONE), "p")
     cfg = pool.cfg.model_copy(update={"extraction": "raw"})

@@ -230,7 +230,7 @@ def _random_pool(seed: int, problems: int) -> pa.Table:
     rows = []
     for p in range(problems):
         domain = "code" if p % 5 == 0 else "math"
-        statuses = ["sandbox_error", "passed", "wrong_answer"] if domain == "code" else \
+        statuses = ["sandbox_error", "infra_error", "passed", "wrong_answer"] if domain == "code" else \
             ["timeout", "error", "correct", "wrong_answer", "no_answer"]
         for i in range(int(rng.integers(0, 21))):
             kind = rng.random()
@@ -355,3 +355,9 @@ def test_texts_are_stripped_exactly_as_python_strips_them():
     rng = random.Random(1)
     texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 6))) for _ in range(20_000)] + [None]
     assert _strip(pa.array(texts)).to_pylist() == [t.strip() if t else "" for t in texts]
+
+
+def test_a_code_verdict_without_a_label_never_enters_a_prompt():
+    from bonforge.selection.prompts import UNRELIABLE
+
+    assert UNRELIABLE["code"] == {"sandbox_error", "infra_error"}

@@ -271,3 +271,28 @@ def test_suite_strength_counts_known_wrong_candidates_the_tests_reject():
     assert {r["drop_reason"] for r in score(v, ScoreConfig(), FilterConfig(max_pass_rate=1.0)).to_pylist()} == {None}
     plain = score(v.drop_columns(["status", "reference_correct"]), ScoreConfig(), FilterConfig())
     assert set(plain.column("n_known_wrong").to_pylist()) == {0}  # no labels read: nothing known
+
+
+def test_verdicts_without_a_label_count_nowhere():
+    """``sandbox_error`` and ``infra_error`` (schema.NO_LABEL) are in no n, pass rate, pass@k or reward: the
+    problem is scored as if they were not there; a problem with nothing else keeps an overall row, n 0,
+    dropped as having too few candidates (before: each counted as a wrong candidate, a 'too hard' problem)."""
+    v = pa.table({
+        "problem_id": ["a"] * 4 + ["b"] * 2,
+        "teacher": ["t1", "t1", "t2", "t2", "t1", "t2"],
+        "candidate_id": ["a/t1/0", "a/t1/1", "a/t2/0", "a/t2/1", "b/t1/0", "b/t2/0"],
+        "correct": [True, False, False, False, False, False],
+        "reward": [1.0, 0.0, 0.5, 0.0, 0.0, 0.0],
+        "extracted": [None] * 6,
+        "status": ["passed", "wrong_answer", "infra_error", "sandbox_error", "infra_error", "sandbox_error"],
+    })
+    rows = score(v, ScoreConfig(), FilterConfig())
+    out = {(r["problem_id"], r["teacher"]): r for r in rows.to_pylist()}
+    assert set(out) == {("a", "*"), ("a", "t1"), ("b", "*")}
+    assert [(r["problem_id"], r["teacher"]) for r in rows.to_pylist()] == [("a", "*"), ("a", "t1"), ("b", "*")]
+    a = out[("a", "*")]
+    assert (a["n"], a["n_correct"], a["pass_rate"], a["mean_reward"]) == (2, 1, 0.5, 0.5)
+    b = out[("b", "*")]
+    assert (b["n"], b["keep"], b["drop_reason"]) == (0, False, DropReason.TOO_FEW_CANDIDATES.value)
+    assert "without a label" in b["drop_detail"]
+    assert rows.schema == score(v.filter(pc.equal(v.column("problem_id"), "a")), ScoreConfig(), FilterConfig()).schema

@@ -239,3 +239,38 @@ def test_the_rl_export_reads_each_kept_problem_s_difficulty_from_problem_stats(s
     assert (info["problem_id"], info["pass_rate"], info["n_samples"], info["n_correct"]) == ("a", 0.25, 4, 1)
     assert info["measured_on"] == ["x", "y"]
     assert info["pass_at_k"] == [{"k": 1, "value": 0.25}, {"k": 2, "value": 0.5}, {"k": 4, "value": 1.0}]
+
+
+def test_the_rl_export_leaves_out_candidates_whose_verdict_is_no_label(store):
+    """The RL dataset's candidates (for off-policy best-of-N) hold no row whose verdict is no label
+    (``infra_error``, ``sandbox_error``): nothing is known of those, so no reward may be read off them."""
+    from bonforge.config import FilterConfig, MathVerifyConfig, ScoreConfig
+    from bonforge.engine.shards import StoreInputs
+    from bonforge.sandbox.config import CodeVerifyConfig
+    from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
+    from bonforge.stage import Ref
+    from bonforge.stages.score import score
+    from bonforge.storage.export import rl_parts
+
+    problems = conform(pa.Table.from_pylist([{"problem_id": "a", "source": "s", "domain": "code", "question": "a?",
+                                              "tests": "{}"}]), PROBLEMS)  # fmt: skip
+    statuses = ["passed", "wrong_answer", "infra_error", "sandbox_error", "wrong_answer"]
+    ids = [f"a/x/{i}" for i in range(len(statuses))]
+    candidates = conform(pa.Table.from_pylist([{"candidate_id": c, "problem_id": "a", "teacher": "x",
+                                                "sample_index": i, "text": "t"} for i, c in enumerate(ids)]),
+                         CANDIDATES)  # fmt: skip
+    verdicts = conform(pa.Table.from_pylist([
+        {"candidate_id": c, "problem_id": "a", "teacher": "x", "correct": s == "passed", "reward": float(s == "passed"),
+         "status": s, "tests_passed": int(s == "passed"), "tests_total": 1, "latency_ms": 1.0}
+        for c, s in zip(ids, statuses, strict=True)]), VERDICTS)  # fmt: skip
+    refs = {}
+    for name, table in (("problems", problems), ("candidates", candidates), ("verdicts", verdicts),
+                        ("problem_stats", score(verdicts, ScoreConfig(), FilterConfig()))):  # fmt: skip
+        store.write_shard(name, "k", 0, table)
+        refs[name] = [Ref(name, "k", store.commit(name, "k", 1, version="1", config={}, upstream={}))]
+    verify = {"math": MathVerifyConfig(), "code": CodeVerifyConfig()}
+    parts = list(rl_parts(StoreInputs(store, refs), "x", {"code": "{question}"}, verify))
+    (row,) = parts[0]["rl"].to_pylist()
+    assert (row["extra_info"]["n_samples"], row["extra_info"]["pass_rate"]) == (3, 1 / 3)  # the 3 labelled
+    got = pa.concat_tables([p["candidates"] for p in parts if "candidates" in p])
+    assert sorted(got.column("status").to_pylist()) == ["passed", "wrong_answer", "wrong_answer"]

@@ -1,0 +1,128 @@
+"""A wall-clock limit on a busy machine (``runner.run_test``, ``wire.LOAD_STRETCH``, ``judging.code``): a test's
+wall limit counts the program's own time, its wall time less the time its processes waited for a CPU. A program
+the machine starves passes as it does on an idle machine; one the machine keeps from finishing within the
+stretch is ``unfinished``, runs again alone, and is then ``infra_error`` (no label); a program that sleeps, or
+burns its CPU limit, stays ``timeout``.
+
+The load is made where the runner runs: busy processes pinned to its CPU, each in a session (an autogroup) of
+its own, so the scheduler shares that CPU evenly between them and each test (a session of its own too)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from code_shapes import one_problem
+
+from bonforge.judging.code import verify_code
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.pool import SandboxPool
+
+# Burns exactly ``{cpu}`` s of CPU (the process's own clock), then answers.
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {cpu}:\n    pass\nprint(5)\n"
+SLEEP = "import time\ntime.sleep(30)\nprint(5)\n"
+LOOP = "while True:\n    pass\n"
+SPEC = {"kind": "stdio", "tests": [{"input": "", "output": "5\n"}]}
+BUSY = "import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def busy(n: int, cpus: list[int]):
+    """``n`` busy processes on each of ``cpus``, each in a session of its own."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=cpu)], start_new_session=True)
+             for cpu in cpus for _ in range(n)]  # fmt: skip
+    try:
+        time.sleep(0.2)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+@pytest.fixture
+def on_cpu0():
+    """A process-backend pool whose runner lives on CPU 0 (started there; this process is not)."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    try:
+        pool = SandboxPool(CodeVerifyConfig(backend="process", pool_size=1, time_limit_s=1.0, wall_factor=1.0,
+                                            retries=0, extraction="raw"))  # fmt: skip
+        pool.start()
+    finally:
+        os.sched_setaffinity(0, before)
+    yield pool
+    pool.close()
+
+
+def judge(pool, programs: list[str], **cfg) -> list[dict]:
+    problems, cands = one_problem(SPEC, programs)
+    return verify_code(problems, cands, pool.cfg.model_copy(update=cfg), pool=pool).to_pylist()
+
+
+def test_a_program_the_machine_starves_passes_and_a_sleeper_does_not(on_cpu0):
+    """0.4 s of CPU under a 2 s wall limit, on a CPU shared with 8 busy processes: ~3.6 s of wall. Before, the
+    wall limit killed it (``timeout``); now its own time counts (0.4 s). A sleeper's own time is its wall."""
+    programs = [BURN.format(cpu=0.4), SLEEP]
+    idle = judge(on_cpu0, programs)
+    assert [v["status"] for v in idle] == ["passed", "timeout"], idle
+    with busy(8, [0]):
+        start = time.monotonic()
+        loaded = judge(on_cpu0, programs)
+        took = time.monotonic() - start
+    assert [v["status"] for v in loaded] == ["passed", "timeout"], loaded
+    assert took > 2.5, took  # the load was real: the program took longer than its wall limit
+
+
+@pytest.mark.parametrize("how", ["os.nice(19)", "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"])
+def test_a_program_that_lowers_its_own_priority_makes_its_own_waits(on_cpu0, how):
+    """A program that makes itself wait (a lower priority, the idle scheduling policy) is
+    not starved by the machine: its wait counts as its own time, and past its wall limit it is ``timeout``, as
+    a sleeper (else a policy could earn 'no label' instead of a penalty by starving itself). The same program
+    without the change passes under the same load (the test above)."""
+    program = f"import os\n{how}\n" + BURN.format(cpu=0.4)
+    with busy(8, [0]):
+        (verdict,) = judge(on_cpu0, [program])
+    assert verdict["status"] == "timeout", verdict
+
+
+def test_a_program_the_machine_keeps_from_finishing_is_no_label(on_cpu0):
+    """Starved past the stretch (20 busy processes on its CPU: 1/21 of it, past ``LOAD_STRETCH`` 10), a program
+    short of its own limits is unfinished, runs again alone, still unfinished, and is then infra_error: reward
+    0, no label. The candidate's budget (0.5 s) bounds the stretch (5 s) so that this is quick. Idle, it
+    passes."""
+    program = BURN.format(cpu=0.4)
+    assert judge(on_cpu0, [program], candidate_wall_s=0.5)[0]["status"] == "passed"
+    with busy(20, [0]):
+        (verdict,) = judge(on_cpu0, [program], candidate_wall_s=0.5)
+    assert verdict["status"] == "infra_error", verdict
+    assert "the machine was too busy" in verdict["detail"], verdict
+    assert verdict["reward"] == 0.0 and not verdict["correct"]
+
+
+@pytest.mark.docker
+def test_under_load_right_programs_pass_and_loops_time_out(sandbox_image):
+    """Eight busy processes per core beside the sandbox (here a container then gets ~1/75 of a CPU): a right
+    Python program and a right C++ program using 0.2 s of CPU under a 1 s limit (wall limit 3 s) take ~15 s
+    and pass, the C++ build too (before: ``timeout``, and a build past its wall limit ``compile_error``); a
+    sleeper and an infinite loop are ``timeout`` (the loop under a 0.1 s limit: within the stretch, it reaches
+    its CPU limit even on this share of a CPU)."""
+    cpp = ("#include <cstdio>\n#include <ctime>\nint main(){clock_t t=clock(); volatile long s=0;\n"
+           "while (clock()-t < CLOCKS_PER_SEC/5) s++;\nstd::printf(\"5\\n\");}\n")
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=2, time_limit_s=1.0, memory_mb=256, extraction="raw",
+                           retries=0)  # fmt: skip
+    with SandboxPool(cfg) as pool:
+        with busy(8, sorted(os.sched_getaffinity(0))):
+            start = time.monotonic()
+            right = judge(pool, [BURN.format(cpu=0.2), f"```cpp\n{cpp}```"], extraction="auto")
+            took = time.monotonic() - start
+            wrong = judge(pool, [SLEEP, LOOP], time_limit_s=0.1)
+    assert [v["status"] for v in right] == ["passed", "passed"], right
+    assert [v["status"] for v in wrong] == ["timeout", "timeout"], wrong
+    assert took > cfg.wall_limit_s, took  # the load was real: longer than a test's wall limit
