@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,3 +177,12 @@ def save_model(model, tokenizer, out: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def model_resource(model: Any) -> str | None:
+    """What a model (a teacher, a judge, a reward model: its ``engine``, its ``device`` if it has one) holds alone
+    while it computes (``Stage.resource``): one loaded here or in Ray actors, on GPUs (also where no device is
+    said) or on the CPU cores it computes with; an endpoint serves several stages at once (None)."""
+    if model.engine not in ("vllm", "transformers"):
+        return None
+    return "cpu model" if getattr(model, "device", None) == "cpu" else "gpu model"

@@ -24,12 +24,12 @@ import pyarrow as pa
 from bonforge import identity
 from bonforge.config import EvaluateConfig, FusorConfig, Recipe
 from bonforge.llm.base import Request
-from bonforge.llm.models import model_identity
+from bonforge.llm.models import model_identity, model_resource
 from bonforge.schema import PAIRWISE
 from bonforge.scoring import pairwise as games
 from bonforge import templates
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
-from bonforge.stages import sample
+
 
 VERSION = "3"  # 3: a game's status (a reply cut at its token limit has no label), the contender's side in the
 # identity; 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
@@ -178,7 +178,7 @@ def evaluation(table: pa.Table, cfg: EvaluateConfig, fusor: FusorConfig | None =
 
 
 STAGE = Stage("pairwise", VERSION, params=PairwiseParams, schema=PAIRWISE, open=Judging, table=_pairs,
-              shard_rows=512, resource=lambda p: sample.model_resource(p.cfg.judge),
+              shard_rows=512, resource=lambda p: model_resource(p.cfg.judge),
               summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor)},
               rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE,
                         {"status": games.FAILED}))

@@ -28,7 +28,7 @@ from bonforge import templates
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
-from bonforge.llm.models import model_identity
+from bonforge.llm.models import model_identity, model_resource
 from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written, unkeyed
 
@@ -234,15 +234,6 @@ class SampleParams(Params):
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
                                    "reference_correct", "text_digest", "language"), CANDIDATES,
             optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
-def model_resource(model: Any) -> str | None:
-    """What a model (a teacher, a judge, a reward model: its ``engine``, its ``device`` if it has one) holds alone
-    while it computes (``Stage.resource``): one loaded here or in Ray actors, on GPUs (also where no device is
-    said) or on the CPU cores it computes with; an endpoint serves several stages at once (None)."""
-    if model.engine not in ("vllm", "transformers"):
-        return None
-    return "cpu model" if getattr(model, "device", None) == "cpu" else "gpu model"
-
-
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
               table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True,

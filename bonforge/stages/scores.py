@@ -21,9 +21,10 @@ import pyarrow as pa
 from bonforge import identity, scoring
 from bonforge.config import Recipe
 from bonforge.scoring.config import ScorerConfig
-from bonforge.stages import sample
+
 from bonforge.schema import SCORES
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
+from bonforge.llm.models import model_resource
 
 VERSION = "1"
 _CONTENT = ("kind", "value", "label", "status", "n_tokens", "truncated", "detail", "latency_ms")
@@ -129,9 +130,9 @@ STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scorin
 
 
 def _resource(scorers: tuple[ScorerConfig, ...]) -> str | None:
-    """A model scorer's or judge's (``sample.model_resource``): the first that holds one."""
-    held = (sample.model_resource(s) if s.kind == "reward_model" else
-            sample.model_resource(s.judge) if s.kind == "judge" else None for s in scorers)
+    """A model scorer's or judge's (``llm.models.model_resource``): the first that holds one."""
+    held = (model_resource(s) if s.kind == "reward_model" else
+            model_resource(s.judge) if s.kind == "judge" else None for s in scorers)
     return next((r for r in held if r), None)
 
 
