@@ -361,3 +361,21 @@ def test_a_code_verdict_without_a_label_never_enters_a_prompt():
     from bonforge.selection.prompts import UNRELIABLE
 
     assert UNRELIABLE["code"] == {"sandbox_error", "infra_error"}
+
+
+def test_the_prompt_sizes_a_pool_allows_by_hand():
+    """Written out by hand, not by the product's own rule: at most half correct, at least one, enough wrong."""
+    cfg = GenSelectConfig()
+    assert feasible_sizes(2, 2, cfg) == ((2, 1), (3, 1), (4, 2))
+    assert feasible_sizes(1, 3, cfg) == ((2, 1), (3, 1), (4, 1))
+    assert feasible_sizes(3, 1, cfg) == ((2, 1),)
+    assert feasible_sizes(0, 5, cfg) == () and feasible_sizes(5, 0, cfg) == ()
+    assert max(m for m, _ in feasible_sizes(8, 8, cfg)) == 16  # the largest size, max_candidates
+
+
+def test_every_size_a_pool_allows_is_drawn_the_largest_included():
+    """Over many problems of 2 correct and 2 wrong answers, prompts of each allowed size (2, 3 and 4, the whole
+    pool) are drawn: a draw that never builds the largest size fails here."""
+    p = pool({f"p{i:02d}": [True, False, True, False] for i in range(40)})
+    sizes = {r["n_candidates"] for r in assemble(p, GenSelectConfig(), 0).to_pylist()}
+    assert sizes == {2, 3, 4}
