@@ -89,20 +89,29 @@ for line in sys.stdin.buffer:
     elif mode == "bad field":
         answer["results"] = [dict(ok, status="passed", stdout=["5"])] * len(req["tests"])
         out.write(json.dumps(answer).encode() + b"\n")
+    else:  # honest: the answer as a runner gives it
+        out.write(json.dumps(answer).encode() + b"\n")
     out.flush()
 """
 
 
-@pytest.mark.parametrize("mode", ["other id", "deep", "huge", "bad field"])
-def test_answers_are_matched_to_requests_and_read_with_bounds(tmp_path, monkeypatch, mode):
+@pytest.mark.parametrize("mode, status, detail", [
+    ("honest", "wrong_answer", "test 1: wrong_answer: expected '6\\n', got '5\\n'"),  # the control: read as sent
+    ("other id", "sandbox_error", "an answer that is not for request 'p/t/0'"),
+    ("deep", "sandbox_error", "garbled answer"),
+    ("huge", "sandbox_error", "an answer over "),
+    ("bad field", "sandbox_error", "malformed result in answer"),
+])  # fmt: skip
+def test_answers_are_matched_to_requests_and_read_with_bounds(tmp_path, monkeypatch, mode, status, detail):
     """A runner whose answers are for another request, nested 100,000 deep, 80 MB long or of the wrong
-    shape never gives a verdict: the host refuses them (and the stage goes on)."""
+    shape never gives a verdict: the host refuses them, saying why (and the stage goes on). The same fake
+    runner answering as a runner does gives the verdict its answer says (test 0's "5" right, test 1's wrong)."""
     fake = tmp_path / "fake_runner.py"
     fake.write_text(FAKE_RUNNER)
     monkeypatch.setattr(pool_mod, "process_argv", lambda cfg: [sys.executable, str(fake), mode])
     with SandboxPool(CodeVerifyConfig(backend="process", pool_size=1, retries=0)) as pool:
         (verdict,) = judge(pool, ["print(5)\n"])
-    assert verdict["status"] == "sandbox_error", verdict
+    assert verdict["status"] == status and detail in verdict["detail"], verdict
 
 
 @pytest.mark.docker
