@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from bonforge.config_model import Model, Name, added, exec_only, load_yaml, parse_yaml
+from bonforge.config_model import MAX_DEPTH, Model, Name, added, exec_only, load_yaml, parse_yaml
 from bonforge.errors import ConfigError, shown
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
@@ -448,6 +448,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not eq or not all(p and p.strip() == p for p in parts) or value[:1].isspace():
             raise ConfigError(f"--set {shown(item)}: expected KEY.PATH=VALUE with no space around '=' or in the "
                               "key (quote the whole option where VALUE holds spaces: --set 'a.b=x y')")
+        if len(parts) > MAX_DEPTH:
+            raise ConfigError(f"--set {shown(path)}: a key path of {len(parts)} parts (a recipe nests {MAX_DEPTH} "
+                              "deep at most)")
         node: Any = raw
         for i, part in enumerate(parts[:-1]):
             node = _child(node, part, parts[: i + 1], create=True)
