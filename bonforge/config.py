@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from bonforge.config_model import MAX_DEPTH, Model, Name, added, exec_only, load_yaml, parse_yaml
-from bonforge.errors import ConfigError, shown
+from bonforge.errors import ConfigError, clip, shown
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.judging.config import MathVerifyConfig  # noqa: F401  (a recipe's verify.math)
@@ -489,7 +489,8 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     """One line for one problem, else a header and a line per problem."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (p in ENGINES or p in SCORERS)))
+        loc = clip(".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (p in ENGINES or p in SCORERS))),
+                   120)  # a key of 2 MB is named, not echoed
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
@@ -513,7 +514,7 @@ def _did_you_mean(loc: tuple) -> str:
         ann = field.annotation
         model = next((a for a in _flatten(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
     names = list(getattr(model, "model_fields", {}) or {})
-    close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+    close = difflib.get_close_matches(str(loc[-1])[:100], names, n=1)
     return f"; did you mean {close[0]!r}?" if close else (f"; allowed: {', '.join(names)}" if names else "")
 
 
