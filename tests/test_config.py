@@ -119,10 +119,13 @@ def test_broken_recipe_text_is_one_line_naming_file_line_and_column(tmp_path, te
                                                         "constructor for the tag"),
     ("export.name=" + "x" * 2_000_000, r"export\.name: a name must .* not 'x+\.\.\. \(2,000,000 characters\)$"),
     ("filter." + "k" * 2_000_000 + "=1", r"invalid recipe: filter\.k+\.\.\.: unknown field; allowed: min_pass_rate"),
+    ("fusion={teachers: {? " + "t" * 2_000_000 + " : 1}, fusor: {engine: openai, name: f, model: m}, "
+     "export: {name: fx}}",
+     r"invalid recipe: fusion\.teachers: unknown teacher t+\.\.\.$"),
     ("genselect.max_tokens='" + "y" * 2_000_000 + "'",
      r"genselect\.max_tokens: Input should be a valid integer, .* \(got 'y+\.\.\. \(2,000,000 characters\)\)$"),
 ], ids=["broken", "twice", "huge-int", "nul", "inf", "spaces", "space-after", "space-before", "empty-part", "digit",
-        "deep-key", "python-tag", "2mb-name", "2mb-key", "2mb-value"])  # fmt: skip
+        "deep-key", "python-tag", "2mb-name", "2mb-key", "2mb-teacher", "2mb-value"])  # fmt: skip
 def test_a_bad_override_is_one_short_line(override, match):
     from bonforge.errors import ConfigError
 
