@@ -496,7 +496,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
             msg = "unknown field" + _did_you_mean(e["loc"])
         elif "input" in e and not isinstance(e["input"], (dict, list)) and e["type"] != "value_error":
             msg += f" (got {shown(e['input'])})"
-        msg = clip(msg, 300)  # a rule's message quoting a 2 MB value (a teacher named in fusion.teachers) is cut
+        msg = clip(msg, 600)  # a rule's message quoting a 2 MB value (a teacher named in fusion.teachers) is cut
         problems.append(f"{loc}: {msg}" if loc else msg)
     if len(problems) == 1:
         return f"{source}: invalid recipe: {problems[0]}"

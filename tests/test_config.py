@@ -49,7 +49,7 @@ FUSION = RECIPES / "gsm8k-fusion.yaml"
 
 def one_line(err) -> str:
     message = str(err.value)
-    assert "\n" not in message and len(message) < 400, message
+    assert "\n" not in message and len(message) < 800, message
     return message
 
 
