@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from bonforge.config_model import Model, Name, Need, added, exec_only, install_command, load_yaml, parse_yaml
-from bonforge.errors import ConfigError, MissingModules, shown
+from bonforge.config_model import MAX_DEPTH, Model, Name, Need, added, exec_only, install_command, load_yaml, parse_yaml
+from bonforge.errors import ConfigError, MissingModules, clip, shown
 from bonforge.tables.records import ByteLimits
 from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
 from bonforge.judging.config import MathVerifyConfig
@@ -466,6 +466,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         if not eq or not all(p and p.strip() == p for p in parts) or value[:1].isspace():
             raise ConfigError(f"--set {shown(item)}: expected KEY.PATH=VALUE with no space around '=' or in the "
                               "key (quote the whole option where VALUE holds spaces: --set 'a.b=x y')")
+        if len(parts) > MAX_DEPTH:
+            raise ConfigError(f"--set {shown(path)}: a key path of {len(parts)} parts (a recipe nests {MAX_DEPTH} "
+                              "deep at most)")
         node: Any = raw
         for i, part in enumerate(parts[:-1]):
             node = _child(node, part, parts[: i + 1], create=True)
@@ -504,12 +507,14 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     """One line for one problem, else a header and a line per problem."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (p in ENGINES or p in SCORERS)))
+        loc = clip(".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and (p in ENGINES or p in SCORERS))),
+                   120)  # a key of 2 MB is named, not echoed
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field" + _did_you_mean(e["loc"])
         elif "input" in e and not isinstance(e["input"], (dict, list)) and e["type"] != "value_error":
             msg += f" (got {shown(e['input'])})"
+        msg = clip(msg, 600)  # a rule's message quoting a 2 MB value (a teacher named in fusion.teachers) is cut
         problems.append(f"{loc}: {msg}" if loc else msg)
     if len(problems) == 1:
         return f"{source}: invalid recipe: {problems[0]}"
@@ -528,7 +533,7 @@ def _did_you_mean(loc: tuple) -> str:
         ann = field.annotation
         model = next((a for a in _flatten(ann) if isinstance(a, type) and issubclass(a, BaseModel)), None)
     names = list(getattr(model, "model_fields", {}) or {})
-    close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+    close = difflib.get_close_matches(str(loc[-1])[:100], names, n=1)
     return f"; did you mean {close[0]!r}?" if close else (f"; allowed: {', '.join(names)}" if names else "")
 
 

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bonforge.config_model import check_name
+from bonforge.errors import StoreError
 from bonforge.storage import card
 from bonforge.storage.fs import (Location, S3Prefix, atomic_write_bytes, atomic_write_json, json_bytes, open_location,
                                  sha256_file)
@@ -65,6 +66,10 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
     content; ``validation``: the rows of some problems go to ``<format>/validation.parquet``."""
     loc = open_location(root)
     base = loc.path("datasets", check_name(name, "a dataset name"))
+    twin = [n for n in loc.names(loc.path("datasets")) if n != name and n.lower() == name.lower()]
+    if twin:
+        raise StoreError(f"dataset {name!r}: the store holds {twin[0]!r}, the same folder on a filesystem that "
+                         "ignores case (macOS, Windows): publish under that name or another")
     if loc.remote:
         tmp = Path(tempfile.mkdtemp(prefix="bonforge-dataset-"))
     else:

@@ -3,7 +3,8 @@ bytes.
 
 The connection itself is locked down (``bonforge.viewer.catalog``, which also gives it a memory limit); on
 top of that only a single statement of type SELECT is accepted (``COPY ... TO`` a file inside the store would
-pass the directory check)."""
+pass the directory check). The viewer runs ``select`` in a worker process whose memory the kernel bounds
+(``bonforge.viewer.sql_worker``): the byte cap counts fetched rows, and DuckDB fills a whole vector first."""
 
 from __future__ import annotations
 

@@ -21,10 +21,12 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
+import duckdb
 import pyarrow as pa
 
+from bonforge.errors import BonforgeError
 from bonforge.viewer.catalog import MAX_OPEN, open_locked
-from bonforge.viewer.sql import Limits, QueryError, select, size
+from bonforge.viewer.sql import Limits, QueryError, line, select, size
 
 BASE_BYTES = 768 << 20  # the worker's interpreter, DuckDB, Arrow and their threads' stacks
 START_S = 60.0  # a worker's start (imports, the catalog's views) on a loaded machine
@@ -89,9 +91,10 @@ class SqlWorker:
                     self.stop()
                     raise QueryError(f"the query ran past the {self.limits.time_s:g} s limit and was stopped")
                 kind, value, more = self._recv.recv()
-            except (EOFError, OSError):  # the worker ended mid-query
+            except (EOFError, OSError):  # the worker ended mid-query: killed (its memory), or it crashed
                 code = self.stop()
-                raise QueryError(f"the query ended its worker (exit code {code}): {_too_big(self.limits)}") from None
+                why = _too_big(self.limits) if code is not None and code < 0 else "see the viewer's log"
+                raise QueryError(f"the query ended its worker (exit code {code}): {why}") from None
         if kind == "error":
             raise QueryError(value)
         return pa.ipc.open_stream(value).read_all(), more
@@ -127,13 +130,18 @@ def _serve() -> None:
     store_root, run_id, cache, limits = recv.recv()
     bound = memory_bound(limits)
     resource.setrlimit(resource.RLIMIT_DATA, (bound, bound))
-    con = open_locked(StageStore(store_root), run_id, cache, limits.memory_bytes)
+    try:
+        con, broken = open_locked(StageStore(store_root), run_id, cache, limits.memory_bytes), None
+    except (BonforgeError, duckdb.Error, OSError) as e:  # each query says why the catalog did not open
+        con, broken = None, f"the run's catalog did not open: {line(e)}"
     while True:
         try:
             text, cap = recv.recv()
         except EOFError:
             return
         try:
+            if broken:
+                raise QueryError(broken)
             table, more = select(con.cursor(), text, limits, cap)
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, table.schema) as out:

@@ -99,3 +99,13 @@ def test_a_name_that_is_not_a_folder_of_its_own_is_refused_before_anything_is_wr
         listing(store, name)
     assert sorted(p.name for p in tmp_path.rglob("*")) == []  # nothing written, inside the store or beside it
     assert publish(store, "ok.v2", formats(genselect(2), ["plain"], "x"), {})["version"] == 1  # control
+
+
+def test_a_name_that_differs_from_a_published_one_only_in_case_is_refused(tmp_path):
+    from bonforge.errors import StoreError
+
+    publish(tmp_path, "GSM8K", formats(genselect(2), ["plain"], "x"), {})
+    with pytest.raises(StoreError, match="dataset 'gsm8k': the store holds 'GSM8K', the same folder on a filesystem"):
+        publish(tmp_path, "gsm8k", formats(genselect(3), ["plain"], "x"), {})
+    assert [r["name"] for r in listing(tmp_path)] == ["GSM8K"]
+    assert publish(tmp_path, "GSM8K", formats(genselect(3), ["plain"], "x"), {})["version"] == 2  # its own name

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app as cli
 from bonforge.viewer.app import create_app
 from bonforge.viewer.sql import Limits
+from bonforge.viewer.views import BadRequest
 from bonforge.viewer.sql_worker import memory_bound
 
 KEY = "page-key-for-tests"
@@ -104,6 +105,24 @@ def test_a_query_far_past_the_byte_cap_is_refused_with_the_host_memory_bounded(s
     assert got["status"] == 400 and "\n" not in got["error"] and "Traceback" not in got["error"], got
     assert got["grown_kib"] < 64 << 10, got
     assert got["workers_peak_kib"] < memory_bound(Limits(result_bytes=1 << 20, memory_bytes=128 << 20)) >> 10, got
+
+
+def test_a_worker_that_died_is_replaced_and_an_unreadable_run_is_one_line(store, tmp_path):
+    with client(store) as c:
+        assert c.post("/api/sql", json={"sql": "SELECT 1 AS a"}, headers=OWN).json()["rows"] == [{"a": 1}]
+        (worker,) = c.app.state.sql._workers.values()
+        worker._proc.kill()  # killed between two queries (the kernel's OOM killer, a user)
+        worker._proc.wait()
+        assert c.post("/api/sql", json={"sql": "SELECT 2 AS a"}, headers=OWN).json()["rows"] == [{"a": 2}]
+    from bonforge.viewer.sql_worker import SqlWorker
+
+    run_id = store.runs()[-1].run_id
+    lost = SqlWorker(str(tmp_path / "no-store"), run_id, str(tmp_path), Limits())
+    try:
+        with pytest.raises(BadRequest, match=r"^the run's catalog did not open: no runs recorded in"):
+            lost.query("SELECT 1", 10)
+    finally:
+        lost.stop()
 
 
 def test_a_query_past_the_memory_limit_is_one_line_400(store):
