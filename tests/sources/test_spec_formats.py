@@ -135,6 +135,16 @@ def test_a_records_limits_fill_in_and_never_silently_override_the_spec(tmp_path)
             raise AssertionError(f"a record's {field} that contradicts its spec was taken silently")
 
 
+def test_a_records_entry_point_never_silently_replaces_the_specs():
+    check = {"kind": "assert", "entry_point": "f", "check": "assert f(1) == 2\n"}
+    assert to_spec({"tests": check}, "bonforge", W, entry_point="f").entry_point == "f"
+    try:
+        got = to_spec({"tests": check}, "bonforge", W, entry_point="g")
+    except DataError as e:
+        got = e
+    assert isinstance(got, DataError) and "the spec's 'entry_point' ('f') differs" in got.message, got
+
+
 def test_joined_fields_must_agree_on_the_checker_and_limits():
     public = {"kind": "stdio", "tests": [{"input": "1", "output": "1"}], "checker": {"source": "int main(){}"}}
     private = dict(public, tests=[{"input": "2", "output": "2"}])
