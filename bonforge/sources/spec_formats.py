@@ -93,7 +93,8 @@ def to_spec(values: dict[str, Any], fmt: str, where: Where, *, fn_name: str | No
         spec = replace(spec, inputs=[i for t in parts for i in t.inputs], outputs=[o for t in parts for o in t.outputs])
         if not spec.inputs:
             raise where.error("empty test list", names)
-    given = {"starter": starter or None, "time_limit_s": time_limit_s, "memory_mb": memory_mb}
+    given = {"starter": starter or None, "time_limit_s": time_limit_s, "memory_mb": memory_mb,
+             "entry_point": entry_point if spec.kind == "assert" else None}  # fmt: skip
     for key, value in given.items():
         own = getattr(spec, key) or None
         if value is not None and own is not None and value != own:

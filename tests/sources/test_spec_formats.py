@@ -135,6 +135,16 @@ def test_a_records_limits_fill_in_and_never_silently_override_the_spec(tmp_path)
             raise AssertionError(f"a record's {field} that contradicts its spec was taken silently")
 
 
+def test_a_records_entry_point_never_silently_replaces_the_specs():
+    check = {"kind": "assert", "entry_point": "f", "check": "assert f(1) == 2\n"}
+    assert to_spec({"tests": check}, "bonforge", W, entry_point="f").entry_point == "f"
+    try:
+        got = to_spec({"tests": check}, "bonforge", W, entry_point="g")
+    except DataError as e:
+        got = e
+    assert isinstance(got, DataError) and "the spec's 'entry_point' ('f') differs" in got.message, got
+
+
 def test_joined_fields_must_agree_on_the_checker_and_limits():
     public = {"kind": "stdio", "tests": [{"input": "1", "output": "1"}], "checker": {"source": "int main(){}"}}
     private = dict(public, tests=[{"input": "2", "output": "2"}])
@@ -158,7 +168,7 @@ def test_a_codecontests_memory_limit_is_in_the_spec(tmp_path):
 
 
 FENCE = "```python\n{}```\n"
-SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\n"  # 1.5 s of CPU
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.2:\n    pass\n"  # 1.2 s of CPU
 HOG = "held = bytearray(400 << 20)\n"  # 400 MiB: over the problem's 128, under the recipe's 512
 
 
@@ -189,7 +199,9 @@ def test_a_tables_checker_and_limits_decide_its_verdicts(tmp_path, sandbox_image
                                     {"id": "roomy", "q": "Print the two numbers.", "tests": roomy}])
     as_read = "a, b = input().split()\nprint(a, b)\n"  # "2 1" where the jury wrote "1 2"
     jury = "print(*sorted(map(int, input().split())))\n"
-    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=2, time_limit_s=5.0, memory_mb=512)
+    # wide wall-clock nets: the controls' 1.2 s of CPU per test took 30 s of wall at a load of 24 on 2 cores
+    cfg = CodeVerifyConfig(image=sandbox_image, pool_size=2, time_limit_s=5.0, wall_factor=8.0, memory_mb=512,
+                           candidate_wall_s=300)  # fmt: skip
     got = stage_verdicts(problems, {
         "as-read": ("pairs", as_read), "jury": ("pairs", jury), "wrong": ("pairs", "print(0, 0)\n"),
         "slow": ("pairs", SPIN + as_read), "big": ("pairs", HOG + jury),
