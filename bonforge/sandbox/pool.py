@@ -41,7 +41,7 @@ from bonforge.sandbox import container
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.lanes import Background, Job, Lanes
-from bonforge.sandbox.wire import LOAD_STRETCH, Status
+from bonforge.sandbox.wire import LOAD_STRETCH, Status, not_run
 from bonforge.sandbox.worker import WorkerDied, WorkerHung, _HostRunner, _Worker
 
 log = logging.getLogger("bonforge.sandbox")
@@ -340,9 +340,9 @@ class SandboxPool:
         own), else ``timeout`` (backend 'process' as one user: the program may have stopped it)."""
         n = len(request["tests"])
         separated = self.cfg.backend == "docker" or os.geteuid() == 0
-        result = {"status": Status.UNFINISHED if separated else Status.TIMEOUT, "stdout": "", "stderr": "",
-                  "error": f"no answer from the sandbox within {seconds:.1f} s (the host's wall limit): the runner "
-                  "was stopped or hung, and was replaced", "cpu_s": 0.0, "wall_s": round(seconds / max(n, 1), 4)}
+        result = not_run(Status.UNFINISHED if separated else Status.TIMEOUT, f"no answer from the sandbox within "
+                         f"{seconds:.1f} s (the host's wall limit): the runner was stopped or hung, and was replaced",
+                         round(seconds / max(n, 1), 4))  # fmt: skip
         return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
 
     def _lost(self, job: Job, todo: queue.Queue[Job], inflight: collections.deque[tuple[Job, float]],
@@ -360,8 +360,7 @@ class SandboxPool:
 
     @staticmethod
     def _out_of_memory(request: dict, error: str) -> dict:
-        result = {"status": "memory_limit", "error": f"the container ran out of memory and its runner was killed "
-                  f"({error})", "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0}  # fmt: skip
+        result = not_run(Status.MEMORY_LIMIT, f"the container ran out of memory and its runner was killed ({error})")
         return {"id": request.get("id"), "results": [dict(result) for _ in request["tests"]], "clean": False}
 
     def _failed(self, job: Job, todo: queue.Queue[Job], error: str, slot: list, ran: bool) -> None:

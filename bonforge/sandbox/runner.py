@@ -91,7 +91,7 @@ import bisect, collections, copy, decimal, fractions, functools, heapq, io, iter
 import math, operator, random, re, statistics, string, typing  # noqa: E401,F401
 
 import oskit
-from wire import LOAD_STRETCH, Status
+from wire import LOAD_STRETCH, Status, not_run
 from zygote import MEM_EXIT, serve, compile_program
 
 STDERR_KEEP = 4096
@@ -283,8 +283,9 @@ def run_test(req, index, test, payload_fd, sandbox):
                 measured, live = now, sandbox.survivors()
                 wait = oskit.cpu_wait(live, sandbox.scheduling)
                 waited = max(waited, wait and wait + oskit.cpu_wait([sandbox.pid], sandbox.scheduling) - forking)
-            if now >= deadline and not live:  # the program has ended: the zygote's report is on its way
-                deadline = now + 0.01
+            if now >= deadline and not live and now < cap:  # the program has ended: the zygote is reporting
+                os.kill(sandbox.pid, signal.SIGCONT)  # (one a program stopped, without uid separation)
+                deadline = min(now + 0.01, cap)
             elif now >= deadline:
                 if now - start - waited >= wall_limit or now >= cap:
                     killed = Status.TIMEOUT if now - start - waited >= wall_limit else Status.UNFINISHED
@@ -387,8 +388,7 @@ def run_test(req, index, test, payload_fd, sandbox):
 
 def _note(req, status, error):
     """The result of a test that did not run (``status``, ``error``)."""
-    return {"status": status, "error": error, "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": 0.0,
-            **({"calls": []} if req["kind"] == "assert" else {})}  # fmt: skip
+    return {**not_run(status, error), **({"calls": []} if req["kind"] == "assert" else {})}
 
 
 def _create(workdir, name, mode):
@@ -500,9 +500,7 @@ def handle(req, workdir, sandbox):
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as e:
             failure = f"{type(e).__name__}: {e}"[:1000]
     if failure is not None:
-        error = {"status": Status.COMPILE_ERROR, "error": failure, "stdout": "", "stderr": "", "cpu_s": 0.0,
-                 "wall_s": 0.0}  # fmt: skip
-        results = [dict(error) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
+        results = [not_run(Status.COMPILE_ERROR, failure) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
         problems = sandbox.cleanup(workdir)
         return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems),
                 "build_error": failure}  # fmt: skip

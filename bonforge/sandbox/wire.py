@@ -25,6 +25,12 @@ class Status(enum.StrEnum):
 
 
 STATUSES = frozenset(s.value for s in Status)
+
+
+def not_run(status, error, wall_s=0.0):
+    """A test's result when nothing of its run is known but ``status`` and ``error`` (it did not run, its build
+    failed, or its runner did not answer): the same fields from the runner and from the host."""
+    return {"status": status, "error": error, "stdout": "", "stderr": "", "cpu_s": 0.0, "wall_s": wall_s}
 WALL_SLACK_S = 1.0  # a run's wall limit beyond its CPU limit times the wall factor (start-up, input, output)
 # A test's wall limit counts the program's own time: its wall time less the time its processes waited for a
 # CPU (run-queue delay; a busy machine's). That wait may stretch a test to at most this many times its wall

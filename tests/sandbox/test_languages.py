@@ -47,7 +47,7 @@ def test_testlib_exit_codes(result, status, words):
 
 def test_the_wire_closes_the_status_set_and_checks_an_answers_shape():
     assert {s.value for s in wire.Status} == wire.STATUSES == {"ok", "runtime_error", "compile_error", "timeout",
-                                                                "memory_limit", "output_limit"}
+                                                                "memory_limit", "output_limit", "unfinished"}
     request = {"id": 7, "kind": "stdio", "tests": [{"input": ""}], "output_limit": 10}
     good = {"id": 7, "clean": True, "results": [{"status": "ok", "cpu_s": 0.1, "wall_s": 0.2, "exit_code": 0}]}
     assert wire.answer_problem(good, request) is None
@@ -56,6 +56,10 @@ def test_the_wire_closes_the_status_set_and_checks_an_answers_shape():
     assert "malformed result" in wire.answer_problem(dict(good, results=[dict(good["results"][0], status="ac")]),
                                                      request)
     assert wire.answer_problem(dict(good, artifact=5), request) == "garbled build artifact or message"
+    assert wire.answer_problem(dict(good, unfinished="yes"), request) == "garbled build artifact or message"
+    waited = dict(good["results"][0], wait_s=0.1)
+    assert wire.answer_problem(dict(good, results=[waited]), request) is None
+    assert "malformed result" in wire.answer_problem(dict(good, results=[dict(waited, wait_s="1")]), request)
     assert wire.max_answer_bytes(dict(request, build={"output_limit": 3000, "keep": "x"})) > wire.max_answer_bytes(
         request) + 4000
 
