@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ("no_skips",)  # BONFORGE_NO_SKIPS=1 (CI): a skip without the gpu mark fails the run
 
 # Offline, quiet Prefect with its state in a per-session temp dir (set before any test imports prefect).
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
