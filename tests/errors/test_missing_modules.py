@@ -85,8 +85,10 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
         stores[kind] = "s3://bucket/prefix" if kind == "S3 store" else str(tmp_path_factory.mktemp("store"))
         argv = ["run", str(recipe), "--store", stores[kind], *(a for o in overrides for a in ("--set", o))]
         cases[kind] = (module, argv)
+    home = tmp_path_factory.mktemp("home")  # no `bonforge up` builder to hand the builds to: they run here
     done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(cases)], capture_output=True, text=True,
-                          timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "BONFORGE_HOME": str(home)})
     assert done.returncode == 0, done.stderr[-3000:]
     codes = json.loads(done.stdout.strip().splitlines()[-1])
     errs = dict(part.split("\n", 1) for part in done.stderr.split("\x00")[1:])
