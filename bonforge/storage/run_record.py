@@ -93,6 +93,9 @@ class RunRecord(Mapping):
     def __repr__(self) -> str:
         """One line (the recipe it holds stays out: ``record.recipe``)."""
         made = f", dataset v{self.dataset_version}" if self.dataset_version is not None else ""
+        kept = self.build_summary or {}
+        if "kept" in kept:  # a build's summary, as `bonforge run` ends with it (its details: ``build_summary``)
+            made = f", {kept['kept']} of {kept['problems']} problems kept" + made
         return (f"<RunRecord {self.run_id} of {self.recipe_name}: {self.status}, {len(self.stages)} stages{made}"
                 + (f", report {self.report}" if self.report else "") + ">")
 

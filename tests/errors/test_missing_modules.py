@@ -1,8 +1,9 @@
 """A module an engine, a scorer or an S3 store needs and the environment lacks: one `error:` line naming the
 module, what in the recipe needs it and the recipe's one install command, exit code 2, before any work (no
 traceback, no store written). The module is taken away in a fresh process (``sys.modules[name] = None``, as if
-it were not installed); control: the same recipes with nothing taken away pass the check. All cases run in one
-process, one after another, the module put back after each (the check looks modules up, never imports them)."""
+it were not installed); controls: the same recipes with nothing taken away pass the check, and every shipped
+recipe's header names the install command its kinds need. All cases run in one process, one after another, the
+module put back after each (the check looks modules up, never imports them)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bonforge.config import check_installed, load_recipe
+from bonforge.config_model import install_command
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes"
@@ -83,8 +85,10 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
         stores[kind] = "s3://bucket/prefix" if kind == "S3 store" else str(tmp_path_factory.mktemp("store"))
         argv = ["run", str(recipe), "--store", stores[kind], *(a for o in overrides for a in ("--set", o))]
         cases[kind] = (module, argv)
+    home = tmp_path_factory.mktemp("home")  # no `bonforge up` builder to hand the builds to: they run here
     done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(cases)], capture_output=True, text=True,
-                          timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          timeout=600, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "BONFORGE_HOME": str(home)})
     assert done.returncode == 0, done.stderr[-3000:]
     codes = json.loads(done.stdout.strip().splitlines()[-1])
     errs = dict(part.split("\n", 1) for part in done.stderr.split("\x00")[1:])
@@ -114,3 +118,17 @@ def test_with_every_module_installed_the_check_passes(kind, monkeypatch):
     recipe, overrides, _, _ = CASES[kind]
     monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
     check_installed(load_recipe(recipe, overrides), "s3://bucket/prefix")
+
+
+def header(path: Path) -> str:
+    return "".join(line for line in path.read_text().splitlines(keepends=True) if line.startswith("#"))
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_recipe_header_names_its_install_command_and_time(path):
+    """The header's `# Install:` line is the command the check would name; `# Time here:` says what the recipe
+    costs on the 2-core machine (or why it was not run here)."""
+    needs = load_recipe(path).needs()
+    text = header(path)
+    assert f"# Install: {install_command(n.extra for n in needs)}\n" in text, text
+    assert re.search(r"^# Time here: \S", text, re.M), text

@@ -113,10 +113,12 @@ def test_the_store_reads_its_records_back_typed_with_unknown_keys_kept(tmp_path)
 
 
 def test_a_record_prints_as_one_short_line_without_its_recipe():
-    """`store.runs()` in a notebook: each record one line, not the ~4 KB recipe it holds."""
+    """`store.runs()` in a notebook: each record one line, not the ~4 KB recipe it holds; a build's line says what
+    it kept, as `bonforge run` ends with it."""
     recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-genselect.yaml")
     record = RunRecord.build(recipe, "r1", {"problems": ["p"], "verdicts": ["v1", "v2"]}, {})
     record.status, record.dataset_version, record.report = "succeeded", 3, "/store/reports/r1/report.html"
-    assert repr(record) == ("<RunRecord r1 of gsm8k-genselect: succeeded, 2 stages, dataset v3, "
-                            "report /store/reports/r1/report.html>")
-    assert len(repr([record, record])) < 250 and record.recipe["name"] == "gsm8k-genselect"
+    record.build_summary = {"problems": 300, "kept": 108, "dropped": {"too_hard": 101, "too_easy": 91}}
+    assert repr(record) == ("<RunRecord r1 of gsm8k-genselect: succeeded, 2 stages, 108 of 300 problems kept, "
+                            "dataset v3, report /store/reports/r1/report.html>")
+    assert len(repr([record, record])) < 300 and record.recipe["name"] == "gsm8k-genselect"
