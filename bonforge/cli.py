@@ -314,7 +314,7 @@ def runs(
         "FROM runs ORDER BY started, run_id", None, "table", None, store, None)
 
 
-@app.command(short_help="Compare the verdicts or scores of the same candidates in two runs.")
+@app.command(short_help="Compare two runs' verdicts or scores, candidate by candidate.")
 def diff(
     run_a: Optional[str] = typer.Argument(None, metavar="RUN_A", help="The run before (id or prefix)."),
     run_b: Optional[str] = typer.Argument(None, metavar="RUN_B", help="The run after (id or prefix)."),
