@@ -474,6 +474,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             node = _child(node, part, parts[: i + 1], create=True)
         last = parts[-1]
         parsed = parse_yaml(value, f"--set {shown(path)}") if value.strip() else None
+        if not isinstance(node, (dict, list)):
+            raise ConfigError(f"--set {shown(path)}: {shown('.'.join(parts[:-1]))} is a {type(node).__name__}, "
+                              "not a mapping or a list")
         if isinstance(node, list):
             node[_index(node, last, parts)] = parsed
         else:

@@ -124,8 +124,11 @@ def test_broken_recipe_text_is_one_line_naming_file_line_and_column(tmp_path, te
      r"invalid recipe: fusion\.teachers: unknown teacher t+\.\.\.$"),
     ("genselect.max_tokens='" + "y" * 2_000_000 + "'",
      r"genselect\.max_tokens: Input should be a valid integer, .* \(got 'y+\.\.\. \(2,000,000 characters\)\)$"),
+    ("teachers.0.name.x=1", r"--set 'teachers\.0\.name\.x': 'teachers\.0\.name' is a str, not a mapping or a list"),
+    ("seed.x=1", r"--set 'seed\.x': 'seed' is a int, not a mapping or a list"),
 ], ids=["broken", "twice", "huge-int", "nul", "inf", "spaces", "space-after", "space-before", "empty-part", "digit",
-        "deep-key", "python-tag", "2mb-name", "2mb-key", "2mb-teacher", "2mb-value"])  # fmt: skip
+        "deep-key", "python-tag", "2mb-name", "2mb-key", "2mb-teacher", "2mb-value", "into-a-string",
+        "into-a-number"])  # fmt: skip
 def test_a_bad_override_is_one_short_line(override, match):
     from bonforge.errors import ConfigError
 

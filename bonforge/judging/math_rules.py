@@ -67,6 +67,8 @@ _DELIMITERS = re.compile(r"\$|\\[()\[\]]")
 # commands or brackets, where only brackets, quotes and punctuation may stand around a stated word
 _BEFORE = re.compile(r"(?:\\[A-Za-z]+|[^A-Za-z,;:])*$")
 _AFTER = re.compile(r"[^A-Za-z,;:]*")
+_NEGATION = re.compile(r"(?<![A-Za-z])(?:not|never|neither|nor|non|[A-Za-z]+n['\u2019]t)[\s\x22'\u201c\u2018-]*$",
+                       re.IGNORECASE)  # "is not even", "isn't 'odd'", "non-even": the word is not stated
 _DASH = re.compile(r"\s[-\u2013\u2014]+\s")  # "yes - it is prime": a dash in prose, no minus sign
 _PUNCTUATION = set(".,;:!?'\"()[]{}\u201c\u201d\u2018\u2019\u00ab\u00bb")  # all that may touch a stated word
 _MISSING_GOLD = {"nan", "<na>", "nat"}  # what pandas writes for a missing value: never a gold answer
@@ -201,13 +203,14 @@ def _bare(text: str) -> str:
 def _pair_words(text: str, pair: tuple[str, str]) -> tuple[set[str], bool]:
     """The words of ``pair`` that ``text`` states (its markup left out), and whether it names one with a
     sign, an operator, a digit or a command beside it (``-even``, ``-( \\text{even})``, ``even^2``, ``2 yes``,
-    ``\\neg yes``): not a statement of the word."""
+    ``\\neg yes``), or after a negation (``not even``, ``isn't odd``): not a statement of the word."""
     said, touched = set(), False
     text = _bare(text)
     for m in re.finditer(rf"(?<![A-Za-z])(?:{pair[0]}|{pair[1]})(?![A-Za-z])", text, re.IGNORECASE):
         before = _BEFORE.search(text[max(m.start() - 64, 0):m.start()]).group()
         after = _DASH.sub(" ", _AFTER.match(text[m.end():m.end() + 64]).group())
-        if set("".join((before + after).split())) <= _PUNCTUATION:
+        negated = _NEGATION.search(text[max(m.start() - 64, 0):m.start()])
+        if set("".join((before + after).split())) <= _PUNCTUATION and not negated:
             said.add(m.group().lower())
         else:
             touched = True

@@ -45,20 +45,26 @@ LANGUAGES = {
 }  # fmt: skip
 _BY_TAG = {tag: lang for lang in LANGUAGES.values() for tag in (lang.name, *lang.tags)}
 SCAN_CHARS = 1 << 20  # a Java program's text scanned for its classes (linear patterns, bounded input)
+# (modifiers counted up to as many as there are: unbounded, "public public ..." took time quadratic in its length)
 # Where a comment, a string, a text block or a character literal starts, and the rest of each up to its end.
 _JAVA_OPENER = re.compile(r'"""|//|/\*|"|\'')
 _JAVA_REST = {"//": re.compile(r"[^\n]*"), "/*": re.compile(r"(?s:.*?\*/|.*)"),
               '"""': re.compile(r'(?s:(?:\\.|[^\\])*?"""|.*)'), '"': re.compile(r'(?:\\.|[^"\\\n])*"?'),
               "'": re.compile(r"(?:\\.|[^'\\\n])*'?")}  # fmt: skip
 _JAVA_TOKEN = re.compile(
-    r"(?P<decl>(?<![\w$.])(?P<mods>(?:(?:public|protected|private|abstract|static|final|strictfp|sealed)\s+)*)"
-    r"(?:class|interface|enum|record)\s+(?P<name>[A-Za-z_$][\w$]{0,100}))"
-    r"|(?P<main>(?<![\w$])(?P<mmods>(?:(?:public|static|final|synchronized|strictfp)\s+)+)void\s+main\s*\()"
+    r"(?P<decl>(?<![\w$.])(?P<mods>(?:(?:public|protected|private|abstract|static|final|strictfp|sealed)\s+){0,8})"
+    r"(?P<kind>class|interface|enum|record)\s+(?P<name>[A-Za-z_$][\w$]{0,100}))"
+    r"|(?P<main>(?<![\w$])(?P<mmods>(?:(?:public|static|final|synchronized|strictfp)\s+){1,5})void\s+main\s*\()"
     r"|(?P<package>(?<![\w$.])package\s+(?P<pkg>[\w$]{1,100}(?:\s*\.\s*[\w$]{1,100}){0,20})\s*;)|[{}]")
 
 
+_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9A-Fa-f]{4})")  # not after an escaped backslash
+
+
 def _java_code(program: str) -> str:
-    """``program`` with its comments, strings, text blocks and character literals blanked out (a space each)."""
+    """``program`` with its Unicode escapes translated (``\\u0070ublic`` is ``public``, as javac reads it first),
+    then its comments, strings, text blocks and character literals blanked out (a space each)."""
+    program = _UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), program)
     out, i = [], 0
     while (m := _JAVA_OPENER.search(program, i)) is not None:
         out += [program[i : m.start()], " "]
@@ -70,25 +76,27 @@ def _java_code(program: str) -> str:
 def java_names(program: str) -> tuple[str, str]:
     """(the source file's class name, the class to run) of a Java program: the file is named after the public
     top-level class (javac requires it), else after the class to run; that is the class declaring ``public
-    static void main`` (the public top-level class's own first, then the first found; a nested class by its
-    binary name, a package's classes by their qualified name), else the public class, else ``Main``. Read
-    after comments, strings and character literals are blanked out, so a class named there is not taken."""
+    static void main`` (an interface's ``static void main``; the public top-level class's own, not a nested
+    class's, first, then the first found; a nested class by its binary name, a package's classes by their
+    qualified name), else the public class, else ``Main``. Read after Unicode escapes are translated and
+    comments, strings and character literals blanked out, so a class named there is not taken."""
     package, public, mains = "", None, []
-    classes, pending, depth = [], None, 0  # classes: (name, depth inside its body, public top-level)
+    classes, pending, depth = [], None, 0  # classes: (name, depth inside its body, public top-level, kind)
     for m in _JAVA_TOKEN.finditer(_java_code(program[:SCAN_CHARS])):
         token = m.group()
         if m.group("decl"):
-            pending = (m.group("name"), not classes and "public" in m.group("mods").split())
+            pending = (m.group("name"), not classes and "public" in m.group("mods").split(), m.group("kind"))
         elif m.group("main"):
-            mods = m.group("mmods").split()
-            if classes and classes[-1][1] == depth and "public" in mods and "static" in mods:
-                mains.append(("$".join(c[0] for c in classes), classes[0][2]))
+            mods = m.group("mmods").split()  # an interface's methods are public without saying so
+            if classes and classes[-1][1] == depth and "static" in mods and (
+                    "public" in mods or classes[-1][3] == "interface"):
+                mains.append(("$".join(c[0] for c in classes), len(classes) == 1 and classes[0][2]))
         elif m.group("package"):
             package = package or re.sub(r"\s", "", m.group("pkg")) + "."
         elif token == "{":
             depth += 1
             if pending:
-                classes.append((pending[0], depth, pending[1]))
+                classes.append((pending[0], depth, *pending[1:]))
                 public = public or (pending[0] if pending[1] else None)
                 pending = None
         elif token == "}":

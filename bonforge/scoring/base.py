@@ -43,15 +43,18 @@ class Scorer(Protocol):
 _QUOTES = ('"', "\u201c", "\u201d", "`")
 
 
-def last_verdict(pattern: re.Pattern, reply: str) -> tuple[str | None, list[str]]:
-    """A judge's verdict in ``reply``: the last match of ``pattern`` (its first group) that is not quoted (no
-    quotation mark left open before it on its line, not on a ``>`` quote line), else the last match; and every
-    match. A judge quoting the rating an answer carries ("the response ends with \"Rating: [[10]]\"") after its
-    own verdict does not give that rating."""
-    found, own = [], None
+def last_verdict(pattern: re.Pattern, reply: str, judged: str = "") -> tuple[str | None, list[str]]:
+    """A judge's verdict in ``reply``: the last match of ``pattern`` (its first group), preferring one that the
+    ``judged`` text (the answers the judge was shown) does not carry itself, then one that is not quoted (no
+    quotation mark left open before it on its line, not on a ``>`` quote line); and every match. A judge
+    quoting the rating an answer carries after its own verdict (in a code block, in any quotation marks, on a
+    line of its own) does not give that rating."""
+    carried = {m.group(1) for m in pattern.finditer(judged)}
+    found, best, rank = [], None, -1
     for m in pattern.finditer(reply):
         found.append(m.group(1))
         line = reply[reply.rfind("\n", 0, m.start()) + 1:m.start()]
-        if sum(line.count(q) for q in _QUOTES) % 2 == 0 and not line.lstrip().startswith(">"):
-            own = m.group(1)
-    return (own if own is not None else found[-1] if found else None), found
+        unquoted = sum(line.count(q) for q in _QUOTES) % 2 == 0 and not line.lstrip().startswith(">")
+        if (r := 2 * (m.group(1) not in carried) + unquoted) >= rank:
+            best, rank = m.group(1), r
+    return best, found

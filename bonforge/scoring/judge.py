@@ -21,7 +21,8 @@ from bonforge.llm.models import model_identity as _model_identity
 from bonforge.scoring.base import Item, Result, last_verdict
 from bonforge import templates
 
-VERSION = "2"  # 2: a reply cut at its token limit is `truncated`, no value
+VERSION = "3"  # 3: a rating the judged answer carries is not the judge's own;
+# 2: a reply cut at its token limit is `truncated`, no value
 DEFAULT = "judge_pointwise.txt"
 SLOTS = ("{question}", "{answer}")
 _RATING = re.compile(r"\[\[\s*(-?\d{1,3}(?:\.\d{1,4})?)\s*\]\]")
@@ -38,10 +39,11 @@ def fill(template: str, values: dict[str, str]) -> str:
     return _SLOT.sub(lambda m: values.get(m.group(1)) or "", template)
 
 
-def parse_rating(reply: str, low: float, high: float) -> tuple[float | None, int]:
-    """The last ``[[number]]`` of ``reply`` outside quotation marks (``last_verdict``) when it lies in
-    [low, high] (else None), and how many distinct ratings the reply holds."""
-    verdict, found = last_verdict(_RATING, reply[-_READ:])
+def parse_rating(reply: str, low: float, high: float, answer: str = "") -> tuple[float | None, int]:
+    """The last ``[[number]]`` of ``reply`` that the judged ``answer`` does not carry and that stands outside
+    quotation marks (``last_verdict``) when it lies in [low, high] (else None), and how many distinct ratings
+    the reply holds."""
+    verdict, found = last_verdict(_RATING, reply[-_READ:], answer)
     if verdict is None:
         return None, 0
     value = float(verdict)
@@ -82,7 +84,7 @@ class Judge:
                 out[i] = Result(None, "skipped")
                 continue
             reply = completions[0]
-            value, distinct = parse_rating(reply.text, *self.cfg.scale)
+            value, distinct = parse_rating(reply.text, *self.cfg.scale, answer=items[i].text)
             status = "truncated" if reply.finish_reason == "length" else "ok" if value is not None else "parse_error"
             detail = json.dumps({"reply": reply.text[-2000:], "finish_reason": reply.finish_reason})
             out[i] = Result(value if status == "ok" else None, status, label=str(distinct),

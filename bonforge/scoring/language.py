@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
+import unicodedata
 from pathlib import Path
 
 from bonforge.scoring.base import Item, Result, ScorerError
 
-VERSION = "2"  # 2: the whole answer read in windows, value by the expected language's share
+VERSION = "3"  # 3: invisible characters left out, compatibility forms folded (NFKC);
+# 2: the whole answer read in windows, value by the expected language's share
 MODEL_FILE = "resources/lid.176.ftz"
 
 
@@ -64,6 +67,14 @@ def windows(text: str, budget: int) -> list[str]:
     return out
 
 
+def _invisible() -> dict[int, None]:
+    """Format characters (zero-width spaces and joiners, direction marks, soft hyphens, tags) and variation
+    selectors: invisible in an answer, yet each turns fastText's reading of a French text into Khmer, Swedish or
+    Indonesian."""
+    return dict.fromkeys(c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"
+                         or 0xFE00 <= c <= 0xFE0F or 0xE0100 <= c <= 0xE01EF or c == 0x034F)
+
+
 class Detector:
     def __init__(self, max_chars: int = 100_000) -> None:
         try:
@@ -72,11 +83,13 @@ class Detector:
             raise ScorerError("language_id: fasttext-predict is not installed: pip install 'bonforge[open]'") from None
         self.model = fasttext.load_model(str(model_path()))
         self.max_chars = max_chars
+        self.invisible = _invisible()
 
     def shares(self, text: str) -> dict[str, float]:
         """Each language's share of the letters of ``text`` (its windows classified one by one), largest
         first; empty for a text without any letter."""
         letters: dict[str, int] = {}
+        text = unicodedata.normalize("NFKC", text).translate(self.invisible)
         for window in windows(text, self.max_chars):
             n = sum(c.isalpha() for c in window)
             if n:

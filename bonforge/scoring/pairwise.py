@@ -29,19 +29,19 @@ _READ = 20_000
 FAILED = ("truncated", "no_label", "no_reply")  # a game's status where the judge gave no verdict
 
 
-def parse_label(reply: str) -> tuple[str | None, int]:
-    """The last label of ``reply`` (upper-cased first) outside quotation marks (``last_verdict``), and how
-    many distinct labels it holds."""
-    label, found = last_verdict(_LABEL, reply[-_READ:].upper())
+def parse_label(reply: str, answers: str = "") -> tuple[str | None, int]:
+    """The last label of ``reply`` (upper-cased first) that the judged ``answers`` do not carry and that
+    stands outside quotation marks (``last_verdict``), and how many distinct labels it holds."""
+    label, found = last_verdict(_LABEL, reply[-_READ:].upper(), answers.upper())
     return label, len(set(found))
 
 
-def read_reply(reply) -> tuple[str | None, int, str]:
+def read_reply(reply, answers: str = "") -> tuple[str | None, int, str]:
     """(label, distinct labels, status) of a judge's reply (a ``Completion``, or None where the engine served
-    no reply)."""
+    no reply) to a game between ``answers`` (both texts, joined)."""
     if reply is None:
         return None, 0, "no_reply"
-    label, distinct = parse_label(reply.text)
+    label, distinct = parse_label(reply.text, answers)
     if reply.finish_reason == "length":
         return None, distinct, "truncated"
     return label, distinct, "ok" if label else "no_label"

@@ -23,12 +23,13 @@ from math import comb
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from bonforge.schema import MAXK_WEIGHTS
+from bonforge.schema import MAXK_WEIGHTS, NO_LABEL
 from bonforge.stage import Node, Params, Ref, Stage
 from bonforge.selection.metrics import ALL, default_ks, rank_weights
 
-VERSION = "1"
+VERSION = "2"  # 2: verdicts without a label (schema.NO_LABEL) are no sample of a group
 
 
 def maxk_weights(rewards, k: int) -> np.ndarray:
@@ -67,7 +68,10 @@ def gradient_weights(rewards, k: int) -> np.ndarray:
 def maxk_table(verdicts: pa.Table, ks: list[int] | None, pool: bool) -> pa.Table:
     """MAXK_WEIGHTS rows for ``verdicts`` (columns problem_id, teacher, candidate_id, reward). Groups are
     (problem, teacher), or whole problems with ``pool`` (group ``*``); k in ``ks`` (default 1, 2, 4, ...)
-    up to the group's size."""
+    up to the group's size. A verdict without a label (a ``status`` in ``schema.NO_LABEL``: the sandbox, the
+    problem or the machine failed) is no sample: its reward 0 is not the candidate's."""
+    if "status" in verdicts.column_names:
+        verdicts = verdicts.filter(pc.invert(pc.fill_null(pc.is_in(verdicts["status"], pa.array(NO_LABEL)), False)))
     t = verdicts.select(["problem_id", "teacher", "candidate_id", "reward"]).sort_by(
         [("problem_id", "ascending"), ("teacher", "ascending"), ("candidate_id", "ascending")])
     cols = {c: t.column(c).to_pylist() for c in t.column_names}
@@ -94,7 +98,7 @@ class MaxkParams(Params):
 
 STAGE = Stage("maxk_weights", VERSION, params=MaxkParams, schema=MAXK_WEIGHTS, compute=maxk_table, shard_rows=200_000,
               table=lambda i: i.sql(
-    "SELECT problem_id, teacher, candidate_id, reward FROM verdicts ORDER BY problem_id, candidate_id"))
+    "SELECT problem_id, teacher, candidate_id, reward, status FROM verdicts ORDER BY problem_id, candidate_id"))
 
 
 def node(verdicts: list[Ref], ks: list[int] | None, pool: bool) -> Node:

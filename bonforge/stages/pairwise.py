@@ -31,7 +31,8 @@ from bonforge import templates
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
 
 
-VERSION = "3"  # 3: a game's status (a reply cut at its token limit has no label), the contender's side in the
+VERSION = "4"  # 4: a label the judged answers carry is not the judge's own;
+# 3: a game's status (a reply cut at its token limit has no label), the contender's side in the
 # identity; 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
 SLOTS = ("{question}", "{answer_a}", "{answer_b}")
 _CONTENT = ("label", "status", "n_labels", "contender_score", "prompt_tokens", "completion_tokens", "response")
@@ -116,9 +117,9 @@ class Judging:
             self.engine.start()
         replies = self.engine.generate(requests) if requests else []
         out = {c: [] for c in _CONTENT}
-        for g, completions in zip(game, replies):
+        for g, completions, x, y in zip(game, replies, a, b):
             reply = completions[0] if completions else None
-            label, n, status = games.read_reply(reply)
+            label, n, status = games.read_reply(reply, f"{x}\n{y}")
             for col, value in (("label", label), ("status", status), ("n_labels", n),
                                ("contender_score", games.contender_score(label, contender_is_a=bool(g))),
                                ("prompt_tokens", reply and reply.prompt_tokens),

@@ -249,3 +249,27 @@ def test_a_checker_crashed_by_one_output_rejects_that_output(cfg):
                    "broken/right": "sandbox_error"}, verdicts  # fmt: skip
     assert "the checker crashed on this output (it accepts the jury's answer)" in verdicts["boom"]["detail"]
     assert "on the jury's answer too" in verdicts["broken/right"]["detail"]
+
+
+JAVA_SHAPES = {  # right programs whose main class only a careful reading finds (attacks on java_names)
+    "escaped": "public \\u0063lass Sol { \\u0070ublic static void main(String[] a) { System.out.println(5); } }\n",
+    "nested-first": "public class Sol {\n"
+                    "  static class In { public static void main(String[] a) { System.out.println(4); } }\n"
+                    "  public static void main(String[] a) { System.out.println(5); }\n}\n",
+    "interface": "interface Sol { static void main(String[] a) { System.out.println(5); } }\n",
+    "record": "record Sol(int x) { public static void main(String[] a) { System.out.println(5); } }\n",
+    "enum": "enum Sol { A; public static void main(String[] a) { System.out.println(5); } }\n",
+    "jdk-name": "public class String { public static void main(java.lang.String[] a) { System.out.println(5); } }\n",
+    "two-mains": "class A { public static void main(String[] a) { System.out.println(4); } }\n"
+                 "public class B { public static void main(String[] a) { System.out.println(5); } }\n",
+}
+
+
+def test_right_java_programs_run_whatever_shape_their_main_class_has(cfg):
+    """Unicode escapes (as javac reads them), a nested class's main before the public class's own, an
+    interface's main (public unsaid), records, enums, a class named like a JDK class: each right program passes
+    (the escaped one was compile_error, the nested one wrong_answer, the interface's runtime_error)."""
+    problems = [{"problem_id": "five", "domain": "code",
+                 "tests": json.dumps({"kind": "stdio", "tests": [{"input": "", "output": "5\n"}]})}]
+    verdicts = judge(problems, [(k, "five", fenced("java", v)) for k, v in JAVA_SHAPES.items()], cfg)
+    assert {k: v["status"] for k, v in verdicts.items()} == dict.fromkeys(JAVA_SHAPES, "passed"), verdicts

@@ -96,3 +96,19 @@ def test_a_clean_word_is_read(word, written, place, around, other):
 def _other(word: str) -> str:
     a, b = next(p for p in (("yes", "no"), ("true", "false"), ("odd", "even")) if word in p)
     return b if word == a else a
+
+
+@pytest.mark.parametrize("gold,text", [
+    ("even", "The number is not even."), ("yes", "The answer is not yes."), ("even", "So n isn't even."),
+    ("odd", "It is never odd."), ("even", "The sum is non-even."), ("true", 'The claim is not "true".'),
+    ("even", "\\boxed{\\text{not even}}"), ("yes", "Neither yes."),
+])
+def test_a_negated_word_is_not_the_word(gold, text):
+    """A pair's word after a negation is not stated: "not even" never reads as the gold ``even``."""
+    assert judge(text, gold, CFG)[0] != "correct"
+
+
+@pytest.mark.parametrize("gold,text", [("even", "It is not odd, so the answer is even."),
+                                       ("no", "No, it is not prime."), ("yes", "Yes, it is not composite.")])
+def test_a_negation_elsewhere_leaves_the_stated_word(gold, text):
+    assert judge(text, gold, CFG)[0] == "correct"

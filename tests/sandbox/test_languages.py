@@ -95,6 +95,16 @@ def test_the_images_tag_changes_with_its_package_list(monkeypatch):
         ("class A { void main(String[] a) {} }\npublic class B { private static void main(String[] a) {} }",
          ("B", "B")),
         ("class X {}", ("Main", "Main")),
+        # attacks: Unicode escapes are read as javac reads them (an escaped backslash is no escape); a nested
+        # class's main does not stand before the public class's own; an interface's main is public unsaid
+        ("public \\u0063lass Sol { \\u0070ublic static void main(String[] a) {} }", ("Sol", "Sol")),
+        ("class A {}\n// \\u000a public class B { public static void main(String[] a) {} }", ("B", "B")),
+        ('public class Sol { String s = "\\\\u0022; class Fake {"; public static void main(String[] a) {} }',
+         ("Sol", "Sol")),
+        ("public class Sol { static class In { public static void main(String[] a) {} }\n"
+         "  public static void main(String[] a) {} }", ("Sol", "Sol")),
+        ("interface Sol { static void main(String[] a) {} }", ("Sol", "Sol")),
+        ("class Sol { static void main(String[] a) {} }", ("Main", "Main")),  # control: package-private main
     ],
 )
 def test_java_names_come_from_the_code_not_its_comments_or_strings(program, names):
@@ -109,7 +119,8 @@ def test_java_names_take_linear_time_on_hostile_text():
     from bonforge.sandbox.languages import SCAN_CHARS, java_names
 
     n = SCAN_CHARS
-    for text in ('"' * n, "/*" * (n // 2), '"""\\' * (n // 4), "class A{" * (n // 8), "public " * (n // 7)):
+    for text in ('"' * n, "/*" * (n // 2), '"""\\' * (n // 4), "class A{" * (n // 8), "public " * (n // 7),
+                 "\\" * n, "\\" + "u" * n, "\\u00" * (n // 4)):
         start = time.process_time()
         java_names(text)
         assert time.process_time() - start < 3.0

@@ -126,3 +126,20 @@ def test_under_load_right_programs_pass_and_loops_time_out(sandbox_image):
     assert [v["status"] for v in right] == ["passed", "passed"], right
     assert [v["status"] for v in wrong] == ["timeout", "timeout"], wrong
     assert took > cfg.wall_limit_s, took  # the load was real: longer than a test's wall limit
+
+
+# A program that makes itself wait for a CPU with processes of its own (each busy with a CPU limit of its own),
+# or that keeps the runner (on its CPU) busy reading a byte at a time from its stderr.
+OWN_HOGS = ("import os\nfor _ in range(20):\n    if os.fork() == 0:\n        while True:\n            pass\n"
+            "while True:\n    pass\n")
+CHATTER = "import os\nwhile True:\n    os.write(2, b'x')\n"
+
+
+@pytest.mark.parametrize("program", [OWN_HOGS, CHATTER], ids=["own-hogs", "stderr-chatter"])
+def test_a_program_cannot_starve_itself_into_no_label(on_cpu0, program):
+    """Attacks: the waits a program's own processes cause (20 busy children on its CPU: the loop gets 1/21 of
+    it, past the stretch) or the runner's reading of its output are its own doing; its processes' CPU counts as
+    its time, so it is ``timeout``, never ``unfinished``/``infra_error``. Control: the honest starved program
+    passes (``test_a_program_the_machine_starves_passes_and_a_sleeper_does_not``)."""
+    (verdict,) = judge(on_cpu0, [program], time_limit_s=0.3)
+    assert verdict["status"] == "timeout", verdict

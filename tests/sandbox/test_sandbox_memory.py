@@ -318,3 +318,41 @@ def test_a_container_gets_a_memory_cgroup_mount_only_where_the_engine_allows_one
     assert (spec["host_config"]["binds"].get(mount) == {"bind": "/run/bonforge-memory", "mode": "rw"}) == offered
     assert (spec["host_config"]["cgroup_parent"] == f"/bonforge-sbx-{os.getpid()}") == offered
     assert ("no memory cgroup per test" in caplog.text) == (not offered)
+
+
+DAEMON = """import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        x = bytearray(MB << 20)
+        for i in range(0, len(x), 4096):
+            x[i] = 1
+        time.sleep(60)
+    os._exit(0)
+time.sleep(0.5)
+print(5)
+"""
+SYSV_SHM = """import ctypes
+libc = ctypes.CDLL(None)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(0, MB << 20, 0o1600)
+ctypes.memset(libc.shmat(shmid, None, 0), 1, MB << 20)
+print(5)
+"""
+NORESERVE = """import mmap
+m = mmap.mmap(-1, MB << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)  # MAP_NORESERVE
+for i in range(0, MB << 20, 4096):
+    m[i] = 1
+print(5)
+"""
+
+
+def test_memory_a_test_leaves_behind_is_never_charged_to_the_next(one_worker):
+    """Attacks: a daemon (double fork, a session of its own) holding 40 MiB past its test, a System V segment of
+    40 MiB left attached to nothing, and memory mapped without reserve (200 MiB, over the limit). The daemon's
+    and the segment's candidates are judged on their output, the unreserved mapping is memory_limit, and each
+    next candidate's 40 MiB pass at 64 MiB (control)."""
+    programs = [("daemon", DAEMON, 40), ("after-daemon", PY_ALLOC, 40), ("sysv", SYSV_SHM, 40),
+                ("after-sysv", PY_ALLOC, 40), ("noreserve", NORESERVE, 200), ("after-noreserve", PY_ALLOC, 40)]
+    got = _results(one_worker, [_memory_request("python", prog, name, MB=mb) for name, prog, mb in programs])
+    assert [r["status"] for r in got] == ["ok", "ok", "ok", "ok", "memory_limit", "ok"], got

@@ -72,3 +72,18 @@ def test_a_body_in_a_language_written_without_spaces_is_read_in_pieces(scorer):
     chinese = "委员会周二开会审议明年的预算。几位委员认为图书馆应该得到更多的资金，因为翻修以来参观人数翻了一番。"
     (got,) = scorer.score([Item("Summarise the meeting.", repeat(ENGLISH, 4100) + chinese * 120, language="en")])
     assert (got.value, got.label) == (0.0, "zh")
+
+
+@pytest.mark.parametrize("mark", ["\u200e", "\u200d", "\u200b", "\ufe0f", "\u00ad"])
+def test_invisible_characters_do_not_pass_an_answer_for_another_language(scorer, mark):
+    """A French answer with a direction mark (or a zero-width joiner, a variation selector, a soft hyphen)
+    after every letter read as Swedish, Indonesian, Danish...: it passes no language but French."""
+    hostile = "".join(c + mark if c.isalpha() else c for c in repeat(FRENCH, 3000))
+    got = scorer.score([Item("?", hostile, language=lang) for lang in ("sv", "id", "da", "km", "fr")])
+    assert [(r.value, r.label) for r in got] == [(0.0, "fr")] * 4 + [(1.0, "fr")]
+
+
+def test_full_width_letters_are_read_as_their_letters(scorer):
+    wide = "".join(chr(ord(c) + 0xFEE0) if "a" <= c <= "z" else c for c in repeat(ENGLISH, 3000))
+    (got,) = scorer.score([Item("Summarise the meeting.", wide, language="en")])
+    assert (got.value, got.label) == (1.0, "en")

@@ -118,3 +118,15 @@ def test_table_per_teacher_and_pooled():
     np.testing.assert_allclose([g3[f"p1/{t}/{i}"] for t, i in (("a", 0), ("a", 1), ("b", 2), ("b", 3))],
                                brute_gradient([0.0, 1.0, 0.5, 0.5], 3))
     assert not [r for r in pooled.to_pylist() if r["problem_id"] == "p2"]  # one candidate: no k >= 2
+
+
+def test_a_verdict_without_a_label_is_no_sample():
+    """An infra_error (or sandbox_error) verdict's reward 0 is the machine's, not the candidate's: it takes no
+    weight and moves no other candidate's (its group is as if it were not drawn). Control: a timeout is a
+    sample like any wrong answer."""
+    t = verdicts().append_column("status", pa.array(["wrong_answer", "passed", "passed", "infra_error", "timeout"]))
+    got = {(r["candidate_id"], r["k"]): r["weight"] for r in maxk_table(t, None, pool=False).to_pylist()}
+    assert got == {("p1/a/0", 1): 0.5, ("p1/a/1", 1): 0.5, ("p1/a/0", 2): 0.0, ("p1/a/1", 2): 1.0,
+                   ("p1/b/2", 1): 1.0, ("p2/a/4", 1): 1.0}
+    sandbox = t.set_column(4, "status", pa.array(["sandbox_error"] * 5))
+    assert maxk_table(sandbox, None, pool=True).num_rows == 0

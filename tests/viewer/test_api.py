@@ -297,6 +297,10 @@ def test_sql_box_answers_one_select_paged(client, runs):
     ("SET enable_external_access = true", ["not SET"]),
     ("SELECT * FROM read_csv('/etc/passwd')", ["disabled by configuration"]),
     ("SELECT * FROM 'pyproject.toml'", []),
+    ("SELECT * FROM query('COPY (SELECT 1) TO ''x.csv''')", ["single SELECT"]),  # a statement inside a SELECT
+    ("SELECT * FROM query('ATTACH ''x.db'' AS x')", ["single SELECT"]),
+    ("SELECT * FROM read_blob('/proc/self/environ')", ["disabled by configuration"]),
+    ("SELECT * FROM glob('/*')", ["disabled by configuration"]),
     ("SELEC 1", ["syntax error"]),
     ("", ["empty"]),
 ])
