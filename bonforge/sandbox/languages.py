@@ -50,11 +50,13 @@ _JAVA_OPENER = re.compile(r'"""|//|/\*|"|\'')
 _JAVA_REST = {"//": re.compile(r"[^\n]*"), "/*": re.compile(r"(?s:.*?\*/|.*)"),
               '"""': re.compile(r'(?s:(?:\\.|[^\\])*?"""|.*)'), '"': re.compile(r'(?:\\.|[^"\\\n])*"?'),
               "'": re.compile(r"(?:\\.|[^'\\\n])*'?")}  # fmt: skip
-_JAVA_TOKEN = re.compile(
-    r"(?P<decl>(?<![\w$.])(?P<mods>(?:(?:public|protected|private|abstract|static|final|strictfp|sealed)\s+)*)"
-    r"(?:class|interface|enum|record)\s+(?P<name>[A-Za-z_$][\w$]{0,100}))"
-    r"|(?P<main>(?<![\w$])(?P<mmods>(?:(?:public|static|final|synchronized|strictfp)\s+)+)void\s+main\s*\()"
-    r"|(?P<package>(?<![\w$.])package\s+(?P<pkg>[\w$]{1,100}(?:\s*\.\s*[\w$]{1,100}){0,20})\s*;)|[{}]")
+_JAVA_TOKEN = re.compile(  # one word at a time (modifiers are gathered word by word: no pattern backtracks over them)
+    r"(?P<decl>(?<![\w$.])(?:class|interface|enum|record)\s+(?P<name>[A-Za-z_$][\w$]{0,100}))"
+    r"|(?P<main>(?<![\w$])void\s+main\s*\()"
+    r"|(?P<package>(?<![\w$.])package\s+(?P<pkg>[\w$]{1,100}(?:\s*\.\s*[\w$]{1,100}){0,20})\s*;)"
+    r"|(?P<word>[\w$]+)|[{}]")
+_JAVA_MODIFIERS = frozenset(("public", "protected", "private", "abstract", "static", "final", "strictfp", "sealed",
+                             "synchronized"))  # fmt: skip
 
 
 def _java_code(program: str) -> str:
@@ -74,14 +76,16 @@ def java_names(program: str) -> tuple[str, str]:
     binary name, a package's classes by their qualified name), else the public class, else ``Main``. Read
     after comments, strings and character literals are blanked out, so a class named there is not taken."""
     package, public, mains = "", None, []
-    classes, pending, depth = [], None, 0  # classes: (name, depth inside its body, public top-level)
+    classes, pending, depth, mods = [], None, 0, set()  # classes: (name, depth inside its body, public top-level)
     for m in _JAVA_TOKEN.finditer(_java_code(program[:SCAN_CHARS])):
         token = m.group()
+        if m.group("word"):
+            mods = mods | {token} if token in _JAVA_MODIFIERS else set()
+            continue
         if m.group("decl"):
-            pending = (m.group("name"), not classes and "public" in m.group("mods").split())
+            pending = (m.group("name"), not classes and "public" in mods)
         elif m.group("main"):
-            mods = m.group("mmods").split()
-            if classes and classes[-1][1] == depth and "public" in mods and "static" in mods:
+            if classes and classes[-1][1] == depth and {"public", "static"} <= mods:
                 mains.append(("$".join(c[0] for c in classes), classes[0][2]))
         elif m.group("package"):
             package = package or re.sub(r"\s", "", m.group("pkg")) + "."
@@ -91,10 +95,12 @@ def java_names(program: str) -> tuple[str, str]:
                 classes.append((pending[0], depth, pending[1]))
                 public = public or (pending[0] if pending[1] else None)
                 pending = None
-        elif token == "}":
-            if classes and classes[-1][1] == depth:
-                classes.pop()
+        elif classes and classes[-1][1] == depth:  # "}"
+            classes.pop()
             depth -= 1
+        else:
+            depth -= 1
+        mods = set()
     main = next((name for name, in_public in mains if in_public), mains[0][0] if mains else public or "Main")
     return public or main.split("$")[0], package + main
 
