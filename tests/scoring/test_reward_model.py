@@ -158,14 +158,14 @@ def test_vllm_offline_gives_the_same_scores(rm_dir, local, tmp_path):
                           env={**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "nobind"})
     assert done.returncode == 0 and bench_smoke.unprinted("reward_model", done.stdout) == [], done.stderr[-3000:]
     assert json.loads((tmp_path / "scores.json").read_text())["vllm"] == pytest.approx([r.value for r in local],
-                                                                                       abs=1e-3)
+                                                                                       abs=1e-4)
 
 
 @pytest.mark.slow
 def test_a_real_vllm_server_gives_the_same_scores(rm_server, local):
     """vLLM's own OpenAI-compatible server (pooling runner, the model converted to classify) behind the
-    `pooling` engine: the same token ids, the raw logits, within 1e-3 of transformers (measured here on the
-    CPU build: 1.1e-5 over these eight conversations)."""
+    `pooling` engine: the same token ids, the raw logits, within 1e-4 of transformers (measured here on the
+    CPU build: 1.1e-5 over these eight conversations; the bound leaves room for other CPUs' float order)."""
     got = open_scorer(cfg(engine="pooling", base_url=rm_server.url(), served_model="rm", batch_size=3)).score(ITEMS)
     assert all(g.status == "ok" and g.n_tokens == v.n_tokens for g, v in zip(got, local))
-    assert [g.value for g in got] == pytest.approx([v.value for v in local], abs=1e-3)
+    assert [g.value for g in got] == pytest.approx([v.value for v in local], abs=1e-4)
