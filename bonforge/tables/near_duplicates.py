@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 _SEED = np.random.default_rng(0x5EED_D0C)  # fixed: part of the code, as a stage's version is
 _MULT = _SEED.integers(1, 2**63, size=4, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-_BLOCK = 2048  # shingles per MinHash block: (block, num_perm) uint32 stays in the cache
+_BLOCK = 1024  # shingles per MinHash block: (block, num_perm) uint32 stays in the cache
 _CHUNK = 1 << 18  # shingles per chunk of texts a thread takes
 
 
@@ -46,7 +46,7 @@ def bands(threshold: float, num_perm: int) -> tuple[int, int]:
     for b in range(1, num_perm + 1):
         r = num_perm // b
         p = 1 - (1 - s**r) ** b
-        cost = np.trapezoid(np.where(s < threshold, 0.1 * p, 0.9 * (1 - p)), s)
+        cost = np.trapezoid(np.where(s < threshold, 0.05 * p, 0.95 * (1 - p)), s)
         if best is None or cost < best[0]:
             best = (cost, b, r)
     return best[1], best[2]
@@ -76,18 +76,17 @@ class _Texts:
     def __init__(self, words: pa.ListArray):
         lengths = pc.list_value_length(words).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         tok, is_num = _word_hashes(pc.list_flatten(words))
-        doc = np.repeat(np.arange(len(words)), lengths)
+        ends = np.cumsum(lengths)
+        at = np.flatnonzero(is_num)
         self.numbers = np.zeros(len(words), np.uint64)  # the sum of the number words' mixed hashes: a multiset key
-        np.add.at(self.numbers, doc[is_num], _mix(tok[is_num] ^ _MULT[3]))
-        pair = np.append(doc[1:] == doc[:-1], False)  # a word followed by one of the same text
-        sh = np.empty(2 * len(tok), np.uint64)
+        np.add.at(self.numbers, np.searchsorted(ends, at, side="right"), _mix(tok[at] ^ _MULT[3]))
+        sh = np.empty(2 * len(tok), np.uint64)  # each word, then the pair it starts (if a word of its text follows)
         sh[0::2] = _mix(tok * _MULT[0])
-        sh[1::2] = _mix(tok * _MULT[1] + np.append(tok[1:], np.uint64(0)) * _MULT[2])
+        sh[1:-1:2] = _mix(tok[:-1] * _MULT[1] + tok[1:] * _MULT[2])
         keep = np.ones(len(sh), bool)
-        keep[1::2] = pair
+        keep[2 * ends[lengths > 0] - 1] = False  # the last word of a text starts no pair
         self.shingles = sh[keep]
-        counts = lengths * 2 - (lengths > 0)
-        self.offsets = np.concatenate([[0], np.cumsum(counts)])
+        self.offsets = np.concatenate([[0], np.cumsum(lengths * 2 - (lengths > 0))])
 
     def sets(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The sorted distinct shingles of ``docs``: ``(offsets, values)``."""
