@@ -1,8 +1,8 @@
 """Near-duplicate dedup (the contamination stage's ``near_duplicates``) on 1,000,000 synthetic problems
 (target: under 60 s on 2 cores), with planted near duplicates and controls.
 
-Questions are 30-60 words from a 20,000-word vocabulary (Zipf-like) with three numbers each. 1 % of them
-are planted copies of another question with one edit (a word replaced, a word deleted, or case, spacing and
+Questions are 30-60 words from a 20,000-word vocabulary (letters only, Zipf-like) with three numbers each.
+1 % of them are planted copies of another question with one edit (a word replaced, a word deleted, or case, spacing and
 punctuation changed): each must be found (either of the two dropped for the other). Another 1 % are
 controls: copies with one number changed, which must stay. Ids are shuffled, so the copies are as often
 before their original as after. Wall and CPU time, the peak memory and the load average are printed: on a
@@ -29,7 +29,8 @@ from bonforge.stages.decontaminate import decontaminate
 def synthetic(n: int, seed: int = 0) -> tuple[pa.Table, list[tuple[int, int]], list[tuple[int, int]]]:
     """(problems, planted (copy, original) rows, control (copy, original) rows)."""
     rng = np.random.default_rng(seed)
-    vocab = np.array([f"w{i}" for i in range(20_000)] + [str(i) for i in range(1, 1000)])
+    vocab = np.array(["w" + "".join(chr(97 + int(d)) for d in str(i)) for i in range(20_000)]
+                     + [str(i) for i in range(1, 1000)])  # fmt: skip
     weights = 1 / np.arange(1, 20_001)
     n_planted = n_control = n // 100
     n_base = n - n_planted - n_control
@@ -71,7 +72,7 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.85)
     args = ap.parse_args()
     table, planted, control = synthetic(args.problems)
-    load = os.getloadavg()[0]
+    load, before = os.getloadavg()[0], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     wall, cpu = time.perf_counter(), time.process_time()
     out = decontaminate(table, {}, dedup=False, near=NearDuplicatesConfig(threshold=args.threshold))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -84,7 +85,7 @@ def main() -> None:
                    for a, b in control)  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"near_dedup: {len(ids):,} problems in {wall:.1f} s wall ({len(ids) / wall:,.0f} rows/s), {cpu:.1f} s CPU, "
-          f"peak {peak:,.0f} MiB, load average {load:.1f} at the start")
+          f"peak {peak:,.0f} MiB ({before:,.0f} before the stage), load average {load:.1f} at the start")
     print(f"planted found: {found}/{len(planted)}; false drops: {false}; controls merged: {controls}/{len(control)}")
 
 

@@ -4,9 +4,9 @@ A text is its normalised words (the caller's normalisation); its **shingles** ar
 adjacent words, each hashed to 64 bits (a stable hash of the word, so the result never depends on the input's
 order or on the process). Words keep a single substitution in a 40-word question above 0.9 (a rewording
 is found), pairs keep word order (``a gives b`` is not ``b gives a``). **Numbers are the point** of a
-maths problem: two texts are near duplicates only if their multisets of number words are equal (``17 + 25``
-and ``18 + 25`` never are, however long the rest); this gate is part of every band's key, so a table of one
-template with a million different numbers yields no candidate pair at all.
+maths problem: two texts are near duplicates only if their multisets of words with a digit are equal
+(``17 + 25`` and ``18 + 25``, ``2x + 3`` and ``5x + 3`` never are, however long the rest); this gate is part
+of every band's key, so a table of one template with a million different numbers yields no candidate pair.
 
 MinHash: ``num_perm`` hash functions ``(a·x + b) mod 2**32`` (``a`` odd: a permutation of the 32-bit
 values) over the shingles' 32-bit hashes, vectorised in blocks that fit the cache. LSH: ``bands`` ×
@@ -53,21 +53,23 @@ def bands(threshold: float, num_perm: int) -> tuple[int, int]:
 
 
 def _word_hashes(words: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Each word's stable 64-bit hash and whether it is a number (all digits)."""
+    """Each word's stable 64-bit hash and whether it holds a digit (``17``, ``2x``, ``x2`` for ``x²``)."""
     enc = pc.dictionary_encode(words)
     vocab = enc.dictionary.to_pylist()
     h = np.array([int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") for w in vocab],
                  dtype=np.uint64)  # fmt: skip
-    digit = pc.utf8_is_digit(enc.dictionary).to_numpy(zero_copy_only=False)
+    digit = pc.match_substring_regex(enc.dictionary, r"\p{N}").to_numpy(zero_copy_only=False)
     codes = enc.indices.to_numpy()
     return h[codes], digit[codes]
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """A 64-bit finaliser (splitmix64's): spreads every input bit over the output."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """A 64-bit finaliser (splitmix64's), in place: spreads every input bit over the output."""
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        x ^= x >> np.uint64(shift)
+        x *= np.uint64(mult)
+    x ^= x >> np.uint64(31)
+    return x
 
 
 class _Texts:
@@ -82,7 +84,10 @@ class _Texts:
         np.add.at(self.numbers, np.searchsorted(ends, at, side="right"), _mix(tok[at] ^ _MULT[3]))
         sh = np.empty(2 * len(tok), np.uint64)  # each word, then the pair it starts (if a word of its text follows)
         sh[0::2] = _mix(tok * _MULT[0])
-        sh[1:-1:2] = _mix(tok[:-1] * _MULT[1] + tok[1:] * _MULT[2])
+        pair = tok[:-1] * _MULT[1]
+        pair += tok[1:] * _MULT[2]
+        sh[1:-1:2] = _mix(pair)
+        del pair
         keep = np.ones(len(sh), bool)
         keep[2 * ends[lengths > 0] - 1] = False  # the last word of a text starts no pair
         self.shingles = sh[keep]
@@ -162,8 +167,8 @@ def _candidates(keys: np.ndarray, live: np.ndarray) -> np.ndarray:
         leader = order[np.maximum.accumulate(np.where(start, np.arange(len(order)), 0))]
         member = ~start
         pairs.append(np.stack([docs[order[member]], docs[leader[member]]], axis=1))
-    pairs = np.concatenate(pairs) if pairs else np.empty((0, 2), np.int64)
-    return np.unique(pairs, axis=0)
+    code = np.unique(np.concatenate([p[:, 0] * len(keys) + p[:, 1] for p in pairs] or [np.empty(0, np.int64)]))
+    return np.stack([code // len(keys), code % len(keys)], axis=1)
 
 
 def _jaccard(texts: _Texts, pairs: np.ndarray) -> np.ndarray:
