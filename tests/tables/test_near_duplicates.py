@@ -153,3 +153,18 @@ def test_a_template_with_a_different_number_on_each_row():
     n = 100_000
     template = pa.array([f"Tom has {i} apples and eats 3 of them. How many are left?" for i in range(n)])
     assert near_duplicates(pa.array([f"p{i:06d}" for i in range(n)]), normalized_words(template)) == []
+
+
+def test_candidates_below_the_threshold_are_never_merged():
+    """Rewordings at a Jaccard similarity of 0.795 share LSH buckets often; the exact check keeps them all."""
+    rng = np.random.default_rng(11)
+    vocab = [word(i) for i in range(5000)]
+    questions = []
+    for _ in range(100):
+        words = list(rng.choice(vocab, 40, replace=False))
+        questions.append(" ".join(words))
+        for at in (5, 18, 31):  # three words apart: a similarity of 70/88 = 0.795
+            words[at] = word(9000 + at)
+        questions.append(" ".join(words))
+    assert drops(questions) == {}
+    assert len(drops(questions, threshold=0.7)) >= 95  # control: near duplicates at 0.7 (LSH may miss a few)
