@@ -30,17 +30,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_SEED = np.random.default_rng(0x5EED_D0C)  # fixed: part of the code, as a stage's version is
-_MULT = _SEED.integers(1, 2**63, size=4, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+# Fixed odd multipliers (part of the code, as a stage's version is): word, pair (two), number.
+_MULT = np.random.default_rng(0x5EED_D0C).integers(1, 2**63, size=4, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 _BLOCK = 1024  # shingles per MinHash block: (block, num_perm) uint32 stays in the cache
 _CHUNK = 1 << 18  # shingles per chunk of texts a thread takes
 
 
 def bands(threshold: float, num_perm: int) -> tuple[int, int]:
     """``(bands, rows)`` with ``bands * rows <= num_perm`` minimising the area of missed pairs (similarity
-    above ``threshold``, never a candidate) weighted 0.9 plus the area of extra candidates (below it) weighted
-    0.1: an extra candidate costs one exact check, a missed one a duplicate kept. At 0.85 and 128: 11 × 11, a
-    pair at the threshold is a candidate with probability 0.87, at 0.88 0.95, at 0.65 0.09."""
+    above ``threshold``, never a candidate) weighted 0.95 plus the area of extra candidates (below it) weighted
+    0.05: an extra candidate costs one exact check, a missed one a duplicate kept. At 0.85 and 128: 12 × 10, a
+    pair at the threshold is a candidate with probability 0.93, at 0.88 0.98, at 0.65 0.15."""
     s = np.linspace(0, 1, 1001)
     best = None
     for b in range(1, num_perm + 1):
@@ -203,6 +203,9 @@ def near_duplicates(ids: pa.Array, words: pa.ListArray, threshold: float = 0.85,
     group = pc.dictionary_encode(pc.binary_join(words, " ").take(rank)).indices.to_numpy()  # by id order
     _, first = np.unique(group, return_index=True)
     first = np.sort(first)  # one text per group of equal words, the earliest: the texts, in id order
+    text = np.empty(len(first), np.int64)
+    text[group[first]] = np.arange(len(first))
+    text = text[group]  # each position's text
     texts = _Texts(words.take(rank[first]))
     live = np.diff(texts.offsets) > 0
     n_bands, rows = bands(threshold, num_perm)
@@ -224,12 +227,12 @@ def near_duplicates(ids: pa.Array, words: pa.ListArray, threshold: float = 0.85,
                 if s >= threshold and texts.numbers[p] == texts.numbers[r]:
                     kept_for[p] = (r, s)
                     break
-    kept = np.arange(len(first))  # each text's kept text (group codes number texts in order of appearance)
+    kept = np.arange(len(first))  # each text's kept text
     sims = np.ones(len(first))
     for t, (k, s) in kept_for.items():
         kept[t], sims[t] = k, s
-    row, kept_rows = rank, rank[first[kept[group]]]
-    dropped = np.flatnonzero(live[group] & (row != kept_rows))
-    order = np.argsort(row[dropped])
-    return list(zip(row[dropped][order].tolist(), kept_rows[dropped][order].tolist(),
-                    sims[group[dropped]][order].tolist()))
+    kept_rows = rank[first[kept[text]]]
+    dropped = np.flatnonzero(live[text] & (rank != kept_rows))
+    order = np.argsort(rank[dropped])
+    return list(zip(rank[dropped][order].tolist(), kept_rows[dropped][order].tolist(),
+                    sims[text[dropped]][order].tolist()))
