@@ -132,20 +132,33 @@ class Benchmark(Model):
     id: str | None = Field("id", description="Field holding the item's id (null: '<name>/<row index>').")
 
 
+class NearDuplicatesConfig(Model):
+    """Drop problems whose normalised question is a near duplicate of an earlier one's (MinHash/LSH over its
+    words and word pairs, each candidate checked by its exact Jaccard similarity; equal numbers required)."""
+
+    threshold: float = Field(0.85, gt=0, le=1, description="Least Jaccard similarity of two questions' shingle "
+                             "sets (words and adjacent word pairs) that makes the later one a near duplicate.")
+    num_perm: int = Field(128, ge=16, le=1024, description="MinHash functions per question (more: fewer missed "
+                          "pairs near the threshold, more time).")
+
+
 class DecontaminateConfig(Model):
     """Drop problems that overlap a benchmark, and duplicates inside the problem set, before sampling."""
 
     benchmarks: list[Benchmark] = Field(default_factory=list)
     ngram: int = Field(13, ge=1, le=64, description="Words in a shared span that counts as an overlap.")
     dedup: bool = Field(True, description="Also drop repeats of a normalised question (the first one stays).")
+    near_duplicates: NearDuplicatesConfig | None = added(
+        None, description="Also drop near duplicates (reworded by a word or two) of a question earlier in "
+        "problem_id order, with the id they duplicate (see bonforge.tables.near_duplicates); off by default.")
 
     @model_validator(mode="after")
     def _something_to_do(self) -> "DecontaminateConfig":
         names = [b.name for b in self.benchmarks]
         if len(set(names)) != len(names):
             raise ValueError(f"benchmark names must be unique: {', '.join(names)}")
-        if not names and not self.dedup:
-            raise ValueError("nothing to do: no benchmarks and dedup is off (remove the section)")
+        if not names and not self.dedup and not self.near_duplicates:
+            raise ValueError("nothing to do: no benchmarks, dedup is off and no near_duplicates (remove the section)")
         return self
 
 

@@ -234,9 +234,9 @@ SELECTOR_EVAL = pa.schema(
 CONTAMINATION = pa.schema(
     [
         pa.field("problem_id", pa.string(), nullable=False),  # a loaded problem left out of `problems`
-        pa.field("reason", pa.string(), nullable=False),  # "benchmark" | "duplicate"
+        pa.field("reason", pa.string(), nullable=False),  # "benchmark" | "duplicate" | "near_duplicate"
         pa.field("benchmark", pa.string()),  # the benchmark's name (reason "benchmark")
-        pa.field("matched_id", pa.string(), nullable=False),  # the benchmark item's id, or the kept duplicate's
+        pa.field("matched_id", pa.string(), nullable=False),  # the benchmark item's id, or the kept (near) duplicate's
         pa.field("overlap", pa.string()),  # the shared normalised words (null for duplicates)
     ]
 )

@@ -121,7 +121,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
             f'<img alt="{html.escape(p.title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             f"<details><summary>query ({n} rows)</summary><code>{html.escape(p.query)}</code></details></section>")
     if "contamination" in run.stages:
-        dropped = con.sql("SELECT coalesce(benchmark, 'duplicate') AS why, count(*) AS n FROM contamination "
+        dropped = con.sql("SELECT coalesce(benchmark, reason) AS why, count(*) AS n FROM contamination "
                           "GROUP BY why ORDER BY why").fetchall()  # fmt: skip
         cells = "".join(f"<tr><td>{html.escape(why)}</td><td>{n}</td></tr>" for why, n in dropped)
         sections.insert(0, f'<section id="contamination"><h2>Problems left out before sampling</h2><table>'

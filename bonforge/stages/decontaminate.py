@@ -6,6 +6,10 @@
   ``benchmark``, the benchmark's name, the matched item's id and the overlapping words.
 * **Duplicates.** Of the problems whose normalised questions are equal, the first (in load order) stays;
   the others are dropped with reason ``duplicate`` and the kept one's id.
+* **Near duplicates** (``near_duplicates``, off by default). Of the problems left, one whose normalised
+  question is a near duplicate of another's (``bonforge.tables.near_duplicates``: Jaccard similarity of
+  word and word-pair sets at least ``threshold``, equal numbers) is dropped with reason ``near_duplicate``
+  and the id of the problem it duplicates: the earliest kept one in ``problem_id`` order.
 
 Normalisation: NFKC, lower case, every run of characters that are neither letters nor digits becomes one
 space (so whitespace, case, punctuation and LaTeX markup changes do not hide an overlap). ASCII texts take
@@ -31,8 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge.sources import data
-from bonforge.config import Benchmark, DecontaminateConfig, ProblemsConfig, Recipe
+from bonforge.config import Benchmark, DecontaminateConfig, NearDuplicatesConfig, ProblemsConfig, Recipe
 from bonforge.errors import DataError
+from bonforge.tables.near_duplicates import near_duplicates
 from bonforge.tables.records import dataset_files, get_field, read_records, require_str
 from bonforge.schema import CONTAMINATION
 from bonforge.sources.problems import load_problems
@@ -72,8 +77,8 @@ def normalized_words(texts: pa.Array) -> pa.ListArray:
     return pc.if_else(pc.equal(spaced, ""), pa.scalar([], pa.list_(pa.string())), pc.utf8_split_whitespace(spaced))
 
 
-def decontaminate(problems: pa.Table, benchmarks: dict[str, pa.Table], ngram: int = 13,
-                  dedup: bool = True) -> pa.Table:  # fmt: skip
+def decontaminate(problems: pa.Table, benchmarks: dict[str, pa.Table], ngram: int = 13, dedup: bool = True,
+                  near: NearDuplicatesConfig | None = None) -> pa.Table:  # fmt: skip
     """The ``CONTAMINATION`` rows of ``problems`` against ``benchmarks`` (name -> table of ``id``, ``text``)."""
     if not 1 <= ngram <= len(_MULT):
         raise ValueError(f"ngram must be in 1..{len(_MULT)}, got {ngram}")
@@ -107,6 +112,10 @@ def decontaminate(problems: pa.Table, benchmarks: dict[str, pa.Table], ngram: in
                 drop(p, "duplicate", None, None, matched=ids[first[text]])
             else:
                 first[text] = p
+    if near:
+        left = np.setdiff1d(np.arange(n_prob), np.fromiter(rows, int, len(rows)))
+        for p, kept, _ in near_duplicates(pa.array(ids).take(left), words.take(left), near.threshold, near.num_perm):
+            drop(int(left[p]), "near_duplicate", None, None, matched=ids[left[kept]])
     out = [rows[p] for p in sorted(rows)]
     return pa.Table.from_pylist(out, schema=CONTAMINATION)
 
@@ -172,14 +181,14 @@ def _compute(_: pa.Table, problems: ProblemsConfig, cfg: DecontaminateConfig, re
     benches = {b.name: benchmark_table(b, data.resolve(b.source, recipe_dir)) for b in cfg.benchmarks}
     for src, content in zip([problems.source] + [b.source for b in cfg.benchmarks], contents["sources"]):
         data.unchanged(src, recipe_dir, content)
-    return decontaminate(loaded.select(["problem_id", "question"]), benches, cfg.ngram, cfg.dedup)
+    return decontaminate(loaded.select(["problem_id", "question"]), benches, cfg.ngram, cfg.dedup, cfg.near_duplicates)
 
 
 def summary(table: pa.Table) -> dict:
-    """Counts for the manifest and the report: dropped problems per benchmark, and duplicates."""
+    """Counts for the manifest and the report: dropped problems per benchmark, duplicates and near duplicates."""
     counts: dict[str, int] = {}
     for reason, bench in zip(table.column("reason").to_pylist(), table.column("benchmark").to_pylist()):
-        key = bench if reason == "benchmark" else "duplicate"
+        key = bench if reason == "benchmark" else reason
         counts[key] = counts.get(key, 0) + 1
     return {"dropped": dict(sorted(counts.items()))}
 

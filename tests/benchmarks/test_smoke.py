@@ -52,6 +52,8 @@ SMOKE = {
                            r"^filter change .* with it \(median of 1, "), needs=("data", "services"), timeout_s=600),
     "decontaminate": Smoke(("--problems", "500", "--items", "20", "--planted", "5"),
                            (r"^stage \(vectorised, with dedup\): ", r"^ratio python / stage: .*same problems dropped")),
+    "near_dedup": Smoke(("--problems", "2000",), (r"^near_dedup: 2,000 problems in .* rows/s\), .* load average ",
+                                                 r"^planted found: \d+/20; false drops: \d+; controls merged: ")),
     "diff": Smoke(("--candidates", "1000", "--rounds", "1"),
                   (r"^diff of 1,000 candidates judged twice: cold .* s, median of 1 .* s \(CPU .*x of it$",
                    r"^  flipped .* kappa .*; problems: pass rate changed in ",

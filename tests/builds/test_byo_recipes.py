@@ -1,5 +1,6 @@
 """Recipes over brought problems, built end to end: GSM8K with AIME24 problems planted among its problems
-(dropped by the contamination stage, named in the `contamination` view and the report), and the CPU code
+(dropped by the contamination stage, named in the `contamination` view and the report), GSM8K with reworded
+repeats (near duplicates), and the CPU code
 recipe over a CodeContests-shaped JSONL made from the APPS problems (Docker sandbox)."""
 
 from __future__ import annotations
@@ -42,6 +43,35 @@ def test_planted_aime24_problems_are_dropped_and_named(tmp_path, data_dir):
     assert len(kept) == 120 and not kept & set(planted)
     assert store.manifest("contamination", record["stages"]["contamination"][0])["dropped"] == {"aime24": 5}
     assert "aime24</td><td>5" in Path(record["report"]).read_text()
+
+
+def test_reworded_problems_are_dropped_as_near_duplicates(tmp_path, data_dir):
+    """Three GSM8K problems repeated later in the table, each reworded (a word dropped, case and spacing changed),
+    and one with a number changed: the rewordings are dropped for the originals, named and counted; the other
+    number stays."""
+    pool = [json.loads(line) for line in (data_dir / "gsm8k" / "example_model_solutions.jsonl").open()][:60]
+    reworded = {}
+    for i in (4, 11, 30):
+        words = pool[i]["question"].split(" ")
+        at = next(k for k, w in enumerate(words) if k > 2 and w.isalpha())
+        reworded[f"gsm8k/{len(pool):05d}"] = f"gsm8k/{i:05d}"
+        pool.append({**pool[i], "question": "  ".join(words[:at] + words[at + 1 :]).upper()})
+    number = pool[20]["question"].replace(next(w for w in pool[20]["question"].split() if w.isdigit()), "999", 1)
+    pool.append({**pool[20], "question": number})
+    path = write_jsonl(tmp_path / "reworded.jsonl", pool)
+    teachers = ", ".join(f"{{name: {s}, engine: pool, source: {{path: {path}}}, samples: {s}, text: solution, "
+                         "label: is_correct}" for s in ("6b_finetuning", "6b_verification"))
+    recipe = load_recipe(RECIPES / "gsm8k-decontaminated.yaml",
+                         [f"problems.source={{path: {path}}}", f"teachers=[{teachers}]",
+                          "decontaminate.near_duplicates={}"])  # fmt: skip
+    record = build(recipe, str(tmp_path / "store"), str(RECIPES))
+    store = StageStore(tmp_path / "store")
+    con = connect(store)
+    rows = con.sql("SELECT problem_id, reason, matched_id FROM contamination ORDER BY problem_id").fetchall()
+    assert rows == [(pid, "near_duplicate", orig) for pid, orig in sorted(reworded.items())]
+    assert con.sql("SELECT count(*) FROM problems").fetchall() == [(61,)]  # 60 + the one with another number
+    assert store.manifest("contamination", record["stages"]["contamination"][0])["dropped"] == {"near_duplicate": 3}
+    assert "near_duplicate</td><td>3" in Path(record["report"]).read_text()
 
 
 @pytest.mark.docker

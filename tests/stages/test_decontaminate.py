@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from bonforge.config import Benchmark, DataSource, DecontaminateConfig
-from bonforge.errors import DataError
+from bonforge.config import Benchmark, DataSource, DecontaminateConfig, NearDuplicatesConfig, load_recipe
+from bonforge.errors import ConfigError, DataError
 from bonforge.schema import CONTAMINATION
 from bonforge.stages.decontaminate import benchmark_table, decontaminate, summary
 
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gsm8k-decontaminated.yaml"
 DATA = Path(os.environ.get("BONFORGE_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 LISTS = {"aime24": ("math/aime24.jsonl", "id"), "aime25": ("math/aime25.jsonl", "id"),
          "math500": ("math/math500.jsonl", "unique_id")}  # fmt: skip
@@ -97,3 +99,55 @@ def test_config_refuses_a_section_with_nothing_to_do():
         DecontaminateConfig(benchmarks=[], dedup=False)
     with pytest.raises(ValueError, match="benchmark names must be unique"):
         DecontaminateConfig(benchmarks=[Benchmark(name="a", source=DataSource(path="x"))] * 2)
+
+
+NEAR = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. She kept "
+        "6 clips for herself and gave the rest to her brother. How many clips did Natalia sell altogether?")
+
+
+def test_near_duplicates_beside_benchmarks_and_exact_duplicates():
+    problems = pa.table({
+        "problem_id": ["p5", "p1", "p2", "p3", "p4", "p0"],
+        "question": [NEAR.replace("friends", "classmates"),  # a rewording of p1's; 0.84 from p0's: stays
+                     NEAR, NEAR.upper(),  # an exact duplicate (dropped as before, not as a near one)
+                     NEAR.replace("48", "49"),  # another problem: other numbers
+                     "Name a colour.",  # a benchmark item
+                     NEAR.replace("brother", "sister")],  # the earliest id of its kind: p1 is dropped for it
+    })  # fmt: skip
+    bench = {"b": pa.table({"id": ["b0"], "text": ["Name a colour!"]})}
+    exact = {r["problem_id"]: (r["reason"], r["matched_id"]) for r in decontaminate(problems, bench).to_pylist()}
+    assert exact == {"p2": ("duplicate", "p1"), "p4": ("benchmark", "b0")}  # unchanged without near_duplicates
+    out = decontaminate(problems, bench, near=NearDuplicatesConfig())
+    assert out.schema == CONTAMINATION
+    got = {r["problem_id"]: (r["reason"], r["matched_id"], r["overlap"]) for r in out.to_pylist()}
+    assert got == {"p2": ("duplicate", "p1", None), "p4": ("benchmark", "b0", "name a colour"),
+                   "p1": ("near_duplicate", "p0", None)}  # fmt: skip
+    assert summary(out) == {"dropped": {"b": 1, "duplicate": 1, "near_duplicate": 1}}
+    shuffled = problems.take([3, 0, 5, 1, 4, 2])
+    assert decontaminate(shuffled, bench, near=NearDuplicatesConfig()).sort_by("problem_id") == out.sort_by(
+        "problem_id")
+
+
+def test_near_duplicates_are_off_by_default_and_leave_the_key_alone():
+    cfg = DecontaminateConfig()
+    assert cfg.near_duplicates is None and "near_duplicates" not in cfg.key_config()
+    on = DecontaminateConfig(dedup=False, near_duplicates={"threshold": 0.9})  # enough on its own
+    assert on.key_config()["near_duplicates"] == {"threshold": 0.9, "num_perm": 128}
+
+
+@pytest.mark.parametrize("override, match", [
+    ("decontaminate.near_duplicates.threshold=1.5", r"decontaminate\.near_duplicates\.threshold: Input should be "
+                                                    r"less than or equal to 1"),
+    ("decontaminate.near_duplicates.threshold=0", r"decontaminate\.near_duplicates\.threshold: Input should be "
+                                                  "greater than 0"),
+    ("decontaminate.near_duplicates.threshold=high", r"decontaminate\.near_duplicates\.threshold: Input should be a "
+                                                     "valid number"),
+    ("decontaminate.near_duplicates.num_perm=8", r"decontaminate\.near_duplicates\.num_perm: Input should be "
+                                                 "greater than or equal to 16"),
+    ("decontaminate.near_duplicates.treshold=0.9", r"decontaminate\.near_duplicates\.treshold.*threshold"),
+], ids=["above-1", "zero", "text", "few-perms", "typo"])  # fmt: skip
+def test_a_bad_near_duplicates_setting_is_one_error_line(override, match):
+    with pytest.raises(ConfigError) as err:
+        load_recipe(RECIPE, ["decontaminate.near_duplicates={}", override])
+    assert len(str(err.value).strip().splitlines()) == 1 and re.search(match, str(err.value)), str(err.value)
+    assert load_recipe(RECIPE, ["decontaminate.near_duplicates={threshold: 0.9}"]).decontaminate.near_duplicates
