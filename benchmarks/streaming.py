@@ -15,7 +15,7 @@ shards' spans, from the verdicts' manifests); both times over the busier resourc
 generator's idle share between its first request and its last answer; when each stage computed (its first shard's
 start to its last's end, from the build's start); whether both builds published the same dataset bytes.
 
-    python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 16]
+    python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 8]
 
 A smoke run (minutes on a loaded machine, no figure meant): ``--problems 12 --shard-problems 4``.
 """
@@ -179,7 +179,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5, help="seconds from a request's start to its answer")
     ap.add_argument("--rate", type=float, default=40.0, help="most requests started a second")
     ap.add_argument("--problems", type=int, default=164)
-    ap.add_argument("--shard-problems", type=int, default=16, help="problems per sampling shard (both builds)")
+    ap.add_argument("--shard-problems", type=int, default=8, help="problems per sampling shard (both builds)")
     ap.add_argument("--child", nargs=3, metavar=("MODE", "RECIPE", "STORE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
