@@ -61,14 +61,6 @@ _ONE_WORD = re.compile(r"[A-Za-z]+")
 _PAIRS = {w: pair for pair in (("yes", "no"), ("true", "false"), ("odd", "even")) for w in pair}
 _GOLD_WORD = re.compile(r"(?:\\boxed\{|\\text\{)*([A-Za-z]+)\}*\.?")  # of a stripped gold: no blanks to trade
 _SENTENCES = re.compile(r"[^.!?;\n]+")
-_WRAPPER = re.compile(r"\\(?:text(?:bf|it|rm|sf|tt)?|math(?:rm|bf|it|sf)|mbox|emph)\s*\{([^{}]*)\}")
-_DELIMITERS = re.compile(r"\$|\\[()\[\]]")
-# what stands next to a word up to the nearest letter or separator (, ; :), blanks included: signs, digits,
-# commands or brackets, where only brackets, quotes and punctuation may stand around a stated word
-_BEFORE = re.compile(r"(?:\\[A-Za-z]+|[^A-Za-z,;:])*$")
-_AFTER = re.compile(r"[^A-Za-z,;:]*")
-_DASH = re.compile(r"\s[-\u2013\u2014]+\s")  # "yes - it is prime": a dash in prose, no minus sign
-_PUNCTUATION = set(".,;:!?'\"()[]{}\u201c\u201d\u2018\u2019\u00ab\u00bb")  # all that may touch a stated word
 _MISSING_GOLD = {"nan", "<na>", "nat"}  # what pandas writes for a missing value: never a gold answer
 _LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
@@ -190,28 +182,8 @@ def gold_answer(gold: str, cfg_json: str) -> str:
     return _shown(parsed) if parsed else text
 
 
-def _bare(text: str) -> str:
-    """``text`` without the markup a word is written in: ``\\text{...}`` and its kin (their content kept),
-    ``$`` and ``\\(``-style delimiters."""
-    while (unwrapped := _WRAPPER.sub(lambda m: m.group(1).strip(), text)) != text:
-        text = unwrapped
-    return _DELIMITERS.sub("", text)
-
-
-def _pair_words(text: str, pair: tuple[str, str]) -> tuple[set[str], bool]:
-    """The words of ``pair`` that ``text`` states (its markup left out), and whether it names one with a
-    sign, an operator, a digit or a command beside it (``-even``, ``-( \\text{even})``, ``even^2``, ``2 yes``,
-    ``\\neg yes``): not a statement of the word."""
-    said, touched = set(), False
-    text = _bare(text)
-    for m in re.finditer(rf"(?<![A-Za-z])(?:{pair[0]}|{pair[1]})(?![A-Za-z])", text, re.IGNORECASE):
-        before = _BEFORE.search(text[max(m.start() - 64, 0):m.start()]).group()
-        after = _DASH.sub(" ", _AFTER.match(text[m.end():m.end() + 64]).group())
-        if set("".join((before + after).split())) <= _PUNCTUATION:
-            said.add(m.group().lower())
-        else:
-            touched = True
-    return said, touched
+def _pair_words(text: str, pair: tuple[str, str]) -> set[str]:
+    return {m.lower() for m in re.findall(rf"(?<![A-Za-z])(?:{pair[0]}|{pair[1]})(?![A-Za-z])", text, re.IGNORECASE)}
 
 
 def _last_box(text: str) -> str | None:
@@ -228,22 +200,14 @@ def _last_box(text: str) -> str | None:
 
 
 def _judge_word(text: str, word: str, rules: _Rules) -> tuple[str, str | None, str | None]:
-    """(status, extracted, detail) of a text against a gold of a closed pair (``_PAIRS``). A recipe pattern's
-    value or a box naming a word of the pair states it only as the word alone (``\\boxed{-(\\text{even})}``,
-    ``\\boxed{\\text{yes}+1}`` are wrong answers); a sentence states it only without a sign, an operator, a
-    digit or a command beside it."""
+    """(status, extracted, detail) of a text against a gold of a closed pair (``_PAIRS``)."""
     pair = _PAIRS[word]
     places = [hit[1] for hit in [_pattern_answer(text, rules)] if hit] + [b for b in [_last_box(text)] if b]
-    place = next((p for p in places if any(_pair_words(p, pair))), None)
-    if place is not None:
-        alone = _bare(place).strip().rstrip(".").strip().lower()
-        if alone not in pair:
-            return "wrong_answer", place[:MAX_EXTRACTED_CHARS], None
-        found = {alone}
-    else:  # the last sentence saying "answer ..." with a word of the pair after it, else the last stating one
-        stating = [s for s in _SENTENCES.findall(text) if _pair_words(s, pair)[0]]
-        cued = [w for s in stating if (i := s.lower().rfind("answer")) >= 0 and (w := _pair_words(s[i:], pair)[0])]
-        found = cued[-1] if cued else _pair_words(stating[-1], pair)[0] if stating else set()
+    found = next((w for w in map(lambda p: _pair_words(p, pair), places) if w), set())
+    if not found:  # the last sentence saying "answer ..." with a word of the pair after it, else the last naming one
+        sentences = [s for s in _SENTENCES.findall(text) if _pair_words(s, pair)]
+        cued = [w for s in sentences if (i := s.lower().rfind("answer")) >= 0 and (w := _pair_words(s[i:], pair))]
+        found = cued[-1] if cued else _pair_words(sentences[-1], pair) if sentences else set()
     if len(found) != 1:
         return "no_answer", None, (f"the answer says both {pair[0]!r} and {pair[1]!r}" if found
                                    else f"no {pair[0]}/{pair[1]} answer in the text")  # fmt: skip
