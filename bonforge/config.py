@@ -333,8 +333,8 @@ class RayConfig(Model):
 
 class EngineConfig(Model):
     streaming: bool = exec_only(
-        False, description="Start every stage at once, each shard as soon as the shards it reads are written "
-                           "(false: each stage after the last, for comparison and debugging; docs/streaming.md).")
+        True, description="Start every stage at once, each shard as soon as the shards it reads are written "
+                          "(false: each stage after the last, for comparison and debugging; docs/streaming.md).")
 
 
 class Recipe(Model):

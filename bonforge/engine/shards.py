@@ -335,7 +335,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
     from bonforge.runtime.progress import stage_progress
 
     taken = iter(work)
-    first = list(itertools.islice(taken, 2))  # nothing to compute: nothing opened; one shard: no Ray
+    # nothing to compute: nothing opened; one shard: no Ray (an input read as written: the first shard starts at once)
+    first = list(itertools.islice(taken, 1 if isinstance(shards, Ahead) else 2))
     resumed_rows = sum(plan[i] for i in done if i < len(plan)) if stage.stream is None else 0
     with _opened(node) if first else contextlib.nullcontext(None) as compute:
         with stage_progress(node.label, _total(node, plan), resumed_rows) as advance:
