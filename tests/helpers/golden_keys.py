@@ -7,8 +7,9 @@ The verdicts keys (and so every key downstream of them) also carry the judge's f
 (``bonforge.judging.fingerprint``): a change to the code of ``judging/math*.py`` (maths) or of the code
 judge and ``sandbox/`` (code), or another installed version of math-verify, latex2sympy2_extended,
 antlr4-python3-runtime or sympy, changes them on purpose (comments, docstrings and formatting do not). The
-fingerprint names files by their path in the package and holds no image id, so the pins are the same
-on every machine with the same sources and libraries.
+fingerprint names files by their path in the package and holds the toolchains' versions as the sandbox image
+reports them, not the image's id, so the pins are the same on every machine with the same sources, libraries
+and Debian packages.
 """
 
 from __future__ import annotations
@@ -16,215 +17,215 @@ from __future__ import annotations
 GOLDEN: dict[str, dict[str, list[str]]] = {
     "gsm8k-genselect": {
         "problems": [
-            "faa90fddca56eefe13e7"
+            "9d0f6a775ddc7944c0ec"
         ],
         "candidates": [
-            "94685003f5c6b4e5f0fe",
-            "a01b3b9d55b43c70c078",
-            "b391e9d8db87415d2a06",
-            "a6acb1ded5cef61d69b2"
+            "f243abc0dab3cd44cc68",
+            "4431201afd4526706edb",
+            "cdd5214c92c1d610f5a6",
+            "9c00a4ccaaadfffd0f29"
         ],
         "verdicts": [
-            "ce55a86f5f42b9391143",
-            "30263a9d4b0349bdcc2f",
-            "1f784e55d15b94561843",
-            "01d51a80b3388ea414f2"
+            "9dc515e8161b102b5739",
+            "037c21fa93e1779fd270",
+            "52df723dd4def5cac59b",
+            "2c9422f9bd3bd1cf613a"
         ],
         "problem_stats": [
-            "de611e7dd406fc4a21f1"
+            "c7cd5dfee3474716c655"
         ],
         "genselect": [
-            "ecb8a06a15e7074cba22"
+            "1a7be077309fc9dd247b"
         ]
     },
     "gsm8k-genselect-looser": {
         "problems": [
-            "faa90fddca56eefe13e7"
+            "9d0f6a775ddc7944c0ec"
         ],
         "candidates": [
-            "94685003f5c6b4e5f0fe",
-            "a01b3b9d55b43c70c078",
-            "b391e9d8db87415d2a06",
-            "a6acb1ded5cef61d69b2"
+            "f243abc0dab3cd44cc68",
+            "4431201afd4526706edb",
+            "cdd5214c92c1d610f5a6",
+            "9c00a4ccaaadfffd0f29"
         ],
         "verdicts": [
-            "ce55a86f5f42b9391143",
-            "30263a9d4b0349bdcc2f",
-            "1f784e55d15b94561843",
-            "01d51a80b3388ea414f2"
+            "9dc515e8161b102b5739",
+            "037c21fa93e1779fd270",
+            "52df723dd4def5cac59b",
+            "2c9422f9bd3bd1cf613a"
         ],
         "problem_stats": [
-            "d7d1cd35766f1437f011"
+            "231bc1e2339fb4ab2f8a"
         ],
         "genselect": [
-            "0bb814f04cc8740241de"
+            "c730b778ca94b731bb60"
         ]
     },
     "apps-genselect": {
         "problems": [
-            "3ad7d783da72e2943572"
+            "2864a715b9c8c5e491fc"
         ],
         "candidates": [
-            "8f4aa0c7d206464e10f5",
-            "b7e1640f49973c118328"
+            "2a44f107a04cdbfc4905",
+            "0eda26153dc75350a536"
         ],
         "verdicts": [
-            "545b9364b73412d79378",
-            "fcaccd40e18ff439f407"
+            "2cff2e27c8ffc90f0023",
+            "bc25835a092f61238ce8"
         ],
         "problem_stats": [
-            "4442aade0670bfdc5ff5"
+            "97bb551f0df93c080b7d"
         ],
         "genselect": [
-            "6f7beae8c4504f84647e"
+            "b874da85ce38e5da72f2"
         ]
     },
     "humaneval-genselect": {
         "problems": [
-            "4e8333a1c5672d5a6983"
+            "d05e3d8b59cf08a4903f"
         ],
         "candidates": [
-            "0f75bf83fe8072167501",
-            "f09142d7619d9d487dff"
+            "7a1bc540f3d53403108e",
+            "92ffbeeb8dfb168a39c6"
         ],
         "verdicts": [
-            "10867bfad6169f7c5d5f",
-            "96b46f5a08bfc80732da"
+            "a6b4b4cdc44c72532d26",
+            "688b0936356f24f4cd5f"
         ],
         "problem_stats": [
-            "55672f623ccd1d8101c4"
+            "c10323be6fc134328089"
         ],
         "genselect": [
-            "acbf6dc2a4b2d4638287"
+            "308eb15071f491f47f1c"
         ]
     },
     "gsm8k-fusion": {
         "problems": [
-            "269007f96e6825d5d20a"
+            "b56e7da23779bd5cbb01"
         ],
         "candidates": [
-            "7f353f46ded8098e8d24",
-            "d1de0626cbcf0f254d5d",
-            "f87cfc27f8e302c8d004",
-            "83dd8a0f8d3daec3d325",
-            "04efa20edfb9516f929b"
+            "0fbcc4b938251d13f715",
+            "644dec186c763b5c43d5",
+            "f9e70818bdb9399e335c",
+            "553edab68acdfb5e5ca7",
+            "fd043e240f619a40ef13"
         ],
         "verdicts": [
-            "9e191746117eeb8039c4",
-            "a13ce1c82bb052e7bd9c",
-            "8c41800137eb6ebcf9c4",
-            "a7686d138808c5057bdc",
-            "a00d7e44a8f388980bce"
+            "2a09cd6ef2224fab6afb",
+            "cb3468112c7a0dc81691",
+            "8f442926e3321e2a236d",
+            "3e9a89ce712472ac2c47",
+            "b64353c1fc992fd3cfe0"
         ],
         "problem_stats": [
-            "d2fd121cad084ce7786e"
+            "b182bbcf5709ef34b807"
         ],
         "genselect": [
-            "d619ed6459d0cb4129c2"
+            "23ce189141c5aa8fcb15"
         ],
         "fusion_pools": [
-            "4cfb7c72cdc20497f278"
+            "8486c05117b5d6d4630d"
         ],
         "fusion_select": [
-            "5f8013dd16ce008bdbd5"
+            "1d82dcad2de7b1476d82"
         ],
         "fusion": [
-            "a4d60f501706ca0e2fb5"
+            "3f2d39fcb012a94706b1"
         ]
     },
     "gsm8k-300-maxk": {
         "candidates": [
-            "34af4129bf7f3e3a0e12",
-            "2f633da20c781b330774",
-            "126ba3096d59979ae825",
-            "0e629f5959cf2e3eacf5"
+            "94f5c145fdf5d41cef4f",
+            "298693fc5462e4d3c67d",
+            "453239b4fb5c8e16157b",
+            "1c134782a49b61ced78e"
         ],
         "genselect": [
-            "729ae6c6ac40a13d345b"
+            "3f79c30b378d618ddaca"
         ],
         "maxk_weights": [
-            "80de2c72a08982dbdbba"
+            "b4a12fb604a9a4de1d2e"
         ],
         "problem_stats": [
-            "693505d909d536dffc1b"
+            "bb4634d3cc2013405a91"
         ],
         "problems": [
-            "c1613b206bf408a63a29"
+            "287f79990f3b46587862"
         ],
         "verdicts": [
-            "1481ba63dbd8ad7a308f",
-            "28b4b81b81242cc6c114",
-            "24ff8b8431e21aec74c3",
-            "9ec9b01ded17ebb638b7"
+            "f24923651e5c7af457ae",
+            "513f434535357bfb43b6",
+            "e19508eef32528b2b131",
+            "7453d6732d52cddbda58"
         ]
     },
     "sampled": {
         "candidates": [
-            "1eae7e0a7e9968b7b76e"
+            "8f2de485b2551c1ab239"
         ],
         "genselect": [
-            "6a8811d5b19bff69f06f"
+            "d1f4989819bf9786104b"
         ],
         "problem_stats": [
-            "686ea17e1b146a567428"
+            "ff1c86fc272c561b632f"
         ],
         "problems": [
-            "b3727eca57ff9c1d78dd"
+            "2d96c2eca998e4f0e5ce"
         ],
         "verdicts": [
-            "2a443d6cfc09468aebb5"
+            "a5d07638ccd364a5bec9"
         ]
     },
     "gsm8k-300-selector-eval": {
         "candidates": [
-            "34af4129bf7f3e3a0e12",
-            "2f633da20c781b330774",
-            "126ba3096d59979ae825",
-            "0e629f5959cf2e3eacf5"
+            "94f5c145fdf5d41cef4f",
+            "298693fc5462e4d3c67d",
+            "453239b4fb5c8e16157b",
+            "1c134782a49b61ced78e"
         ],
         "genselect": [
-            "729ae6c6ac40a13d345b"
+            "3f79c30b378d618ddaca"
         ],
         "problem_stats": [
-            "693505d909d536dffc1b"
+            "bb4634d3cc2013405a91"
         ],
         "problems": [
-            "c1613b206bf408a63a29"
+            "287f79990f3b46587862"
         ],
         "selector_eval": [
-            "7eaad0344ee66126768f"
+            "949afec33cdb3c831c2e"
         ],
         "verdicts": [
-            "1481ba63dbd8ad7a308f",
-            "28b4b81b81242cc6c114",
-            "24ff8b8431e21aec74c3",
-            "9ec9b01ded17ebb638b7"
+            "f24923651e5c7af457ae",
+            "513f434535357bfb43b6",
+            "e19508eef32528b2b131",
+            "7453d6732d52cddbda58"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
         "candidates": [
-            "34af4129bf7f3e3a0e12",
-            "2f633da20c781b330774",
-            "126ba3096d59979ae825",
-            "0e629f5959cf2e3eacf5"
+            "94f5c145fdf5d41cef4f",
+            "298693fc5462e4d3c67d",
+            "453239b4fb5c8e16157b",
+            "1c134782a49b61ced78e"
         ],
         "genselect": [
-            "729ae6c6ac40a13d345b"
+            "3f79c30b378d618ddaca"
         ],
         "problem_stats": [
-            "693505d909d536dffc1b"
+            "bb4634d3cc2013405a91"
         ],
         "problems": [
-            "c1613b206bf408a63a29"
+            "287f79990f3b46587862"
         ],
         "selector_eval": [
-            "eba0246b06276a501d7a"
+            "b1b15a63a336b133d0de"
         ],
         "verdicts": [
-            "1481ba63dbd8ad7a308f",
-            "28b4b81b81242cc6c114",
-            "24ff8b8431e21aec74c3",
-            "9ec9b01ded17ebb638b7"
+            "f24923651e5c7af457ae",
+            "513f434535357bfb43b6",
+            "e19508eef32528b2b131",
+            "7453d6732d52cddbda58"
         ]
     }
 }
