@@ -13,7 +13,7 @@
 #   bash benchmarks/gpu_check.sh                     # from the repository root
 #   GPU_CHECK_DRY=1 bash benchmarks/gpu_check.sh     # print the commands, run nothing
 #   GPU_CHECK_SKIP_INSTALL=1 ...                     # the environment is installed already
-# Seconds per step: GPU_CHECK_INSTALL_S (170), GPU_CHECK_VLLM_S (90), GPU_CHECK_BUILD_S (70 each),
+# Seconds per step (475 in all): GPU_CHECK_INSTALL_S (150), GPU_CHECK_VLLM_S (90), GPU_CHECK_BUILD_S (80 each),
 # GPU_CHECK_PYTEST_S (75). PROBLEMS (default 64): the slice of GSM8K each build samples (x 8 samples).
 set -euo pipefail
 
@@ -49,7 +49,7 @@ print(json.loads(next(Path(sys.argv[1]).glob("datasets/gsm8k-smollm2/v*/manifest
 }
 
 if [[ -z ${GPU_CHECK_SKIP_INSTALL:-} ]]; then
-    step install "${GPU_CHECK_INSTALL_S:-170}" "$PY" -m pip install -q -e ".[dev,vllm]" || true
+    step install "${GPU_CHECK_INSTALL_S:-150}" "$PY" -m pip install -q -e ".[dev,vllm]" || true
 fi
 
 # Below its target (stage >= 0.95 x raw) the benchmark exits 1: the step fails, its figure is still printed.
@@ -63,7 +63,7 @@ declare -A wall sha
 for streaming in false true; do
     name=build-streaming-$streaming
     start=$(date +%s.%N)
-    if step "$name" "${GPU_CHECK_BUILD_S:-70}" "$PY" -m bonforge run "$RECIPE" --store "$WORK/store-$streaming" \
+    if step "$name" "${GPU_CHECK_BUILD_S:-80}" "$PY" -m bonforge run "$RECIPE" --store "$WORK/store-$streaming" \
             "${GPU_SET[@]}" --set "engine.streaming=$streaming"; then
         wall[$streaming]=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
         sha[$streaming]=$(content "$WORK/store-$streaming")
