@@ -135,8 +135,9 @@ def _signatures(texts: _Texts, lo: int, hi: int, a: np.ndarray, b: np.ndarray) -
 def _band_keys(texts: _Texts, n_bands: int, rows: int, num_perm: int) -> np.ndarray:
     """Each text's key in each band (texts × bands, uint64): its band of the signature and its numbers."""
     rng = np.random.default_rng(0xB0B)
-    a = (rng.integers(0, 2**31, num_perm) * 2 + 1).astype(np.uint32)
-    b = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)
+    used = n_bands * rows  # the functions past the last whole band are never read: not computed
+    a = (rng.integers(0, 2**31, num_perm) * 2 + 1).astype(np.uint32)[:used]
+    b = rng.integers(0, 2**32, num_perm, dtype=np.uint64).astype(np.uint32)[:used]
     mult = rng.integers(1, 2**63, size=rows, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
     n = len(texts.offsets) - 1
     cuts = [0]  # chunks of texts of about _CHUNK shingles (a longer text alone)
@@ -146,7 +147,7 @@ def _band_keys(texts: _Texts, n_bands: int, rows: int, num_perm: int) -> np.ndar
     keys = np.empty((n, n_bands), np.uint64)
 
     def run(lo: int, hi: int) -> None:
-        sig = _signatures(texts, lo, hi, a, b)[:, : n_bands * rows].reshape(hi - lo, n_bands, rows)
+        sig = _signatures(texts, lo, hi, a, b).reshape(hi - lo, n_bands, rows)
         k = (sig.astype(np.uint64) * mult).sum(axis=2, dtype=np.uint64)
         keys[lo:hi] = _mix(k + np.arange(n_bands, dtype=np.uint64) * _MULT[0] + texts.numbers[lo:hi, None])
 
