@@ -79,10 +79,8 @@ def test_every_drop_names_a_kept_text_it_really_resembles():
     words = BASE.split()
     b = " ".join(words[:10] + ["extra", "words", "here"] + words[10:])
     c = " ".join(words[:10] + ["extra", "words", "here", "and", "more", "words", "added"] + words[10:])
-    got = drops([BASE, b, c], threshold=0.8)
-    kept = {"p00", "p01", "p02"} - set(got)
-    assert all(k in kept and s >= 0.8 for k, s in got.values())
-    assert "p01" in got  # B resembles A
+    assert drops([b, c], threshold=0.1)["p01"][1] > 0.88 > drops([BASE, c], threshold=0.1)["p01"][1]  # 0.92, 0.83
+    assert drops([BASE, b, c], threshold=0.88) == {"p01": ("p00", pytest.approx(0.909, abs=1e-3))}  # C stays
 
 
 def test_the_same_drops_in_any_row_order():
