@@ -115,8 +115,10 @@ def test_json_prints_blobs_as_base64(tmp_path):
 def _verdicts_run(tmp_path) -> StageStore:
     """A run whose verdicts hold one candidate per (problem, teacher): two teachers, three problems."""
     store = StageStore(tmp_path / "store")
-    rows = [(f"p{i}", t, f"p{i}-{t}", float((i + j) % 2)) for i in range(3) for j, t in enumerate(("a", "b"))]
-    table = pa.table({k: list(v) for k, v in zip(("problem_id", "teacher", "candidate_id", "reward"), zip(*rows))})
+    rows = [(f"p{i}", t, f"p{i}-{t}", float((i + j) % 2), "passed" if (i + j) % 2 else "wrong_answer")
+            for i in range(3) for j, t in enumerate(("a", "b"))]
+    names = ("problem_id", "teacher", "candidate_id", "reward", "status")
+    table = pa.table({k: list(v) for k, v in zip(names, zip(*rows))})
     store.begin("verdicts", "v1", [table.num_rows])
     store.write_shard("verdicts", "v1", 0, table)
     store.commit("verdicts", "v1", 1, version="1", config={}, upstream={})

@@ -1,6 +1,7 @@
 """A stage's progress, in rows, with its rate and the time left: a rich bar on a terminal, else a log line
 (logger ``bonforge``) at every 10 % and at least once a minute, so that a log (CI, ``deploy``, a file)
-shows a long stage moving. ``BONFORGE_QUIET`` silences both.
+shows a long stage moving. ``BONFORGE_QUIET`` silences both. Stages running at once (a streaming build):
+the first has the bar, the others log lines.
 
 The rows are the stage's input rows (a sampling stage's problems, a verification stage's candidates) as its
 shards finish (a shard whose every row is reused from the store, as it is written), and, for a stage that
@@ -23,6 +24,7 @@ log = logging.getLogger("bonforge")
 
 STEP = 0.1  # a log line each time another tenth of the rows is done
 EVERY_S = 60.0  # and one at least this often, even when no shard finished
+_BAR = threading.Lock()  # held by the stage whose bar is live (stages run at once in a streaming build)
 
 
 def _clock(seconds: float) -> str:
@@ -103,11 +105,14 @@ def stage_progress(label: str, total: int | None, done: int = 0) -> Iterator[Cal
     if os.environ.get("BONFORGE_QUIET"):
         yield lambda n: None
         return
-    if not sys.stderr.isatty():
+    if not sys.stderr.isatty() or not _BAR.acquire(blocking=False):  # a terminal shows one live bar at once
         with LogProgress(label, total, done) as progress:
             yield progress.advance
         return
-    yield from bar(label, total, done)
+    try:
+        yield from bar(label, total, done)
+    finally:
+        _BAR.release()
 
 
 def bar(label: str, total: int | None, done: int, console=None) -> Iterator[Callable[[int], None]]:

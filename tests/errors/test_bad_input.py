@@ -186,7 +186,7 @@ def test_teacher_by_name_in_set_and_unknown_teacher_names():
     assert [t.n for t in r.teachers] == [None, 2, None, None]
     with pytest.raises(
         ConfigError,
-        match=r"--set teachers\.gpt3-7b: 'gpt3-7b' is not an index of a list of 4 "
+        match=r"--set 'teachers\.gpt3-7b': 'gpt3-7b' is not an index of a list of 4 "
         r"nor a name \(gpt3-6b-finetuned, gpt3-6b-verifier,",
     ):
         load_recipe(GSM8K, ["teachers.gpt3-7b.n=2"])

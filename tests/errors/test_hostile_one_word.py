@@ -20,9 +20,14 @@ HEDGES = ["yes or no", "Yes/No", "\\boxed{yes \\text{ or } no}", "The answer is 
 
 @pytest.mark.parametrize("text", HEDGES)
 def test_a_hedge_is_no_answer(text):
+    """Both words named (``yes or no``): no answer, saying so. Written as one token (``Yes/No``, ``yes-no``) or
+    boxed with more than the word, neither is stated (the one-word rule: a word touched by other signs, or a box
+    that holds more than the word): no answer, or a wrong one. Never right against either gold."""
     for gold in ("yes", "no", "Yes", "\\boxed{No}"):
         r = check_answer(text, gold)
-        assert r.status == "no_answer" and "both" in r.detail, (text, gold, r)
+        assert r.status in ("no_answer", "wrong_answer"), (text, gold, r)
+        if r.status == "no_answer" and "/" not in text and "-" not in text:
+            assert "both" in r.detail, (text, gold, r)
 
 
 @pytest.mark.parametrize("text", ["", "maybe", "It depends.", "\\boxed{}", "yesterday nothing happened", "nobody"])

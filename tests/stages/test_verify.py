@@ -28,6 +28,9 @@ class Recorder:
         assert query == "SELECT * FROM candidates LIMIT 0"
         return CANDIDATES.empty_table()
 
+    def columns(self, name: str) -> list[str]:
+        return (CANDIDATES if name == "candidates" else PROBLEMS).names
+
     @contextlib.contextmanager
     def aligned(self, columns: dict[str, list[str]]):
         self.asked.update(columns)

@@ -249,7 +249,7 @@ def test_the_rl_export_leaves_out_candidates_whose_verdict_is_no_label(store):
     from bonforge.sandbox.config import CodeVerifyConfig
     from bonforge.schema import CANDIDATES, PROBLEMS, VERDICTS, conform
     from bonforge.stage import Ref
-    from bonforge.stages.score import score
+    from bonforge.stages.problem_stats import score
     from bonforge.storage.export import rl_parts
 
     problems = conform(pa.Table.from_pylist([{"problem_id": "a", "source": "s", "domain": "code", "question": "a?",
