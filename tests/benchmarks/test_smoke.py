@@ -57,7 +57,8 @@ SMOKE = {
     "diff": Smoke(("--candidates", "1000", "--rounds", "1"),
                   (r"^diff of 1,000 candidates judged twice: cold .* s, median of 1 .* s \(CPU .*x of it$",
                    r"^  flipped .* kappa .*; problems: pass rate changed in ",
-                   r"^re-judge count at commit \(1,000 verdicts judged again, .*\): .* s \(CPU .* s\); re-judged 1,000")),
+                   r"^re-judge count at commit \(1,000 verdicts judged again, .*\): .* s \(CPU .* s\); "
+                   r"re-judged 1,000")),
     "early_stop --pools-only": Smoke(("--pools-only",), (r"^GSM8K, 4 GPT-3 teachers x 1 +1319 ",
                                                          r"^  saving: .* \(exact potential .* %\)$"), needs=("data",)),
     "humaneval_style_harness": Smoke(("{tmp}/programs.json", "2", "1"), (r'^\{"seconds": .*, "passed": \d+\}$',)),
