@@ -105,8 +105,8 @@ def stoppable() -> Iterator[None]:
         raise stop from None
     finally:
         signal.set_wakeup_fd(old_fd)
-        for s, h in old.items():
-            signal.signal(s, h)
+        for s, h in old.items():  # once stopped, a second signal while the process winds down ends it at once
+            signal.signal(s, (lambda signum, frame: _end(_received[0])) if _received else h)
         os.write(w, b"\0")  # the block is over: the watchdog stops
         watchdog.join(timeout=1)
         os.close(w)
