@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 
 GRACE_S = 4.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_received: list[int] = []
+_received: list[int] = []  # the signals seen (by our handler, or by the watchdog)
+_handled: list[int] = []  # those our handler raised for
 _said: list[str] = []
 _said_lock = threading.Lock()
 _ending = threading.Lock()
@@ -85,9 +86,11 @@ def stoppable() -> Iterator[None]:
         return
 
     def handler(signum, frame) -> None:
-        if _received:  # the second signal: at once
+        if _handled:  # the second signal: at once
             _end(_received[0])
-        _received.append(signum)
+        _handled.append(signum)
+        if not _received:  # (the watchdog may have noted it first, from the wakeup pipe)
+            _received.append(signum)
         raise Interrupted(signum)
 
     r, w = os.pipe()
