@@ -138,26 +138,32 @@ def _watchdog(r: int) -> None:
 
 
 def _end(signum: int) -> None:
-    """End the process now: the last words, the line, the shell's exit code."""
-    _ending.acquire()  # one thread ends it; another waits here until the process is gone
-    for fn in list(last_words):
-        with contextlib.suppress(BaseException):
-            fn()
-    say(message(signum))
+    """End the process now: the last words, the line, the shell's exit code. Takes no lock that the interrupted
+    main thread may hold (a stream's buffer): only os.write, and waits for another ending thread a moment only."""
+    if _ending.acquire(timeout=2):  # one thread ends it; another that cannot finish is not waited for long
+        for fn in list(last_words):
+            with contextlib.suppress(BaseException):
+                fn()
+        say(message(signum), flush=False)
     os._exit(128 + signum)
 
 
-def say(line: str) -> None:
+def say(line: str, flush: bool = True) -> None:
     """Write ``line`` to the process's stderr, once per process (the main thread and the watchdog may both
     try). Straight to file descriptor 2: a progress display may hold ``sys.stderr`` in a buffer of its own, which
     ``os._exit`` would drop."""
-    with _said_lock:  # held while writing: a thread that finds it said waits until it is written, then may exit
+    if not _said_lock.acquire(timeout=1):
+        return
+    try:  # held while writing: a thread that finds it said waits until it is written, then may exit
         if _said:
             return
         _said.append(line)
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.flush()
+            if flush:
+                sys.stderr.flush()
             os.write(2, ("\n" if _mid_line() else "").encode() + line.encode() + b"\n")
+    finally:
+        _said_lock.release()
 
 
 def _mid_line() -> bool:
