@@ -55,6 +55,19 @@ def candidates(pids: list[str], n: int = 2) -> pa.Table:
     return pa.Table.from_pylist(rows)
 
 
+FOUR = pa.table({"problem_id": [f"p{i}" for i in range(4)], "x": list(range(4))})  # one row a shard below
+
+
+def read_as_written(name: str):
+    """A stage's stream: its input ``name`` (problem_id, x) as the upstream writes it."""
+
+    def rows(i):
+        with i.aligned({name: ["problem_id", "x"]}) as chunks:
+            yield from (c[name] for c in chunks)
+
+    return rows
+
+
 def writer(store: StageStore, out: Output, shards: list[pa.Table], pause: float, commit: bool = True):
     def go():
         for i, t in enumerate(shards):
@@ -162,15 +175,10 @@ def test_a_node_holding_a_resource_waits_for_its_streamed_input_first_and_never_
         time.sleep(0.3)
         return shard
 
-    def rows(i):
-        with i.aligned({"mid": ["problem_id", "x"]}) as chunks:
-            yield from (c["mid"] for c in chunks)
-
-    table = pa.table({"problem_id": [f"p{i}" for i in range(4)], "x": list(range(4))})
-    first = Stage("first", "1", compute=slow, table=lambda i: table, shard_rows=1)
+    first = Stage("first", "1", compute=slow, table=lambda i: FOUR, shard_rows=1)
     mid = Stage("mid", "1", compute=lambda s: s, table=lambda i: i.read("first"), shard_rows=1,
                 resource=lambda p: "gpu model")
-    last = Stage("last", "1", compute=lambda s: s, stream=rows, stream_of="mid", shard_rows=1,
+    last = Stage("last", "1", compute=lambda s: s, stream=read_as_written("mid"), stream_of="mid", shard_rows=1,
                  resource=lambda p: "gpu model")
     run = StreamingRun(StageStore(tmp_path), SimpleNamespace(reuse=True))
     done = threading.Event()
@@ -199,13 +207,8 @@ def test_a_failing_stage_fails_the_stages_reading_it_and_the_build_with_its_own_
             raise DataError("bad record", "problems.jsonl")
         return shard
 
-    def rows(i):
-        with i.aligned({"first": ["problem_id", "x"]}) as chunks:
-            yield from (c["first"] for c in chunks)
-
-    table = pa.table({"problem_id": [f"p{i}" for i in range(4)], "x": list(range(4))})
-    first = Stage("first", "1", compute=breaks, table=lambda i: table, shard_rows=1)
-    then = Stage("then", "1", compute=lambda s: s, stream=rows, stream_of="first", shard_rows=1)
+    first = Stage("first", "1", compute=breaks, table=lambda i: FOUR, shard_rows=1)
+    then = Stage("then", "1", compute=lambda s: s, stream=read_as_written("first"), stream_of="first", shard_rows=1)
     run = StreamingRun(StageStore(tmp_path), SimpleNamespace(reuse=True))
     a = run(first.bind({}, {}, label="first[t]"))
     b = run(then.bind({}, {"first": a}))
