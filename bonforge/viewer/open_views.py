@@ -23,6 +23,21 @@ def open_problem(cat, run: dict, problem_id: str) -> dict:
         raise NotFound(f"run {run['run_id']} has no problem {problem_id!r}")
     cands = _rows(cur, "SELECT candidate_id, teacher, sample_index, text FROM candidates WHERE problem_id = ? "
                        "ORDER BY teacher, sample_index, candidate_id", [problem_id])
+    bon = scored(cur, have, problem_id, cands)
+    fusion = None
+    if "fusion_open" in have:
+        found = _rows(cur, "SELECT * FROM fusion_open WHERE problem_id = ?", [problem_id])
+        fusion = found[0] if found else None
+        if fusion:
+            for k in ("fused_values", "bon_values", "pool_max", "pool_mean", "teacher_chars"):
+                fusion[k] = dict(fusion[k] or [])
+    return {"problem": problems[0], "candidates": cands, "bon": bon, "fusion": fusion,
+            "games": _games(cur, problem_id) if "pairwise" in have else []}
+
+
+def scored(cur, have: set[str], problem_id: str, cands: list[dict]) -> list[dict]:
+    """Gives each of a problem's candidates its ``scores`` (one entry per scorer) and ``bon`` (whether the
+    Best-of-N over all teachers picked it); returns the problem's Best-of-N rows (all teachers first)."""
     scores: dict[str, list] = {}
     for s in _rows(cur, "SELECT candidate_id, scorer, kind, value, label, status, n_tokens, truncated FROM scores "
                         "WHERE problem_id = ? ORDER BY candidate_id, scorer", [problem_id]):
@@ -35,15 +50,7 @@ def open_problem(cat, run: dict, problem_id: str) -> dict:
     picked = {b["candidate_id"] for b in bon if b["pool"] == "*"}
     for c in cands:
         c["scores"], c["bon"] = scores.get(c["candidate_id"], []), c["candidate_id"] in picked
-    fusion = None
-    if "fusion_open" in have:
-        found = _rows(cur, "SELECT * FROM fusion_open WHERE problem_id = ?", [problem_id])
-        fusion = found[0] if found else None
-        if fusion:
-            for k in ("fused_values", "bon_values", "pool_max", "pool_mean", "teacher_chars"):
-                fusion[k] = dict(fusion[k] or [])
-    return {"problem": problems[0], "candidates": cands, "bon": bon, "fusion": fusion,
-            "games": _games(cur, problem_id) if "pairwise" in have else []}
+    return bon
 
 
 def _games(cur, problem_id: str) -> list[dict]:
