@@ -4,7 +4,7 @@ parameters; the only SQL built from request input is an ORDER BY column picked f
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -12,12 +12,12 @@ from bonforge.report import labels
 from bonforge.schema import REFERENCE_TEACHER
 from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute
 from bonforge.errors import BonforgeError
-from bonforge.viewer.open_views import scored
-from bonforge.viewer.catalog import CANDIDATE_COLUMNS, MAJORITY_WRONG, STATUSES, VERDICT_COLUMNS, NotFound, need
+from bonforge.viewer import open_views
+from bonforge.viewer.catalog import (CANDIDATE_COLUMNS, MAJORITY_WRONG, SNIPPET, STATUSES, VERDICT_COLUMNS, NotFound,
+                                     need)
 
 SORTS = {"pass_rate": "rate", "n": "n", "n_correct": "n_correct", "problem_id": "problem_id",
          "domain": "domain", "keep": "keep"}
-SNIPPET = 240  # characters of a question in the problem list
 
 
 class BadRequest(BonforgeError, ValueError):
@@ -163,7 +163,13 @@ def _teachers(cur, f: ProblemFilter) -> list[str]:
 
 def problems_page(cat, run: dict, f: ProblemFilter, page: int, size: int) -> dict:
     """One page of the list: the page's ids are picked on the narrow columns, then only its rows are
-    read whole (through the index's primary key)."""
+    read whole (through the index's primary key). An open-ended run (scores, no pass rates) has its own
+    list (``open_views.problems_page``): only the search applies there."""
+    if "problem_stats" not in cat.views(run) and "scores" in cat.views(run):
+        if replace(f, q="") != ProblemFilter():
+            raise BadRequest(f"run {run.run_id} is open-ended: it has no pass rates, verdicts or keep decisions "
+                             "to filter or sort by (search its requests with q)")
+        return open_views.problems_page(cat, run, f.q, page, size)
     need(cat, run, "problems", "problem_stats")
     cur = cat.index(run)
     teachers = _teachers(cur, f)
@@ -270,7 +276,7 @@ def problem(cat, run: dict, problem_id: str) -> dict:
     if "scores" in have:
         counts["open"] = _value(cur, "SELECT count(*) FROM scores WHERE problem_id = ?", problem_id)
     cands = candidates_table(cat, run, problem_id).to_pylist() if "candidates" in have else []
-    bon = scored(cur, have, problem_id, cands) if "scores" in have else []
+    bon = open_views.scored(cur, have, problem_id, cands) if "scores" in have else []
     return {"problem": rows[0], "stats": stats, "candidates": cands, "has": counts, "bon": bon,
             "imported": imported(run)}
 

@@ -1,8 +1,9 @@
 """The problem page in a real Chromium (Playwright, as test_browser.py drives it) over stores written by hand:
 a statement is prose (only programs and code blocks are coloured), an open-ended problem shows its scores and
 its Best-of-N pick (no verdicts, no gold answer, no "0 correct"), a pool's published labels sit beside our
-verdicts with a filter for the candidates where they disagree (the problem page and the #labels list), and
-imported candidates show no latency. Every stored text carries HTML that must show as text and never run."""
+verdicts with a filter for the candidates where they disagree (the problem page and the #labels list),
+imported candidates show no latency, and an open-ended run lists its requests with their picks. Every stored
+text carries HTML that must show as text and never run."""
 
 from __future__ import annotations
 
@@ -93,7 +94,13 @@ def arena(viewing, tmp_path):
 
 
 def test_an_open_ended_problem_shows_scores_and_its_pick(arena):
-    page = arena.open("#problem?run=r&id=de1")
+    page = arena.open("#runs?run=r")
+    arena.then(lambda: page.click("text=browse its problems"))  # an open-ended run's list: no pass rates
+    rows = page.locator("table.problems tr[data-problem]")
+    assert rows.evaluate_all("els => els.map(e => [...e.cells].map(c => c.textContent))") == [
+        ["de1", "Wie spät ist es?", "3", "de1/a/0", "rm 1.000"],
+        ["en1", "What time is it?", "3", "en1/b/0", "rm 2.000"]]
+    arena.then(lambda: rows.first.locator("a").first.click())
     main = page.locator("main")
     expect(page.locator(".cand")).to_have_count(3)
     text = main.inner_text()

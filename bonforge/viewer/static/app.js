@@ -74,6 +74,8 @@ function exportLinks(params) {
 const pct = (v) => (v === null || v === undefined ? "–" : (100 * v).toFixed(1) + "%");
 const num = (v, d = 0) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
 const kmap = (m) => Object.entries(m || {}).map(([k, v]) => `@${k} ${pct(v)}`).join("  ");
+const fmt = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? num(v, 3) : String(v));
+const scoreText = (s) => (s ? (s.status === "ok" ? fmt(s.value) + (s.label ? ` (${s.label})` : "") : s.status) : "–");
 
 function badge(v) {
   if (!v || v.status === null || v.status === undefined) return h("span", { class: "badge none" }, "no verdict");
@@ -261,6 +263,7 @@ async function viewProblems(p) {
   const data = await api("problems", params);
   params.run = data.run_id;
   nav(params.run);
+  if (data.open) return openProblems(data, params);
   const field = (name, el) => h("label", {}, name, el);
   const sel = (name, options, value) => h("select", { name },
     options.map(([v, label]) => h("option", { value: v, selected: v === (value || "") }, label)));
@@ -297,17 +300,38 @@ async function viewProblems(p) {
       h("td", { class: "num" }, r.n), h("td", { class: "num" }, r.n_correct),
       h("td", { class: "k" }, kmap(r.pass_at_k)), h("td", { class: "k" }, kmap(r.majority_at_k)),
       h("td", {}, r.keep ? h("span", { class: "badge ok" }, "kept") : h("span", { class: "badge bad" }, r.drop_reason || "dropped")))));
-  const pages = Math.max(1, Math.ceil(data.total / data.size));
-  const page = data.page;
-  const pager = h("div", { class: "pager" },
-    h("a", { href: page > 0 ? link("problems", Object.assign({}, params, { page: page - 1 || "" })) : null,
-      class: page > 0 ? "" : "off" }, "← prev"),
-    h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${data.total} problems) `),
-    h("a", { href: page + 1 < pages ? link("problems", Object.assign({}, params, { page: page + 1 })) : null,
-      class: page + 1 < pages ? "" : "off" }, "next →"));
+  const pager = pagerOf("problems", params, data, "problems");
   const exp = Object.assign({ view: "problems" }, params);
   delete exp.page;
   return [h("h2", {}, "Problems"), form, h("div", { class: "bar-row" }, pager, exportLinks(exp)), table];
+}
+
+function pagerOf(view, params, data, what) {
+  const page = data.page, pages = Math.max(1, Math.ceil(data.total / data.size));
+  return h("div", { class: "pager" },
+    h("a", { href: page > 0 ? link(view, Object.assign({}, params, { page: page - 1 || "" })) : null,
+      class: page > 0 ? "" : "off" }, "← prev"),
+    h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${data.total} ${what}) `),
+    h("a", { href: page + 1 < pages ? link(view, Object.assign({}, params, { page: page + 1 })) : null,
+      class: page + 1 < pages ? "" : "off" }, "next →"));
+}
+
+// An open-ended run's requests: no pass rates; each with its candidates and its Best-of-N pick.
+function openProblems(data, params) {
+  const form = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    go("problems", { run: params.run, q: new FormData(e.target).get("q") });
+  } }, h("label", {}, "search", h("input", { name: "q", type: "search", value: params.q || "", placeholder: "text in the request" })),
+    h("button", { type: "submit" }, "apply"));
+  const table = h("table", { class: "problems open" },
+    h("tr", {}, ["problem", "request", "candidates", "Best-of-N pick", "score"].map((c) => h("th", {}, c))),
+    data.rows.map((r) => h("tr", { "data-problem": r.problem_id },
+      h("td", {}, h("a", { href: link("problem", { run: params.run, id: r.problem_id }) }, r.problem_id)),
+      h("td", { class: "q" }, r.question), h("td", { class: "num" }, r.n),
+      h("td", {}, r.pick ? h("a", { href: link("problem", { run: params.run, id: r.problem_id, cand: r.pick }) }, r.pick) : "–"),
+      h("td", { class: "num" }, r.pick ? `${r.scorer} ${fmt(r.value)}` : "–"))));
+  return [h("h2", {}, "Problems ", h("small", {}, "open-ended: scored, not verified")), form,
+    h("div", { class: "bar-row" }, pagerOf("problems", params, data, "problems")), table];
 }
 
 async function viewTeachers(p) {
@@ -359,11 +383,7 @@ async function viewLabels(p) {
       h("td", {}, h("a", { href: link("problem", { run, id: r.problem_id, labels: "disagree", cand: r.candidate_id }) }, r.candidate_id)),
       h("td", {}, r.teacher), h("td", {}, badge(r)), h("td", {}, r.reference_correct ? "correct" : "wrong"),
       h("td", { class: "ans" }, r.extracted ?? "–"))));
-  const page = data.page, pages = Math.max(1, Math.ceil(data.total / data.size));
-  const pager = h("div", { class: "pager" },
-    h("a", { href: page > 0 ? here({ page: page - 1 || "" }) : null, class: page > 0 ? "" : "off" }, "← prev"),
-    h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${data.total} candidates) `),
-    h("a", { href: page + 1 < pages ? here({ page: page + 1 }) : null, class: page + 1 < pages ? "" : "off" }, "next →"));
+  const pager = pagerOf("labels", Object.assign({}, params, { run }), data, "candidates");
   return [title, h("p", { class: "note" }, "An imported pool's published labels (a pool teacher's `label`) set against our verdicts; a verdict that is no label (sandbox_error, infra_error) never disagrees. The run report names the problems; here are the candidates."),
     teachers, ways, pager, rows];
 }
@@ -543,8 +563,6 @@ async function viewFusion(p) {
   ];
 }
 
-const fmt = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? num(v, 3) : String(v));
-const scoreText = (s) => (s ? (s.status === "ok" ? fmt(s.value) + (s.label ? ` (${s.label})` : "") : s.status) : "–");
 
 // A problem's Best-of-N picks (all teachers first, then each teacher's pool), each pick linked to its card.
 function bonTable(bon, run, id) {
