@@ -14,7 +14,8 @@ from bonforge.storage.store import StageStore
 RUN = "lab"
 HOSTILE = '<script>window.__pwned = "script"</script><img src=x onerror="window.__pwned = \'img\'">'
 STATEMENT = (f"Given n, return the sum if it is odd, else print 0 for each test. {HOSTILE}\n"
-             "Example:\n```python\ndef solve(n):\n    return n if n % 2 else 0\n```\nNote: while true, class is 3.")
+             "Example:\n```python\ndef solve(n):\n    return n if n % 2 else 0\n```\nNote: while true, class is 3.\n"
+             "```text\na fence never closed stays prose: if for while return 1")
 PROGRAM = "def solve(n):\n    if n % 2:\n        return n\n    return 0\n"
 # (problem, teacher, sample, published label, our status); "model" was sampled: it has no label
 ROWS = [("c1", "pool", 0, True, "passed"),           # agree: the control

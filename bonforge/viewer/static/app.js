@@ -145,17 +145,22 @@ function colour(code) {
 
 function highlight(code) { return h("pre", { class: "code" }, colour(code)); }
 
-// Prose (a statement, an answer, a judge's reply) is never coloured; only its fenced code blocks are.
-const FENCE = /(^|\n)(```[^\n`]*\n)([\s\S]*?\n)(```)(?=\n|$)/g;
-
+// Prose (a statement, an answer, a judge's reply) is never coloured; only its fenced code blocks are (a
+// line opening with ``` to a line of ``` alone; a fence never closed stays prose). One pass over the lines.
 function prose(text) {
   const pre = h("pre", { class: "prose" });
-  let last = 0;
-  for (const m of text.matchAll(FENCE)) {
-    pre.append(text.slice(last, m.index) + m[1] + m[2], h("code", { class: "block" }, colour(m[3])), m[4]);
-    last = m.index + m[0].length;
+  let plain = "", code = null; // code: the lines of the block open now
+  for (const line of text.split(/(?<=\n)/)) {
+    if (code === null) {
+      plain += line;
+      if (line.startsWith("```") && line.endsWith("\n")) code = "";
+    } else if (/^```[ \t]*\n?$/.test(line)) {
+      pre.append(plain, h("code", { class: "block" }, colour(code)));
+      plain = line;
+      code = null;
+    } else code += line;
   }
-  pre.append(text.slice(last));
+  pre.append(plain + (code ?? ""));
   return pre;
 }
 
