@@ -8,6 +8,7 @@ text carries HTML that must show as text and never run."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
@@ -16,6 +17,7 @@ from open_store import open_store
 from viewer_helpers import serving
 
 pw = pytest.importorskip("playwright.sync_api")
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 expect = pw.expect
 SPANS = "span.k, span.s, span.c, span.n"  # what colouring makes
 
@@ -117,3 +119,32 @@ def test_an_open_ended_problem_shows_scores_and_its_pick(arena):
     expect(bon.nth(5)).to_have_text("1.000")
     expect(bon.nth(8)).to_have_text("language: 1")
     assert re.search(r"teacher a\s+1 candidate\b", text)
+
+
+@pytest.mark.slow
+def test_a_real_open_ended_build_reads_as_scored_with_imported_answers(viewing, tmp_path, shared_prefect):
+    """arena-hard-bon as shipped, on three requests with the language scorer only: three real models' answers
+    imported from their pool files, scored and picked; the page shows their scores and picks, 'imported' for
+    each answer, and nothing that reads as a verdict."""
+    from bonforge.config import load_recipe
+    from bonforge.flows.build import build
+
+    recipe = RECIPES / "arena-hard-bon.yaml"
+    build(load_recipe(recipe, ["problems.limit=3", "scorers=[{name: lang, kind: language_id}]", "bon.scorer=lang",
+                               "bon.filter.language=null"]), str(tmp_path / "store"), str(RECIPES))
+    with serving(tmp_path / "store", tmp_path / "view.log") as url:
+        view = viewing(url)
+        page = view.open()
+        view.then(lambda: page.click("text=browse its problems"))
+        rows = page.locator("table.problems tr[data-problem]")
+        expect(rows).to_have_count(3)
+        pick = rows.first.locator("td").nth(3).inner_text()
+        expect(rows.first.locator("td").nth(4)).to_have_text(re.compile(r"^lang \d\.\d{3}$"))
+        view.then(lambda: rows.first.locator("a").first.click())
+        cards = page.locator(".cand")
+        expect(cards).to_have_count(3)
+        assert page.locator(".cand dd.origin").all_inner_texts() == ["imported"] * 3
+        assert page.locator(".cand dd.score[data-scorer=lang]").count() == 3
+        expect(page.locator(f".cand[data-candidate='{pick}'] .badge.bon")).to_contain_text("Best-of-N pick: lang")
+        text = page.locator("main").inner_text()
+        assert not any(word in text for word in ("no verdict", "correct", "gold", "latency", "finish"))
