@@ -28,6 +28,7 @@ from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.runtime.interrupt import as_interrupt, last_words as words
+from bonforge.runtime.progress import stage_progress
 from bonforge.stage import Node, Pending, Ref, Upstream
 from bonforge.storage.run_record import utc_now
 from bonforge.storage.store import StageStore
@@ -114,7 +115,16 @@ class Run:
         self.join()  # the lineage and summary read the manifests of every stage run so far
         fraction = self.recipe.export.validation_fraction
         split = Split(fraction, self.recipe.seed) if fraction else None
-        return publish(self.store.loc, name, parts, lineage(self.store, self.recipe, self.record), trainers, split)
+        with stage_progress(f"export[{name}]", None) as advance:  # a million problems' export takes a minute
+            return publish(self.store.loc, name, _counted([parts] if isinstance(parts, dict) else parts, advance),
+                           lineage(self.store, self.recipe, self.record), trainers, split)
+
+
+def _counted(parts: Iterable[dict[str, pa.Table]], advance: Callable[[int], None]) -> Iterator[dict[str, pa.Table]]:
+    """``parts``, telling ``advance`` the rows of each part (its largest format's) as the next is asked for."""
+    for part in parts:
+        yield part
+        advance(max((t.num_rows for t in part.values()), default=0))
 
 
 class NotCommitted(BonforgeError):

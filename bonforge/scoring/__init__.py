@@ -5,9 +5,9 @@ One module per kind: ``reference`` (chrF / BLEU / embedding cosine against the p
 through transformers, vLLM or a server), ``judge`` (a prompted model's rating). ``open_scorer(cfg)`` gives an
 object whose ``score(items, progress=None)`` returns one ``Result`` per ``Item``, in order, telling
 ``progress(k)`` as its batches or requests finish (so that the ``scores`` stage's progress moves within a
-shard); ``identity(cfg)`` is what decides its values (the ``scores`` stage's row identity). A row failure is a ``Result`` with a status; a
-failure of the scorer itself (a model that does not load, a server that does not answer) raises
-``ScorerError``.
+shard); ``identity(cfg)`` is what decides its values (the ``scores`` stage's row identity). A row failure is a
+``Result`` with a status; a failure of the scorer itself (a model that does not load, a server that does not
+answer) raises ``ScorerError``.
 """
 
 from __future__ import annotations
