@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
-from bonforge.storage.run_record import RunRecord
-from bonforge.engine.shards import StoreInputs, busy, run_node
+from bonforge.storage.run_record import RunRecord, busy
+from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.runtime.cluster import ensure_ray
 from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
@@ -50,7 +50,7 @@ class Run:
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
         self.rows: dict[str, dict[str, int]] = {}  # label -> rows computed / reused by this build
-        self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``shards.busy``)
+        self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``run_record.busy``)
         self._noting = threading.Lock()  # a streaming run notes nodes from their threads
 
     def __call__(self, node: Node) -> Ref:
