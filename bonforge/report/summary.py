@@ -77,22 +77,29 @@ def summary_lines(summary: dict) -> list[str]:
 def ending_lines(store: StageStore, record) -> list[str]:
     """What a build ends with (``bonforge run`` prints it, ``bonforge.build`` shows it, a deployment logs it):
     the problems left out before sampling, the summary, each dataset published with its rows (and whether
-    its content was an older version's), the time taken and where the report is."""
+    its content was an older version's), the time taken and where the report is. A run without a dataset of
+    its own (failed, interrupted, derived from a build) says how it ended instead."""
     lines = []
-    if record.stages.get("contamination"):
-        dropped = store.manifest("contamination", record.stages["contamination"][0]).extra.get("dropped", {})
+    key = (record.stages.get("contamination") or [None])[0]
+    if key and store.exists("contamination", key):
+        dropped = store.manifest("contamination", key).extra.get("dropped", {})
         lines.append("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items())
                                                      or "none"))
     lines += summary_lines(record.build_summary or {})
     took = f" in {record.wall_s:.1f} s" if record.wall_s is not None else ""
-    for what, path in (("dataset", record.dataset), ("rl dataset", record.rl_dataset),
-                       ("fusion dataset", record.fusion_dataset), ("preference dataset", record.preference_dataset)):
-        if not path:
-            continue
+    published = [] if record.kind else [(w, p) for w, p in (
+        ("dataset", record.dataset), ("rl dataset", record.rl_dataset), ("fusion dataset", record.fusion_dataset),
+        ("preference dataset", record.preference_dataset)) if p]
+    if not published:
+        lines.append(f"run {record.run_id}{took}: {record.status}" + (f" ({record.kind} of run {record.base_run})"
+                                                                       if record.kind else ""))
+    for what, path in published:
         name, version = str(path).rstrip("/").split("/")[-2:]
-        manifest = json.loads(store.loc.read_bytes(store.loc.path("datasets", name, version, "manifest.json")))
+        at = store.loc.path("datasets", name, version, "manifest.json")
+        manifest = json.loads(store.loc.read_bytes(at)) if store.loc.is_file(at) else None  # collected since
         said = f"{what} {name} {version} at {path}" if what == "dataset" else f"{what}: {path}"
-        said += f" ({_rows(manifest['files'])})" + _reused(manifest, name, version, record.started)
+        said += (" (no longer in the store)" if manifest is None else
+                 f" ({_rows(manifest['files'])})" + _reused(manifest, name, version, record.started))
         lines.append(f"run {record.run_id}{took}: {said}" if what == "dataset" else said)
     if record.report:
         made_by = Path(record.report).parent.name
