@@ -193,7 +193,8 @@ def busy_timeline(data: dict) -> Plot:
             ax.broken_barh([(a, max(b - a, wall / 500)) for a, b in lane["intervals"]], (i - 0.35, 0.7),
                            color="#4c72b0")
         ax.set_yticks(range(len(rows)), [f"{name}\n{secs:.1f} s, {share:.0%}" for name, secs, share in rows])
-        ax.set_xlim(0, max(wall, 1e-3))
+        ends = [t for lane in data["lanes"] for span in lane["intervals"] for t in span]
+        ax.set_xlim(min(ends + [0.0]), max(ends + [wall, 1e-3]))  # a Ray node's clock may run ahead
         ax.set_xlabel(f"seconds from the build's start (wall {wall:.1f} s); bars: the resource busy")
         ax.invert_yaxis()
 

@@ -32,7 +32,10 @@ def timeline(run, domains: set[str]) -> dict:
     """The lanes of the build ``run`` (a ``RunRecord``) in ``ORDER``: each with its stages, its busy
     intervals ([begin, end] seconds from the build's start, disjoint, in order), its busy seconds and their
     share of the build's ``wall_s``. A run without busy intervals (an older record, a derived run) has none."""
-    start = datetime.fromisoformat(run.started.replace("Z", "+00:00")).timestamp()
+    try:
+        start = datetime.fromisoformat(run.started.replace("Z", "+00:00")).timestamp()
+    except (AttributeError, ValueError):  # a record edited by hand: from its first busy interval
+        start = min((a for spans in (run.busy or {}).values() for a, _ in spans), default=0.0)
     wall = run.wall_s or 0.0
     per: dict[str, dict] = {}
     for stage, spans in (run.busy or {}).items():

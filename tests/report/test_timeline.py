@@ -58,6 +58,12 @@ def test_the_verification_lane_is_the_sandbox_for_code_and_a_pool_only_build_sam
     assert lane("pairwise", SAMPLED, set()) == "judge" and lane("fusion_select", SAMPLED, set()) == "selector"
 
 
+def test_a_record_whose_start_cannot_be_read_counts_from_its_first_interval():
+    run = dataclasses.replace(record({"candidates": [[T0 + 2, T0 + 5]], "verdicts": [[T0 + 4, T0 + 6]]}),
+                              started="yesterday")
+    assert [x["intervals"] for x in timeline(run, {"code"})["lanes"]] == [[[0, 3]], [[2, 4]]]
+
+
 def test_a_run_without_busy_intervals_has_no_lanes():
     assert timeline(record({}), {"math"})["lanes"] == [] and timeline(
         dataclasses.replace(record({}), busy=None, wall_s=None), set())["lanes"] == []
