@@ -99,15 +99,6 @@ def strength_section(con) -> str:
             f"</summary><code>{html.escape(query)}</code></details></section>")
 
 
-def timeline_data(con, run: RunRecord) -> dict:
-    """The run's timeline (``bonforge.report.timeline``), its verification lane named by the problems' domains."""
-    from bonforge.report.timeline import timeline
-
-    have = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-    query = "SELECT DISTINCT domain FROM problems"
-    return timeline(run, {d for (d,) in con.sql(query).fetchall()} if "problems" in have else set())
-
-
 def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | None = None):
     """Write the report of a run (default: the latest) into ``out_dir``, else the store (a local folder or
     S3); returns the HTML file's path."""
@@ -116,12 +107,11 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     run = store.run(run_id)
     con = connect(store, run.run_id)
     loc, folder = (LocalDir(Path(out_dir)), ()) if out_dir else (store.loc, ("reports", run.run_id))
-    spent = timeline_data(con, run)
-    loc.write_bytes(loc.path(*folder, "timeline.json"), json.dumps(spent, indent=1).encode())
+    spent = plots.busy_timeline(con, run)  # where the time went: its data beside the report, for its readers
+    loc.write_bytes(loc.path(*folder, "timeline.json"), json.dumps(spent.data, indent=1).encode())
     figures = [plots.pass_rate(con, run), plots.teacher_accuracy(con, run), plots.verdict_classes(con, run),
                plots.pass_at_k(con, run), plots.prompts_per_problem(con, run), plots.prompt_length(con, run),
-               plots.stage_timings(con, run, store), plots.busy_timeline(spent),
-               plots.tokens_per_teacher(con, run, store)]
+               plots.stage_timings(con, run, store), spent, plots.tokens_per_teacher(con, run, store)]
     if "selector_eval" in run.stages:
         figures.append(plots.selector_eval(con, run))
     sections, code = [], _drawing_code()

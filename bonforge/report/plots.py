@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 from matplotlib.figure import Figure
 
+from bonforge.report.timeline import timeline
 from bonforge.storage.store import StageStore
 
 
@@ -181,9 +182,12 @@ def stage_timings(con, run, store: StageStore) -> Plot:
                 [[label, r[3], wall, note] for label, r, wall, note in zip(labels, rows, walls, notes)])
 
 
-def busy_timeline(data: dict) -> Plot:
-    """Where the time went (``bonforge.report.timeline``): a lane per resource, a bar per busy interval,
-    each lane's busy share of the build in its label and in the title."""
+def busy_timeline(con, run) -> Plot:
+    """Where the time went (``bonforge.report.timeline``, its verification lane named by the problems'
+    domains): a lane per resource, a bar per busy interval, each lane's busy share of the build in its label
+    and in the title."""
+    domains = {d for (d,) in _rows(con, "SELECT DISTINCT domain FROM problems", "problems")}
+    data = timeline(run, domains)
     rows = [(lane["lane"], lane["busy_s"], lane["share"]) for lane in data["lanes"]]
     shares = ", ".join(f"{name} {share:.0%}" for name, _, share in rows)
     wall = data["wall_s"] or 0.0
