@@ -22,11 +22,10 @@ def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
     return cfg.time_limit_s
 
 
-def memory_mb(spec: TestSpec, cfg: CodeVerifyConfig, problem_mb: float | None = None) -> int:
-    """A test's memory limit, MiB: the spec's ``memory_mb``, else the problem's recorded limit (its metadata's
-    ``memory_limit_mb``), capped by the recipe's ``memory_mb`` (the sandbox is sized for it); the recipe's when
-    the problem names none."""
-    own = spec.memory_mb if spec.memory_mb is not None else problem_mb
+def memory_mb(spec: TestSpec, cfg: CodeVerifyConfig) -> int:
+    """A test's memory limit, MiB: the spec's ``memory_mb`` (a loader writes a table's limit there), capped by the
+    recipe's ``memory_mb`` (the sandbox is sized for it); the recipe's when the problem names none."""
+    own = spec.memory_mb
     if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and own > 0:
         return max(16, min(int(own), cfg.memory_mb))
     return cfg.memory_mb
@@ -42,13 +41,13 @@ def budget_s(spec: TestSpec, cfg: CodeVerifyConfig, language: str = "python") ->
 
 def build_request(
     spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False,
-    language: str = "python", problem_mb: float | None = None,
+    language: str = "python",
 ) -> dict:
     """The runner request for one candidate (inputs only: expected outputs and checks stay out of the
-    sandbox); ``plan``: the calls an assert-style check makes (``Checker.plan``); ``language``: a name of
+    sandbox); ``plan``: the calls an assert-style check makes (``CheckHost.plan``); ``language``: a name of
     ``languages.LANGUAGES`` (a compiled language is built once, before its tests, under its own limits)."""
     limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
-    memory = memory_mb(spec, cfg, problem_mb)
+    memory = memory_mb(spec, cfg)
     if spec.kind == "stdio":
         tests = [{"input": i} for i in spec.inputs]
     elif spec.kind == "call":
@@ -85,13 +84,3 @@ def program_language(named: str | None, tag: str | None, spec: TestSpec, cfg: Co
     if spec.kind != "stdio" and lang is not PYTHON:
         return "", f"a {lang.name} program cannot run {spec.kind}-style tests (they call Python functions)"
     return lang.name, ""
-
-
-def recorded_memory(problem: dict) -> float | None:
-    """The memory limit a loader recorded in the problem's metadata (``memory_limit_mb``), if any."""
-    try:
-        meta = json.loads(problem.get("metadata") or "{}")
-    except (ValueError, RecursionError):
-        return None
-    return meta.get("memory_limit_mb") if isinstance(meta, dict) else None
-
