@@ -1,4 +1,4 @@
-"""Assert-style checks on the host: ``Checker``, the handle on one checker process (``check_process.py``, in a
+"""Assert-style checks on the host: ``CheckHost``, the handle on one check server (``check_process.py``, in a
 container of its own with backend ``docker``), and the checks' verdicts read back from it with bounded size and
 checked shape. How a check is planned and replayed: ``check_process.py``'s docstring and the sandbox README.
 """
@@ -23,7 +23,7 @@ VERDICTS = frozenset({"passed", "wrong_answer", "runtime_error", "timeout", "mem
 
 
 def _well_formed(answer, request: dict) -> bool:
-    """Whether a checker process's answer has the shape of one to ``request`` (it runs the dataset's code:
+    """Whether a check server's answer has the shape of one to ``request`` (it runs the dataset's code:
     never trusted)."""
     if type(answer) is not dict or answer.get("n") != request["n"]:
         return False
@@ -37,11 +37,11 @@ def _well_formed(answer, request: dict) -> bool:
     return answer.get("status") in VERDICTS and type(answer.get("error", "")) is str
 
 
-class Checker:
-    """The host's handle on one checker process, restarted if it dies, hangs or misbehaves.
+class CheckHost:
+    """The host's handle on one check server, restarted if it dies, hangs or misbehaves.
 
     The check is the dataset's code, not trusted: with ``cfg`` of backend ``docker`` the process runs in a
-    container of its own (``checker_argv``: no network, read-only root, its own pids and memory limits,
+    container of its own (``check_argv``: no network, read-only root, its own pids and memory limits,
     an unprivileged uid, no capability), separate from every candidate's; without (or with backend
     ``process``) it runs on the host, as the candidates do with that backend. Its answers are read with
     bounded size and depth and checked for shape; a problem's check is known by a hash of its code.
@@ -67,7 +67,7 @@ class Checker:
         self._starts = 0
         self._sent = 0  # requests sent: each carries its number, each answer must carry it back
 
-    def __enter__(self) -> Checker:
+    def __enter__(self) -> CheckHost:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -78,7 +78,7 @@ class Checker:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
         if self.cfg is not None and self.cfg.backend == "docker":
             self._name = f"bonforge-chk-{os.getpid()}-{id(self):x}-{self._starts}"
-            argv = checker_argv(self.cfg, self.memory_mb, self._name)
+            argv = check_argv(self.cfg, self.memory_mb, self._name)
         else:
             argv = [sys.executable, "-s", "-c", _SOURCE, os.path.dirname(codec.__file__), str(self.memory_mb)]
         self._buf = b""
@@ -158,7 +158,7 @@ class Checker:
                     answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S + self.GRACE_S)
                     if answer is not None:
                         break
-                answer = answer or {"fault": "the checker process died, hung or misbehaved while planning, twice"}
+                answer = answer or {"fault": "the check server died, hung or misbehaved while planning, twice"}
                 while len(self._checks) >= KEEP_CHECKS:
                     del self._checks[next(iter(self._checks))]
                 known = self._checks[key] = {"code": code, "answer": answer}
@@ -218,12 +218,12 @@ class Checker:
         proc.stdout.close()
 
 
-# the checker process's program, read once on the host (it runs with ``python -c``)
+# the check server's program, read once on the host (it runs with ``python -c``)
 _SOURCE = Path(__file__).with_name("check_process.py").read_text(encoding="utf-8")
 
 
-def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
-    """``docker run`` of a checker process in a container of its own: what a check may reach is that
+def check_argv(cfg, memory_mb: int, name: str) -> list[str]:
+    """``docker run`` of a check server in a container of its own: what a check may reach is that
     container (no network, read-only root, a small /tmp, pids and memory limits, uid 65534 with no
     capability), never the host or a candidate's sandbox. The image is the sandbox's (its Python and
     ``runner.py``, the value codec), built if missing."""
@@ -235,7 +235,7 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
         "docker", "run", "-i", "--rm", "--init", "--name", name,
         *[a for k, v in image_mod.labels().items() for a in ("--label", f"{k}={v}")],
         "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=16m",
-        "--memory", f"{mem}m", "--memory-swap", f"{mem}m", "--pids-limit", str(CHECKER_PIDS), "--cpus", "1",
+        "--memory", f"{mem}m", "--memory-swap", f"{mem}m", "--pids-limit", str(CHECK_PIDS), "--cpus", "1",
         "--ipc", "private", "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         "--workdir", "/tmp", "--env", "HOME=/tmp", "--env", "PYTHONHASHSEED=0", "--env", "LANG=C.UTF-8",
         "--log-driver", "none",
@@ -243,30 +243,30 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
     ]  # fmt: skip
 
 
-CHECKER_PIDS = 16  # processes and threads of a checker container (a check's fork bomb stops there)
+CHECK_PIDS = 16  # processes and threads of a check container (a check's fork bomb stops there)
 
-_shared: dict[tuple, Checker] = {}
+_shared: dict[tuple, CheckHost] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_checker(cfg) -> Checker:
-    """This process's checker for ``cfg``'s sandbox settings (started on first use, reused by every later
+def shared_check_host(cfg) -> CheckHost:
+    """This process's check host for ``cfg``'s sandbox settings (started on first use, reused by every later
     call: a reward function does not start a container per call), closed at interpreter exit."""
     key = (cfg.backend, cfg.image, cfg.memory_mb)
     with _shared_lock:
-        checker = _shared.get(key)
-        if checker is None:
-            checker = _shared[key] = Checker(cfg.memory_mb + 512, cfg)
-    return checker
+        host = _shared.get(key)
+        if host is None:
+            host = _shared[key] = CheckHost(cfg.memory_mb + 512, cfg)
+    return host
 
 
-def close_shared_checkers() -> None:
-    """Stop this process's checkers (``shared_checker``) now: a build's end and interpreter exit."""
+def close_check_hosts() -> None:
+    """Stop this process's check hosts (``shared_check_host``) now: a build's end and interpreter exit."""
     with _shared_lock:
-        checkers = list(_shared.values())
+        hosts = list(_shared.values())
         _shared.clear()
-    for checker in checkers:
-        checker.close()
+    for host in hosts:
+        host.close()
 
 
-atexit.register(close_shared_checkers)
+atexit.register(close_check_hosts)

@@ -1,15 +1,15 @@
-"""The checker process: runs assert-style checks (HumanEval's ``check(candidate)``), planned and replayed.
+"""The check server: runs assert-style checks (HumanEval's ``check(candidate)``), planned and replayed.
 
 The check is the problem's code (a table from a hub: not trusted), and so is a HumanEval prompt run with it
 as the check's context; the program is not trusted either. The two never meet: the program runs in its
-sandbox, the check in a checker process (``python -c <this source>``, standard library only, started by
-``checker.Checker`` on the host), which with backend ``docker`` is a container of its own (``checker_argv``: no network,
-read-only root, pids and memory limits, an unprivileged uid). The check runs against a proxy of the
+sandbox, the check in a check server (``python -c <this source>``, standard library only, started by
+``check_host.CheckHost`` on the host), which with backend ``docker`` is a container of its own (``check_argv``: no
+network, read-only root, pids and memory limits, an unprivileged uid). The check runs against a proxy of the
 program: every call it makes is answered with a value the sandboxed program returned, carried as plain
 type-tagged data (``runner.encode_value``) and rebuilt as builtin values, or with the builtin exception
 class it raised (``_exception``: never one that steers the check's own loops). The program never sees the
 check's code or its expected values, and nothing it returns can bring its own ``__eq__``; the host reads
-the checker's answers as it reads the runner's: bounded, checked for shape.
+the check server's answers as it reads the runner's: bounded, checked for shape.
 
 Calls are planned, not relayed one by one (a round trip per call would cost more than the program):
 
@@ -42,7 +42,7 @@ import sys
 
 if __package__:
     from bonforge.sandbox import codec
-else:  # the checker process: ``python -c <this source> <codec.py's folder> <memory MiB>``
+else:  # the check server: ``python -c <this source> <codec.py's folder> <memory MiB>``
     sys.path.insert(0, sys.argv[1])
     import codec
 
@@ -281,15 +281,15 @@ def _replay(check: _Check, item: dict) -> dict:
 
 
 _SERVER = [0, False]  # the pid of the process running a check; whether it is alone in a container of its own
-KEEP_CHECKS = 1024  # compiled checks a checker process keeps (the oldest forgotten first; replanned on demand)
+KEEP_CHECKS = 1024  # compiled checks a check server keeps (the oldest forgotten first; replanned on demand)
 MAX_CHILD_ANSWER = 64 << 20  # bytes of one answer a check's process may hand back (the host caps it lower)
 
 
-LIVE_CHECKS = 4  # problems' check processes a checker process keeps alive (the least recent ended first)
+LIVE_CHECKS = 4  # problems' check processes a check server keeps alive (the least recent ended first)
 
 
 def serve(memory_mb: int, contained: bool = False) -> None:
-    """The checker process: ``ready``, then one JSON request per line on stdin, one answer per line on stdout.
+    """The check server: ``ready``, then one JSON request per line on stdin, one answer per line on stdout.
     Each problem's check runs in a process of its own (``_Child``, forked for its first request and kept
     for the next ones): what one problem's check changes (modules, builtins, this process's state) never
     reaches another problem's."""
@@ -370,7 +370,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 class _Child:
-    """One problem's check process, forked from the checker process: it answers that check's requests through
+    """One problem's check process, forked from the check server: it answers that check's requests through
     two pipes of its own, holding no channel to the host (it cannot read another request or answer one)
     nor any other check process's pipes. It is a subreaper: after each request it kills every process its
     check started (in a container), so none outlives the request."""

@@ -1,4 +1,4 @@
-"""The host's checker process: planning a check's calls, replaying it on a program's answers."""
+"""The host's check server: planning a check's calls, replaying it on a program's answers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bonforge.sandbox.check_host import Checker
+from bonforge.sandbox.check_host import CheckHost
 from bonforge.sandbox.codec import decode_value, encode_value
 
 CHECK = ("def check(c):\n    assert c(2, 3) == 5\n    for i in range(3):\n        assert c(i, i) == 2 * i\n\n"
@@ -23,7 +23,7 @@ def x(name: str, msg: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def checker():
-    with Checker(512) as c:
+    with CheckHost(512) as c:
         yield c
 
 
@@ -73,12 +73,12 @@ def test_context_helpers_and_a_faulty_check(checker):
 
 
 def test_runs_that_answered_alike_share_one_replay():
-    with Checker(512) as checker:
+    with CheckHost(512) as checker:
         plan(checker, "add", "", CHECK, "add")
         right = [v(5), v(0), v(2), v(4)]
         assert replay(checker, right) == {"status": "passed"}
         assert replay(checker, right[:1])["status"] == "runtime_error"  # ended without answering call 2
-        checker.close()  # the checker process is gone: answers already judged are judged without it
+        checker.close()  # the check server is gone: answers already judged are judged without it
         assert replay(checker, right) == {"status": "passed"} and checker._proc is None
         assert replay(checker, right, status="timeout") == {"status": "passed"}  # another run's end: replayed
         assert checker._proc is not None
