@@ -188,14 +188,16 @@ class _Replays:
     the pool's thread: the check host takes one request at a time from any thread), so that a run's call
     lines are dropped at once and never wait for the rest of the batch. A program whose answers lead the
     check to other calls is marked to run again with the longer plan while its time budget lasts (every
-    run's wall time counts)."""
+    run's own time counts: its wall time less its wait for a CPU). A replay the machine kept from finishing
+    makes the run ``unfinished``."""
 
     def __init__(self, requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], check_host: CheckHost,
                  cfg: CodeVerifyConfig):  # fmt: skip
         self.requests, self.specs, self.asserts, self.check_host, self.cfg = requests, specs, asserts, check_host, cfg
         self.plans: dict[int, list | None] = dict.fromkeys(asserts)
         self.go_ons = dict.fromkeys(asserts, False)
-        self.spent = dict.fromkeys(asserts, 0.0)
+        self.spent = dict.fromkeys(asserts, 0.0)  # the program's own time over its runs (its budget's measure)
+        self.walls = dict.fromkeys(asserts, 0.0)
         self.runs = dict.fromkeys(asserts, 0)
         self.again: set[int] = set()
 
@@ -218,13 +220,17 @@ class _Replays:
         if res["status"] == Status.UNFINISHED:  # run again alone (``_run_and_check``): this run counts for nothing
             res.pop("calls", None)
             return
-        self.spent[i] += res["wall_s"]
-        res["wall_s"] = self.spent[i]  # the candidate's time, all runs
+        own = res["wall_s"] - res["wait_s"]  # the budget counts the program's own time (not its wait for a CPU)
+        self.spent[i] += own
+        self.walls[i] += res["wall_s"]
+        res["wall_s"] = self.walls[i]  # the candidate's time, all runs
         if "calls" not in res:
             return  # a compile error, a failed run: judged as it is
         end = {"status": res["status"], "error": res["error"]}
         answer = self.check_host.replay(self.asserts[i], self.plans[i], res.pop("calls"), end,
-                                     float(request["time_limit"]), self.go_ons[i])  # fmt: skip
+                                        float(request["time_limit"]), self.go_ons[i])  # fmt: skip
+        if answer.get("status") == Status.UNFINISHED:  # the machine kept the check from finishing: this run
+            self.spent[i] -= own  # counts for nothing, it runs again alone (``_run_and_check``)
         if "more" not in answer:
             res["status"], res["error"] = answer["status"], answer.get("error", "")
         elif request["budget"] - self.spent[i] <= 0 or self.runs[i] >= MAX_ROUNDS:

@@ -113,7 +113,7 @@ def _judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
             note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"
             status = "passed" if ok else "wrong_answer"
         kept = {"status": status, "error": note, "stderr": _tail(res.get("stderr", ""), cfg.detail_chars),
-                "wall_s": res.get("wall_s", 0.0)}  # fmt: skip
+                "wall_s": res.get("wall_s", 0.0), "wait_s": res.get("wait_s", 0.0)}  # fmt: skip
         if spec.kind == "assert" and "calls" in res:
             kept["calls"] = res["calls"]  # replayed by the check, then dropped
         results.append(kept)

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from bonforge.sandbox import codec
 from bonforge.sandbox.check_process import KEEP_CHECKS, PLAN_TIME_S, _calls_ok
+from bonforge.sandbox.wire import LOAD_STRETCH, Status, wall_limit
 
+LATE = object()  # no answer within the host's wall net (``CheckHost._ask``)
 VERDICTS = frozenset({"passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"})
 
 
@@ -47,8 +49,11 @@ class CheckHost:
     bounded size and depth and checked for shape; a problem's check is known by a hash of its code.
 
     ``plan`` registers a check and returns its first plan (remembered: a check is planned once per process);
-    ``replay`` judges one run of a program. An answer that does not come within the item's time limit plus
-    ``GRACE_S`` is that program's ``timeout``. Safe to call from several threads (one request at a time)."""
+    ``replay`` judges one run of a program. A check's limit is its CPU (its timer, and the check server's
+    count where the timer's signal is not handled: then the program's ``timeout``); the host's wall net for an
+    answer is the item's time limit plus ``GRACE_S``, stretched ``LOAD_STRETCH`` times for a busy machine, and
+    a replay with no answer within it is ``unfinished`` (the machine's: run again alone, then ``infra_error``),
+    never remembered. Safe to call from several threads (one request at a time)."""
 
     GRACE_S = 5.0
     MEMO_ENTRIES = 4096  # verdicts remembered (oldest forgotten first)
@@ -93,13 +98,16 @@ class CheckHost:
             self.close()
 
     def _read(self, timeout: float):
-        """The next answer line, parsed; None when none came in time, it was too long or unreadable."""
+        """The next answer line, parsed; ``LATE`` when none came in time, None when it was too long or
+        unreadable."""
         deadline = time.monotonic() + timeout
         fd = self._proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
-            if len(self._buf) > self.MAX_ANSWER or left <= 0 or not select.select([fd], [], [], left)[0]:
+            if len(self._buf) > self.MAX_ANSWER:
                 return None
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return LATE
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 return None
@@ -112,9 +120,11 @@ class CheckHost:
         except (ValueError, RecursionError, MemoryError):
             return None
 
-    def _ask(self, request: dict, timeout: float) -> dict | None:
-        """One request and its well-formed answer; None (and the process ended) when it died, did not answer
-        in time or answered out of shape. A process that lost the request's check gets it planned again."""
+    def _ask(self, request: dict, seconds: float) -> dict | None:
+        """One request and its well-formed answer, within the wall net for a check of ``seconds`` of CPU;
+        ``LATE`` (and the process ended) when no answer came within it, None when it died or answered out of
+        shape. A process that lost the request's check gets it planned again."""
+        timeout = wall_limit(seconds, 1.0, self.GRACE_S) * LOAD_STRETCH
         for _ in range(2):
             if self._proc is None:
                 self._start()
@@ -129,16 +139,18 @@ class CheckHost:
                 answer = self._read(timeout)
             except OSError:
                 pass
-            if not _well_formed(answer, request):
+            if answer is LATE or not _well_formed(answer, request):
                 self.close()
-                return None
+                return answer if answer is LATE else None
             del answer["n"]
             if "unknown" not in answer:
                 return answer
             known = self._checks.get(request["key"])
-            if known is None or self._ask(dict(known["code"], op="plan", key=request["key"]),
-                                          PLAN_TIME_S + self.GRACE_S) is None:  # fmt: skip
+            if known is None:
                 return None
+            planned = self._ask(dict(known["code"], op="plan", key=request["key"]), PLAN_TIME_S)
+            if planned is None or planned is LATE:
+                return planned
         return None
 
     @staticmethod
@@ -155,9 +167,10 @@ class CheckHost:
             if known is None:
                 code = {"context": context, "check": check, "entry": entry}
                 for _ in range(2):  # once more on a fresh process: its death may not be the check's doing
-                    answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S + self.GRACE_S)
-                    if answer is not None:
+                    answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S)
+                    if answer is not None and answer is not LATE:
                         break
+                    answer = None
                 answer = answer or {"fault": "the check server died, hung or misbehaved while planning, twice"}
                 while len(self._checks) >= KEEP_CHECKS:
                     del self._checks[next(iter(self._checks))]
@@ -175,8 +188,11 @@ class CheckHost:
                 return dict(self._memo[memo_key])
             item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
                     "go_on": go_on}  # fmt: skip
-            answer = self._ask(item, time_limit + self.GRACE_S)
-            if answer is None:  # the process died, hung or misbehaved (it is restarted): not remembered
+            answer = self._ask(item, time_limit)
+            if answer is LATE:  # the machine kept the check from answering (it is restarted): not remembered
+                return {"status": Status.UNFINISHED.value, "error": "the check did not finish on the program's "
+                        "answers: the machine was too busy"}  # fmt: skip
+            if answer is None:  # the process died or misbehaved (it is restarted): not remembered
                 return {"status": "timeout", "error": "the check did not finish on the program's answers"}
             if "fault" in answer:
                 error = f"the check failed on the program's answers: {answer['fault']}"

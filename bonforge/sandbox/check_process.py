@@ -37,6 +37,7 @@ import json
 import os
 import random
 import resource
+import select
 import signal
 import sys
 
@@ -48,6 +49,8 @@ else:  # the check server: ``python -c <this source> <codec.py's folder> <memory
 
 MAX_CALLS = 100_000  # calls one run of a check may make
 PLAN_TIME_S = 2.0  # CPU seconds for planning a check against placeholders
+CPU_GRACE_S = 1.0  # a check's CPU beyond its limit before its process is killed (its timer's signal did not stop it)
+OUT_OF_TIME = {"status": "timeout", "error": "the check ran out of time on the program's answers"}
 
 
 class _Placeholder:
@@ -269,7 +272,7 @@ def _replay(check: _Check, item: dict) -> dict:
     if exc is None:
         return {"status": "passed"}
     if isinstance(exc, _OutOfTime):
-        return {"status": "timeout", "error": "the check ran out of time on the program's answers"}
+        return dict(OUT_OF_TIME)
     if isinstance(exc, MemoryError):
         return {"status": "memory_limit", "error": "the check ran out of memory on the program's answers"}
     message = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -324,8 +327,11 @@ def serve(memory_mb: int, contained: bool = False) -> None:
                     children.pop(next(iter(children))).end()
                 child = child or _Child(checks[key], out, null, children)
                 children[key] = child  # the most recent last
-                answer = child.answer(line)
-                if "fault" in answer:
+                answer = child.answer(line, PLAN_TIME_S if req["op"] == "plan" else float(req["time_limit"]))
+                if answer is None:  # out of CPU where its timer's signal is not handled (inside one C call)
+                    children.pop(key).end()
+                    answer = {"fault": "planning ran out of time"} if req["op"] == "plan" else dict(OUT_OF_TIME)
+                elif "fault" in answer:
                     children.pop(key).end()
                 elif req["op"] == "plan" and _calls_ok(answer.get("plan")):
                     checks[key].first_plan, checks[key].first_values = answer["plan"], _decode_plan(answer["plan"])
@@ -390,7 +396,7 @@ class _Child:
             self._serve(check, req_r, ans_w)
         os.close(req_r)
         os.close(ans_w)
-        self._from = os.fdopen(self._ans, "rb")
+        self._buf, self._scanned = bytearray(), 0  # what it wrote not yet read as an answer
 
     @staticmethod
     def _serve(check: _Check, req_r: int, ans_w: int) -> None:
@@ -418,18 +424,48 @@ class _Child:
         finally:
             os._exit(0)
 
-    def answer(self, line: str) -> dict:
-        """Hand the process the request line; its answer (a fault when it ended without a readable one)."""
+    def answer(self, line: str, seconds: float) -> dict | None:
+        """Hand the process the request line; its answer (a fault when it ended without a readable one), or None
+        when its CPU ran ``CPU_GRACE_S`` past ``seconds`` first. Its CPU, not the wall clock: a busy machine
+        only makes the host wait longer (``check_host``), while a check stuck inside one C call (where its
+        ``ITIMER_PROF`` signal is not handled) is stopped here, its CPU counted."""
         try:
             os.write(self._req, line.encode() if line.endswith("\n") else line.encode() + b"\n")
         except OSError:
             pass
-        try:
-            raw = self._from.readline(MAX_CHILD_ANSWER)
-            answer = json.loads(raw) if raw.endswith(b"\n") else None
-        except (OSError, ValueError, RecursionError, MemoryError):
-            answer = None
+        limit = self.cpu() + seconds + CPU_GRACE_S
+        answer = None
+        while (end := self._buf.find(b"\n", self._scanned)) < 0 and len(self._buf) <= MAX_CHILD_ANSWER:
+            self._scanned = len(self._buf)
+            if not select.select([self._ans], [], [], 0.1)[0]:
+                if self.cpu() > limit:
+                    return None
+                continue
+            try:
+                chunk = os.read(self._ans, 1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self._buf += chunk
+        if end >= 0:
+            raw = bytes(self._buf[:end])
+            del self._buf[: end + 1]
+            self._scanned = 0
+            try:
+                answer = json.loads(raw)
+            except (ValueError, RecursionError, MemoryError):
+                pass
         return answer if type(answer) is dict else {"fault": "the check's process ended without an answer"}
+
+    def cpu(self) -> float:
+        """The CPU seconds the process has used (user and system, ``/proc``); 0.0 once it is gone."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def end(self) -> None:
         """Kill it and every process its check started; reaped once gone (SIGKILL lets none run again)."""
@@ -438,11 +474,11 @@ class _Child:
             os.kill(self.pid, signal.SIGKILL)
         except OSError:
             pass
-        try:
-            os.close(self._req)
-        except OSError:
-            pass
-        self._from.close()
+        for fd in (self._req, self._ans):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
