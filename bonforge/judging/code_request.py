@@ -10,7 +10,7 @@ import math
 from bonforge.judging.spec import TestSpec
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
-from bonforge.sandbox.wire import Limits, wall_limit
+from bonforge.sandbox.wire import Build, Limits, Request, wall_limit
 
 
 def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
@@ -43,9 +43,10 @@ def build_request(
     spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False,
     language: str = "python",
 ) -> dict:
-    """The runner request for one candidate (inputs only: expected outputs and checks stay out of the
-    sandbox); ``plan``: the calls an assert-style check makes (``CheckHost.plan``); ``language``: a name of
-    ``languages.LANGUAGES`` (a compiled language is built once, before its tests, under its own limits)."""
+    """The runner request for one candidate, made as a ``wire.Request`` (its fields checked) and given as its JSON
+    object (inputs only: expected outputs and checks stay out of the sandbox); ``plan``: the calls an
+    assert-style check makes (``CheckHost.plan``); ``language``: a name of ``languages.LANGUAGES`` (a compiled
+    language is built once, before its tests, under its own limits)."""
     limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
     memory = memory_mb(spec, cfg)
     if spec.kind == "stdio":
@@ -54,15 +55,16 @@ def build_request(
         tests = [{"args": a} for a in spec.inputs]
     else:
         tests = [{"calls": plan or [], "go_on": go_on}]
-    request = {
-        "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
-        "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
-        **Limits(limit, cfg.wall_factor, memory, cfg.output_limit(expected_bytes(spec))).fields(),
-        "budget": budget_s(spec, cfg, language), "stop_on_failure": cfg.stop_on_first_failure,
-    }  # fmt: skip
+    native = {}
     if language != PYTHON.name:
-        request.update(native_fields(LANGUAGES[language], program, memory, cfg.build_limits().fields(), spec.include))
-    return request
+        native = native_fields(LANGUAGES[language], program, memory, cfg.build_limits().fields(), spec.include)
+        native["build"] = Build(**native["build"]) if "build" in native else None
+    return Request(
+        request_id, spec.kind, tests, program=program, prelude=spec.prelude,
+        fn_name=spec.entry_point if spec.kind == "assert" else spec.fn_name,
+        **Limits(limit, cfg.wall_factor, memory, cfg.output_limit(expected_bytes(spec))).fields(),
+        budget=budget_s(spec, cfg, language), stop_on_failure=cfg.stop_on_first_failure, **native,
+    ).doc()  # fmt: skip
 
 
 def expected_bytes(spec: TestSpec) -> int:

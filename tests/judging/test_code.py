@@ -256,7 +256,7 @@ def test_every_wall_limit_is_the_one_formula(monkeypatch):
     native = build_request(spec, "int main(){}", cfg, "r", language="cpp")
     checker = testlib.build_request({"source": "x"}, cfg)
     walls = [native["wall_limit"], native["build"]["wall_limit"], checker["wall_limit"], checker["build"]["wall_limit"],
-             SandboxPool(cfg).control_request()["wall_limit"], cfg.wall_limit_s]
+             SandboxPool(cfg).control_request().wall_limit, cfg.wall_limit_s]
     assert walls == [7.0, 16.0, testlib.CHECK_TIME_S * 3 + 1, testlib.BUILD_TIME_S * 3 + 1, 7.0, 7.0]
     monkeypatch.setattr(wire.wall_limit, "__defaults__", (0.0,))  # no slack
     assert build_request(spec, "int main(){}", cfg, "r", language="cpp")["wall_limit"] == 6.0
