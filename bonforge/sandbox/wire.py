@@ -74,12 +74,22 @@ class WireError(ValueError):
 
 
 def _shown(value):
-    text = repr(value)
+    """``value`` for a message: its first 80 characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past repr's 4,300 digits
+        return "an integer too long to show"
     return text if len(text) <= 80 else text[:80] + "..."
 
 
+def _int(v):
+    """A JSON integer that is a float's too (within 2^53): never one whose use would overflow."""
+    return type(v) is int and abs(v) <= 1 << 53
+
+
 def _number(v):
-    return type(v) in (int, float) and math.isfinite(v)
+    """A JSON number the host and the runner can both use as a float: finite."""
+    return type(v) is float and math.isfinite(v) or _int(v)
 
 
 def _strings(v):
@@ -109,26 +119,26 @@ def _optional(test):
 
 # What each field of a request, a build, an answer or a result must be: (test, its words).
 _SECONDS = (lambda v: _number(v) and v > 0, "a positive number of seconds")
-_COUNT = (lambda v: type(v) is int and v > 0, "a positive integer")
+_COUNT = (lambda v: _int(v) and v > 0, "a positive integer")
 _TEXT = (lambda v: type(v) is str, "a string")
 _FLAG = (lambda v: type(v) is bool, "true or false")
 _RULES = {
-    "id": (lambda v: type(v) in (str, int) and not isinstance(v, bool), "a string or an integer"),
-    "kind": (lambda v: v in KINDS, f"one of {', '.join(KINDS)}"),
+    "id": (lambda v: type(v) is str or _int(v), "a string or an integer"),
+    "kind": (lambda v: type(v) is str and v in KINDS, f"one of {', '.join(KINDS)}"),
     "tests": (_tests, "a list of tests ({input | args | calls, go_on, files})"),
     "time_limit": _SECONDS, "wall_limit": _SECONDS, "memory_mb": _COUNT, "output_limit": _COUNT,
     "program": _TEXT, "prelude": _TEXT, "fn_name": (_optional(lambda v: type(v) is str), "a string or null"),
     "budget": (_optional(_number), "a number of seconds or null"), "stop_on_failure": _FLAG,
     "stop_on_timeout": _FLAG,
-    "file_limit": (_optional(lambda v: type(v) is int and v > 0), "a positive integer or null"),
+    "file_limit": (_optional(_COUNT[0]), "a positive integer or null"),
     "files": (lambda v: type(v) is list and all(map(_file, v)), "a list of files ({name, text | b64, executable})"),
     "exec": (_optional(lambda v: _strings(v) and v != []), "a non-empty list of strings or null"),
     "address_limit": _FLAG, "argv": (lambda v: _strings(v) and v != [], "a non-empty list of strings"),
     "keep": (_optional(lambda v: type(v) is str), "a file name or null"),
-    "status": (lambda v: v in STATUSES, "a status of the wire"), "stdout": _TEXT, "stderr": _TEXT,
+    "status": (lambda v: isinstance(v, str) and v in STATUSES, "a status of the wire"), "stdout": _TEXT, "stderr": _TEXT,
     "error": (_optional(lambda v: type(v) is str), "a string"),
     "cpu_s": (_number, "a number"), "wall_s": (_number, "a number"), "wait_s": (_number, "a number"),
-    "exit_code": (_optional(lambda v: type(v) is int), "an integer or null"),
+    "exit_code": (_optional(_int), "an integer or null"),
     "value": (_optional(lambda v: type(v) is str), "a string or null"),
     "calls": (_optional(_strings), "a list of strings or null"), "clean": _FLAG, "cleanup": _TEXT,
     "artifact": (_optional(lambda v: type(v) is str), "a string or null"),
