@@ -135,7 +135,8 @@ _RULES = {
     "exec": (_optional(lambda v: _strings(v) and v != []), "a non-empty list of strings or null"),
     "address_limit": _FLAG, "argv": (lambda v: _strings(v) and v != [], "a non-empty list of strings"),
     "keep": (_optional(lambda v: type(v) is str), "a file name or null"),
-    "status": (lambda v: isinstance(v, str) and v in STATUSES, "a status of the wire"), "stdout": _TEXT, "stderr": _TEXT,
+    "status": (lambda v: isinstance(v, str) and v in STATUSES, "a status of the wire"),  # (a Status is a str)
+    "stdout": _TEXT, "stderr": _TEXT,
     "error": (_optional(lambda v: type(v) is str), "a string"),
     "cpu_s": (_number, "a number"), "wall_s": (_number, "a number"), "wait_s": (_number, "a number"),
     "exit_code": (_optional(_int), "an integer or null"),
