@@ -289,7 +289,7 @@ if how == "thread":  # the kernel may hand a process's SIGINT to any thread that
 cfg = CodeVerifyConfig(image=image, pool_size=2, time_limit_s=20, extraction="raw")  # wall limit 61 s
 if where == "pool":
     req = {"kind": "stdio", "program": "import time\\ntime.sleep(60)", "prelude": "", "fn_name": None,
-           "check": "", "tests": [{}], "time_limit": 20, "wall_limit": 60, "memory_mb": 256,
+           "tests": [{}], "time_limit": 20, "wall_limit": 60, "memory_mb": 256,
            "output_limit": 1024, "stop_on_failure": False}
     with SandboxPool(cfg) as pool:
         print("ready", flush=True)
