@@ -167,3 +167,26 @@ def test_a_forged_answer_written_by_the_program_is_never_the_runners():
         forged, right = verify_code(problems, cands, cfg, pool=pool).to_pylist()
     assert forged["status"] == "wrong_answer", forged
     assert right["status"] == "passed", right
+
+
+@pytest.mark.parametrize("line, words", [
+    (json.dumps(dict(REQUEST, tests=[{"input": 5}])), "field 'tests'"),
+    (json.dumps(dict(REQUEST, memory_mb=10 ** 400)), "field 'memory_mb'"),
+    (json.dumps(dict(REQUEST, build={"argv": "sh"})), "the request's build"),
+    ("[" * 100000, "bad request"),
+    ("not json", "bad request"),
+])  # fmt: skip
+def test_the_runner_answers_a_request_out_of_shape_with_one_error(line, words):
+    """The runner's end: a request line out of shape (a field of the wrong type, a 400-digit integer, nesting
+    100,000 deep, not JSON) is answered with one fault naming the field, then the runner exits; never a
+    traceback, never a run."""
+    import subprocess
+
+    from bonforge.sandbox.image import RUNNER_PATH
+
+    proc = subprocess.run([sys.executable, str(RUNNER_PATH)], input=(line + "\n").encode(), capture_output=True,
+                          timeout=60)  # fmt: skip
+    ready, answer = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert ready["event"] == "ready" and proc.returncode == 0, proc.stderr[-2000:]
+    assert answer["error"].startswith("bad request") and words in answer["error"], answer
+    assert answer["id"] in ("p/t/0", None) and b"Traceback" not in proc.stderr
