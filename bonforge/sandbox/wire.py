@@ -212,7 +212,7 @@ class Request(_Shape):
     """One candidate's request, host -> runner (what each field does: ``runner.py``'s docstring)."""
 
     _what = "request"
-    id: str
+    id: str | int
     kind: str
     tests: list
     time_limit: float
@@ -263,7 +263,7 @@ class Answer(_Shape):
     from finishing; or only ``error``, a runner fault."""
 
     _what = "answer"
-    id: str
+    id: str | int
     results: list = dataclasses.field(default_factory=list)
     clean: bool = False
     cleanup: str = ""
