@@ -6,7 +6,8 @@ one outcome per request, in order:
 
 * ``{"results": [...], ...}``: the runner's response;
 * ``{"sandbox_error": msg}``: the sandbox failed on every attempt and a known-good control program failed
-  on a fresh worker too (or no worker could start): never the candidate's fault;
+  on a fresh worker too (or no worker could start), or the request itself is out of shape (``wire.Request``,
+  checked once here: it is never sent, the message names the field): never the candidate's fault;
 * ``{"runner_killed": msg}``: the runner failed (died, faulted, garbled its answer) while running this
   program on every attempt, each time on a fresh worker, while the control program passed: the program's
   fault (a candidate failure);
@@ -67,13 +68,9 @@ def _seconds(value, default: float) -> float:
 
 
 def _typed(request: dict | Request) -> Request:
-    """A caller's request as the wire's ``Request``, checked once here; ``SandboxError`` naming the field out of
-    shape (our request builders' bug: never sent)."""
-    try:
-        return request if isinstance(request, Request) else Request.read(request)
-    except WireError as e:
-        name = request.get("id") if isinstance(request, dict) else None
-        raise SandboxError(f"a malformed sandbox request {name!r}: {e}") from None
+    """A caller's request as the wire's ``Request``, checked once here (``WireError`` naming the field out of
+    shape)."""
+    return request if isinstance(request, Request) else Request.read(request)
 
 
 _netns_prefix: list[str] | None = None
@@ -230,13 +227,18 @@ class SandboxPool:
     def _run(self, requests: list[dict], on_outcome) -> list[dict]:
         if not self._started:
             self.start()
-        jobs = [Job(i, _typed(r), on_outcome) for i, r in enumerate(requests)]
+        jobs = [Job(i, r, on_outcome) for i, r in enumerate(requests)]
         todo: queue.Queue[Job] = queue.Queue()
         for job in jobs:
+            try:
+                job.request = _typed(job.request)
+            except WireError as e:  # one request's values: its outcome, never the batch's exception
+                self._finish(job, {"sandbox_error": f"a malformed sandbox request, not sent: {e}"})
+                continue
             todo.put(job)
-        if not jobs:
-            return []
-        width = min(self.cfg.pool_size, len(jobs))
+        if todo.empty():
+            return [job.outcome for job in jobs]
+        width = min(self.cfg.pool_size, todo.qsize())
         lanes = Lanes()
         drivers = [Background(self._drive, todo, width, lanes) for _ in range(width)]
         try:

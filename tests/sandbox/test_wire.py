@@ -190,3 +190,15 @@ def test_the_runner_answers_a_request_out_of_shape_with_one_error(line, words):
     assert ready["event"] == "ready" and proc.returncode == 0, proc.stderr[-2000:]
     assert answer["error"].startswith("bad request") and words in answer["error"], answer
     assert answer["id"] in ("p/t/0", None) and b"Traceback" not in proc.stderr
+
+
+def test_a_request_out_of_shape_is_its_own_sandbox_error_and_the_batch_goes_on():
+    """The pool's end: a caller's request out of shape is never sent; its outcome is ``sandbox_error`` naming
+    the field, and every other request of the batch runs (control: the honest one passes)."""
+    cfg = CodeVerifyConfig(backend="process", pool_size=1)
+    good = dict(REQUEST, program="print(sum(map(int, input().split())))\n")
+    with SandboxPool(cfg) as pool:
+        outcomes = pool.run([good, dict(good, id="bad", tests=[{"input": 5}]), dict(good, id="odd", verdict="ok")])
+    assert outcomes[0]["results"][0]["stdout"] == "5\n"
+    assert "request field 'tests'" in outcomes[1]["sandbox_error"]
+    assert "unknown field 'verdict'" in outcomes[2]["sandbox_error"]
