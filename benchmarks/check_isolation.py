@@ -2,9 +2,9 @@
 
 ``PYTHONPATH=$PWD python benchmarks/check_isolation.py --against DIR [-n 25] [-c 8] [--rounds 3]`` plans ``n``
 distinct HumanEval-like checks and replays each on ``c`` programs' answers (a problem's candidates, one after
-another, as ``judging.code`` replays a chunk's), through one checker
-container (``Checker`` with backend ``docker``), in turn with this tree's code and with the code under
-``DIR`` (e.g. ``git archive main | tar -x -C DIR``), each in a fresh interpreter; it prints the median
+another, as ``judging.code`` replays a chunk's), through one check container (``CheckHost`` with backend
+``docker``), in turn with this tree's code and with the code under ``DIR`` (a checkout with the same
+``check_host.CheckHost``, e.g. ``git archive main | tar -x -C DIR``), each in a fresh interpreter; it prints the median
 milliseconds per plan and per replay of each, and their ratio. The container's start is not counted.
 """
 
@@ -18,28 +18,25 @@ from _common import side_by_side
 PROBE = """
 import json, time
 from bonforge.sandbox import codec
-try:
-    from bonforge.sandbox.check_host import Checker
-except ImportError:  # a checkout from before sandbox/checker.py was named check_host.py
-    from bonforge.sandbox.checker import Checker
+from bonforge.sandbox.check_host import CheckHost
 from bonforge.sandbox.config import CodeVerifyConfig
 n, c = {n}, {c}
-checker = Checker(768, CodeVerifyConfig(build_image=False))
-checker.plan("", "assert f(0) == 1\\n", "f")  # the container started
+host = CheckHost(768, CodeVerifyConfig(build_image=False))
+host.plan("", "assert f(0) == 1\\n", "f")  # the container started
 checks = [f"def check(candidate):\\n    for x in range({{i}}, {{i}} + 5):\\n        assert candidate(x) == x + 1\\n"
           f"check(f)\\n" for i in range(n)]
 t0 = time.perf_counter()
-plans = [checker.plan("", c, "f") for c in checks]
+plans = [host.plan("", c, "f") for c in checks]
 planned = time.perf_counter() - t0
 t0 = time.perf_counter()
 for p in plans:
     for k in range(c):  # answers that differ (no replay remembered), right for even k
         calls = ["v " + json.dumps(codec.encode_value(args[0] + 1 + k % 2 * (k + 1))) for args, _ in
                  ([[codec.decode_value(a) for a in call[0]], call[1]] for call in p["plan"])]
-        got = checker.replay(p["key"], None, calls, {{"status": "ok"}}, 2.0, False)["status"]
+        got = host.replay(p["key"], None, calls, {{"status": "ok"}}, 2.0, False)["status"]
         assert got == ("passed" if k % 2 == 0 else "wrong_answer"), got
 replayed = time.perf_counter() - t0
-checker.close()
+host.close()
 print(json.dumps([1000 * planned / n, 1000 * replayed / (n * c)]))
 """
 
@@ -52,7 +49,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     med = side_by_side(PROBE.format(n=args.n, c=args.c), args.against, args.rounds)
-    print(f"{args.n} distinct checks x {args.c} programs through one checker container, median of {args.rounds} "
+    print(f"{args.n} distinct checks x {args.c} programs through one check container, median of {args.rounds} "
           "rounds")
     for label, (plan, replay) in med.items():
         print(f"{label:<10} plan {plan:6.2f} ms   replay {replay:6.2f} ms")

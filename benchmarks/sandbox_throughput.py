@@ -20,7 +20,7 @@ apart from the programs' own work (the CodeT pool holds a few infinite loops and
 cost the same CPU seconds whichever way they run).
 
 A CPU line under it gives the CPU time per candidate of the warm pool (this process, the containers'
-cgroups, the checker's container included) and of the unisolated harness (all its processes): on a
+cgroups, the check server's container included) and of the unisolated harness (all its processes): on a
 machine shared with other jobs the wall-clock ratios measure the share of the CPUs each method got, the
 CPU ratio does not.
 
@@ -57,7 +57,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bonforge.sandbox.check_host import close_shared_checkers, shared_checker
+from bonforge.sandbox.check_host import close_check_hosts, shared_check_host
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.image import build_image
 from bonforge.sandbox.container import docker_argv
@@ -109,7 +109,7 @@ def unisolated(progs: list[str], workers: int) -> tuple[float, int]:
 
 
 def own_cpu() -> float:
-    """CPU seconds of this process and its reaped children (the checker process, the harness's processes)."""
+    """CPU seconds of this process and its reaped children (the check server, the harness's processes)."""
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return sum(ru.ru_utime + ru.ru_stime for ru in usage)
 
@@ -209,7 +209,7 @@ def main() -> None:
     if n_limited:
         rest = cands.filter(pc.invert(limited))
         print(f"the same without those {n_limited}:")
-        close_shared_checkers()  # the rest starts where the whole pool started: plans made, no answer replayed
+        close_check_hosts()  # the rest starts where the whole pool started: plans made, no answer replayed
         with SandboxPool(cfg) as pool:
             plan_checks(problems, cands, cfg, pool)
             rest_rate, _ = timed("warm pool (bonforge)", rest.num_rows,
@@ -229,7 +229,7 @@ def main() -> None:
 
 
 def plan_checks(problems: pa.Table, cands: pa.Table, cfg: CodeVerifyConfig, pool: SandboxPool) -> None:
-    """Untimed, like the pool's start: a new checker's container up and every problem's check planned, by
+    """Untimed, like the pool's start: a new check server's container up and every problem's check planned, by
     judging one candidate per problem (a per-problem cost, paid once per process). Both timed runs start
     from here: the checker also remembers the replays of the answers it has seen, so a run after another
     one would find most of its replays made (~1 s of this pool)."""
@@ -313,7 +313,7 @@ def overhead(problems: pa.Table, cfg: CodeVerifyConfig, run_argv: list[str], arg
     print(f"\nper-candidate overhead: {n} trivial candidates ({n_run} for docker run)")
     with SandboxPool(cfg) as pool:
         verify_code(add, cands.slice(0, 4), cfg, pool=pool)
-        checker = shared_checker(cfg)._name  # the checker's container: its CPU counts too
+        checker = shared_check_host(cfg)._name  # the check server's container: its CPU counts too
         inspect = ["docker", "inspect", "--format", "{{.Id}}", *[w.name for w in list(pool._workers)],
                    *([checker] if checker else [])]  # fmt: skip
         ids = subprocess.run(inspect, capture_output=True, text=True).stdout.split()

@@ -113,11 +113,11 @@ def stop_sandboxes() -> None:
     """Stop the sandbox pools and checkers (their containers) that code verification started: this process's
     own (a stage run in process) and the per-node pools on Ray (none when this process never imported Ray: a
     build that ran no stage on Ray does not import it here either)."""
-    from bonforge.sandbox.check_host import close_shared_checkers
+    from bonforge.sandbox.check_host import close_check_hosts
     from bonforge.sandbox.pool import close_shared_pools
 
     close_shared_pools()
-    close_shared_checkers()
+    close_check_hosts()
     if ray_up():
         from bonforge.sandbox.ray_pool import shutdown_node_pools
 

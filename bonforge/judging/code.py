@@ -6,13 +6,13 @@ Reads ``problems`` (``PROBLEMS``, with a JSON test spec in ``tests``, see ``bonf
 Callable in-process: without a ``pool`` it starts a ``SandboxPool`` for the call and closes it. Ray
 workers on one node pass the node's shared pool (``bonforge.sandbox.ray_pool.node_pool``) instead.
 
-Assert-style checks are the dataset's code: they run in a checker process of their own, in a container
+Assert-style checks are the dataset's code: they run in a check server of their own, in a container
 apart from the candidates' (``bonforge.sandbox.check_host``): the sandbox makes the calls the check planned,
-the checker replays the check on the answers, and a program whose answers lead the check to other calls
+the check server replays the check on the answers, and a program whose answers lead the check to other calls
 runs again with the longer plan. Each outcome is judged as it arrives (an assert-style run's check
 replayed then, a checker program's problem's outputs read by its checker then) and only what its verdict
 needs is kept: a batch's extra host memory is bounded by the pool (``HOST_ANSWERS_PER_WORKER``), not by the
-batch. Whatever comes back from the sandbox or the checker is read with bounded size and depth, and a row that
+batch. Whatever comes back from the sandbox or the check server is read with bounded size and depth, and a row that
 cannot be judged gets a verdict of its own: no program, and no one problem's data, can fail the stage.
 
 Its jobs, by module: ``code_request`` (a spec and a program to the runner's request, its limits), this
@@ -53,12 +53,12 @@ import pyarrow as pa
 
 from bonforge.errors import DataError
 from bonforge.judging.code_checkers import Readings, blame_crashes
-from bonforge.judging.code_request import build_request, program_language, recorded_memory
+from bonforge.judging.code_request import build_request, program_language
 from bonforge.judging.code_verdict import clip, judged, unfinished, verdict
 from bonforge.judging.extract import extract_code
 from bonforge.judging.passes import chunked, hit_probe, probe
 from bonforge.judging.spec import TestSpec, parse_spec
-from bonforge.sandbox.check_host import Checker, shared_checker
+from bonforge.sandbox.check_host import CheckHost, shared_check_host
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.wire import Status
 from bonforge.schema import NO_LABEL, VERDICTS
@@ -92,8 +92,8 @@ def verify_code(
     used (its spec is malformed, e.g. a NaN time limit) or whose check cannot run (it does not compile, or
     its checker died, hung or misbehaved planning it) gives each of its candidates ``sandbox_error`` (a
     verdict that says nothing about the candidate); every other problem is judged."""
-    checker = shared_checker(cfg)  # started only for assert-style problems, then kept for later calls
-    cols = ["problem_id", "question", "tests"] + (["metadata"] if "metadata" in problems.column_names else [])
+    check_host = shared_check_host(cfg)  # started only for assert-style problems, then kept for later calls
+    cols = ["problem_id", "question", "tests"]
     by_problem = {p["problem_id"]: p for p in problems.select(cols).to_pylist()}
     specs: dict[str, TestSpec] = {}
     plans: dict[str, tuple[str, list] | str] = {}  # problem -> (check key, plan), or why its check cannot run
@@ -115,7 +115,7 @@ def verify_code(
                 specs[pid], plans[pid] = None, f"the problem's tests cannot be used: {e}"
             else:
                 if spec.kind == "assert":
-                    plans[pid] = _plan(checker, pid, spec)
+                    plans[pid] = _plan(check_host, pid, spec)
         spec = specs[pid]
         row = {
             "candidate_id": cand["candidate_id"], "problem_id": pid, "teacher": cand["teacher"],
@@ -139,15 +139,14 @@ def verify_code(
             plan = None
             if spec.kind == "assert":
                 asserts[len(requests)], plan = plans[pid]
-            requests.append(build_request(spec, program, cfg, cand["candidate_id"], plan, language=language,
-                                          problem_mb=recorded_memory(by_problem[pid])))  # fmt: skip
+            requests.append(build_request(spec, program, cfg, cand["candidate_id"], plan, language=language))
             req_specs.append(spec)
         pending.append((row, spec, first_of[key]))
     if requests:
         readings = Readings(req_specs, cfg) if any(s.checker is not None for s in req_specs) else None
         try:
             with _pool(cfg, pool) as run:
-                kept = _run_and_check(requests, req_specs, asserts, checker, run, cfg, readings and readings.read)
+                kept = _run_and_check(requests, req_specs, asserts, check_host, run, cfg, readings and readings.read)
             if readings:
                 blame_crashes(req_specs, kept, readings.binaries, readings.checkers)
         finally:
@@ -166,9 +165,9 @@ def verify_code(
     return pa.Table.from_pylist(rows, schema=VERDICTS)
 
 
-def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:
-    """(check key, the calls ``spec``'s check makes), planned by the checker; or why the check cannot run."""
-    answer = checker.plan(f"{spec.prelude}\n{spec.context}", spec.check, spec.entry_point)
+def _plan(check_host: CheckHost, pid: str, spec: TestSpec) -> tuple[str, list] | str:
+    """(check key, the calls ``spec``'s check makes), planned by the check server; or why the check cannot run."""
+    answer = check_host.plan(f"{spec.prelude}\n{spec.context}", spec.check, spec.entry_point)
     if "fault" in answer:
         log.warning("problem %s: its check cannot run (%s): its candidates get sandbox_error", pid, answer["fault"])
         return f"the problem's check cannot run: {answer['fault']}"
@@ -180,23 +179,25 @@ def _plan(checker: Checker, pid: str, spec: TestSpec) -> tuple[str, list] | str:
 # The host's extra memory while a batch is judged on a pool that streams outcomes (``SandboxPool``: the stage
 # off Ray, the code reward), whatever the batch's size: at most about this many answers of one request
 # (its tests x the output cap) per worker of the pool: the channel's read buffer, the parsed answer, the
-# judged copy and, for an assert-style run, the checker's request. (``tests/sandbox/test_sandbox_memory.py``)
+# judged copy and, for an assert-style run, the check server's request. (``tests/sandbox/test_sandbox_memory.py``)
 HOST_ANSWERS_PER_WORKER = 4
 
 
 class _Replays:
     """The checks of assert-style requests, each replayed on its run's answers as that outcome arrives (on
-    the pool's thread: the checker takes one request at a time from any thread), so that a run's call
+    the pool's thread: the check host takes one request at a time from any thread), so that a run's call
     lines are dropped at once and never wait for the rest of the batch. A program whose answers lead the
     check to other calls is marked to run again with the longer plan while its time budget lasts (every
-    run's wall time counts)."""
+    run's own time counts: its wall time less its wait for a CPU). A replay the machine kept from finishing
+    makes the run ``unfinished``."""
 
-    def __init__(self, requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker,
+    def __init__(self, requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], check_host: CheckHost,
                  cfg: CodeVerifyConfig):  # fmt: skip
-        self.requests, self.specs, self.asserts, self.checker, self.cfg = requests, specs, asserts, checker, cfg
+        self.requests, self.specs, self.asserts, self.check_host, self.cfg = requests, specs, asserts, check_host, cfg
         self.plans: dict[int, list | None] = dict.fromkeys(asserts)
         self.go_ons = dict.fromkeys(asserts, False)
-        self.spent = dict.fromkeys(asserts, 0.0)
+        self.spent = dict.fromkeys(asserts, 0.0)  # the program's own time over its runs (its budget's measure)
+        self.walls = dict.fromkeys(asserts, 0.0)
         self.runs = dict.fromkeys(asserts, 0)
         self.again: set[int] = set()
 
@@ -219,13 +220,17 @@ class _Replays:
         if res["status"] == Status.UNFINISHED:  # run again alone (``_run_and_check``): this run counts for nothing
             res.pop("calls", None)
             return
-        self.spent[i] += res["wall_s"]
-        res["wall_s"] = self.spent[i]  # the candidate's time, all runs
+        own = res["wall_s"] - res["wait_s"]  # the budget counts the program's own time (not its wait for a CPU)
+        self.spent[i] += own
+        self.walls[i] += res["wall_s"]
+        res["wall_s"] = self.walls[i]  # the candidate's time, all runs
         if "calls" not in res:
             return  # a compile error, a failed run: judged as it is
         end = {"status": res["status"], "error": res["error"]}
-        answer = self.checker.replay(self.asserts[i], self.plans[i], res.pop("calls"), end,
-                                     float(request["time_limit"]), self.go_ons[i])  # fmt: skip
+        answer = self.check_host.replay(self.asserts[i], self.plans[i], res.pop("calls"), end,
+                                        float(request["time_limit"]), self.go_ons[i])  # fmt: skip
+        if answer.get("status") == Status.UNFINISHED:  # the machine kept the check from finishing: this run
+            self.spent[i] -= own  # counts for nothing, it runs again alone (``_run_and_check``)
         if "more" not in answer:
             res["status"], res["error"] = answer["status"], answer.get("error", "")
         elif request["budget"] - self.spent[i] <= 0 or self.runs[i] >= MAX_ROUNDS:
@@ -243,7 +248,7 @@ class _Replays:
                     budget=request["budget"] - self.spent[i])
 
 
-def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], checker: Checker, run,
+def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[int, str], check_host: CheckHost, run,
                    cfg: CodeVerifyConfig, read=None) -> list[dict]:  # fmt: skip
     """Every request run and judged as it arrives (``judged``; an assert-style one's check replayed then,
     ``_Replays``), in two passes (the module's docstring says why verdicts stay those of one pass). The first
@@ -254,7 +259,7 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
     outcomes over only at the end holds at most two chunks'); then the long ones and the programs whose checks
     asked for more calls run again, round by round. ``read(i, kept)``: what is kept of request ``i``'s outcome
     once its problem's checker has read its outputs (``code_checkers.Readings.read``)."""
-    replays = _Replays(requests, specs, asserts, checker, cfg) if asserts else None
+    replays = _Replays(requests, specs, asserts, check_host, cfg) if asserts else None
     long: list[int] = []  # requests whose probe ran out of time (appended from the pool's threads)
 
     def on(i: int, outcome: dict) -> dict:

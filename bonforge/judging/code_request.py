@@ -10,7 +10,7 @@ import math
 from bonforge.judging.spec import TestSpec
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.languages import LANGUAGES, PYTHON, language_of, native_fields
-from bonforge.sandbox.wire import Limits, wall_limit
+from bonforge.sandbox.wire import Build, Limits, Request, wall_limit
 
 
 def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
@@ -22,11 +22,10 @@ def time_limit_s(spec: TestSpec, cfg: CodeVerifyConfig) -> float:
     return cfg.time_limit_s
 
 
-def memory_mb(spec: TestSpec, cfg: CodeVerifyConfig, problem_mb: float | None = None) -> int:
-    """A test's memory limit, MiB: the spec's ``memory_mb``, else the problem's recorded limit (its metadata's
-    ``memory_limit_mb``), capped by the recipe's ``memory_mb`` (the sandbox is sized for it); the recipe's when
-    the problem names none."""
-    own = spec.memory_mb if spec.memory_mb is not None else problem_mb
+def memory_mb(spec: TestSpec, cfg: CodeVerifyConfig) -> int:
+    """A test's memory limit, MiB: the spec's ``memory_mb`` (a loader writes a table's limit there), capped by the
+    recipe's ``memory_mb`` (the sandbox is sized for it); the recipe's when the problem names none."""
+    own = spec.memory_mb
     if isinstance(own, (int, float)) and not isinstance(own, bool) and math.isfinite(own) and own > 0:
         return max(16, min(int(own), cfg.memory_mb))
     return cfg.memory_mb
@@ -42,28 +41,30 @@ def budget_s(spec: TestSpec, cfg: CodeVerifyConfig, language: str = "python") ->
 
 def build_request(
     spec: TestSpec, program: str, cfg: CodeVerifyConfig, request_id: str, plan: list | None = None, go_on: bool = False,
-    language: str = "python", problem_mb: float | None = None,
+    language: str = "python",
 ) -> dict:
-    """The runner request for one candidate (inputs only: expected outputs and checks stay out of the
-    sandbox); ``plan``: the calls an assert-style check makes (``Checker.plan``); ``language``: a name of
-    ``languages.LANGUAGES`` (a compiled language is built once, before its tests, under its own limits)."""
+    """The runner request for one candidate, made as a ``wire.Request`` (its fields checked) and given as its JSON
+    object (inputs only: expected outputs and checks stay out of the sandbox); ``plan``: the calls an
+    assert-style check makes (``CheckHost.plan``); ``language``: a name of ``languages.LANGUAGES`` (a compiled
+    language is built once, before its tests, under its own limits)."""
     limit = time_limit_s(spec, cfg) * cfg.time_multiplier(language)
-    memory = memory_mb(spec, cfg, problem_mb)
+    memory = memory_mb(spec, cfg)
     if spec.kind == "stdio":
         tests = [{"input": i} for i in spec.inputs]
     elif spec.kind == "call":
         tests = [{"args": a} for a in spec.inputs]
     else:
         tests = [{"calls": plan or [], "go_on": go_on}]
-    request = {
-        "id": request_id, "kind": spec.kind, "program": program, "prelude": spec.prelude,
-        "fn_name": spec.entry_point if spec.kind == "assert" else spec.fn_name, "tests": tests,
-        **Limits(limit, cfg.wall_factor, memory, cfg.output_limit(expected_bytes(spec))).fields(),
-        "budget": budget_s(spec, cfg, language), "stop_on_failure": cfg.stop_on_first_failure,
-    }  # fmt: skip
+    native = {}
     if language != PYTHON.name:
-        request.update(native_fields(LANGUAGES[language], program, memory, cfg.build_limits().fields(), spec.include))
-    return request
+        native = native_fields(LANGUAGES[language], program, memory, cfg.build_limits().fields(), spec.include)
+        native["build"] = Build(**native["build"]) if "build" in native else None
+    return Request(
+        request_id, spec.kind, tests, program=program, prelude=spec.prelude,
+        fn_name=spec.entry_point if spec.kind == "assert" else spec.fn_name,
+        **Limits(limit, cfg.wall_factor, memory, cfg.output_limit(expected_bytes(spec))).fields(),
+        budget=budget_s(spec, cfg, language), stop_on_failure=cfg.stop_on_first_failure, **native,
+    ).doc()  # fmt: skip
 
 
 def expected_bytes(spec: TestSpec) -> int:
@@ -85,13 +86,3 @@ def program_language(named: str | None, tag: str | None, spec: TestSpec, cfg: Co
     if spec.kind != "stdio" and lang is not PYTHON:
         return "", f"a {lang.name} program cannot run {spec.kind}-style tests (they call Python functions)"
     return lang.name, ""
-
-
-def recorded_memory(problem: dict) -> float | None:
-    """The memory limit a loader recorded in the problem's metadata (``memory_limit_mb``), if any."""
-    try:
-        meta = json.loads(problem.get("metadata") or "{}")
-    except (ValueError, RecursionError):
-        return None
-    return meta.get("memory_limit_mb") if isinstance(meta, dict) else None
-

@@ -14,7 +14,7 @@ from bonforge.judging.spec import TestSpec
 from bonforge.sandbox.codec import decode_value
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.testlib import PROBLEM_ERROR
-from bonforge.sandbox.wire import Status
+from bonforge.sandbox.wire import Result, Status
 
 log = logging.getLogger("bonforge.sandbox")
 
@@ -94,28 +94,29 @@ def _judged(spec: TestSpec, outcome: dict, cfg: CodeVerifyConfig) -> dict:
     if "results" not in outcome:
         return {k: outcome[k] for k in ("sandbox_error", "runner_killed", "latency_s") if k in outcome}
     results = []
-    for i, res in enumerate(outcome["results"]):
-        status, note = res["status"], res.get("error", "")
+    for i, doc in enumerate(outcome["results"]):
+        res = Result.read(doc, f"result {i}")  # the wire's record (checked there already: a pool's or a fake's)
+        status, note = res.status, res.error or ""
+        stderr = _tail(res.stderr, cfg.detail_chars)
         if status == "ok" and spec.checker is not None:  # judged by the problem's checker program (later)
-            results.append({"status": "ok", "error": "", "stdout": res["stdout"],
-                            "stderr": _tail(res.get("stderr", ""), cfg.detail_chars), "wall_s": res.get("wall_s", 0.0)})
+            results.append({"status": "ok", "error": "", "stdout": res.stdout, "stderr": stderr, "wall_s": res.wall_s})
             continue
         if status == "ok" and spec.kind == "stdio":
-            ok = tokens_match(res["stdout"], spec.outputs[i], cfg.float_tolerance, cfg.case_insensitive)
-            note = "" if ok else f"expected {spec.outputs[i][:200]!r}, got {res['stdout'][:200]!r}"
+            ok = tokens_match(res.stdout, spec.outputs[i], cfg.float_tolerance, cfg.case_insensitive)
+            note = "" if ok else f"expected {spec.outputs[i][:200]!r}, got {res.stdout[:200]!r}"
             status = "passed" if ok else "wrong_answer"
         elif status == "ok" and spec.kind == "call":
             try:
-                got = returned_value(res["value"])
-                ok = value_matches(got, spec.outputs[i], cfg.float_tolerance, spec.wrapped_outputs)
-            except (KeyError, ValueError, OverflowError) as e:
+                got = returned_value(res.value) if res.value is not None else None
+                ok = res.value is not None and value_matches(got, spec.outputs[i], cfg.float_tolerance,
+                                                             spec.wrapped_outputs)  # fmt: skip
+            except (ValueError, OverflowError) as e:
                 got, ok, note = None, False, f"the return value cannot be compared: {e}"
             note = "" if ok else note or f"expected {_show(spec.outputs[i])}, got {_show(got)}"
             status = "passed" if ok else "wrong_answer"
-        kept = {"status": status, "error": note, "stderr": _tail(res.get("stderr", ""), cfg.detail_chars),
-                "wall_s": res.get("wall_s", 0.0)}  # fmt: skip
-        if spec.kind == "assert" and "calls" in res:
-            kept["calls"] = res["calls"]  # replayed by the check, then dropped
+        kept = {"status": status, "error": note, "stderr": stderr, "wall_s": res.wall_s, "wait_s": res.wait_s}
+        if spec.kind == "assert" and res.calls is not None:
+            kept["calls"] = res.calls  # replayed by the check, then dropped
         results.append(kept)
     return {"results": results, "latency_s": outcome.get("latency_s", 0.0)}
 

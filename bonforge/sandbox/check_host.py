@@ -1,4 +1,4 @@
-"""Assert-style checks on the host: ``Checker``, the handle on one checker process (``check_process.py``, in a
+"""Assert-style checks on the host: ``CheckHost``, the handle on one check server (``check_process.py``, in a
 container of its own with backend ``docker``), and the checks' verdicts read back from it with bounded size and
 checked shape. How a check is planned and replayed: ``check_process.py``'s docstring and the sandbox README.
 """
@@ -18,12 +18,14 @@ from pathlib import Path
 
 from bonforge.sandbox import codec
 from bonforge.sandbox.check_process import KEEP_CHECKS, PLAN_TIME_S, _calls_ok
+from bonforge.sandbox.wire import LOAD_STRETCH, Status, wall_limit
 
+LATE = object()  # no answer within the host's wall net (``CheckHost._ask``)
 VERDICTS = frozenset({"passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit"})
 
 
 def _well_formed(answer, request: dict) -> bool:
-    """Whether a checker process's answer has the shape of one to ``request`` (it runs the dataset's code:
+    """Whether a check server's answer has the shape of one to ``request`` (it runs the dataset's code:
     never trusted)."""
     if type(answer) is not dict or answer.get("n") != request["n"]:
         return False
@@ -37,18 +39,21 @@ def _well_formed(answer, request: dict) -> bool:
     return answer.get("status") in VERDICTS and type(answer.get("error", "")) is str
 
 
-class Checker:
-    """The host's handle on one checker process, restarted if it dies, hangs or misbehaves.
+class CheckHost:
+    """The host's handle on one check server, restarted if it dies, hangs or misbehaves.
 
     The check is the dataset's code, not trusted: with ``cfg`` of backend ``docker`` the process runs in a
-    container of its own (``checker_argv``: no network, read-only root, its own pids and memory limits,
+    container of its own (``check_argv``: no network, read-only root, its own pids and memory limits,
     an unprivileged uid, no capability), separate from every candidate's; without (or with backend
     ``process``) it runs on the host, as the candidates do with that backend. Its answers are read with
     bounded size and depth and checked for shape; a problem's check is known by a hash of its code.
 
     ``plan`` registers a check and returns its first plan (remembered: a check is planned once per process);
-    ``replay`` judges one run of a program. An answer that does not come within the item's time limit plus
-    ``GRACE_S`` is that program's ``timeout``. Safe to call from several threads (one request at a time)."""
+    ``replay`` judges one run of a program. A check's limit is its CPU (its timer, and the check server's
+    count where the timer's signal is not handled: then the program's ``timeout``); the host's wall net for an
+    answer is the item's time limit plus ``GRACE_S``, stretched ``LOAD_STRETCH`` times for a busy machine, and
+    a replay with no answer within it is ``unfinished`` (the machine's: run again alone, then ``infra_error``),
+    never remembered. Safe to call from several threads (one request at a time)."""
 
     GRACE_S = 5.0
     MEMO_ENTRIES = 4096  # verdicts remembered (oldest forgotten first)
@@ -67,7 +72,7 @@ class Checker:
         self._starts = 0
         self._sent = 0  # requests sent: each carries its number, each answer must carry it back
 
-    def __enter__(self) -> Checker:
+    def __enter__(self) -> CheckHost:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -78,7 +83,7 @@ class Checker:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
         if self.cfg is not None and self.cfg.backend == "docker":
             self._name = f"bonforge-chk-{os.getpid()}-{id(self):x}-{self._starts}"
-            argv = checker_argv(self.cfg, self.memory_mb, self._name)
+            argv = check_argv(self.cfg, self.memory_mb, self._name)
         else:
             argv = [sys.executable, "-s", "-c", _SOURCE, os.path.dirname(codec.__file__), str(self.memory_mb)]
         self._buf = b""
@@ -93,13 +98,16 @@ class Checker:
             self.close()
 
     def _read(self, timeout: float):
-        """The next answer line, parsed; None when none came in time, it was too long or unreadable."""
+        """The next answer line, parsed; ``LATE`` when none came in time, None when it was too long or
+        unreadable."""
         deadline = time.monotonic() + timeout
         fd = self._proc.stdout.fileno()
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
-            if len(self._buf) > self.MAX_ANSWER or left <= 0 or not select.select([fd], [], [], left)[0]:
+            if len(self._buf) > self.MAX_ANSWER:
                 return None
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return LATE
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 return None
@@ -112,9 +120,11 @@ class Checker:
         except (ValueError, RecursionError, MemoryError):
             return None
 
-    def _ask(self, request: dict, timeout: float) -> dict | None:
-        """One request and its well-formed answer; None (and the process ended) when it died, did not answer
-        in time or answered out of shape. A process that lost the request's check gets it planned again."""
+    def _ask(self, request: dict, seconds: float) -> dict | None:
+        """One request and its well-formed answer, within the wall net for a check of ``seconds`` of CPU;
+        ``LATE`` (and the process ended) when no answer came within it, None when it died or answered out of
+        shape. A process that lost the request's check gets it planned again."""
+        timeout = wall_limit(seconds, 1.0, self.GRACE_S) * LOAD_STRETCH
         for _ in range(2):
             if self._proc is None:
                 self._start()
@@ -129,16 +139,18 @@ class Checker:
                 answer = self._read(timeout)
             except OSError:
                 pass
-            if not _well_formed(answer, request):
+            if answer is LATE or not _well_formed(answer, request):
                 self.close()
-                return None
+                return answer if answer is LATE else None
             del answer["n"]
             if "unknown" not in answer:
                 return answer
             known = self._checks.get(request["key"])
-            if known is None or self._ask(dict(known["code"], op="plan", key=request["key"]),
-                                          PLAN_TIME_S + self.GRACE_S) is None:  # fmt: skip
+            if known is None:
                 return None
+            planned = self._ask(dict(known["code"], op="plan", key=request["key"]), PLAN_TIME_S)
+            if planned is None or planned is LATE:
+                return planned
         return None
 
     @staticmethod
@@ -155,10 +167,11 @@ class Checker:
             if known is None:
                 code = {"context": context, "check": check, "entry": entry}
                 for _ in range(2):  # once more on a fresh process: its death may not be the check's doing
-                    answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S + self.GRACE_S)
-                    if answer is not None:
+                    answer = self._ask(dict(code, op="plan", key=key), PLAN_TIME_S)
+                    if answer is not None and answer is not LATE:
                         break
-                answer = answer or {"fault": "the checker process died, hung or misbehaved while planning, twice"}
+                    answer = None
+                answer = answer or {"fault": "the check server died, hung or misbehaved while planning, twice"}
                 while len(self._checks) >= KEEP_CHECKS:
                     del self._checks[next(iter(self._checks))]
                 known = self._checks[key] = {"code": code, "answer": answer}
@@ -175,8 +188,11 @@ class Checker:
                 return dict(self._memo[memo_key])
             item = {"op": "replay", "key": key, "plan": plan, "calls": calls, "end": end, "time_limit": time_limit,
                     "go_on": go_on}  # fmt: skip
-            answer = self._ask(item, time_limit + self.GRACE_S)
-            if answer is None:  # the process died, hung or misbehaved (it is restarted): not remembered
+            answer = self._ask(item, time_limit)
+            if answer is LATE:  # the machine kept the check from answering (it is restarted): not remembered
+                return {"status": Status.UNFINISHED.value, "error": "the check did not finish on the program's "
+                        "answers: the machine was too busy"}  # fmt: skip
+            if answer is None:  # the process died or misbehaved (it is restarted): not remembered
                 return {"status": "timeout", "error": "the check did not finish on the program's answers"}
             if "fault" in answer:
                 error = f"the check failed on the program's answers: {answer['fault']}"
@@ -218,12 +234,12 @@ class Checker:
         proc.stdout.close()
 
 
-# the checker process's program, read once on the host (it runs with ``python -c``)
+# the check server's program, read once on the host (it runs with ``python -c``)
 _SOURCE = Path(__file__).with_name("check_process.py").read_text(encoding="utf-8")
 
 
-def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
-    """``docker run`` of a checker process in a container of its own: what a check may reach is that
+def check_argv(cfg, memory_mb: int, name: str) -> list[str]:
+    """``docker run`` of a check server in a container of its own: what a check may reach is that
     container (no network, read-only root, a small /tmp, pids and memory limits, uid 65534 with no
     capability), never the host or a candidate's sandbox. The image is the sandbox's (its Python and
     ``runner.py``, the value codec), built if missing."""
@@ -235,7 +251,7 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
         "docker", "run", "-i", "--rm", "--init", "--name", name,
         *[a for k, v in image_mod.labels().items() for a in ("--label", f"{k}={v}")],
         "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,noexec,size=16m",
-        "--memory", f"{mem}m", "--memory-swap", f"{mem}m", "--pids-limit", str(CHECKER_PIDS), "--cpus", "1",
+        "--memory", f"{mem}m", "--memory-swap", f"{mem}m", "--pids-limit", str(CHECK_PIDS), "--cpus", "1",
         "--ipc", "private", "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         "--workdir", "/tmp", "--env", "HOME=/tmp", "--env", "PYTHONHASHSEED=0", "--env", "LANG=C.UTF-8",
         "--log-driver", "none",
@@ -243,30 +259,30 @@ def checker_argv(cfg, memory_mb: int, name: str) -> list[str]:
     ]  # fmt: skip
 
 
-CHECKER_PIDS = 16  # processes and threads of a checker container (a check's fork bomb stops there)
+CHECK_PIDS = 16  # processes and threads of a check container (a check's fork bomb stops there)
 
-_shared: dict[tuple, Checker] = {}
+_shared: dict[tuple, CheckHost] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_checker(cfg) -> Checker:
-    """This process's checker for ``cfg``'s sandbox settings (started on first use, reused by every later
+def shared_check_host(cfg) -> CheckHost:
+    """This process's check host for ``cfg``'s sandbox settings (started on first use, reused by every later
     call: a reward function does not start a container per call), closed at interpreter exit."""
     key = (cfg.backend, cfg.image, cfg.memory_mb)
     with _shared_lock:
-        checker = _shared.get(key)
-        if checker is None:
-            checker = _shared[key] = Checker(cfg.memory_mb + 512, cfg)
-    return checker
+        host = _shared.get(key)
+        if host is None:
+            host = _shared[key] = CheckHost(cfg.memory_mb + 512, cfg)
+    return host
 
 
-def close_shared_checkers() -> None:
-    """Stop this process's checkers (``shared_checker``) now: a build's end and interpreter exit."""
+def close_check_hosts() -> None:
+    """Stop this process's check hosts (``shared_check_host``) now: a build's end and interpreter exit."""
     with _shared_lock:
-        checkers = list(_shared.values())
+        hosts = list(_shared.values())
         _shared.clear()
-    for checker in checkers:
-        checker.close()
+    for host in hosts:
+        host.close()
 
 
-atexit.register(close_shared_checkers)
+atexit.register(close_check_hosts)

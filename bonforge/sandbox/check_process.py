@@ -1,15 +1,15 @@
-"""The checker process: runs assert-style checks (HumanEval's ``check(candidate)``), planned and replayed.
+"""The check server: runs assert-style checks (HumanEval's ``check(candidate)``), planned and replayed.
 
 The check is the problem's code (a table from a hub: not trusted), and so is a HumanEval prompt run with it
 as the check's context; the program is not trusted either. The two never meet: the program runs in its
-sandbox, the check in a checker process (``python -c <this source>``, standard library only, started by
-``checker.Checker`` on the host), which with backend ``docker`` is a container of its own (``checker_argv``: no network,
-read-only root, pids and memory limits, an unprivileged uid). The check runs against a proxy of the
+sandbox, the check in a check server (``python -c <this source>``, standard library only, started by
+``check_host.CheckHost`` on the host), which with backend ``docker`` is a container of its own (``check_argv``: no
+network, read-only root, pids and memory limits, an unprivileged uid). The check runs against a proxy of the
 program: every call it makes is answered with a value the sandboxed program returned, carried as plain
 type-tagged data (``runner.encode_value``) and rebuilt as builtin values, or with the builtin exception
 class it raised (``_exception``: never one that steers the check's own loops). The program never sees the
 check's code or its expected values, and nothing it returns can bring its own ``__eq__``; the host reads
-the checker's answers as it reads the runner's: bounded, checked for shape.
+the check server's answers as it reads the runner's: bounded, checked for shape.
 
 Calls are planned, not relayed one by one (a round trip per call would cost more than the program):
 
@@ -37,17 +37,20 @@ import json
 import os
 import random
 import resource
+import select
 import signal
 import sys
 
 if __package__:
     from bonforge.sandbox import codec
-else:  # the checker process: ``python -c <this source> <codec.py's folder> <memory MiB>``
+else:  # the check server: ``python -c <this source> <codec.py's folder> <memory MiB>``
     sys.path.insert(0, sys.argv[1])
     import codec
 
 MAX_CALLS = 100_000  # calls one run of a check may make
 PLAN_TIME_S = 2.0  # CPU seconds for planning a check against placeholders
+CPU_GRACE_S = 1.0  # a check's CPU beyond its limit before its process is killed (its timer's signal did not stop it)
+OUT_OF_TIME = {"status": "timeout", "error": "the check ran out of time on the program's answers"}
 
 
 class _Placeholder:
@@ -269,7 +272,7 @@ def _replay(check: _Check, item: dict) -> dict:
     if exc is None:
         return {"status": "passed"}
     if isinstance(exc, _OutOfTime):
-        return {"status": "timeout", "error": "the check ran out of time on the program's answers"}
+        return dict(OUT_OF_TIME)
     if isinstance(exc, MemoryError):
         return {"status": "memory_limit", "error": "the check ran out of memory on the program's answers"}
     message = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -281,15 +284,15 @@ def _replay(check: _Check, item: dict) -> dict:
 
 
 _SERVER = [0, False]  # the pid of the process running a check; whether it is alone in a container of its own
-KEEP_CHECKS = 1024  # compiled checks a checker process keeps (the oldest forgotten first; replanned on demand)
+KEEP_CHECKS = 1024  # compiled checks a check server keeps (the oldest forgotten first; replanned on demand)
 MAX_CHILD_ANSWER = 64 << 20  # bytes of one answer a check's process may hand back (the host caps it lower)
 
 
-LIVE_CHECKS = 4  # problems' check processes a checker process keeps alive (the least recent ended first)
+LIVE_CHECKS = 4  # problems' check processes a check server keeps alive (the least recent ended first)
 
 
 def serve(memory_mb: int, contained: bool = False) -> None:
-    """The checker process: ``ready``, then one JSON request per line on stdin, one answer per line on stdout.
+    """The check server: ``ready``, then one JSON request per line on stdin, one answer per line on stdout.
     Each problem's check runs in a process of its own (``_Child``, forked for its first request and kept
     for the next ones): what one problem's check changes (modules, builtins, this process's state) never
     reaches another problem's."""
@@ -324,8 +327,11 @@ def serve(memory_mb: int, contained: bool = False) -> None:
                     children.pop(next(iter(children))).end()
                 child = child or _Child(checks[key], out, null, children)
                 children[key] = child  # the most recent last
-                answer = child.answer(line)
-                if "fault" in answer:
+                answer = child.answer(line, PLAN_TIME_S if req["op"] == "plan" else float(req["time_limit"]))
+                if answer is None:  # out of CPU where its timer's signal is not handled (inside one C call)
+                    children.pop(key).end()
+                    answer = {"fault": "planning ran out of time"} if req["op"] == "plan" else dict(OUT_OF_TIME)
+                elif "fault" in answer:
                     children.pop(key).end()
                 elif req["op"] == "plan" and _calls_ok(answer.get("plan")):
                     checks[key].first_plan, checks[key].first_values = answer["plan"], _decode_plan(answer["plan"])
@@ -370,7 +376,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 class _Child:
-    """One problem's check process, forked from the checker process: it answers that check's requests through
+    """One problem's check process, forked from the check server: it answers that check's requests through
     two pipes of its own, holding no channel to the host (it cannot read another request or answer one)
     nor any other check process's pipes. It is a subreaper: after each request it kills every process its
     check started (in a container), so none outlives the request."""
@@ -390,7 +396,7 @@ class _Child:
             self._serve(check, req_r, ans_w)
         os.close(req_r)
         os.close(ans_w)
-        self._from = os.fdopen(self._ans, "rb")
+        self._buf, self._scanned = bytearray(), 0  # what it wrote not yet read as an answer
 
     @staticmethod
     def _serve(check: _Check, req_r: int, ans_w: int) -> None:
@@ -418,18 +424,48 @@ class _Child:
         finally:
             os._exit(0)
 
-    def answer(self, line: str) -> dict:
-        """Hand the process the request line; its answer (a fault when it ended without a readable one)."""
+    def answer(self, line: str, seconds: float) -> dict | None:
+        """Hand the process the request line; its answer (a fault when it ended without a readable one), or None
+        when its CPU ran ``CPU_GRACE_S`` past ``seconds`` first. Its CPU, not the wall clock: a busy machine
+        only makes the host wait longer (``check_host``), while a check stuck inside one C call (where its
+        ``ITIMER_PROF`` signal is not handled) is stopped here, its CPU counted."""
         try:
             os.write(self._req, line.encode() if line.endswith("\n") else line.encode() + b"\n")
         except OSError:
             pass
-        try:
-            raw = self._from.readline(MAX_CHILD_ANSWER)
-            answer = json.loads(raw) if raw.endswith(b"\n") else None
-        except (OSError, ValueError, RecursionError, MemoryError):
-            answer = None
+        limit = self.cpu() + seconds + CPU_GRACE_S
+        answer = None
+        while (end := self._buf.find(b"\n", self._scanned)) < 0 and len(self._buf) <= MAX_CHILD_ANSWER:
+            self._scanned = len(self._buf)
+            if not select.select([self._ans], [], [], 0.1)[0]:
+                if self.cpu() > limit:
+                    return None
+                continue
+            try:
+                chunk = os.read(self._ans, 1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self._buf += chunk
+        if end >= 0:
+            raw = bytes(self._buf[:end])
+            del self._buf[: end + 1]
+            self._scanned = 0
+            try:
+                answer = json.loads(raw)
+            except (ValueError, RecursionError, MemoryError):
+                pass
         return answer if type(answer) is dict else {"fault": "the check's process ended without an answer"}
+
+    def cpu(self) -> float:
+        """The CPU seconds the process has used (user and system, ``/proc``); 0.0 once it is gone."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def end(self) -> None:
         """Kill it and every process its check started; reaped once gone (SIGKILL lets none run again)."""
@@ -438,11 +474,11 @@ class _Child:
             os.kill(self.pid, signal.SIGKILL)
         except OSError:
             pass
-        try:
-            os.close(self._req)
-        except OSError:
-            pass
-        self._from.close()
+        for fd in (self._req, self._ans):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         try:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass

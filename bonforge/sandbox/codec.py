@@ -1,7 +1,7 @@
 """The value codec of the sandbox's wire: Python values as plain, type-tagged JSON and back.
 
 Standard library only: the runner's child encodes what a program returns (``call`` and ``assert`` kinds), the
-host and the checker process decode it (``decode_value``: builtin values only, bounded). In the image beside
+host and the check server decode it (``decode_value``: builtin values only, bounded). In the image beside
 ``runner.py``; imported as ``codec`` there and as ``bonforge.sandbox.codec`` on the host.
 """
 

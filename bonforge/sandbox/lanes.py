@@ -79,7 +79,7 @@ class Job:
     __slots__ = ("index", "request", "attempts", "deaths", "errors", "start", "outcome", "on_outcome", "done", "stolen",
                  "_line")
 
-    def __init__(self, index: int, request: dict, on_outcome=None):
+    def __init__(self, index: int, request, on_outcome=None):  # request: a ``wire.Request``
         self.index, self.on_outcome = index, on_outcome
         self.done = self.stolen = False  # finished (a second answer, of a stolen copy, is dropped); stolen once
         self.request = request
@@ -92,5 +92,5 @@ class Job:
     def line(self) -> bytes:
         """The request as its line on the channel (encoded once, however often it is sent)."""
         if self._line is None:
-            self._line = json.dumps(self.request).encode() + b"\n"
+            self._line = json.dumps(self.request.doc()).encode() + b"\n"
         return self._line

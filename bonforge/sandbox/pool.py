@@ -6,7 +6,8 @@ one outcome per request, in order:
 
 * ``{"results": [...], ...}``: the runner's response;
 * ``{"sandbox_error": msg}``: the sandbox failed on every attempt and a known-good control program failed
-  on a fresh worker too (or no worker could start): never the candidate's fault;
+  on a fresh worker too (or no worker could start), or the request itself is out of shape (``wire.Request``,
+  checked once here: it is never sent, the message names the field): never the candidate's fault;
 * ``{"runner_killed": msg}``: the runner failed (died, faulted, garbled its answer) while running this
   program on every attempt, each time on a fresh worker, while the control program passed: the program's
   fault (a candidate failure);
@@ -41,7 +42,7 @@ from bonforge.sandbox import container
 from bonforge.sandbox import image as image_mod
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.lanes import Background, Job, Lanes
-from bonforge.sandbox.wire import LOAD_STRETCH, Status, not_run
+from bonforge.sandbox.wire import LOAD_STRETCH, Request, Status, WireError, not_run
 from bonforge.sandbox.worker import WorkerDied, WorkerHung, _HostRunner, _Worker
 
 log = logging.getLogger("bonforge.sandbox")
@@ -64,6 +65,12 @@ def _seconds(value, default: float) -> float:
     """``value`` as seconds when it is a positive finite number (at most ``MAX_WAIT_S``), else ``default``."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
     return min(float(value), MAX_WAIT_S) if ok else default
+
+
+def _typed(request: dict | Request) -> Request:
+    """A caller's request as the wire's ``Request``, checked once here (``WireError`` naming the field out of
+    shape)."""
+    return request if isinstance(request, Request) else Request.read(request)
 
 
 _netns_prefix: list[str] | None = None
@@ -187,18 +194,17 @@ class SandboxPool:
             self._workers.discard(worker)
         worker.kill(grace=0.0 if hung else 2.0)
 
-    def request_timeout(self, request: dict) -> float:
+    def request_timeout(self, request: Request) -> float:
         """The host's own wall limit for a request, from when the runner can start it: what the runner may
         take on a busy machine (``wire.LOAD_STRETCH`` times each wall limit: its tests' (+0.25 s each), or its
         ``budget`` + 1 s when that is less, plus its build's (+0.25 s)) and ``HOST_MARGIN_S``. A limit that is
         not a positive finite number counts as the pool's own (never an exception: one request's values)."""
-        wall = _seconds(request.get("wall_limit"), self.cfg.wall_limit_s) * LOAD_STRETCH
-        limit = len(request["tests"]) * (wall + 0.25)
-        if request.get("budget") is not None:
-            limit = min(limit, _seconds(request["budget"], limit) * LOAD_STRETCH + 1.0)
-        build = request.get("build")
-        if isinstance(build, dict):  # a native program's build, once before its tests: its own wall limit
-            limit += _seconds(build.get("wall_limit"), self.cfg.wall_limit_s) * LOAD_STRETCH + 0.25
+        wall = _seconds(request.wall_limit, self.cfg.wall_limit_s) * LOAD_STRETCH
+        limit = len(request.tests) * (wall + 0.25)
+        if request.budget is not None:
+            limit = min(limit, _seconds(request.budget, limit) * LOAD_STRETCH + 1.0)
+        if request.build is not None:  # a native program's build, once before its tests: its own wall limit
+            limit += _seconds(request.build.wall_limit, self.cfg.wall_limit_s) * LOAD_STRETCH + 0.25
         return limit + HOST_MARGIN_S
 
     streams_outcomes = True  # ``run`` hands each outcome to ``on_outcome`` as it arrives
@@ -224,10 +230,15 @@ class SandboxPool:
         jobs = [Job(i, r, on_outcome) for i, r in enumerate(requests)]
         todo: queue.Queue[Job] = queue.Queue()
         for job in jobs:
+            try:
+                job.request = _typed(job.request)
+            except WireError as e:  # one request's values: its outcome, never the batch's exception
+                self._finish(job, {"sandbox_error": f"a malformed sandbox request, not sent: {e}"})
+                continue
             todo.put(job)
-        if not jobs:
-            return []
-        width = min(self.cfg.pool_size, len(jobs))
+        if todo.empty():
+            return [job.outcome for job in jobs]
+        width = min(self.cfg.pool_size, todo.qsize())
         lanes = Lanes()
         drivers = [Background(self._drive, todo, width, lanes) for _ in range(width)]
         try:
@@ -302,12 +313,12 @@ class SandboxPool:
                     continue
                 inflight.popleft()
                 idle_since = time.monotonic()
-                if "error" in response:  # the runner exits after a fault
-                    self._lost(job, todo, inflight, slot, f"runner fault: {response['error']}", begun)
+                if response.error is not None:  # the runner exits after a fault
+                    self._lost(job, todo, inflight, slot, f"runner fault: {response.error}", begun)
                     continue
-                self._finish(job, response)
-                if not response.get("clean"):
-                    log.info("recycling %s: %s", slot[0].name, response.get("cleanup"))
+                self._finish(job, response.doc())
+                if not response.clean:
+                    log.info("recycling %s: %s", slot[0].name, response.cleanup)
                     self._requeue(inflight, todo)  # the runner exits after a dirty cleanup
                     self._discard(slot)
         finally:
@@ -334,16 +345,16 @@ class SandboxPool:
         outcome["latency_s"] = time.monotonic() - (job.start or time.monotonic())
         job.outcome = outcome if job.on_outcome is None else job.on_outcome(job.index, outcome)
 
-    def _timed_out(self, request: dict, seconds: float) -> dict:
+    def _timed_out(self, request: Request, seconds: float) -> dict:
         """Every test of a request whose runner gave no answer within the host's limit: ``unfinished`` (the
         machine's: frozen, or too busy) where no program can stop its runner (in a container, or a uid of its
         own), else ``timeout`` (backend 'process' as one user: the program may have stopped it)."""
-        n = len(request["tests"])
+        n = len(request.tests)
         separated = self.cfg.backend == "docker" or os.geteuid() == 0
         result = not_run(Status.UNFINISHED if separated else Status.TIMEOUT, f"no answer from the sandbox within "
                          f"{seconds:.1f} s (the host's wall limit): the runner was stopped or hung, and was replaced",
                          round(seconds / max(n, 1), 4))  # fmt: skip
-        return {"id": request.get("id"), "results": [dict(result) for _ in range(n)], "clean": False}
+        return {"id": request.id, "results": [dict(result) for _ in range(n)], "clean": False}
 
     def _lost(self, job: Job, todo: queue.Queue[Job], inflight: collections.deque[tuple[Job, float]],
               slot: list, error: str, begun: float) -> None:  # fmt: skip
@@ -359,9 +370,9 @@ class SandboxPool:
             self._failed(job, todo, error, slot, ran=True)
 
     @staticmethod
-    def _out_of_memory(request: dict, error: str) -> dict:
+    def _out_of_memory(request: Request, error: str) -> dict:
         result = not_run(Status.MEMORY_LIMIT, f"the container ran out of memory and its runner was killed ({error})")
-        return {"id": request.get("id"), "results": [dict(result) for _ in request["tests"]], "clean": False}
+        return {"id": request.id, "results": [dict(result) for _ in request.tests], "clean": False}
 
     def _failed(self, job: Job, todo: queue.Queue[Job], error: str, slot: list, ran: bool) -> None:
         """A bounded retry on a fresh worker; then whose failure it was: if the program ran each time and
@@ -379,11 +390,10 @@ class SandboxPool:
         else:
             self._finish(job, {"sandbox_error": "; ".join(job.errors)[-2000:]})
 
-    def control_request(self) -> dict:
+    def control_request(self) -> Request:
         """A known-good program (it echoes its input) under this pool's limits."""
-        return {"id": "bonforge-control", "kind": "stdio", "program": "print(input())\n", "prelude": "",
-                "fn_name": None, "tests": [{"input": CONTROL_INPUT}], **self.cfg.limits().fields(),
-                "stop_on_failure": False}  # fmt: skip
+        return Request("bonforge-control", "stdio", [{"input": CONTROL_INPUT}], program="print(input())\n",
+                       **self.cfg.limits().fields())
 
     def _control_passes(self, slot: list) -> bool:
         """Run the control program on a fresh worker in ``slot`` (kept when it stays sound)."""
@@ -397,9 +407,9 @@ class SandboxPool:
             log.warning("control program failed: %s", e)
             self._discard(slot)
             return False
-        results = response.get("results") or [{}]
-        passed = results[0].get("status") == "ok" and results[0].get("stdout") == CONTROL_INPUT
-        if not (passed and response.get("clean")):
+        passed = bool(response.results) and (response.results[0].status, response.results[0].stdout) == (
+            Status.OK, CONTROL_INPUT)
+        if not (passed and response.clean):
             self._discard(slot)
         return passed
 

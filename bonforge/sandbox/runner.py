@@ -6,8 +6,10 @@ Standalone (Python 3 standard library only): the sandbox image carries a copy at
 
 Protocol: one JSON object per line, over stdin/stdout or, with ``--connect PATH``, over a Unix socket
 the host listens on (the Docker backend: it skips the proxies of Docker's attach stream). The runner
-first writes ``{"event": "ready", ...}``; then for each request line it writes one response line. A
-request::
+first writes ``{"event": "ready", ...}``; then for each request line it writes one response line. Both are the
+typed records of ``wire.py`` (``Request``, ``Answer``, ``Result``): a request is checked field by field when it
+is read, and one out of shape is answered ``{"id": ..., "error": "bad request: <the field, what it must be>"}``
+(then the runner exits, as after any fault). A request::
 
     {"id": ..., "kind": "stdio" | "call" | "assert", "program": str, "prelude": str, "fn_name": str,
      "tests": [{"input": str} | {"args": [json...]} | {"calls": [[[value...], {name: value}], ...],
@@ -73,6 +75,7 @@ zygote's limits, affinity and priority (what every test inherits) are as they we
 """
 
 import base64
+import dataclasses
 import errno
 import fcntl
 import json
@@ -91,7 +94,7 @@ import bisect, collections, copy, decimal, fractions, functools, heapq, io, iter
 import math, operator, random, re, statistics, string, typing  # noqa: E401,F401
 
 import oskit
-from wire import LOAD_STRETCH, Status, not_run
+from wire import LOAD_STRETCH, Answer, Request, Result, Status
 from zygote import MEM_EXIT, serve, compile_program
 
 STDERR_KEEP = 4096
@@ -236,9 +239,11 @@ class _Sandbox:
             pass
 
 
-def run_test(req, index, test, payload_fd, sandbox):
+def run_test(req, index, test, payload_fd, sandbox, wall_limit=None, cap=None):
+    """Run test ``index`` of ``req`` (a ``Request``): its ``Result``. ``wall_limit``: the test's (the request's,
+    or what is left of its budget), ``cap``: the real time the machine may stretch it to (``LOAD_STRETCH``)."""
     stdin_r = _stdin_file(test.get("input", "").encode())
-    if req["kind"] == "stdio":
+    if req.kind == "stdio":
         out_r, out_w = os.pipe()
     else:  # the returned values are judged: prints are ignored (as the reference harnesses do), never capped
         out_r, out_w = None, os.open(os.devnull, os.O_WRONLY)
@@ -246,20 +251,20 @@ def run_test(req, index, test, payload_fd, sandbox):
     for fd in (out_w, err_w):  # the test's uid may reopen them (/dev/stdout, /proc/self/fd/1), no one else can
         _writable_by_all(fd)
     res_r, res_w = os.pipe()
-    quiet = _holds(res_w, int(req["output_limit"]))  # then read on other wake-ups only, not for each line
+    quiet = _holds(res_w, req.output_limit)  # then read on other wake-ups only, not for each line
     setup_r, setup_w = os.pipe()
     # A container's cgroup counts the CPU of every process, reaped or not: polled while the test runs.
     cgroup_before = oskit.cgroup_cpu() if sandbox.contained else None
     oom_before, self_before = oskit.oom_kills(), oskit.self_cpu()
     # the test's own memory cgroup: its child joins it before the program runs
-    joins = [sandbox.cgroup.enter(req["memory_mb"])] if sandbox.cgroup else []
+    joins = [sandbox.cgroup.enter(req.memory_mb)] if sandbox.cgroup else []
     forking = oskit.cpu_wait([sandbox.pid], sandbox.scheduling)  # the zygote's wait to fork counts too
     start = time.monotonic()
     sandbox.start(index, [stdin_r, out_w, err_w, res_w, setup_w, payload_fd, *joins])
     for fd in (stdin_r, out_w, err_w, res_w, setup_w, *joins):
         os.close(fd)
-    limit = int(req["output_limit"])
-    cpu_limit = float(req["time_limit"])
+    limit = req.output_limit
+    cpu_limit = float(req.time_limit)
     out, err, res = bytearray(), bytearray(), bytearray()
     sel = oskit.selector()
     zfd = sandbox.sock.fileno()
@@ -271,9 +276,9 @@ def run_test(req, index, test, payload_fd, sandbox):
             sel.register(fd, selectors.EVENT_READ)
     # The wall limit counts the program's own time: the machine's (its processes waiting for a CPU) is added
     # to the deadline, up to the cap; at the cap a test short of its own limits is UNFINISHED (``wire``).
-    wall_limit = float(req["wall_limit"])
+    wall_limit = float(req.wall_limit if wall_limit is None else wall_limit)
     deadline = start + wall_limit
-    cap = start + float(req.get("wall_cap") or wall_limit * LOAD_STRETCH)
+    cap = start + (wall_limit * LOAD_STRETCH if cap is None else cap)
     poll = 0.1 if cgroup_before is not None else 1.0
     killed, waited, live, measured = None, 0.0, True, start
     try:
@@ -350,10 +355,10 @@ def run_test(req, index, test, payload_fd, sandbox):
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else 0
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     result = {"cpu_s": round(cpu, 4), "wall_s": round(wall, 4), "wait_s": round(min(waited, wall), 4)}
-    native = req.get("exec") is not None  # a compiled program (or a compiler): its exit status is reported
+    native = req.exec is not None  # a compiled program (or a compiler): its exit status is reported
     if native:
         result["exit_code"] = code if code is not None else -sig
-    kind = req["kind"]
+    kind = req.kind
     if kind == "call":
         values = [ln[2:] for ln in lines if ln.startswith("v ")]
         if values:
@@ -362,7 +367,7 @@ def run_test(req, index, test, payload_fd, sandbox):
         result["calls"] = [ln for ln in lines if ln.startswith(("v ", "x "))]
     if killed == Status.OUTPUT_LIMIT or len(out) + len(res) > limit:
         status = Status.OUTPUT_LIMIT
-    elif killed == Status.TIMEOUT or cpu > float(req["time_limit"]) or sig == signal.SIGXCPU:
+    elif killed == Status.TIMEOUT or cpu > cpu_limit or sig == signal.SIGXCPU:
         status = Status.TIMEOUT
     elif killed == Status.UNFINISHED:
         status = Status.UNFINISHED
@@ -383,12 +388,12 @@ def run_test(req, index, test, payload_fd, sandbox):
     result["status"] = status
     result["stdout"] = bytes(out[:limit]).decode("utf-8", "replace") if status == Status.OK else ""
     result["stderr"] = bytes(err[-STDERR_KEEP:]).decode("utf-8", "replace")
-    return result
+    return Result(**result)
 
 
 def _note(req, status, error):
     """The result of a test that did not run (``status``, ``error``)."""
-    return {**not_run(status, error), **({"calls": []} if req["kind"] == "assert" else {})}
+    return Result(status, error=error, calls=[] if req.kind == "assert" else None)
 
 
 def _create(workdir, name, mode):
@@ -439,112 +444,106 @@ def _build(req, workdir, sandbox):
     """Compile a native program once for the request, in the sandbox under the build's own limits:
     (None, artifact) when it built (the ``keep`` file's bytes, base64, when asked for), else (the compiler's
     message, None)."""
-    build = req["build"]
-    payload = {"kind": "stdio", "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
-               "file_limit": build.get("file_limit") or req.get("file_limit"), "argv": build["argv"],
+    build = req.build
+    payload = {"kind": "stdio", "time_limit": build.time_limit, "memory_mb": build.memory_mb,
+               "file_limit": build.file_limit or req.file_limit, "argv": build.argv,
                "address_limit": _address_limit(req, sandbox), "workdir": workdir,
                "tests": [{"input": ""}]}  # fmt: skip
-    breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
-            "wall_limit": build["wall_limit"], "output_limit": build["output_limit"]}  # fmt: skip
+    breq = Request(req.id, "stdio", payload["tests"], build.time_limit, build.wall_limit, build.memory_mb,
+                   build.output_limit, exec=build.argv)  # fmt: skip
     pfd = _payload_fd(payload)
     try:
         res = run_test(breq, 0, payload["tests"][0], pfd, sandbox)
     finally:
         os.close(pfd)
-    if res["status"] == Status.UNFINISHED:
-        raise _Unfinished(f"the build did not finish: {res['error']}")
-    if res["status"] != Status.OK:
-        why = {Status.TIMEOUT: f"the compiler ran over its time limit ({float(build['time_limit']):g} s)",
-               Status.MEMORY_LIMIT: f"the compiler ran out of memory ({build['memory_mb']} MiB)",
-               Status.OUTPUT_LIMIT: "the compiler's output ran over its limit"}.get(res["status"])  # fmt: skip
-        message = (res.get("stderr") or res.get("error") or "").strip()
-        return ((why + "\n" if why else "") + message)[-4000:] or f"the build failed ({res['status']})", None
-    keep = build.get("keep")
+    if res.status == Status.UNFINISHED:
+        raise _Unfinished(f"the build did not finish: {res.error}")
+    if res.status != Status.OK:
+        why = {Status.TIMEOUT: f"the compiler ran over its time limit ({float(build.time_limit):g} s)",
+               Status.MEMORY_LIMIT: f"the compiler ran out of memory ({build.memory_mb} MiB)",
+               Status.OUTPUT_LIMIT: "the compiler's output ran over its limit"}.get(res.status)  # fmt: skip
+        message = (res.stderr or res.error or "").strip()
+        return ((why + "\n" if why else "") + message)[-4000:] or f"the build failed ({res.status})", None
+    keep = build.keep
     if not keep:
         return None, None
     try:
         with open(os.path.join(workdir, keep), "rb") as f:
-            data = f.read(int(build["output_limit"]) + 1)
+            data = f.read(build.output_limit + 1)
     except OSError as e:
         return f"the build made no {keep!r} ({e.strerror})", None
-    if len(data) > int(build["output_limit"]):
-        return f"the build's {keep!r} is over {build['output_limit']} bytes", None
+    if len(data) > build.output_limit:
+        return f"the build's {keep!r} is over {build.output_limit} bytes", None
     return None, base64.b64encode(data).decode()
 
 
 def _address_limit(req, sandbox):
     """Whether a test's processes get RLIMIT_AS: only where no test cgroup binds them all (a JVM never: it
     reserves far more address space than it uses, and PyPy cannot start under 64 MiB of it)."""
-    return req.get("address_limit", True) and sandbox.cgroup is None
+    return req.address_limit and sandbox.cgroup is None
 
 
 def handle(req, workdir, sandbox):
-    tests = req.pop("tests")
-    payload = {k: req.get(k) for k in ("kind", "fn_name", "time_limit", "memory_mb", "file_limit")}
-    payload["address_limit"] = _address_limit(req, sandbox)
+    """Run ``req`` (a ``Request``): its ``Answer``."""
+    tests = req.tests
+    payload = {"kind": req.kind, "fn_name": req.fn_name, "time_limit": req.time_limit, "memory_mb": req.memory_mb,
+               "file_limit": req.file_limit, "address_limit": _address_limit(req, sandbox)}  # fmt: skip
     artifact = failure = None
-    if req.get("exec"):  # a native program (C++, Java, PyPy, ...): its files, then its build, once
-        _write_files(req.get("files") or (), workdir, sandbox.ids)
-        if req.get("build"):
+    if req.exec is not None:  # a native program (C++, Java, PyPy, ...): its files, then its build, once
+        _write_files(req.files, workdir, sandbox.ids)
+        if req.build is not None:
             try:
                 failure, artifact = _build(req, workdir, sandbox)
             except _Unfinished as e:  # every test unfinished: the host runs the request again, or says so
                 results = [_note(req, Status.UNFINISHED, str(e)) for _ in tests]
                 problems = sandbox.cleanup(workdir)
-                return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems),
-                        "unfinished": True}  # fmt: skip
-        payload["argv"] = req["exec"]
+                return Answer(req.id, results, not problems, "; ".join(problems), unfinished=True)
+        payload["argv"] = req.exec
     else:
         try:
             payload["source"], payload["code"] = compile_program(req)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError) as e:
             failure = f"{type(e).__name__}: {e}"[:1000]
     if failure is not None:
-        results = [not_run(Status.COMPILE_ERROR, failure) for _ in tests[: 1 if req.get("stop_on_failure") else None]]
+        results = [Result(Status.COMPILE_ERROR, error=failure) for _ in tests[: 1 if req.stop_on_failure else None]]
         problems = sandbox.cleanup(workdir)
-        return {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems),
-                "build_error": failure}  # fmt: skip
+        return Answer(req.id, results, not problems, "; ".join(problems), build_error=failure)
     payload.update(tests=tests, workdir=workdir)
     problems = []
     results = []
     pfd = _payload_fd(payload)
+    wall_limit, budget = float(req.wall_limit), req.budget
     try:
         # the budget counts the program's own time (a test's wall less its wait for a CPU), its cap real time
-        begun, budget, own = time.monotonic(), req.get("budget"), 0.0
+        begun, own = time.monotonic(), 0.0
         for i, test in enumerate(tests):
-            left = float(req["wall_limit"]) if budget is None else float(budget) - own
-            cap = float(req["wall_limit"]) * LOAD_STRETCH
+            left = wall_limit if budget is None else float(budget) - own
+            cap = wall_limit * LOAD_STRETCH
             if budget is not None:
                 cap = min(cap, float(budget) * LOAD_STRETCH - (time.monotonic() - begun))
             if left <= 0 or cap <= 0:  # the candidate's budget ran out (timeout), or the machine took it
                 note = _note(req, Status.TIMEOUT, f"not run: the candidate's time budget ({float(budget):.1f} s) "
                              "ran out") if left <= 0 else _note(req, Status.UNFINISHED, "not run: the machine was "
                              f"too busy (the candidate's budget stretched {LOAD_STRETCH:g} times ran out)")  # fmt: skip
-                results += [dict(note) for _ in tests[i:]]
+                results += [note] * (len(tests) - i)
                 break
             if test.get("files"):
                 _write_files(test["files"], workdir, sandbox.ids)
-            results.append(run_test(dict(req, wall_limit=min(float(req["wall_limit"]), left), wall_cap=cap), i, test,
-                                    pfd, sandbox))  # fmt: skip
-            own += results[-1]["wall_s"] - results[-1]["wait_s"]
-            if left < float(req["wall_limit"]) and results[-1]["status"] == Status.TIMEOUT:
-                results[-1]["error"] = f"the candidate's time budget ({float(budget):.1f} s) ran out"
-            status = results[-1]["status"]
-            stop = req.get("stop_on_failure") or status in (Status.TIMEOUT, Status.UNFINISHED) and req.get(
-                "stop_on_timeout")  # fmt: skip
-            if stop and status != Status.OK:
+            res = run_test(req, i, test, pfd, sandbox, min(wall_limit, left), cap)
+            own += res.wall_s - res.wait_s
+            if left < wall_limit and res.status == Status.TIMEOUT:
+                res = dataclasses.replace(res, error=f"the candidate's time budget ({float(budget):.1f} s) ran out")
+            results.append(res)
+            stop = req.stop_on_failure or res.status in (Status.TIMEOUT, Status.UNFINISHED) and req.stop_on_timeout
+            if stop and res.status != Status.OK:
                 break
     except _Stuck as e:
         problems.append(str(e))
-        note = _note(req, Status.RUNTIME_ERROR, f"not run: {e}")
-        results += [dict(note) for _ in tests[len(results) :]]
+        results += [_note(req, Status.RUNTIME_ERROR, f"not run: {e}")] * (len(tests) - len(results))
     finally:
         os.close(pfd)
     problems += sandbox.cleanup(workdir)
-    answer = {"id": req.get("id"), "results": results, "clean": not problems, "cleanup": "; ".join(problems)}
-    if artifact is not None:
-        answer["artifact"] = artifact
-    return answer
+    return Answer(req.id, results, not problems, "; ".join(problems), artifact=artifact)
 
 
 def _ids(argv):
@@ -617,14 +616,20 @@ def main():
           "oom_guard": guarded, "test_cgroup": cgroup is not None})
     try:
         for line in proto_in:
-            req = json.loads(line)
-            del line
+            doc = None
             try:
-                response = handle(req, workdir, sandbox)
+                doc = json.loads(line)
+                req = Request.read(doc)
+            except (ValueError, RecursionError) as e:  # a request out of shape (WireError): said, not run
+                send({"id": doc.get("id") if isinstance(doc, dict) else None, "error": f"bad request: {e}"[:2000]})
+                break
+            del line, doc
+            try:
+                answer = handle(req, workdir, sandbox)
             except Exception as e:  # a runner fault: the host decides whose (a control program)
-                response = {"id": req.get("id"), "error": f"{type(e).__name__}: {e}"[:2000]}
-            send(response)
-            if not response.get("clean"):
+                answer = Answer(req.id, error=f"{type(e).__name__}: {e}"[:2000])
+            send(answer.doc())
+            if not answer.clean:
                 break  # after a fault or a failed cleanup, this sandbox is not reused
     except (BrokenPipeError, KeyboardInterrupt):
         pass

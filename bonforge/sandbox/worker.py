@@ -1,7 +1,7 @@
 """One sandbox worker on the host: a runner (a container, or a host process with backend 'process') and the
-channel to it. ``_Worker`` sends a request and reads its answer (bounded, in linear time, checked by
-``wire.answer_problem``); ``WorkerDied`` / ``WorkerHung`` say the runner failed, and the pool (``pool.py``)
-decides whose failure that was."""
+channel to it. ``_Worker`` sends a request (a ``wire.Request``) and reads its answer (bounded, in linear time,
+a ``wire.Answer`` checked field by field); ``WorkerDied`` / ``WorkerHung`` say the runner failed, and the pool
+(``pool.py``) decides whose failure that was."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import tempfile
 import time
 
 from bonforge.errors import SandboxError
-from bonforge.sandbox import container, wire
-from bonforge.sandbox.wire import max_answer_bytes
+from bonforge.sandbox import container
+from bonforge.sandbox.wire import Answer, Request, WireError, max_answer_bytes
 
 log = logging.getLogger("bonforge.sandbox")
 
@@ -31,19 +31,18 @@ class WorkerHung(WorkerDied):
     """The runner gave no answer within the host's wall limit."""
 
 
-def parse_answer(line: bytes, request: dict) -> dict:
-    """A runner's answer to ``request``, checked field by field (``wire.answer_problem``); ``WorkerDied`` when
-    anything is off."""
+def parse_answer(line: bytes, request: Request) -> Answer:
+    """A runner's answer to ``request``, checked field by field (``wire.Answer.of``); ``WorkerDied`` saying what
+    is off."""
     try:
-        answer = json.loads(line)
+        doc = json.loads(line)
     except (ValueError, RecursionError, MemoryError):
         raise WorkerDied(f"garbled answer {line[:200]!r}") from None
-    problem = wire.answer_problem(answer, request, line)
-    if problem:
-        raise WorkerDied(problem)
-    if "error" in answer:
-        return {"id": answer["id"], "error": answer["error"][:2000]}
-    return answer
+    try:
+        answer = Answer.of(doc, request)
+    except (WireError, RecursionError) as e:
+        raise WorkerDied(f"malformed answer: {e}") from None
+    return Answer(answer.id, error=answer.error[:2000]) if answer.error is not None else answer
 
 
 class _HostRunner:
@@ -217,10 +216,10 @@ class _Worker:
             raise WorkerDied(f"an answer over {limit} bytes")
         return line
 
-    def send(self, request: dict, line: bytes | None = None) -> None:
+    def send(self, request: Request, line: bytes | None = None) -> None:
         """Write ``request`` (or its ``line``, already encoded) to the runner."""
         self.sent += 1
-        data = line if line is not None else json.dumps(request).encode() + b"\n"
+        data = line if line is not None else json.dumps(request.doc()).encode() + b"\n"
         try:
             if self._sock is not None:
                 self._sock.sendall(data)
@@ -229,7 +228,7 @@ class _Worker:
         except OSError as e:
             raise WorkerDied(f"cannot write to runner: {e}") from None
 
-    def read(self, request: dict, timeout: float) -> dict:
+    def read(self, request: Request, timeout: float) -> Answer:
         """The runner's answer to ``request`` (the oldest one in flight), checked (``parse_answer``)."""
         return parse_answer(self._read_line(timeout, max_answer_bytes(request)), request)
 

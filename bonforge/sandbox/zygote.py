@@ -265,17 +265,17 @@ def _exec(argv):
 
 
 def compile_program(req):
-    """(source, program code), compiled once per request in the runner: children inherit them.
-    Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
-    source = req.get("prelude", "") + req["program"]
+    """(source, program code) of ``req`` (a ``wire.Request``), compiled once per request in the runner: children
+    inherit them. Compilation is bounded (CPython folds no large constants); a failure is the candidate's."""
+    source = req.prelude + req.program
     try:
         code = compile(source, "solution.py", "exec")
     except SyntaxError as e:
-        if req["kind"] != "stdio" or e.msg != "'return' outside function":
+        if req.kind != "stdio" or e.msg != "'return' outside function":
             raise
         # As the APPS harness does: a script that returns at top level runs as a function body.
-        body = "".join("    " + ln for ln in req["program"].splitlines(True))
-        code = compile(f"{req.get('prelude', '')}def _main():\n{body}\n_main()\n", "solution.py", "exec")
+        body = "".join("    " + ln for ln in req.program.splitlines(True))
+        code = compile(f"{req.prelude}def _main():\n{body}\n_main()\n", "solution.py", "exec")
     return source, code
 
 

@@ -1,13 +1,15 @@
-"""Subprocess helpers of the operations tests: free ports, and `bonforge` commands run in their own
-process group so that a test can kill a build with everything it started (Prefect's server, Ray)."""
+"""Subprocess helpers of the operations tests: free ports, `bonforge` commands run in their own process group
+so that a test can kill a build with everything it started (Prefect's server, Ray), and a busy machine."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -81,3 +83,22 @@ def wait_for_ray_nodes(env: dict, n: int, proc: subprocess.Popen, log: Path, tim
     finally:
         probe.kill()
         probe.wait()
+
+
+BUSY = "import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def busy(n: int, cpus: list[int]):
+    """A busy machine: ``n`` busy processes on each of ``cpus``, each in a session (an autogroup) of its own, so
+    that the scheduler shares a CPU evenly between them and each process under test (a session of its own too)."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=cpu)], start_new_session=True)
+             for cpu in cpus for _ in range(n)]  # fmt: skip
+    try:
+        time.sleep(0.2)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()

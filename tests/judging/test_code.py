@@ -256,8 +256,73 @@ def test_every_wall_limit_is_the_one_formula(monkeypatch):
     native = build_request(spec, "int main(){}", cfg, "r", language="cpp")
     checker = testlib.build_request({"source": "x"}, cfg)
     walls = [native["wall_limit"], native["build"]["wall_limit"], checker["wall_limit"], checker["build"]["wall_limit"],
-             SandboxPool(cfg).control_request()["wall_limit"], cfg.wall_limit_s]
+             SandboxPool(cfg).control_request().wall_limit, cfg.wall_limit_s]
     assert walls == [7.0, 16.0, testlib.CHECK_TIME_S * 3 + 1, testlib.BUILD_TIME_S * 3 + 1, 7.0, 7.0]
     monkeypatch.setattr(wire.wall_limit, "__defaults__", (0.0,))  # no slack
     assert build_request(spec, "int main(){}", cfg, "r", language="cpp")["wall_limit"] == 6.0
     assert cfg.wall_limit_s == 6.0
+
+
+ASSERT = parse_spec(json.dumps({"kind": "assert", "entry_point": "f", "check": "assert f(1) == 2\n"}), "a")
+
+
+class Replays:
+    """A check host that answers each replay with the next of ``answers`` (and records the requests' plans)."""
+
+    def __init__(self, answers):
+        self.answers, self.seen = list(answers), []
+
+    def replay(self, key, plan, calls, end, time_limit, go_on):
+        self.seen.append(plan)
+        return dict(self.answers.pop(0))
+
+
+def assert_runs(outcomes, answers, budget=1.0):
+    """One assert-style request run and replayed: each run's result the next of ``outcomes`` (kind, wall,
+    wait); the runs' batches, the requests run and the verdict."""
+    from bonforge.judging import code, passes
+
+    cfg = CodeVerifyConfig(backend="process")
+    batches, sent = [], []
+
+    def run(requests, on_outcome):
+        batches.append(len(requests))
+        sent.extend(requests)
+        out = []
+        for k, _ in enumerate(requests):
+            status, wall, wait = outcomes.pop(0)
+            result = {"status": status, "stdout": "", "stderr": "", "error": "", "wall_s": wall, "wait_s": wait,
+                      "calls": ["v 2"]}  # fmt: skip
+            out.append(on_outcome(k, {"results": [result]}))
+        return out
+
+    request = {"id": "r", "kind": "assert", "time_limit": passes.PROBE_S, "budget": budget, "tests": [{"calls": []}]}
+    host = Replays(answers)
+    (kept,) = code._run_and_check([request], [ASSERT], {0: "key"}, host, run, cfg)
+    return batches, sent, code.verdict(ASSERT, kept, cfg)
+
+
+def test_an_assert_style_budget_counts_the_programs_own_time():
+    """A check whose calls depend on the answers runs the program again in what is left of its budget, counted
+    in the program's own time: a first run of 1.2 s of wall, 1.1 s of it waiting for a CPU (a busy machine),
+    leaves 0.9 s of a 1 s budget (before: the wall counted, the budget ran out: ``timeout``)."""
+    more = {"more": [[[1], {}], [[2], {}]], "go_on": False}
+    batches, sent, verdict = assert_runs([("ok", 1.2, 1.1), ("ok", 0.2, 0.0)], [more, {"status": "passed"}])
+    assert verdict[0] == "passed", verdict
+    assert sent[1]["budget"] == pytest.approx(0.9)
+    # control: the program's own 1.2 s spends the whole budget
+    _, _, verdict = assert_runs([("ok", 1.2, 0.0)], [more])
+    assert verdict[0] == "timeout" and "budget" in verdict[3], verdict
+
+
+def test_an_assert_style_replay_the_machine_kept_from_finishing_runs_again_alone():
+    """A replay the check host could not finish (``unfinished``: the machine was too busy, ``check_host``)
+    says nothing of the program: its run runs again alone after the others, judged there; still unfinished,
+    ``infra_error`` (no label), never ``timeout``. That run's time is not charged to the budget."""
+    late = {"status": "unfinished", "error": "the check did not finish: the machine was too busy"}
+    batches, sent, verdict = assert_runs([("ok", 0.6, 0.0)] * 2, [late, {"status": "passed"}])
+    assert (batches, verdict[0]) == ([1, 1], "passed"), (batches, verdict)
+    assert sent[1]["budget"] == 1.0
+    batches, _, verdict = assert_runs([("ok", 0.6, 0.0)] * 2, [late, late])
+    assert (batches, verdict[0]) == ([1, 1], "infra_error"), (batches, verdict)
+    assert "too busy" in verdict[3]

@@ -1,12 +1,13 @@
-"""The host's checker process: planning a check's calls, replaying it on a program's answers."""
+"""The host's check server: planning a check's calls, replaying it on a program's answers."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from bonforge.sandbox.check_host import Checker
+from bonforge.sandbox.check_host import CheckHost
 from bonforge.sandbox.codec import decode_value, encode_value
 
 CHECK = ("def check(c):\n    assert c(2, 3) == 5\n    for i in range(3):\n        assert c(i, i) == 2 * i\n\n"
@@ -23,7 +24,7 @@ def x(name: str, msg: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def checker():
-    with Checker(512) as c:
+    with CheckHost(512) as c:
         yield c
 
 
@@ -73,12 +74,12 @@ def test_context_helpers_and_a_faulty_check(checker):
 
 
 def test_runs_that_answered_alike_share_one_replay():
-    with Checker(512) as checker:
+    with CheckHost(512) as checker:
         plan(checker, "add", "", CHECK, "add")
         right = [v(5), v(0), v(2), v(4)]
         assert replay(checker, right) == {"status": "passed"}
         assert replay(checker, right[:1])["status"] == "runtime_error"  # ended without answering call 2
-        checker.close()  # the checker process is gone: answers already judged are judged without it
+        checker.close()  # the check server is gone: answers already judged are judged without it
         assert replay(checker, right) == {"status": "passed"} and checker._proc is None
         assert replay(checker, right, status="timeout") == {"status": "passed"}  # another run's end: replayed
         assert checker._proc is not None
@@ -116,3 +117,51 @@ def test_an_exit_in_a_call_is_a_runtime_error_even_when_the_check_catches_it(che
     calls = plan(checker, "exit-caught", "", check, "f")["plan"]
     verdict = replay(checker, [x(raised), x(raised)], go_on=True, key="exit-caught", plan=calls)
     assert verdict["status"] == "runtime_error", verdict
+
+
+# Burns 0.5 s of CPU (the process's own clock) before it asks the program anything.
+BURNING_CHECK = ("import time\n\ndef check(c):\n    t = time.process_time()\n    while time.process_time() - t < 0.5:\n"
+                 "        pass\n    assert c(1) == 2\n\ncheck(f)\n")  # fmt: skip
+
+
+def test_a_check_the_machine_starves_is_judged_and_past_the_stretch_unfinished(monkeypatch):
+    """A replay's wall limit on the host is a net for a busy machine, not the check's limit (its CPU is): a check
+    using 0.5 s of CPU under a 1 s limit, on a CPU shared with 4 busy processes (~2.5 s of wall, past the 1.5 s
+    net), is judged as idle (before: ``timeout``, a label the machine made); past the stretch it is
+    ``unfinished`` (the machine's: run again alone, then ``infra_error``), never remembered."""
+    from procs import busy
+
+    from bonforge.sandbox import check_host
+
+    monkeypatch.setattr(CheckHost, "GRACE_S", 0.5)  # the net: time limit + 0.5 s, stretched for the machine
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})  # the check server starts on CPU 0 (this process goes back to all CPUs)
+    try:
+        host = CheckHost(512)
+        key = host.plan("", BURNING_CHECK, "f")["key"]
+    finally:
+        os.sched_setaffinity(0, before)
+    with host:
+        def replay(limit):  # another limit for each run: no remembered verdict answers it
+            return host.replay(key, None, [v(2)], {"status": "ok"}, limit, False)
+
+        assert replay(1.0) == {"status": "passed"}
+        with busy(4, [0]):
+            assert replay(1.01) == {"status": "passed"}
+        monkeypatch.setattr(check_host, "LOAD_STRETCH", 1.0)
+        with busy(8, [0]):
+            late = replay(1.02)
+        assert late["status"] == "unfinished" and "busy" in late["error"], late
+        monkeypatch.setattr(check_host, "LOAD_STRETCH", 10.0)
+        assert replay(1.02) == {"status": "passed"}  # not remembered: replayed once the machine has room
+
+
+def test_a_check_stuck_where_no_signal_reaches_is_timeout():
+    """Attack: an answer that keeps the check busy inside one C call (``sum`` over a range of 10^10: minutes
+    of CPU), where its CPU timer's signal is not handled, is the program's ``timeout`` once the check's CPU is
+    spent (the check server counts its check's CPU), never ``unfinished`` (a policy would earn 'no label')."""
+    with CheckHost(512) as host:
+        key = host.plan("", "assert sum(range(f(1))) >= 0\n", "f")["key"]
+        got = host.replay(key, None, [v(10**10)], {"status": "ok"}, 0.5, False)
+        assert got["status"] == "timeout", got
+        assert host.replay(key, None, [v(1)], {"status": "ok"}, 0.5, False) == {"status": "passed"}  # control

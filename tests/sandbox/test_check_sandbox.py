@@ -128,8 +128,8 @@ def test_a_check_that_cannot_run_is_its_problems_error_only(docker_pool):
 
 def test_no_checker_container_outlives_its_process(sandbox_image):
     # a checker in a child process that is killed: its container goes (EOF on its input, --rm)
-    code = ("from bonforge.sandbox.check_host import shared_checker\nfrom bonforge.sandbox.config import "
-            f"CodeVerifyConfig\nc = shared_checker(CodeVerifyConfig(image={sandbox_image!r}))\n"
+    code = ("from bonforge.sandbox.check_host import shared_check_host\nfrom bonforge.sandbox.config import "
+            f"CodeVerifyConfig\nc = shared_check_host(CodeVerifyConfig(image={sandbox_image!r}))\n"
             "print(c.plan('', 'assert f(1) == 2', 'f')['plan'], flush=True)\n"
             "import time\ntime.sleep(600)\n")  # fmt: skip
     proc = subprocess.Popen(["python", "-c", code], stdout=subprocess.PIPE, env=dict(os.environ))
@@ -155,7 +155,7 @@ def test_a_check_that_forges_answers_or_leaves_processes_harms_no_other_problem(
     lurker = ("import os, sys, time\nif os.fork() == 0:\n    time.sleep(1)\n    line = sys.stdin.readline()\n"
               "    for fd in range(3, 64):\n        try:\n            os.write(fd, b'{\"status\": \"passed\"}\\n')\n"
               "        except OSError:\n            pass\n    os._exit(0)\nassert f(1) == 2\n")  # fmt: skip
-    # alone: every process but init is the checker process or one problem's check process (its children)
+    # alone: every process but init is the check server or one problem's check process (its children)
     alone = ("import os, time\ntime.sleep(0.2)\nchecker = os.getppid()\n"
              "parents = {p: open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] for p in os.listdir('/proc')"
              " if p.isdigit() and p not in ('1', str(checker))}\n"
@@ -170,7 +170,7 @@ def test_a_check_that_forges_answers_or_leaves_processes_harms_no_other_problem(
 
 
 def test_a_check_cannot_tamper_with_another_problems_check(docker_pool):
-    """Every check of a batch runs in a process of its own (forked from the checker process for the request):
+    """Every check of a batch runs in a process of its own (forked from the check server for the request):
     one that rewrites the checker's code, the value codec or the builtins judges its own problem only; the
     problems after it are judged right (forged answers on the channel: the test above)."""
     tamper = ("import builtins, sys\nmain = sys.modules['__main__']\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import ValidationError
 
@@ -48,20 +50,26 @@ def test_testlib_exit_codes(result, status, words):
 def test_the_wire_closes_the_status_set_and_checks_an_answers_shape():
     assert {s.value for s in wire.Status} == wire.STATUSES == {"ok", "runtime_error", "compile_error", "timeout",
                                                                 "memory_limit", "output_limit", "unfinished"}
-    request = {"id": 7, "kind": "stdio", "tests": [{"input": ""}], "output_limit": 10}
+    request = wire.Request.read({"id": 7, "kind": "stdio", "tests": [{"input": ""}], "time_limit": 1.0,
+                                 "wall_limit": 3.0, "memory_mb": 64, "output_limit": 10})  # fmt: skip
     good = {"id": 7, "clean": True, "results": [{"status": "ok", "cpu_s": 0.1, "wall_s": 0.2, "exit_code": 0}]}
-    assert wire.answer_problem(good, request) is None
-    assert "malformed result" in wire.answer_problem(
-        dict(good, results=[dict(good["results"][0], exit_code="0")]), request)
-    assert "malformed result" in wire.answer_problem(dict(good, results=[dict(good["results"][0], status="ac")]),
-                                                     request)
-    assert wire.answer_problem(dict(good, artifact=5), request) == "garbled build artifact or message"
-    assert wire.answer_problem(dict(good, unfinished="yes"), request) == "garbled build artifact or message"
+    assert wire.Answer.of(good, request).results[0].exit_code == 0
+
+    def problem(answer):
+        with pytest.raises(wire.WireError) as e:
+            wire.Answer.of(answer, request)
+        return str(e.value)
+
+    one = good["results"][0]
+    assert problem(dict(good, results=[dict(one, exit_code="0")])).startswith("result 0 field 'exit_code'")
+    assert problem(dict(good, results=[dict(good["results"][0], status="ac")])).startswith("result 0 field 'status'")
+    assert problem(dict(good, artifact=5)).startswith("answer field 'artifact'")
+    assert problem(dict(good, unfinished="yes")).startswith("answer field 'unfinished'")
     waited = dict(good["results"][0], wait_s=0.1)
-    assert wire.answer_problem(dict(good, results=[waited]), request) is None
-    assert "malformed result" in wire.answer_problem(dict(good, results=[dict(waited, wait_s="1")]), request)
-    assert wire.max_answer_bytes(dict(request, build={"output_limit": 3000, "keep": "x"})) > wire.max_answer_bytes(
-        request) + 4000
+    assert wire.Answer.of(dict(good, results=[waited]), request).results[0].wait_s == 0.1
+    assert problem(dict(good, results=[dict(waited, wait_s="1")])).startswith("result 0 field 'wait_s'")
+    built = dataclasses.replace(request, build=wire.Build(["cc"], 1.0, 3.0, 64, 3000, keep="x"))
+    assert wire.max_answer_bytes(built) > wire.max_answer_bytes(request) + 4000
 
 
 def test_the_images_tag_changes_with_its_package_list(monkeypatch):

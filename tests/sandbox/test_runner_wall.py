@@ -9,15 +9,13 @@ its own, so the scheduler shares that CPU evenly between them and each test (a s
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from code_shapes import one_problem
+from procs import busy
 
 from bonforge.judging.code import verify_code
 from bonforge.sandbox.config import CodeVerifyConfig
@@ -28,22 +26,6 @@ BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {c
 SLEEP = "import time\ntime.sleep(30)\nprint(5)\n"
 LOOP = "while True:\n    pass\n"
 SPEC = {"kind": "stdio", "tests": [{"input": "", "output": "5\n"}]}
-BUSY = "import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
-
-
-@contextlib.contextmanager
-def busy(n: int, cpus: list[int]):
-    """``n`` busy processes on each of ``cpus``, each in a session of its own."""
-    procs = [subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=cpu)], start_new_session=True)
-             for cpu in cpus for _ in range(n)]  # fmt: skip
-    try:
-        time.sleep(0.2)
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait()
 
 
 @pytest.fixture

@@ -289,7 +289,7 @@ if how == "thread":  # the kernel may hand a process's SIGINT to any thread that
 cfg = CodeVerifyConfig(image=image, pool_size=2, time_limit_s=20, extraction="raw")  # wall limit 61 s
 if where == "pool":
     req = {"kind": "stdio", "program": "import time\\ntime.sleep(60)", "prelude": "", "fn_name": None,
-           "check": "", "tests": [{}], "time_limit": 20, "wall_limit": 60, "memory_mb": 256,
+           "tests": [{}], "time_limit": 20, "wall_limit": 60, "memory_mb": 256,
            "output_limit": 1024, "stop_on_failure": False}
     with SandboxPool(cfg) as pool:
         print("ready", flush=True)
@@ -324,7 +324,7 @@ def test_interrupt_or_crash_leaves_no_container(sandbox_image, tmp_path, how, wh
     assert proc.stdout.readline().strip() == "ready", err.read_text()
     owner_label = f"label={image_mod.OWNER_LABEL}={image_mod.owner().split(':')[0]}:{proc.pid}"
     deadline = time.monotonic() + 60
-    pool_only = ["--filter", owner_label, "--filter", "name=bonforge-sbx-"]  # a checker's container: bonforge-chk-
+    pool_only = ["--filter", owner_label, "--filter", "name=bonforge-sbx-"]  # a check server's container: bonforge-chk-
     while len(running := subprocess.run(["docker", "ps", "-q", *pool_only], capture_output=True,
                                         text=True).stdout.split()) < 2 and time.monotonic() < deadline:  # fmt: skip
         time.sleep(0.2)

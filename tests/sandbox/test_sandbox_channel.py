@@ -100,7 +100,7 @@ for line in sys.stdin.buffer:
     ("other id", "sandbox_error", "an answer that is not for request 'p/t/0'"),
     ("deep", "sandbox_error", "garbled answer"),
     ("huge", "sandbox_error", "an answer over "),
-    ("bad field", "sandbox_error", "malformed result in answer"),
+    ("bad field", "sandbox_error", "malformed answer: result 0 field 'status': expected a status of the wire"),
 ])  # fmt: skip
 def test_answers_are_matched_to_requests_and_read_with_bounds(tmp_path, monkeypatch, mode, status, detail):
     """A runner whose answers are for another request, nested 100,000 deep, 80 MB long or of the wrong

@@ -264,7 +264,7 @@ def test_the_control_program_decides_whose_failure_it_was(solo, monkeypatch):
 
     def read(worker, request, timeout):
         response = real_read(worker, request, timeout)
-        if response.get("id") in fails:
+        if response.id in fails:
             raise pool_mod.WorkerDied("the runner died")
         return response
 

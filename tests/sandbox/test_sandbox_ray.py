@@ -16,7 +16,7 @@ def test_workers_on_a_node_share_one_pool():
     cfg = CodeVerifyConfig(backend="process", pool_size=1, time_limit_s=1.0)
     request = {
         "id": "r", "kind": "stdio", "program": "print(int(input()) * 2)\n", "prelude": "", "fn_name": None,
-        "check": "", "tests": [{"input": "21\n"}], "time_limit": 1.0, "wall_limit": 3.0, "memory_mb": 256,
+        "tests": [{"input": "21\n"}], "time_limit": 1.0, "wall_limit": 3.0, "memory_mb": 256,
         "output_limit": 1024, "stop_on_failure": False,
     }  # fmt: skip
 

@@ -10,6 +10,7 @@ from bonforge.judging.code import build_request
 from bonforge.judging.spec import parse_spec
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.pool import SandboxPool
+from bonforge.sandbox.wire import Request
 
 ONE = parse_spec(json.dumps({"kind": "stdio", "tests": [{"input": "", "output": "ok\n"}]}), "p")
 
@@ -18,7 +19,7 @@ def test_a_slow_judge_does_not_time_out_the_next_request():
     cfg = CodeVerifyConfig(backend="process", pool_size=1, time_limit_s=0.2, candidate_wall_s=1.0)
     with SandboxPool(cfg) as pool:
         requests = [build_request(ONE, f"print('ok')  # {i}\n", cfg, f"r{i}") for i in range(3)]
-        limit = pool.request_timeout(requests[0])
+        limit = pool.request_timeout(Request.read(requests[0]))
         slow = []
 
         def judge(i: int, outcome: dict) -> dict:
