@@ -57,12 +57,15 @@ class Completion:
     text: str
     reasoning: str | None
     finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the server reported no usable count
+    completion_tokens: int | None
     seed: int
     engine: str
     model: str
     latency_s: float = field(default=0.0, compare=False)
+    cached_tokens: int = field(default=0, compare=False)  # prompt tokens the server read from its cache
+    engine_s: float | None = field(default=None, compare=False)  # local engines: this sample's share of the
+    # engine's wall time (``bonforge.llm.prices.share_time``)
 
 
 class Engine(Protocol):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bonforge.llm import models
 from bonforge.scoring.base import Item, Result, ScorerError
+from bonforge.llm.prices import token_cost
 
 VERSION = "1"
 HEADS = ("score", "classifier")  # the head's attribute in transformers' sequence-classification models
@@ -238,7 +239,8 @@ class RewardModel:
             batch.append(ids)
         values = self.engine(batch) if batch else []
         for (i, n, cut), v in zip(todo, values):
-            out[i] = Result(v, n_tokens=n, truncated=cut, detail=None if not cut else json.dumps({"cut_from": "left"}))
+            out[i] = Result(v, n_tokens=n, truncated=cut, detail=None if not cut else json.dumps({"cut_from": "left"}),
+                            prompt_tokens=n, cost_usd=token_cost(self.cfg.prices, n, 0))
         return out  # type: ignore[return-value]
 
     def close(self) -> None:
