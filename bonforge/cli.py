@@ -290,8 +290,9 @@ def runs(
     store: Optional[str] = StoreOpt,
     recipe: Optional[str] = RecipeOpt,
 ) -> None:
-    """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
-    with --run, that run's stages and the seconds each stage computed, with their share of the build (and for a
+    """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs), what
+    each spent and what one kept row cost (docs/cost.md); with --run, that run's stages, the seconds and the
+    dollars each stage computed, with their share of the build (and for a
     failed run its error, exit code 2). A build whose process is
     gone (killed) shows as failed. With --recipe, that recipe's latest run's stages."""
     if run_id or recipe:
@@ -302,16 +303,17 @@ def runs(
         error = ((run.error or "").strip().splitlines() or ["no error recorded"])[0]
         if run.status == "failed" and not run.stages:
             _fail(BonforgeError(f"run {run.run_id} failed before it recorded any stage: {error}"))
-        sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store, None)
+        sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s, "
+            "cost_usd, spent_usd FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store,
+            None)
         if shares := run.busy_shares():
             typer.echo("busy (of the build's {:.1f} s): {}".format(run.wall_s or 0, ", ".join(
                 f"{stage} {secs:.1f} s ({share:.0%})" for stage, (secs, share) in shares.items())))
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return
-    sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
-        "FROM runs ORDER BY started, run_id", None, "table", None, store, None)
+    sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, "
+        "spent_usd, per_kept_row_usd, dataset FROM runs ORDER BY started, run_id", None, "table", None, store, None)
 
 
 @app.command(short_help="Compare two runs' verdicts or scores, candidate by candidate.")

@@ -31,6 +31,7 @@ from bonforge.runtime.interrupt import as_interrupt, last_words as words
 from bonforge.stage import Node, Pending, Ref, Upstream
 from bonforge.storage.run_record import utc_now
 from bonforge.storage.store import StageStore
+from bonforge.tables.cost import dataset_rows
 
 log = logging.getLogger("bonforge")
 
@@ -273,7 +274,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
-        record.build_summary = _summary(store, run.record)
+        record.build_summary = _summary(store, run.record, run.cached, dataset_rows(dataset.get("files", {})))
         rejudged = [r for r in run.rows.values() if r.get("rejudged")]
         if record.build_summary is not None and rejudged:
             record.build_summary |= {"rejudged": sum(r["rejudged"] for r in rejudged),
@@ -294,12 +295,14 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     return record
 
 
-def _summary(store: StageStore, stages: dict[str, list[str]]) -> dict | None:
-    """What the build kept and dropped (``bonforge.report.summary``); a failure only logs a warning."""
+def _summary(store: StageStore, stages: dict[str, list[str]], cached: dict[str, list[str]],
+             kept_rows: int) -> dict | None:
+    """What the build kept and dropped, and what it cost (``bonforge.report.summary``); a failure only logs a
+    warning."""
     from bonforge.report.summary import build_summary
 
     try:
-        return build_summary(store, stages)
+        return build_summary(store, stages, cached, kept_rows)
     except Exception as e:  # the summary must never fail the build it describes
         log.warning("the build's summary could not be computed: %s: %s", type(e).__name__, e)
         return None

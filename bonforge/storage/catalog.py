@@ -28,6 +28,7 @@ def connect(store: StageStore, run_id: str | None = None):
             man = store.manifest(stage, key) if store.exists(stage, key) else None
             cached = key in run.cached.get(stage, [])
             computed, reused = (0, 0) if cached else man.counts() if man else (None, 0)
+            cost = (man and man.extra.get("cost")) or {}
             stage_rows.append(
                 {
                     "run_id": run.run_id,
@@ -40,6 +41,8 @@ def connect(store: StageStore, run_id: str | None = None):
                     "cached": cached,
                     "rows_computed": computed,
                     "rows_reused": reused,
+                    "cost_usd": cost.get("rows_usd"),
+                    "spent_usd": 0.0 if cached and cost else cost.get("spent_usd"),
                 }
             )
     con.register("run_stages", pa.Table.from_pylist(stage_rows, schema=RUN_STAGES))
@@ -58,6 +61,8 @@ RUN_STAGES = pa.schema(
         ("cached", pa.bool_()),
         ("rows_computed", pa.int64()),
         ("rows_reused", pa.int64()),
+        ("cost_usd", pa.float64()),  # what the output's rows cost, each when it was made (docs/cost.md)
+        ("spent_usd", pa.float64()),  # what this run paid for them (a cached output: nothing)
     ]
 )  # the same columns for a run without stages (a build that failed early)
 
@@ -68,6 +73,11 @@ def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str
     files = [str(p) for stage, key in outputs for p in store.paths(stage, key)]
     if files:
         con.read_parquet(files, union_by_name=True).create_view(name, replace=True)
+
+
+def _cost(run) -> dict:
+    """A run's cost (``bonforge.report.cost``): its build summary's, or what a build stopped early recorded."""
+    return (run.build_summary or {}).get("cost") or run.extra.get("cost") or {}
 
 
 def _runs_table(runs: list[dict]) -> pa.Table:
@@ -83,6 +93,7 @@ def _runs_table(runs: list[dict]) -> pa.Table:
             "stages": json.dumps(r.stages, sort_keys=True),
             "rows_computed": sum(v["computed"] for v in r["rows"].values()) if "rows" in r else None,
             "rows_reused": sum(v["reused"] for v in r["rows"].values()) if "rows" in r else None,
+            **{k: _cost(r).get(k) for k in ("spent_usd", "rows_usd", "per_kept_row_usd")},
         }
         for r in runs
     ]
@@ -98,6 +109,9 @@ def _runs_table(runs: list[dict]) -> pa.Table:
             ("stages", pa.string()),
             ("rows_computed", pa.int64()),  # by this run, over its stages (samples, verdicts, ...)
             ("rows_reused", pa.int64()),  # taken from earlier outputs (row reuse), not computed
+            ("spent_usd", pa.float64()),  # what this run paid (docs/cost.md)
+            ("rows_usd", pa.float64()),  # what its outputs' rows cost, each when it was made
+            ("per_kept_row_usd", pa.float64()),  # rows_usd over the dataset's rows
         ]
     )
     return pa.Table.from_pylist(rows, schema=schema)

@@ -30,3 +30,34 @@ def cost_summary(shards: Iterable[pa.Table], spent_usd: float, gpus: int | None 
         out.update(engine_s=round(engine_s, 3), gpus=gpus, gpu_s=round(engine_s * gpus, 3))
     return out
 
+
+
+def add(into: dict, cost: dict, spent: bool | None) -> None:
+    """Add a stage output's ``cost`` (``cost_summary``) to the totals ``into``; ``spent``: this build paid for
+    the output (it was not found committed); None: no build's spending is counted."""
+    into.setdefault("rows_usd", None)
+    if cost.get("rows_usd") is not None:
+        into["rows_usd"] = round((into["rows_usd"] or 0.0) + cost["rows_usd"], 6)
+    if spent is not None:
+        into["spent_usd"] = round(into.get("spent_usd", 0.0) + (cost.get("spent_usd", 0.0) if spent else 0.0), 6)
+    into["unpriced_rows"] = into.get("unpriced_rows", 0) + cost.get("unpriced_rows", 0)
+    if "gpu_s" in cost:
+        into["gpu_s"] = round(into.get("gpu_s", 0.0) + cost["gpu_s"], 3)
+
+
+def per_kept_row(cost: dict, kept: int) -> dict:
+    """``cost`` (the build's, ``bonforge.report.cost``) with what one of the ``kept`` dataset rows cost: every
+    row's cost, the dropped samples' too, over the kept rows; in all and per teacher and stage."""
+    share = lambda part: round(part["rows_usd"] / kept, 6) if kept and part.get("rows_usd") is not None else None  # noqa: E731
+    out = {**cost, "kept_rows": kept, "per_kept_row_usd": share(cost)}
+    for group in ("teachers", "stages"):
+        out[group] = {name: {**part, "per_kept_row_usd": share(part)} for name, part in cost.get(group, {}).items()}
+    return out
+
+
+def dataset_rows(files: dict) -> int:
+    """The rows of a dataset version (its manifest's ``files``): those of one format, its splits together."""
+    formats: dict[str, int] = {}
+    for rel, entry in files.items():
+        formats[rel.split("/", 1)[0]] = formats.get(rel.split("/", 1)[0], 0) + entry["rows"]
+    return next(iter(formats.values()), 0)
