@@ -167,6 +167,27 @@ def _build(recipe: Path, set_: list[str], store: Optional[str], debug: bool, fre
         _fail(e, debug)
 
 
+@app.command(short_help="Say what a build would request and cost, calling no endpoint.")
+def plan(
+    recipe: Path = typer.Argument(..., help="Recipe YAML file."),
+    set_: list[str] = SetOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
+) -> None:
+    """What a build of the recipe would ask each sampled teacher for (samples, reused ones, prompt and output
+    tokens) and its cost range at the teachers' prices, and what row reuse saves against the store; loads the
+    problems and renders the prompts, calls no model endpoint (docs/cost.md)."""
+    from bonforge.config import load_recipe
+    from bonforge.report.plan import plan as make_plan, plan_lines
+
+    try:
+        rec = load_recipe(recipe, set_)
+        made = make_plan(rec, recipe.resolve().parent, _store(store))
+    except BonforgeError as e:
+        _fail(e)
+    typer.echo(json.dumps(made) if as_json else "\n".join(plan_lines(made)))
+
+
 @app.command(cls=_ListsStages, short_help="Query a run's stage tables with DuckDB SQL.")
 def sql(
     query: str = typer.Argument(..., help="SQL over one view per stage of the run (listed below), runs and "
