@@ -98,10 +98,13 @@ def run(
     fresh: bool = typer.Option(False, "--fresh", help="Recompute every stage and every row: take nothing from "
                                "the store (as `reuse: false` in the recipe), e.g. after a served model changed "
                                "behind the same name."),
+    budget: Optional[str] = typer.Option(None, "--budget", metavar="USD", help="Spend at most this many dollars "
+                                         "on endpoints with prices (as `budget:` in the recipe; docs/cost.md)."),
 ) -> None:
     """Build the recipe's dataset: every stage whose key is new is computed, taking the samples and verdicts
     an earlier build computed already from the store; the rest is reused. Bad input stops the build with one
-    `error:` line (exit code 2); the run record keeps the details."""
+    `error:` line (exit code 2); the run record keeps the details. A build stopped by its budget ends with one
+    line saying what it spent and kept (exit code 3)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
     quiet_prefect()
@@ -111,7 +114,8 @@ def run(
 
     try:
         with stoppable():
-            result, rec, st = _build(recipe, set_, store, debug, fresh)
+            result, rec, st = _build(recipe, set_ + ([f"budget={budget}"] if budget is not None else []), store,
+                                     debug, fresh)
     except Interrupted as e:  # Ctrl-C or SIGTERM: one line, the shell's exit code (130, 143)
         say(interrupt_message(e.signum))
         raise typer.Exit(e.exit_code) from None
@@ -122,6 +126,10 @@ def run(
 
     for line in summary_lines(result.build_summary or {}):
         typer.echo(line)
+    if "budget" in result.extra:
+        from bonforge.llm.budget import line as budget_line
+
+        typer.echo(budget_line(result.extra["budget"]))
     typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}"
                + _reused(st, result.dataset, result.started))
     for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
@@ -160,9 +168,14 @@ def _build(recipe: Path, set_: list[str], store: Optional[str], debug: bool, fre
         rec = load_recipe(recipe, set_ + (["reuse=false"] if fresh else []))
     except BonforgeError as e:
         _fail(e, debug)
+    from bonforge.llm.budget import BudgetStopped
+
     st = _store(store)
     try:
         return build(rec, str(st.root), str(recipe.resolve().parent)), rec, st
+    except BudgetStopped as e:  # not an error: the build did what the budget allowed
+        typer.echo(str(e))
+        raise typer.Exit(3) from None
     except BonforgeError as e:
         _fail(e, debug)
 

@@ -26,6 +26,7 @@ from bonforge.engine.shards import StoreInputs, busy, run_node
 from bonforge.runtime.cluster import ensure_ray
 from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
+from bonforge.llm import budget
 from bonforge.manifest import Manifest
 from bonforge.runtime.interrupt import as_interrupt, last_words as words
 from bonforge.stage import Node, Pending, Ref, Upstream
@@ -254,6 +255,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     recipe, store = run.recipe, run.store
     since = time.time() if since is None else since
     record = RunRecord.build(recipe, run_id, run.record, run.cached, started=utc_now(since))
+    spent = budget.active()
     if record_start:
         store.record_run(record)
 
@@ -283,13 +285,17 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         raise
     except BaseException as e:
         stop = as_interrupt(e)  # Ctrl-C or SIGTERM: what is committed stays committed
-        record.status = "interrupted" if stop else "failed"
-        record.error = f"interrupted by {stop}" if stop else f"{type(e).__name__}: {e}"[:2000]
+        over = not stop and spent is not None and spent.exhausted  # stopped by the budget (bonforge.llm.budget)
+        record.status = "interrupted" if stop else "stopped_by_budget" if over else "failed"
+        record.error = (f"interrupted by {stop}" if stop else spent.line() if over
+                        else f"{type(e).__name__}: {e}"[:2000])
         raise
     finally:
         words.remove(stopped_in_a_c_call)
         record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
         record.timings, record.rows, record.busy = run.timings, run.rows, run.busy or None
+        if spent is not None:
+            record.extra["budget"] = spent.json()
         if record.status != "running":
             _record(store, record)
     return record

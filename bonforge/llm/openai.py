@@ -20,6 +20,7 @@ import httpx
 
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
                                split_reasoning)
+from bonforge.llm.budget import Bill
 from bonforge.llm.config import OpenAITeacher
 
 T = TypeVar("T")
@@ -218,8 +219,11 @@ class OpenAIEngine:
         body = request_body(self.teacher, request, index)
         path = "chat/completions" if chat else "completions"
 
+        bill = Bill(self.teacher.prices, request, where)  # the budget's hold on this sample, if a budget is set
+
         async def attempt() -> dict:
             async with gate:
+                await bill.reserve()
                 if limiter:
                     await limiter.wait()
                 try:
@@ -242,7 +246,8 @@ class OpenAIEngine:
             return parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens)
 
         t0 = time.perf_counter()
-        fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where)
+        async with bill:
+            fields = bill.paid(await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where))
         if "rejected" in fields:
             return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,

@@ -76,8 +76,8 @@ def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str
 
 
 def _cost(run) -> dict:
-    """A run's cost (``bonforge.report.cost``): its build summary's, or what a build stopped early recorded."""
-    return (run.build_summary or {}).get("cost") or run.extra.get("cost") or {}
+    """A run's cost (``bonforge.report.cost``): its build summary's, or what a build its budget stopped spent."""
+    return (run.build_summary or {}).get("cost") or {"spent_usd": run.extra.get("budget", {}).get("spent_usd")}
 
 
 def _runs_table(runs: list[dict]) -> pa.Table:
