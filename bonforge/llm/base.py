@@ -22,6 +22,7 @@ log = logging.getLogger("bonforge")
 
 T = TypeVar("T")
 Progress = Callable[[int], None]  # ``generate``'s report: the samples done so far
+TEMPLATE_TOKENS = 16  # a chat template's tokens around one message, at most (role markers, turn ends)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ class Request:
 
     def sample_seed(self, index: int) -> int:
         return self.seed + index
+
+    def prompt_bound(self) -> int:
+        """The most tokens the prompt can be: one per byte, plus ``TEMPLATE_TOKENS`` per message."""
+        texts = [m.get("content") or "" for m in self.messages] if self.messages is not None else [self.prompt]
+        return sum(len(str(t).encode()) + TEMPLATE_TOKENS for t in texts)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from bonforge.errors import BonforgeError
 from bonforge.llm.base import EngineError, Request
 from bonforge.llm.prices import Prices, token_cost, worst_case
 
-TEMPLATE_TOKENS = 16  # a chat template's tokens around one message, at most (role markers, turn ends)
 WAIT_S = 0.02  # how often a request waiting for room looks again
 
 
@@ -115,9 +114,7 @@ def spending(limit_usd: float | None) -> Iterator[Budget | None]:
 
 def request_worst(prices: Prices | None, request: Request) -> float:
     """The most one sample of ``request`` may cost (module docstring)."""
-    texts = [m.get("content") or "" for m in request.messages] if request.messages is not None else [request.prompt]
-    prompt = sum(len(str(t).encode()) + TEMPLATE_TOKENS for t in texts)
-    return worst_case(prices, prompt, request.max_tokens)
+    return worst_case(prices, request.prompt_bound(), request.max_tokens)
 
 
 class Bill:

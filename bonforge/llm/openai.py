@@ -115,7 +115,8 @@ def _typed(value: Any, kind: type | tuple, path: list, where: str) -> Any:
     return value
 
 
-def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None = None) -> dict:
+def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None = None,
+                   max_prompt: int | None = None) -> dict:
     """Text, reasoning, finish reason and token counts (``usage_counts``) of a (chat) completion response
     body."""
     if chat:
@@ -133,22 +134,24 @@ def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None 
         reasoning, text = split_reasoning(_typed(_field(data, ["choices", 0, "text"], where), str,
                                                  ["choices", 0, "text"], where))
     finish = _typed(_field(data, ["choices", 0, "finish_reason"], where), str, ["choices", 0, "finish_reason"], where)
-    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage_counts(data, max_tokens, where)}
+    usage = usage_counts(data, max_tokens, max_prompt, where)
+    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage}
 
 
 INT32 = 2**31 - 1
 
 
-def usage_counts(data: dict, max_tokens: int | None, where: str) -> dict:
+def usage_counts(data: dict, max_tokens: int | None, max_prompt: int | None, where: str) -> dict:
     """The token counts a response reports (``usage``). A count that is missing, not an integer, negative,
-    past 32 bits, or (output) past the request's ``max_tokens`` is unknown: None, and the answer is kept (its
-    cost is unknown; a budget counts it at its worst case, ``bonforge.llm.budget``)."""
+    past 32 bits, or past what the request can hold (output: its ``max_tokens``; prompt: ``max_prompt``,
+    ``Request.prompt_bound``) is unknown: None, and the answer is kept (its cost is unknown; a budget counts it
+    at its worst case, ``bonforge.llm.budget``)."""
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     out = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
-    bound = {"prompt_tokens": INT32, "completion_tokens": min(max_tokens or INT32, INT32)}
+    bound = {"prompt_tokens": min(max_prompt or INT32, INT32), "completion_tokens": min(max_tokens or INT32, INT32)}
     for k, v in out.items():
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= bound[k]:
             log.debug("%s: usage.%s is %r: token count unknown", where, k, v)
@@ -243,7 +246,8 @@ class OpenAIEngine:
                 data = resp.json()
             except ValueError:
                 raise EngineError(f"{where}: response is not JSON: {resp.text[:200]!r}") from None
-            return parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens)
+            return parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens,
+                                  max_prompt=request.prompt_bound())
 
         t0 = time.perf_counter()
         async with bill:

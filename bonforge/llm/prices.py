@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 MILLION = 1_000_000
 
 
+MOST = 1_000_000.0  # dollars per million tokens (or per GPU-hour): past any real price, and no cost overflows
+
+
 def _price(description: str):
-    return Field(None, ge=0, strict=True, description=description)
+    return Field(None, ge=0, le=MOST, strict=True, description=description)
 
 
 class Prices(Model):

@@ -116,8 +116,8 @@ USAGE = {  # usage as a server reports it -> (prompt, completion, cached) as cou
     "missing": (None, (None, None, 0)),
     "not a mapping": ("lots", (None, None, 0)),
     "honest": ({"prompt_tokens": 3, "completion_tokens": 7}, (3, 7, 0)),
-    "cached": ({"prompt_tokens": 30, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 20}},
-               (30, 7, 20)),
+    "cached": ({"prompt_tokens": 20, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 15}},
+               (20, 7, 15)),
     "cached past the prompt": ({"prompt_tokens": 3, "completion_tokens": 7,
                                 "prompt_tokens_details": {"cached_tokens": 9}}, (3, 7, 0)),
     "negative": ({"prompt_tokens": -3, "completion_tokens": -7}, (None, None, 0)),
@@ -125,6 +125,7 @@ USAGE = {  # usage as a server reports it -> (prompt, completion, cached) as cou
     "floats and bools": ({"prompt_tokens": 3.0, "completion_tokens": True}, (None, None, 0)),
     "past 32 bits": ({"prompt_tokens": 2**40, "completion_tokens": 7}, (None, 7, 0)),
     "past max_tokens": ({"prompt_tokens": 3, "completion_tokens": 33}, (3, None, 0)),
+    "past what the prompt holds": ({"prompt_tokens": 10**6, "completion_tokens": 7}, (None, 7, 0)),
 }
 
 

@@ -58,6 +58,7 @@ def test_local_engines_share_their_wall_time_by_tokens_and_cost_gpu_hours():
     ("cheap", "valid number"),
     ("true", "valid number"),
     (".nan", "finite number"),
+    ("1.0e+308", "less than or equal to 1000000"),
 ])
 def test_a_price_that_is_not_a_non_negative_number_is_refused(value, said):
     with pytest.raises(ConfigError, match=rf"teachers\.0\.prices\.output: .*{said}"):
