@@ -1,5 +1,7 @@
 """The DuckDB catalog: one view per stage table of a run (default: the latest that succeeded), plus ``runs`` and
-``run_stages`` (each with the rows computed and the rows reused: taken from earlier outputs). Views read only
+``run_stages`` (each with the rows computed and the rows reused: taken from earlier outputs, and what they cost),
+and ``problem_cost`` (``PROBLEM_COST``: what each problem's candidates cost, per teacher, beside whether the
+filter kept the problem; docs/cost.md). Views read only
 committed stages (those with a manifest), so a query running while a build writes never sees a half-written
 stage.
 """
@@ -46,7 +48,19 @@ def connect(store: StageStore, run_id: str | None = None):
                 }
             )
     con.register("run_stages", pa.Table.from_pylist(stage_rows, schema=RUN_STAGES))
+    views = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    if {"candidates", "problem_stats"} <= views and "cost_usd" in con.sql("SELECT * FROM candidates LIMIT 0").columns:
+        con.sql(PROBLEM_COST)
     return con
+
+
+# What each problem's candidates cost, per teacher, and whether the filter kept the problem (null: no verdicts)
+PROBLEM_COST = """CREATE VIEW problem_cost AS
+SELECT c.problem_id, c.teacher, count(*) AS candidates, sum(c.prompt_tokens) AS prompt_tokens,
+       sum(c.completion_tokens) AS completion_tokens, sum(c.cost_usd) AS cost_usd,
+       count(*) - count(c.cost_usd) AS unpriced, any_value(s.keep) AS kept
+FROM candidates c LEFT JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*'
+GROUP BY c.problem_id, c.teacher"""
 
 
 RUN_STAGES = pa.schema(

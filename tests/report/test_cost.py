@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from bonforge.cli import app
 from bonforge.report.cost import build_cost, cost_lines
 from bonforge.report.summary import summary_lines
+from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 
 PROBLEMS, N = 8, 8
@@ -73,6 +74,11 @@ def test_every_row_and_the_build_say_what_they_cost_and_a_rebuild_pays_only_for_
     assert cost["stages"]["candidates"]["rows_usd"] == pytest.approx(rows_usd)
     assert dataset["summary"]["cost"]["per_kept_row_usd"] == pytest.approx(rows_usd / kept, rel=1e-4)
     assert "spent_usd" not in dataset["summary"]["cost"]  # a dataset states what its rows cost, not a build's spend
+    con = connect(store, first["run_id"])  # per problem and teacher, beside the filter's decision
+    [(total, kept_problems, unpriced)] = con.sql("SELECT sum(cost_usd), count(*) FILTER (WHERE kept), "
+                                                 "sum(unpriced) FROM problem_cost").fetchall()
+    assert total == pytest.approx(rows_usd) and unpriced == 0
+    assert kept_problems == first["build_summary"]["kept"]
     said = "\n".join(summary_lines(first["build_summary"]))
     assert f"per kept row ({kept} rows)" in said and "teacher a:" in said, said
 
