@@ -9,6 +9,8 @@ dataset's rows: what one training row cost, counting the dropped samples that pa
 
 from __future__ import annotations
 
+import html
+
 from bonforge.storage.store import StageStore
 from bonforge.tables.cost import add, per_kept_row
 
@@ -55,3 +57,21 @@ def cost_lines(cost: dict) -> list[str]:
         spent = f", spent {_usd(t['spent_usd'])}" if "spent_usd" in t else ""
         lines.append(f"  teacher {name}: {_usd(t.get('rows_usd'))}{per}{spent}{gpu}")
     return lines
+
+
+def cost_section(cost: dict | None) -> str:
+    """The report's section: per teacher and per stage, the cost of the rows, per kept row and spent in this
+    build (empty where no price was stated)."""
+    if not cost or cost.get("rows_usd") is None:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("", "cost of the rows", "per kept row", "spent in this build"))
+    rows = [("all", cost)] + [(f"teacher {n}", t) for n, t in cost.get("teachers", {}).items()] + [
+        (f"stage {n}", st) for n, st in cost.get("stages", {}).items()]
+    body = "".join(f"<tr><td>{html.escape(name)}</td>" + "".join(
+        f"<td>{_usd(part.get(k)) if k in part else ''}</td>" for k in ("rows_usd", "per_kept_row_usd", "spent_usd"))
+        + "</tr>" for name, part in rows)
+    kept = f" over {cost['kept_rows']} kept rows" if cost.get("kept_rows") else ""
+    return (f'<section id="cost"><h2>Cost{kept}</h2><table><tr>{head}</tr>{body}</table><details><summary>what '
+            "the figures are</summary>the cost of the rows counts every row (the dropped samples too) as recorded "
+            "when it was made; spent in this build leaves out reused rows and committed stages (docs/cost.md)"
+            "</details></section>")

@@ -15,7 +15,8 @@ from llm_server import ScriptedServer, adder
 from typer.testing import CliRunner
 
 from bonforge.cli import app
-from bonforge.report.cost import build_cost, cost_lines
+from bonforge.report import write_report
+from bonforge.report.cost import build_cost, cost_lines, cost_section
 from bonforge.report.summary import summary_lines
 from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
@@ -79,6 +80,8 @@ def test_every_row_and_the_build_say_what_they_cost_and_a_rebuild_pays_only_for_
                                                  "sum(unpriced) FROM problem_cost").fetchall()
     assert total == pytest.approx(rows_usd) and unpriced == 0
     assert kept_problems == first["build_summary"]["kept"]
+    page = Path(write_report(store, first["run_id"])).read_text()
+    assert '<section id="cost"><h2>Cost over' in page and "teacher a" in page
     said = "\n".join(summary_lines(first["build_summary"]))
     assert f"per kept row ({kept} rows)" in said and "teacher a:" in said, said
 
@@ -107,6 +110,7 @@ def test_without_prices_rows_have_no_cost_and_the_summary_says_nothing_of_dollar
     cost = record["build_summary"]["cost"]
     assert cost["rows_usd"] is None and cost["unpriced_rows"] == PROBLEMS * N and cost["spent_usd"] == 0
     assert not any(line.startswith("cost:") for line in summary_lines(record["build_summary"]))
+    assert cost_section(cost) == ""
 
 
 def test_a_store_from_before_costs_has_no_cost(tmp_path):
