@@ -98,10 +98,13 @@ def run(
     fresh: bool = typer.Option(False, "--fresh", help="Recompute every stage and every row: take nothing from "
                                "the store (as `reuse: false` in the recipe), e.g. after a served model changed "
                                "behind the same name."),
+    budget: Optional[str] = typer.Option(None, "--budget", metavar="USD", help="Spend at most this many dollars "
+                                         "on endpoints with prices (as `budget:` in the recipe; docs/cost.md)."),
 ) -> None:
     """Build the recipe's dataset: every stage whose key is new is computed, taking the samples and verdicts
     an earlier build computed already from the store; the rest is reused. Bad input stops the build with one
-    `error:` line (exit code 2); the run record keeps the details."""
+    `error:` line (exit code 2); the run record keeps the details. A build stopped by its budget ends with one
+    line saying what it spent and kept (exit code 3)."""
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("bonforge").setLevel(logging.INFO)
     quiet_prefect()
@@ -111,12 +114,17 @@ def run(
 
     try:
         with stoppable():
-            result, _, st = _build(recipe, set_, store, debug, fresh)
+            result, _, st = _build(recipe, set_ + ([f"budget={budget}"] if budget is not None else []), store,
+                                   debug, fresh)
     except Interrupted as e:  # Ctrl-C or SIGTERM: one line, the shell's exit code (130, 143)
         say(interrupt_message(e.signum))
         raise typer.Exit(e.exit_code) from None
     from bonforge.report.summary import ending_lines
 
+    if "budget" in result.extra:
+        from bonforge.llm.budget import line as budget_line
+
+        typer.echo(budget_line(result.extra["budget"]))
     for line in ending_lines(st, result):
         typer.echo(line)
 
@@ -137,11 +145,37 @@ def _build(recipe: Path, set_: list[str], store: Optional[str], debug: bool, fre
         rec = load_recipe(recipe, set_ + (["reuse=false"] if fresh else []))
     except BonforgeError as e:
         _fail(e, debug)
+    from bonforge.llm.budget import BudgetStopped
+
     st = _store(store)
     try:
         return build(rec, str(st.root), str(recipe.resolve().parent)), rec, st
+    except BudgetStopped as e:  # not an error: the build did what the budget allowed
+        typer.echo(str(e))
+        raise typer.Exit(3) from None
     except BonforgeError as e:
         _fail(e, debug)
+
+
+@app.command(short_help="Say what a build would request and cost, calling no endpoint.")
+def plan(
+    recipe: Path = typer.Argument(..., help="Recipe YAML file."),
+    set_: list[str] = SetOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
+) -> None:
+    """What a build of the recipe would ask each sampled teacher for (samples, reused ones, prompt and output
+    tokens) and its cost range at the teachers' prices, and what row reuse saves against the store; loads the
+    problems and renders the prompts, calls no model endpoint (docs/cost.md)."""
+    from bonforge.config import load_recipe
+    from bonforge.report.plan import plan as make_plan, plan_lines
+
+    try:
+        rec = load_recipe(recipe, set_)
+        made = make_plan(rec, recipe.resolve().parent, _store(store))
+    except BonforgeError as e:
+        _fail(e)
+    typer.echo(json.dumps(made) if as_json else "\n".join(plan_lines(made)))
 
 
 @app.command(cls=_ListsStages, short_help="Query a run's stage tables with DuckDB SQL.")
@@ -267,8 +301,9 @@ def runs(
     store: Optional[str] = StoreOpt,
     recipe: Optional[str] = RecipeOpt,
 ) -> None:
-    """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs);
-    with --run, that run's stages and the seconds each stage computed, with their share of the build (and for a
+    """List recorded runs, newest last, with the rows each computed and reused (taken from earlier outputs), what
+    each spent and what one kept row cost (docs/cost.md); with --run, that run's stages, the seconds and the
+    dollars each stage computed, with their share of the build (and for a
     failed run its error, exit code 2). A build whose process is
     gone (killed) shows as failed. With --recipe, that recipe's latest run's stages."""
     if run_id or recipe:
@@ -279,16 +314,17 @@ def runs(
         error = ((run.error or "").strip().splitlines() or ["no error recorded"])[0]
         if run.status == "failed" and not run.stages:
             _fail(BonforgeError(f"run {run.run_id} failed before it recorded any stage: {error}"))
-        sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s "
-            "FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store, None)
+        sql("SELECT stage, teacher, key, rows, rows_computed AS computed, rows_reused AS reused, cached, wall_s, "
+            "cost_usd, spent_usd FROM run_stages ORDER BY stage, teacher, key", run.run_id, "table", None, store,
+            None)
         if shares := run.busy_shares():
             typer.echo("busy (of the build's {:.1f} s): {}".format(run.wall_s or 0, ", ".join(
                 f"{stage} {secs:.1f} s ({share:.0%})" for stage, (secs, share) in shares.items())))
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return
-    sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, dataset "
-        "FROM runs ORDER BY started, run_id", None, "table", None, store, None)
+    sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, "
+        "spent_usd, per_kept_row_usd, dataset FROM runs ORDER BY started, run_id", None, "table", None, store, None)
 
 
 @app.command(short_help="Compare two runs' verdicts or scores, candidate by candidate.")

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from bonforge.config_model import MAX_DEPTH, Model, Name, Need, added, exec_only, install_command, load_yaml, parse_yaml
 from bonforge.errors import ConfigError, MissingModules, clip, shown
 from bonforge.tables.records import ByteLimits
-from bonforge.llm.config import GenerationTeacher, OpenAITeacher, TransformersTeacher, VLLMTeacher
+from bonforge.llm.config import GenerationTeacher, OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
+from bonforge.llm.prices import worst_case
 from bonforge.judging.config import MathVerifyConfig
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.scoring.config import SCORERS, BonConfig, BonFilter, EvaluateConfig, ScorerConfig  # noqa: F401
@@ -363,6 +364,10 @@ class Recipe(Model):
     overrides: list[str] = exec_only(
         [], description="The `--set` overrides the recipe was read with (filled in by the loader; recorded in the "
         "run record and in the manifest of every dataset version it builds).")
+    budget: float | None = exec_only(
+        None, ge=0, strict=True, description="US dollars the build may spend on endpoints with token prices "
+        "(`bonforge run --budget`, docs/cost.md): no request is sent that could take the spend over it; the build "
+        "stops keeping every finished row, and a rerun with a larger budget pays only for what is new.")
     reuse: bool = exec_only(
         True, description="Take rows (samples, verdicts) whose content identity an earlier output in the store "
                           "holds, and skip committed stages. false (or `bonforge run --fresh`): recompute "
@@ -400,6 +405,23 @@ class Recipe(Model):
             if self.fusion.fusor.name in names:
                 raise ValueError(f"fusion.fusor.name {self.fusion.fusor.name!r} is already a teacher's name")
         return self._open_ended()
+
+    @model_validator(mode="after")
+    def _budget(self) -> "Recipe":
+        """A budget counts endpoints with token prices, and must hold one request of the cheapest at worst."""
+        if self.budget is None:
+            return self
+        priced = [(at, t) for at, t in endpoints(self) if t.prices and None not in (t.prices.input, t.prices.output)]
+        if not priced:
+            raise ValueError("budget: it counts what endpoints with token prices spend, and none states them: give "
+                             "the teachers (or judges) `prices: {input: ..., output: ...}` (dollars per million "
+                             "tokens)")
+        floor, at, t = min((worst_case(t.prices, 1, t.max_tokens), at, t) for at, t in priced)
+        if self.budget < floor:
+            raise ValueError(f"budget: {self.budget:g} dollars is below what one request may cost (${floor:.6f}: {at}, "
+                             f"max_tokens {t.max_tokens} at ${t.prices.output:g} per million output tokens): no "
+                             "request could be sent")
+        return self
 
     @model_validator(mode="after")
     def _distinct_datasets(self) -> "Recipe":
@@ -559,6 +581,22 @@ def _flatten(ann: Any) -> list:
     if not args:
         return [ann]
     return [x for a in args for x in _flatten(a)]
+
+
+def endpoints(model: BaseModel, at: str = "") -> list[tuple[str, SampledTeacher]]:
+    """Every model that generates text in ``model`` (teachers, the fusor, selectors, judges), with its field
+    path."""
+    out = []
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        for i, item in enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]:
+            path = f"{at}.{name}" if at else name
+            path = path if i is None else f"{path}.{i}"
+            if isinstance(item, SampledTeacher):
+                out.append((path, item))
+            elif isinstance(item, BaseModel):
+                out += endpoints(item, path)
+    return out
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:

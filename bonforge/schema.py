@@ -54,6 +54,9 @@ CANDIDATES = pa.schema(
         pa.field("text_digest", pa.binary(16)),  # 16 bytes of the text's SHA-256 (bonforge.identity), null: none
         pa.field("language", pa.string()),  # the program's language as its record names it (pool teachers,
         # reference solutions: cpp, java, python, pypy); null: the fence's tag, else the recipe's default
+        pa.field("cost_usd", pa.float64()),  # what making the row cost (docs/cost.md); null: no price known
+        pa.field("engine_s", pa.float64()),  # local engines: the row's share of the engine's wall time; times
+        # the GPUs the engine held (the stage manifest's `cost.gpus`), its GPU-seconds
     ]
 )
 
@@ -102,6 +105,8 @@ SCORES = pa.schema(
         pa.field("truncated", pa.bool_()),  # reward_model: the conversation was cut (from the left)
         pa.field("detail", pa.string()),  # JSON: language_id's expected language and confidence
         pa.field("latency_ms", pa.float64()),  # the scorer's time per row in its batch
+        pa.field("prompt_tokens", pa.int32()),  # judge and reward-model endpoint: the tokens it read
+        pa.field("cost_usd", pa.float64()),  # what scoring the row cost (docs/cost.md); null: no price known
     ]
 )
 
@@ -137,6 +142,7 @@ PAIRWISE = pa.schema(
         pa.field("prompt_tokens", pa.int32()),
         pa.field("completion_tokens", pa.int32()),
         pa.field("response", pa.string()),  # the judge's reply (its tail)
+        pa.field("cost_usd", pa.float64()),  # what the judge's call cost (docs/cost.md); null: no price known
     ]
 )
 

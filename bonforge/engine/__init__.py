@@ -54,6 +54,7 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
     since = time.time()  # the record's wall time covers the early stages and the services' start
     from bonforge.config import check_installed
     from bonforge.engine.run import CommittedRun, NotCommitted, execute, record_interrupted
+    from bonforge.llm.budget import BudgetStopped, spending
     from bonforge.report import report_after_build
     from bonforge.runtime.interrupt import as_interrupt, last_words
     from bonforge.storage.run_record import new_run_id
@@ -64,20 +65,24 @@ def build(dag: Dag, recipe: Recipe, store_root: str, recipe_dir: str = ".", run_
     first = CommittedRun(StageStore(store_root), recipe)
     stopped = functools.partial(record_interrupted, first.store, recipe, run_id, since)
     last_words.append(stopped)  # a signal while no run record is open (the services start) is recorded too
-    try:
+    with spending(recipe.budget) as budget:
         try:
-            record = execute(dag, first, recipe_dir, run_id, record_start=False, since=since)
-            log.info("every stage is committed (%d stages): nothing to compute", sum(map(len, record.stages.values())))
-            report_after_build(store_root, record, reuse=True)
-            return record
-        except NotCommitted as e:
-            log.info("stage %s must be computed: starting the Prefect flow", e)
-        from bonforge.engine.prefect import compute  # Prefect loads only here
+            try:
+                record = execute(dag, first, recipe_dir, run_id, record_start=False, since=since)
+                log.info("every stage is committed (%d stages): nothing to compute",
+                         sum(map(len, record.stages.values())))
+                report_after_build(store_root, record, reuse=True)
+                return record
+            except NotCommitted as e:
+                log.info("stage %s must be computed: starting the Prefect flow", e)
+            from bonforge.engine.prefect import compute  # Prefect loads only here
 
-        return compute(dag, recipe, store_root, recipe_dir, run_id, first.done, since)
-    except BaseException as e:
-        if as_interrupt(e):
-            stopped()
-        raise
-    finally:
-        last_words.remove(stopped)
+            return compute(dag, recipe, store_root, recipe_dir, run_id, first.done, since)
+        except BaseException as e:
+            if as_interrupt(e):
+                stopped()
+            elif budget is not None and budget.exhausted:
+                raise BudgetStopped(budget.line()) from e
+            raise
+        finally:
+            last_words.remove(stopped)

@@ -26,12 +26,14 @@ from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.runtime.cluster import ensure_ray
 from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
+from bonforge.llm import budget
 from bonforge.manifest import Manifest
 from bonforge.runtime.interrupt import as_interrupt, last_words as words
 from bonforge.runtime.progress import stage_progress
 from bonforge.stage import Node, Pending, Ref, Upstream
 from bonforge.storage.run_record import utc_now
 from bonforge.storage.store import StageStore
+from bonforge.tables.cost import dataset_rows
 
 log = logging.getLogger("bonforge")
 
@@ -263,6 +265,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
     recipe, store = run.recipe, run.store
     since = time.time() if since is None else since
     record = RunRecord.build(recipe, run_id, run.record, run.cached, started=utc_now(since))
+    spent = budget.active()
     if record_start:
         store.record_run(record)
 
@@ -283,7 +286,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
-        record.build_summary = _summary(store, run.record)
+        record.build_summary = _summary(store, run.record, run.cached, dataset_rows(dataset.get("files", {})))
         rejudged = [r for r in run.rows.values() if r.get("rejudged")]
         if record.build_summary is not None and rejudged:
             record.build_summary |= {"rejudged": sum(r["rejudged"] for r in rejudged),
@@ -292,24 +295,30 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         raise
     except BaseException as e:
         stop = as_interrupt(e)  # Ctrl-C or SIGTERM: what is committed stays committed
-        record.status = "interrupted" if stop else "failed"
-        record.error = f"interrupted by {stop}" if stop else f"{type(e).__name__}: {e}"[:2000]
+        over = not stop and spent is not None and spent.exhausted  # stopped by the budget (bonforge.llm.budget)
+        record.status = "interrupted" if stop else "stopped_by_budget" if over else "failed"
+        record.error = (f"interrupted by {stop}" if stop else spent.line() if over
+                        else f"{type(e).__name__}: {e}"[:2000])
         raise
     finally:
         words.remove(stopped_in_a_c_call)
         record.finished, record.wall_s = utc_now(), round(time.time() - since, 3)
         record.timings, record.rows, record.busy = run.timings, run.rows, run.busy or None
+        if spent is not None:
+            record.extra["budget"] = spent.json()
         if record.status != "running":
             _record(store, record)
     return record
 
 
-def _summary(store: StageStore, stages: dict[str, list[str]]) -> dict | None:
-    """What the build kept and dropped (``bonforge.report.summary``); a failure only logs a warning."""
+def _summary(store: StageStore, stages: dict[str, list[str]], cached: dict[str, list[str]],
+             kept_rows: int) -> dict | None:
+    """What the build kept and dropped, and what it cost (``bonforge.report.summary``); a failure only logs a
+    warning."""
     from bonforge.report.summary import build_summary
 
     try:
-        return build_summary(store, stages)
+        return build_summary(store, stages, cached, kept_rows)
     except Exception as e:  # the summary must never fail the build it describes
         log.warning("the build's summary could not be computed: %s: %s", type(e).__name__, e)
         return None

@@ -22,6 +22,7 @@ log = logging.getLogger("bonforge")
 
 T = TypeVar("T")
 Progress = Callable[[int], None]  # ``generate``'s report: the samples done so far
+TEMPLATE_TOKENS = 16  # a chat template's tokens around one message, at most (role markers, turn ends)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class Request:
     def sample_seed(self, index: int) -> int:
         return self.seed + index
 
+    def prompt_bound(self) -> int:
+        """The most tokens the prompt can be: one per byte, plus ``TEMPLATE_TOKENS`` per message."""
+        texts = [m.get("content") or "" for m in self.messages] if self.messages is not None else [self.prompt]
+        return sum(len(str(t).encode()) + TEMPLATE_TOKENS for t in texts)
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -57,12 +63,15 @@ class Completion:
     text: str
     reasoning: str | None
     finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None: the server reported no usable count
+    completion_tokens: int | None
     seed: int
     engine: str
     model: str
     latency_s: float = field(default=0.0, compare=False)
+    cached_tokens: int = field(default=0, compare=False)  # prompt tokens the server read from its cache
+    engine_s: float | None = field(default=None, compare=False)  # local engines: this sample's share of the
+    # engine's wall time (``bonforge.llm.prices.share_time``)
 
 
 class Engine(Protocol):

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from bonforge.config_model import Model, Name, exec_only
 from bonforge.llm.models import KNOWN
+from bonforge.llm.prices import Prices
 
 
 def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
@@ -34,6 +35,13 @@ class SampledTeacher(Model):
         None, description="Template file with a `{question}` placeholder (default: bonforge's "
                           "sample_math.txt / sample_code.txt by problem domain).")
     shard_problems: int = exec_only(64, gt=0, description="Problems per stage shard (one shard is lost at most).")
+    prices: Prices | None = exec_only(None, description="What the endpoint charges (docs/cost.md); each row records "
+                                                        "its cost_usd. Never in a stage key.")
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs the engine holds while it generates (a server's are not ours: 0)."""
+        return 0
 
 
 class OpenAITeacher(SampledTeacher):
@@ -55,6 +63,10 @@ class TransformersTeacher(SampledTeacher):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
     device: str = exec_only("cpu", description="torch device, e.g. 'cpu' or 'cuda:0'.")
     batch_size: int = exec_only(16, gt=0, description="Sequences per generate call.")
+
+    @property
+    def gpus(self) -> int:
+        return 1 if self.device.startswith("cuda") else 0
 
     def own_needs(self) -> dict[str, str]:
         return model_needs(self.model in KNOWN)
@@ -81,6 +93,10 @@ class VLLMTeacher(SampledTeacher):
     enforce_eager: bool | None = exec_only(
         None, description="Disable CUDA graphs / compilation (faster start, slower decode); default: off on "
                           "GPUs, on for device: cpu.")
+
+    @property
+    def gpus(self) -> int:
+        return self.num_replicas * self.tensor_parallel_size if self.device == "gpu" else 0
 
     def own_needs(self) -> dict[str, str]:
         cpu = self.device == "cpu"  # vLLM's CPU build, whose set-up holds every other extra

@@ -20,6 +20,7 @@ import httpx
 
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
                                split_reasoning)
+from bonforge.llm.budget import Bill
 from bonforge.llm.config import OpenAITeacher
 
 T = TypeVar("T")
@@ -114,8 +115,10 @@ def _typed(value: Any, kind: type | tuple, path: list, where: str) -> Any:
     return value
 
 
-def parse_response(data: Any, *, chat: bool, where: str) -> dict:
-    """Text, reasoning, finish reason and token counts of a (chat) completion response body."""
+def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None = None,
+                   max_prompt: int | None = None) -> dict:
+    """Text, reasoning, finish reason and token counts (``usage_counts``) of a (chat) completion response
+    body."""
     if chat:
         message = _typed(_field(data, ["choices", 0, "message"], where), dict, ["choices", 0, "message"], where)
         content = message.get("content")
@@ -131,9 +134,30 @@ def parse_response(data: Any, *, chat: bool, where: str) -> dict:
         reasoning, text = split_reasoning(_typed(_field(data, ["choices", 0, "text"], where), str,
                                                  ["choices", 0, "text"], where))
     finish = _typed(_field(data, ["choices", 0, "finish_reason"], where), str, ["choices", 0, "finish_reason"], where)
-    usage = {k: _typed(_field(data, ["usage", k], where), int, ["usage", k], where)
-             for k in ("prompt_tokens", "completion_tokens")}
+    usage = usage_counts(data, max_tokens, max_prompt, where)
     return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage}
+
+
+INT32 = 2**31 - 1
+
+
+def usage_counts(data: dict, max_tokens: int | None, max_prompt: int | None, where: str) -> dict:
+    """The token counts a response reports (``usage``). A count that is missing, not an integer, negative,
+    past 32 bits, or past what the request can hold (output: its ``max_tokens``; prompt: ``max_prompt``,
+    ``Request.prompt_bound``) is unknown: None, and the answer is kept (its cost is unknown; a budget counts it
+    at its worst case, ``bonforge.llm.budget``)."""
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    out = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
+    bound = {"prompt_tokens": min(max_prompt or INT32, INT32), "completion_tokens": min(max_tokens or INT32, INT32)}
+    for k, v in out.items():
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= bound[k]:
+            log.debug("%s: usage.%s is %r: token count unknown", where, k, v)
+            out[k] = None
+    ok = isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= (out["prompt_tokens"] or 0)
+    return {**out, "cached_tokens": cached if ok else 0}
 
 
 class OpenAIEngine:
@@ -198,8 +222,11 @@ class OpenAIEngine:
         body = request_body(self.teacher, request, index)
         path = "chat/completions" if chat else "completions"
 
+        bill = Bill(self.teacher.prices, request, where)  # the budget's hold on this sample, if a budget is set
+
         async def attempt() -> dict:
             async with gate:
+                await bill.reserve()
                 if limiter:
                     await limiter.wait()
                 try:
@@ -219,10 +246,12 @@ class OpenAIEngine:
                 data = resp.json()
             except ValueError:
                 raise EngineError(f"{where}: response is not JSON: {resp.text[:200]!r}") from None
-            return parse_response(data, chat=chat, where=where)
+            return parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens,
+                                  max_prompt=request.prompt_bound())
 
         t0 = time.perf_counter()
-        fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where)
+        async with bill:
+            fields = bill.paid(await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where))
         if "rejected" in fields:
             return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,

@@ -17,6 +17,7 @@ from itertools import groupby
 from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion, Progress, Request, fits, log_skipped, split_reasoning, truncate_at_stop
 from bonforge.llm.config import TransformersTeacher
+from bonforge.llm.prices import share_time
 
 
 def _row_sampler(seeds: list[int], temperature: float, top_p: float):
@@ -147,7 +148,7 @@ class TransformersEngine:
                 completion_tokens=len(ids), seed=req.sample_seed(index), engine=self.name,
                 model=self.teacher.model, latency_s=latency,
             ))
-        return completions
+        return share_time(completions, latency)
 
     def close(self) -> None:
         self.model = self.tokenizer = None

@@ -19,6 +19,7 @@ from typing import Any
 from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion, Progress, Request, fits, log_skipped, split_reasoning
 from bonforge.llm.config import VLLMTeacher
+from bonforge.llm.prices import share_time
 
 REPORT_EVERY_S = 0.5  # a replica sends the samples it finished at most this often (and when its batch ends)
 POLL_S = 1.0  # ``generate`` reads the count this often while the replicas generate
@@ -247,7 +248,8 @@ class VLLMEngine:
 
 def to_completions(requests: list[Request], results: list[dict], model: str, latency: float) -> list[list[Completion]]:
     """Regroup per-sample results (in request, then sample order) into completions per request; a request
-    whose prompt was skipped gets none and is logged."""
+    whose prompt was skipped gets none and is logged. The call's wall time ``latency`` is shared out over the
+    samples by their tokens (``engine_s``)."""
     out, pos = [], 0
     for r in requests:
         mine, pos = results[pos: pos + r.n], pos + r.n
@@ -265,4 +267,5 @@ def to_completions(requests: list[Request], results: list[dict], model: str, lat
                 seed=r.sample_seed(i), engine="vllm", model=model, latency_s=latency,
             ))
         out.append(comps)
-    return out
+    shared = iter(share_time([c for comps in out for c in comps], latency))
+    return [[next(shared) for _ in comps] for comps in out]

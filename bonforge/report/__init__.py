@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bonforge.report import open_ended
+from bonforge.report.cost import cost_section
 from bonforge.storage.catalog import connect
 from bonforge.storage.fs import LocalDir
 
@@ -134,6 +135,7 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     if labelled:
         sections.insert(0, labelled)
     sections += open_ended.sections(con, store, run)
+    sections.insert(0, cost_section((run.build_summary or {}).get("cost")))
     sections.append(strength_section(con))
     facts = {k: run.get(k) for k in ("run_id", "recipe_name", "status", "kind", "started", "wall_s", "dataset")
              if run.get(k) is not None}

@@ -1,14 +1,16 @@
 """What a build kept and why: the summary ``bonforge run`` prints at the end of every build and the run record
 keeps (``summary``). Problems in, kept, dropped by reason code (``schema.DropReason``), candidates, and the
 verdicts by status with how many are correct (``correct``: the one column every domain shares; ``status``
-is the domain's own word, docs/stages.md); a build that judged stored verdicts again because the judge
-changed also says how many, and how many of them flipped (``bonforge.engine.rejudge``)."""
+is the domain's own word, docs/stages.md), what the rows cost (docs/cost.md); a build that judged stored
+verdicts again because the judge changed also says how many, and how many of them flipped
+(``bonforge.engine.rejudge``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from bonforge.report.cost import build_cost, cost_lines
 from bonforge.schema import NO_LABEL
 from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
@@ -16,9 +18,11 @@ from bonforge.storage.store import StageStore
 STAGES = ("problems", "candidates", "verdicts", "problem_stats")
 
 
-def build_summary(store: StageStore, stages: dict[str, list[str]]) -> dict:
+def build_summary(store: StageStore, stages: dict[str, list[str]], cached: dict[str, list[str]] | None = None,
+                  kept_rows: int | None = None) -> dict:
     """The summary of the committed outputs of ``stages`` (stage -> keys, a run's map); a stage the build
-    does not have is left out of it."""
+    does not have is left out of it. ``cost`` (``bonforge.report.cost``, with ``cached`` and the dataset's
+    ``kept_rows``) where a stage records one."""
     con = store.duckdb()
     try:
         have = set()
@@ -43,6 +47,8 @@ def build_summary(store: StageStore, stages: dict[str, list[str]]) -> dict:
                            "GROUP BY status ORDER BY n DESC, status").fetchall()
             out["verdicts"] = {status: n for status, n, _ in rows}
             out["correct"] = sum(ok for _, _, ok in rows)
+        if cost := build_cost(store, stages, cached, kept_rows):
+            out["cost"] = cost
         return out
     finally:
         con.close()
@@ -68,6 +74,8 @@ def summary_lines(summary: dict) -> list[str]:
             lines.append(f"verdicts without a label: {sum(unknown.values())} ("
                          + ", ".join(f"{s} {n}" for s, n in unknown.items()) + "): in no pass rate, reward or "
                          "export; the next build judges them again")  # fmt: skip
+    if summary.get("cost", {}).get("rows_usd") is not None:  # some price was stated
+        lines += cost_lines(summary["cost"])
     if summary.get("rejudged"):
         lines.append(f"re-judged: {summary['rejudged']} verdicts stored under an earlier judge (its fingerprint "
                      f"moved), {summary['flipped']} flipped (`bonforge diff` lists them)")

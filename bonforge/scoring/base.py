@@ -32,6 +32,8 @@ class Result:
     n_tokens: int | None = None
     truncated: bool | None = None
     detail: str | None = None
+    prompt_tokens: int | None = None  # a judge's or reward-model endpoint's input tokens
+    cost_usd: float | None = None  # what the call cost at the scorer's prices (null: none known)
 
 
 Progress = Callable[[int], None]  # progress(k): k of the items given are scored (k only grows)

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from bonforge.config_model import Model, Name, exec_only
 from bonforge.llm.config import GenerationTeacher, model_needs
 from bonforge.llm.models import KNOWN
+from bonforge.llm.prices import Prices
 
 
 class _Scorer(Model):
@@ -69,6 +70,8 @@ class RewardModelScorer(_Scorer):
     base_url: str | None = exec_only(None, description="engine pooling: the server, e.g. http://host:8000.")
     batch_size: int = exec_only(8, gt=0, description="Conversations per forward pass / request.")
     timeout_s: float = exec_only(120.0, gt=0, description="engine pooling: seconds per request.")
+    prices: Prices | None = exec_only(None, description="engine pooling: what the endpoint charges per input "
+                                                        "token (docs/cost.md); never in a stage key.")
 
     def own_needs(self) -> dict[str, str]:
         from bonforge.scoring.reward_model import TEST_RM  # built from a model bonforge knows by name

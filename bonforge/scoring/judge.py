@@ -17,6 +17,7 @@ import json
 import re
 
 from bonforge.llm.base import Request
+from bonforge.llm.prices import completion_cost
 from bonforge.llm.models import model_identity as _model_identity
 from bonforge.scoring.base import Item, Progress, Result, last_verdict
 from bonforge import templates
@@ -91,7 +92,8 @@ class Judge:
             status = "truncated" if reply.finish_reason == "length" else "ok" if value is not None else "parse_error"
             detail = json.dumps({"reply": reply.text[-2000:], "finish_reason": reply.finish_reason})
             out[i] = Result(value if status == "ok" else None, status, label=str(distinct),
-                            n_tokens=reply.completion_tokens, detail=detail)
+                            n_tokens=reply.completion_tokens, detail=detail, prompt_tokens=reply.prompt_tokens,
+                            cost_usd=completion_cost(j.prices, reply, j.gpus))
         return out  # type: ignore[return-value]
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bonforge.llm import models
 from bonforge.scoring.base import Item, Progress, Result, ScorerError
+from bonforge.llm.prices import token_cost
 
 VERSION = "1"
 VLLM_PIECE = 128  # conversations per vLLM classify call (vLLM batches them itself; progress moves between)
@@ -250,7 +251,8 @@ class RewardModel:
         ready = len(items) - len(batch)
         values = self.engine(batch, None if progress is None else lambda k: progress(ready + k)) if batch else []
         for (i, n, cut), v in zip(todo, values):
-            out[i] = Result(v, n_tokens=n, truncated=cut, detail=None if not cut else json.dumps({"cut_from": "left"}))
+            out[i] = Result(v, n_tokens=n, truncated=cut, detail=None if not cut else json.dumps({"cut_from": "left"}),
+                            prompt_tokens=n, cost_usd=token_cost(self.cfg.prices, n, 0))
         return out  # type: ignore[return-value]
 
     def close(self) -> None:

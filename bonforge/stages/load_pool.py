@@ -115,7 +115,8 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
         raise DataError(f"no pool record matched any of the {len(ids)} problems by {teacher.match} (the records' "
                         f"field {teacher.match_field!r}{seen}){like}", src)
     n = len(rows["candidate_id"])
-    for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed", "text_digest"):
+    for name in ("reasoning", "finish_reason", "prompt_tokens", "completion_tokens", "seed", "text_digest", "cost_usd",
+                 "engine_s"):
         rows[name] = [None] * n
     return pa.Table.from_pydict(rows, schema=CANDIDATES)
 

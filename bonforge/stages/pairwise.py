@@ -25,17 +25,20 @@ from bonforge import identity
 from bonforge.config import EvaluateConfig, FusorConfig, Recipe
 from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity, model_resource
+from bonforge.llm.prices import completion_cost
 from bonforge.schema import PAIRWISE
 from bonforge.scoring import pairwise as games
 from bonforge import templates
-from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written, unkeyed
+from bonforge.tables.cost import cost_summary
 
 
 VERSION = "4"  # 4: a label the judged answers carry is not the judge's own;
 # 3: a game's status (a reply cut at its token limit has no label), the contender's side in the
 # identity; 2: several baselines (rows keyed by baseline too), contender `fused`, evaluation per pair
 SLOTS = ("{question}", "{answer_a}", "{answer_b}")
-_CONTENT = ("label", "status", "n_labels", "contender_score", "prompt_tokens", "completion_tokens", "response")
+_CONTENT = ("label", "status", "n_labels", "contender_score", "prompt_tokens", "completion_tokens", "response",
+            "cost_usd")
 _SLOT = r"\{(question|answer_a|answer_b)\}"
 
 
@@ -89,9 +92,10 @@ class Judging:
     def __init__(self, params: PairwiseParams) -> None:
         self.params = params
         self.engine = None
+        self.spent_usd = 0.0  # what the games judged in this build cost
 
     def __enter__(self):
-        return self.compute
+        return self
 
     def __exit__(self, *exc) -> None:
         if self.engine is not None:
@@ -126,10 +130,14 @@ class Judging:
                                ("contender_score", games.contender_score(label, contender_is_a=bool(g))),
                                ("prompt_tokens", reply and reply.prompt_tokens),
                                ("completion_tokens", reply and reply.completion_tokens),
-                               ("response", reply.text[-4000:] if reply else None)):
+                               ("response", reply.text[-4000:] if reply else None),
+                               ("cost_usd", reply and completion_cost(j.prices, reply, j.gpus))):
                 out[col].append(value)
+        self.spent_usd += sum(c or 0.0 for c in out["cost_usd"])
         return pa.table({**{f: wanted.column(f) for f in ("problem_id", "contender", "baseline", "game",
                                                          "contender_id", "baseline_id")}, **out}).cast(PAIRWISE)
+
+    __call__ = compute
 
 
 def fill_pair(template: str, question: str, answer_a: str, answer_b: str) -> str:
@@ -182,9 +190,15 @@ def evaluation(table: pa.Table, cfg: EvaluateConfig, fusor: FusorConfig | None =
 
 STAGE = Stage("pairwise", VERSION, params=PairwiseParams, schema=PAIRWISE, open=Judging, table=_pairs,
               shard_rows=512, resource=lambda p: model_resource(p.cfg.judge), reports=True,
-              summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor)},
+              summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor),
+                                 "cost": spent(w)},
               rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE,
-                        {"status": games.FAILED}))
+                        {"status": games.FAILED}, optional=("cost_usd",)))
+
+
+def spent(w: Written) -> dict:
+    """What the games cost (``bonforge.tables.cost``)."""
+    return cost_summary(w.each(["cost_usd"]), w.compute.spent_usd if w.compute is not None else 0.0)
 
 
 def node(recipe: Recipe, problems: Ref, candidates: list[Ref], bon: Ref) -> Node:

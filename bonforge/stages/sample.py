@@ -29,7 +29,9 @@ from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity, model_resource
+from bonforge.llm.prices import completion_cost
 from bonforge.schema import CANDIDATES, conform, text_chars
+from bonforge.tables.cost import cost_summary
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written, unkeyed
 
 log = logging.getLogger("bonforge")
@@ -126,7 +128,8 @@ class Sampler:
         self.teacher = teacher
         self.engine = engine
         self.templates: dict[str, str] = {}
-        self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0}
+        self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0,
+                      "spent_usd": 0.0, "unpriced": 0}
         self.skipped: set[str] = set()  # problems whose prompt the engine skipped (they have no rows at all)
 
     def requests(self, shard: pa.Table, todo: pa.Table | None = None) -> list[tuple[Request, int]]:
@@ -165,6 +168,7 @@ class Sampler:
                               f"{len(requests)} requests")
         name = self.teacher.name
         rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name not in ("text_digest", "language")}
+        prices, gpus = self.teacher.prices, self.teacher.gpus
         for (req, start), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
@@ -181,9 +185,13 @@ class Sampler:
                 rows["completion_tokens"].append(c.completion_tokens)
                 rows["seed"].append(c.seed)
                 rows["reference_correct"].append(None)
-        prompt, completion = sum(rows["prompt_tokens"]), sum(rows["completion_tokens"])
+                rows["cost_usd"].append(completion_cost(prices, c, gpus))
+                rows["engine_s"].append(c.engine_s)
+        prompt, completion = (sum(n or 0 for n in rows[f"{k}_tokens"]) for k in ("prompt", "completion"))
         self.stats["prompt_tokens"] += prompt
         self.stats["completion_tokens"] += completion
+        self.stats["spent_usd"] += sum(c for c in rows["cost_usd"] if c is not None)
+        self.stats["unpriced"] += rows["cost_usd"].count(None)
         self.stats["generate_s"] += secs
         log.info("sample %s: %d problems, %d samples, %d completion tokens in %.1fs (%.0f tokens/s)", name,
                  len(requests), len(rows["candidate_id"]), completion, secs, completion / secs if secs else 0.0)
@@ -216,6 +224,8 @@ def _summary(w: Written) -> dict:
             "generate_s": round(s["generate_s"], 3),
             "completion_tokens_per_s": round(s["completion_tokens"] / s["generate_s"], 1) if s["generate_s"] else None,
         },
+        "cost": cost_summary(w.each(["cost_usd", "engine_s"]), s["spent_usd"],
+                             None if teacher.engine == "openai" else teacher.gpus),
         "skipped_requests": s["skipped_requests"],
         "problems_short_of_n": short[:100],
         "problems_short_of_n_count": len(short),
@@ -232,8 +242,9 @@ class SampleParams(Params):
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct", "text_digest", "language"), CANDIDATES,
-            optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
+                                   "reference_correct", "text_digest", "language", "cost_usd", "engine_s"), CANDIDATES,
+            optional=("text_digest", "language", "cost_usd", "engine_s"))  # null: verification hashes the text;
+# the fence names the language; no cost recorded (rows made before costs were)
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
               open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
               table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True,

@@ -23,11 +23,13 @@ from bonforge.config import Recipe
 from bonforge.scoring.config import ScorerConfig
 
 from bonforge.schema import SCORES
-from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written
+from bonforge.tables.cost import cost_summary
 from bonforge.llm.models import model_resource
 
 VERSION = "1"
-_CONTENT = ("kind", "value", "label", "status", "n_tokens", "truncated", "detail", "latency_ms")
+_CONTENT = ("kind", "value", "label", "status", "n_tokens", "truncated", "detail", "latency_ms", "prompt_tokens",
+            "cost_usd")
 _PROBLEMS = ["problem_id", "domain", "question", "answer", "metadata"]
 
 
@@ -73,9 +75,10 @@ class Scoring:
     def __init__(self, params: ScoresParams) -> None:
         self.params = params
         self.opened: dict[str, Any] = {}
+        self.spent_usd = 0.0  # what the rows computed in this build cost
 
     def __enter__(self):
-        return self.compute
+        return self
 
     def __exit__(self, *exc) -> None:
         for scorer in self.opened.values():
@@ -115,9 +118,18 @@ class Scoring:
                                    ("teacher", wanted.column("teacher")[i].as_py()), ("scorer", name),
                                    ("kind", scorers[name].kind), ("value", r.value), ("label", r.label),
                                    ("status", r.status), ("n_tokens", r.n_tokens), ("truncated", r.truncated),
-                                   ("detail", r.detail), ("latency_ms", per_row)):
+                                   ("detail", r.detail), ("latency_ms", per_row), ("prompt_tokens", r.prompt_tokens),
+                                   ("cost_usd", r.cost_usd)):
                     rows[col].append(value)
+            self.spent_usd += sum(r.cost_usd or 0.0 for r in results)
         return pa.Table.from_pydict(rows, schema=SCORES)
+
+    __call__ = compute
+
+
+def _summary(w: Written) -> dict:
+    """What the scores cost (``bonforge.tables.cost``)."""
+    return {"cost": cost_summary(w.each(["cost_usd"]), w.compute.spent_usd if w.compute is not None else 0.0)}
 
 
 def _candidates(i: Inputs) -> Iterator[pa.Table]:
@@ -131,7 +143,8 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
 STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scoring, stream=_candidates,
               stream_of="candidates", shard_rows=256, compact_rows=100_000, reports=True,
               context=lambda i: {"problems": i.read("problems", _PROBLEMS)},
-              rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES, {"status": ("parse_error", "truncated")}),
+              rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES, {"status": ("parse_error", "truncated")},
+                        optional=("prompt_tokens", "cost_usd")), summary=_summary,
               resource=lambda p: _resource(p.scorers))
 
 

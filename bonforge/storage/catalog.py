@@ -1,5 +1,7 @@
 """The DuckDB catalog: one view per stage table of a run (default: the latest that succeeded), plus ``runs`` and
-``run_stages`` (each with the rows computed and the rows reused: taken from earlier outputs). Views read only
+``run_stages`` (each with the rows computed and the rows reused: taken from earlier outputs, and what they cost),
+and ``problem_cost`` (``PROBLEM_COST``: what each problem's candidates cost, per teacher, beside whether the
+filter kept the problem; docs/cost.md). Views read only
 committed stages (those with a manifest), so a query running while a build writes never sees a half-written
 stage.
 """
@@ -28,6 +30,7 @@ def connect(store: StageStore, run_id: str | None = None):
             man = store.manifest(stage, key) if store.exists(stage, key) else None
             cached = key in run.cached.get(stage, [])
             computed, reused = (0, 0) if cached else man.counts() if man else (None, 0)
+            cost = (man and man.extra.get("cost")) or {}
             stage_rows.append(
                 {
                     "run_id": run.run_id,
@@ -40,10 +43,24 @@ def connect(store: StageStore, run_id: str | None = None):
                     "cached": cached,
                     "rows_computed": computed,
                     "rows_reused": reused,
+                    "cost_usd": cost.get("rows_usd"),
+                    "spent_usd": 0.0 if cached and cost else cost.get("spent_usd"),
                 }
             )
     con.register("run_stages", pa.Table.from_pylist(stage_rows, schema=RUN_STAGES))
+    views = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    if {"candidates", "problem_stats"} <= views and "cost_usd" in con.sql("SELECT * FROM candidates LIMIT 0").columns:
+        con.sql(PROBLEM_COST)
     return con
+
+
+# What each problem's candidates cost, per teacher, and whether the filter kept the problem (null: no verdicts)
+PROBLEM_COST = """CREATE VIEW problem_cost AS
+SELECT c.problem_id, c.teacher, count(*) AS candidates, sum(c.prompt_tokens) AS prompt_tokens,
+       sum(c.completion_tokens) AS completion_tokens, sum(c.cost_usd) AS cost_usd,
+       count(*) - count(c.cost_usd) AS unpriced, any_value(s.keep) AS kept
+FROM candidates c LEFT JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*'
+GROUP BY c.problem_id, c.teacher"""
 
 
 RUN_STAGES = pa.schema(
@@ -58,6 +75,8 @@ RUN_STAGES = pa.schema(
         ("cached", pa.bool_()),
         ("rows_computed", pa.int64()),
         ("rows_reused", pa.int64()),
+        ("cost_usd", pa.float64()),  # what the output's rows cost, each when it was made (docs/cost.md)
+        ("spent_usd", pa.float64()),  # what this run paid for them (a cached output: nothing)
     ]
 )  # the same columns for a run without stages (a build that failed early)
 
@@ -68,6 +87,11 @@ def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str
     files = [str(p) for stage, key in outputs for p in store.paths(stage, key)]
     if files:
         con.read_parquet(files, union_by_name=True).create_view(name, replace=True)
+
+
+def _cost(run) -> dict:
+    """A run's cost (``bonforge.report.cost``): its build summary's, or what a build its budget stopped spent."""
+    return (run.build_summary or {}).get("cost") or {"spent_usd": run.extra.get("budget", {}).get("spent_usd")}
 
 
 def _runs_table(runs: list[dict]) -> pa.Table:
@@ -83,6 +107,7 @@ def _runs_table(runs: list[dict]) -> pa.Table:
             "stages": json.dumps(r.stages, sort_keys=True),
             "rows_computed": sum(v["computed"] for v in r["rows"].values()) if "rows" in r else None,
             "rows_reused": sum(v["reused"] for v in r["rows"].values()) if "rows" in r else None,
+            **{k: _cost(r).get(k) for k in ("spent_usd", "rows_usd", "per_kept_row_usd")},
         }
         for r in runs
     ]
@@ -98,6 +123,9 @@ def _runs_table(runs: list[dict]) -> pa.Table:
             ("stages", pa.string()),
             ("rows_computed", pa.int64()),  # by this run, over its stages (samples, verdicts, ...)
             ("rows_reused", pa.int64()),  # taken from earlier outputs (row reuse), not computed
+            ("spent_usd", pa.float64()),  # what this run paid (docs/cost.md)
+            ("rows_usd", pa.float64()),  # what its outputs' rows cost, each when it was made
+            ("per_kept_row_usd", pa.float64()),  # rows_usd over the dataset's rows
         ]
     )
     return pa.Table.from_pylist(rows, schema=schema)

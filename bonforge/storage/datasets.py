@@ -41,6 +41,7 @@ from bonforge.storage import card
 from bonforge.storage.fs import (Location, S3Prefix, atomic_write_bytes, atomic_write_json, json_bytes, open_location,
                                  sha256_file)
 from bonforge.storage.splits import Split
+from bonforge.tables.cost import dataset_rows, per_kept_row
 
 
 def _versions(loc: Location, name: str) -> list[int]:
@@ -89,6 +90,9 @@ def publish(root, name: str, tables: dict[str, pa.Table] | Iterable[dict[str, pa
                 point_latest(loc, name, v)
                 man["reused"], man["path"] = True, str(loc.path("datasets", name, f"v{v}"))
                 return man
+        if isinstance(lineage.get("summary", {}).get("cost"), dict):  # what one of its rows cost
+            lineage = {**lineage, "summary": {**lineage["summary"], "cost": per_kept_row(
+                lineage["summary"]["cost"], dataset_rows(files))}}
         manifest = {
             "name": name,
             "version": (_versions(loc, name) or [0])[-1] + 1,

@@ -102,9 +102,6 @@ def test_a_prompt_over_the_server_window_is_skipped_and_reported(error, caplog):
     ({"choices": []}, "choices[0]"),
     ({"choices": [{"message": {"role": "assistant"}, "finish_reason": "stop"}]}, "choices[0].message.content"),
     ({"choices": [{"message": {"content": 5}, "finish_reason": "stop"}]}, "choices[0].message.content"),
-    ({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "usage"),
-    ({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
-      "usage": {"prompt_tokens": 3, "completion_tokens": "7"}}, "usage.completion_tokens"),
     (b"<html>oops</html>", "not JSON"),
 ])
 def test_malformed_response_names_request_and_field(payload, field):
@@ -113,6 +110,36 @@ def test_malformed_response_names_request_and_field(payload, field):
         with pytest.raises(EngineError, match=r"request p0 sample 0: .*" + escaped):
             OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
     assert server.count == 1
+
+
+USAGE = {  # usage as a server reports it -> (prompt, completion, cached) as counted; None: unknown
+    "missing": (None, (None, None, 0)),
+    "not a mapping": ("lots", (None, None, 0)),
+    "honest": ({"prompt_tokens": 3, "completion_tokens": 7}, (3, 7, 0)),
+    "cached": ({"prompt_tokens": 20, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 15}},
+               (20, 7, 15)),
+    "cached past the prompt": ({"prompt_tokens": 3, "completion_tokens": 7,
+                                "prompt_tokens_details": {"cached_tokens": 9}}, (3, 7, 0)),
+    "negative": ({"prompt_tokens": -3, "completion_tokens": -7}, (None, None, 0)),
+    "as strings": ({"prompt_tokens": "3", "completion_tokens": "7"}, (None, None, 0)),
+    "floats and bools": ({"prompt_tokens": 3.0, "completion_tokens": True}, (None, None, 0)),
+    "past 32 bits": ({"prompt_tokens": 2**40, "completion_tokens": 7}, (None, 7, 0)),
+    "past max_tokens": ({"prompt_tokens": 3, "completion_tokens": 33}, (3, None, 0)),
+    "past what the prompt holds": ({"prompt_tokens": 10**6, "completion_tokens": 7}, (None, 7, 0)),
+}
+
+
+@pytest.mark.parametrize("case", USAGE)
+def test_usage_the_client_cannot_trust_is_an_unknown_count_and_the_answer_is_kept(case):
+    usage, counted = USAGE[case]
+
+    def script(n, body):
+        reply = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+        return 200, {}, reply if usage is None else {**reply, "usage": usage}
+
+    with ScriptedServer(script) as server:
+        [[c]] = OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
+    assert c.text == "hi" and (c.prompt_tokens, c.completion_tokens, c.cached_tokens) == counted
 
 
 def test_concurrency_is_bounded_and_used():
