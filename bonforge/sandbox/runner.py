@@ -36,8 +36,8 @@ calls in order and stops at the first one that raises unless ``go_on``. A respon
 ``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" | "output_limit" |
 "unfinished", "stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float, "wait_s": float}``
 (``wait_s``: the part of ``wall_s`` its processes waited for a CPU; ``unfinished``: the machine kept it from
-finishing, ``wire.LOAD_STRETCH``; a build kept from finishing makes every test unfinished and adds
-``"unfinished": true`` to the response) plus, for
+finishing, ``wire.LOAD_STRETCH`` or the request's ``stretch`` (optional: a run alone, ``wire.rerun_stretches``);
+a build kept from finishing makes every test unfinished and adds ``"unfinished": true`` to the response) plus, for
 ``call``, ``"value"`` (the tagged JSON text of the returned value) and, for ``assert``, ``"calls"``: one
 line per call made, ``"v <tagged JSON>"`` or ``"x <JSON [exception class, message]>"``. Every field the
 child supplies is capped here (stdout and the call lines together under ``output_limit``) and passed on
@@ -273,7 +273,7 @@ def run_test(req, index, test, payload_fd, sandbox):
     # to the deadline, up to the cap; at the cap a test short of its own limits is UNFINISHED (``wire``).
     wall_limit = float(req["wall_limit"])
     deadline = start + wall_limit
-    cap = start + float(req.get("wall_cap") or wall_limit * LOAD_STRETCH)
+    cap = start + float(req["wall_cap"])  # the most real time the machine's waits may take it to
     poll = 0.1 if cgroup_before is not None else 1.0
     killed, waited, live, measured = None, 0.0, True, start
     try:
@@ -446,6 +446,7 @@ def _build(req, workdir, sandbox):
                "tests": [{"input": ""}]}  # fmt: skip
     breq = {"kind": "stdio", "exec": build["argv"], "time_limit": build["time_limit"], "memory_mb": build["memory_mb"],
             "wall_limit": build["wall_limit"], "output_limit": build["output_limit"]}  # fmt: skip
+    breq["wall_cap"] = float(build["wall_limit"]) * _stretch(req)
     pfd = _payload_fd(payload)
     try:
         res = run_test(breq, 0, payload["tests"][0], pfd, sandbox)
@@ -470,6 +471,11 @@ def _build(req, workdir, sandbox):
     if len(data) > int(build["output_limit"]):
         return f"the build's {keep!r} is over {build['output_limit']} bytes", None
     return None, base64.b64encode(data).decode()
+
+
+def _stretch(req):
+    """How many times its wall limit a run of ``req`` may take in real time (``wire.LOAD_STRETCH``)."""
+    return float(req.get("stretch") or LOAD_STRETCH)
 
 
 def _address_limit(req, sandbox):
@@ -510,16 +516,16 @@ def handle(req, workdir, sandbox):
     pfd = _payload_fd(payload)
     try:
         # the budget counts the program's own time (a test's wall less its wait for a CPU), its cap real time
-        begun, budget, own = time.monotonic(), req.get("budget"), 0.0
+        begun, budget, own, stretch = time.monotonic(), req.get("budget"), 0.0, _stretch(req)
         for i, test in enumerate(tests):
             left = float(req["wall_limit"]) if budget is None else float(budget) - own
-            cap = float(req["wall_limit"]) * LOAD_STRETCH
+            cap = float(req["wall_limit"]) * stretch
             if budget is not None:
-                cap = min(cap, float(budget) * LOAD_STRETCH - (time.monotonic() - begun))
+                cap = min(cap, float(budget) * stretch - (time.monotonic() - begun))
             if left <= 0 or cap <= 0:  # the candidate's budget ran out (timeout), or the machine took it
                 note = _note(req, Status.TIMEOUT, f"not run: the candidate's time budget ({float(budget):.1f} s) "
                              "ran out") if left <= 0 else _note(req, Status.UNFINISHED, "not run: the machine was "
-                             f"too busy (the candidate's budget stretched {LOAD_STRETCH:g} times ran out)")  # fmt: skip
+                             f"too busy (the candidate's budget stretched {stretch:g} times ran out)")  # fmt: skip
                 results += [dict(note) for _ in tests[i:]]
                 break
             if test.get("files"):

@@ -36,6 +36,21 @@ WALL_SLACK_S = 1.0  # a run's wall limit beyond its CPU limit times the wall fac
 # CPU (run-queue delay; a busy machine's). That wait may stretch a test to at most this many times its wall
 # limit (a request's budget likewise); past it the test is UNFINISHED: the machine's outcome, not a verdict.
 LOAD_STRETCH = 10.0
+# A request run again alone (one at a time, after every other: ``judging.code``, ``testlib.Checkers``) carries a
+# larger ``stretch``: each rerun RERUN_GROWTH times the last, until a test's allowance reaches ALONE_WALL_S of
+# real time (never below the first pass's); still unfinished there, the machine's outcome is final.
+RERUN_GROWTH = 4.0
+ALONE_WALL_S = 600.0
+
+
+def rerun_stretches(wall_limit):
+    """The stretches of the runs alone, in order, of a request whose tests' wall limit is ``wall_limit``: the
+    last one's allowance is ``ALONE_WALL_S`` a test, or ``LOAD_STRETCH`` times the wall limit when that is more."""
+    top = max(LOAD_STRETCH, ALONE_WALL_S / float(wall_limit))
+    stretches = [min(LOAD_STRETCH * RERUN_GROWTH, top)]
+    while stretches[-1] < top:
+        stretches.append(min(stretches[-1] * RERUN_GROWTH, top))
+    return stretches
 
 
 def wall_limit(cpu_s, wall_factor, slack=WALL_SLACK_S):
