@@ -166,13 +166,13 @@ def library_checker(args, image: str) -> None:
                 os.environ["BONFORGE_HOME"] = str(Path(tmp) / side)
                 testlib._binaries.clear()
                 with busy(per_core):
-                    sides[side] = judged(side, problems, cands, cfg, pool)
-    for side, rows in sides.items():
-        wrong = [(cid, *expected[cid], rows[cid]["status"], (rows[cid]["detail"] or "")[:160])
-                 for cid in sorted(expected) if not as_info_toml_says(expected[cid][1], rows[cid]["status"])]
-        print(f"  {side}: {len(expected) - len(wrong)} of {len(expected)} solutions as info.toml says")
-        for w in wrong:
-            print(f"    {w}")
+                    rows = sides[side] = judged(side, problems, cands, cfg, pool)
+                wrong = [(cid, *expected[cid], rows[cid]["status"], (rows[cid]["detail"] or "")[:160])
+                         for cid in sorted(expected) if not as_info_toml_says(expected[cid][1], rows[cid]["status"])]
+                print(f"  {side}: {len(expected) - len(wrong)} of {len(expected)} solutions as info.toml says; "
+                      f"{dict(Counter(r['status'] for r in rows.values()))}", flush=True)  # fmt: skip
+                for w in wrong:
+                    print(f"    {w}", flush=True)
     compare(sides["idle"], sides["loaded"])
 
 
