@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -186,6 +187,7 @@ def main() -> None:
     ap.add_argument("--packages", type=int, help="Library Checker: only the first N packages (default: all 12)")
     ap.add_argument("--skip-lc", action="store_true", help="skip the Library Checker packages")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still ends the busy processes and the pools
     image = build_image()
     print(f"{os.cpu_count()} cores, {load()}; busy processes when loaded: {args.busy_per_core} per core", flush=True)
     if not args.skip_codet:
