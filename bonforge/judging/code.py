@@ -28,7 +28,8 @@ and ``candidate_wall_s`` for an assert-style check (all its runs): tests left wh
 ``pool.HOST_MARGIN_S`` + 1 s once a worker takes it.
 
 **What the machine keeps from finishing** (``Status.UNFINISHED``, bonforge/sandbox/README.md) runs again alone
-after every other request; still unfinished, it is ``infra_error``, no label.
+after every other request, each run alone allowed to wait longer (``wire.rerun_stretches``); still unfinished
+at the last one, it is ``infra_error``, no label.
 
 **Two passes** (``_run_and_check``). Each Python request runs first under a short probe (``passes.probe``: a
 CPU limit of ``PROBE_S`` per test, ending at the first test out of time); the few that run into it (loops, heavy
@@ -60,7 +61,7 @@ from bonforge.judging.passes import chunked, hit_probe, probe
 from bonforge.judging.spec import TestSpec, parse_spec
 from bonforge.sandbox.check_host import CheckHost, shared_check_host
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.wire import Status
+from bonforge.sandbox.wire import Status, rerun_stretches
 from bonforge.schema import NO_LABEL, VERDICTS
 
 log = logging.getLogger("bonforge.sandbox")
@@ -288,13 +289,16 @@ def _run_and_check(requests: list[dict], specs: list[TestSpec], asserts: dict[in
             kept[i] = rerun
         batch = []
     for i in [i for i, k in enumerate(kept) if unfinished(k)]:  # alone, once all others are done
-        again = True
-        while again:
-            request = replays.rerun(i) if replays and replays.plans.get(i) is not None else requests[i]
-            kept[i] = run([request], lambda _, o, i=i: on(i, o))[0]
-            again = bool(replays) and i in replays.again
-            if again:
-                replays.again.discard(i)
+        for stretch in rerun_stretches(requests[i]["wall_limit"]):  # each run alone may wait longer
+            again = True
+            while again:
+                request = replays.rerun(i) if replays and replays.plans.get(i) is not None else requests[i]
+                kept[i] = run([dict(request, stretch=stretch)], lambda _, o, i=i: on(i, o))[0]
+                again = bool(replays) and i in replays.again
+                if again:
+                    replays.again.discard(i)
+            if not unfinished(kept[i]):
+                break
     return kept
 
 

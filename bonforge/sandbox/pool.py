@@ -196,15 +196,17 @@ class SandboxPool:
 
     def request_timeout(self, request: Request) -> float:
         """The host's own wall limit for a request, from when the runner can start it: what the runner may
-        take on a busy machine (``wire.LOAD_STRETCH`` times each wall limit: its tests' (+0.25 s each), or its
-        ``budget`` + 1 s when that is less, plus its build's (+0.25 s)) and ``HOST_MARGIN_S``. A limit that is
-        not a positive finite number counts as the pool's own (never an exception: one request's values)."""
-        wall = _seconds(request.wall_limit, self.cfg.wall_limit_s) * LOAD_STRETCH
+        take on a busy machine (its ``stretch``, ``wire.LOAD_STRETCH`` unless it runs alone, times each wall
+        limit: its tests' (+0.25 s each), or its ``budget`` + 1 s when that is less, plus its build's (+0.25 s))
+        and ``HOST_MARGIN_S``. A limit that is not a positive finite number counts as the pool's own (never an
+        exception: one request's values)."""
+        stretch = _seconds(request.stretch, LOAD_STRETCH)
+        wall = _seconds(request.wall_limit, self.cfg.wall_limit_s) * stretch
         limit = len(request.tests) * (wall + 0.25)
         if request.budget is not None:
-            limit = min(limit, _seconds(request.budget, limit) * LOAD_STRETCH + 1.0)
+            limit = min(limit, _seconds(request.budget, limit) * stretch + 1.0)
         if request.build is not None:  # a native program's build, once before its tests: its own wall limit
-            limit += _seconds(request.build.wall_limit, self.cfg.wall_limit_s) * LOAD_STRETCH + 0.25
+            limit += _seconds(request.build.wall_limit, self.cfg.wall_limit_s) * stretch + 0.25
         return limit + HOST_MARGIN_S
 
     streams_outcomes = True  # ``run`` hands each outcome to ``on_outcome`` as it arrives

@@ -38,8 +38,8 @@ calls in order and stops at the first one that raises unless ``go_on``. A respon
 ``{"status": "ok" | "runtime_error" | "compile_error" | "timeout" | "memory_limit" | "output_limit" |
 "unfinished", "stdout": str, "stderr": str, "error": str, "cpu_s": float, "wall_s": float, "wait_s": float}``
 (``wait_s``: the part of ``wall_s`` its processes waited for a CPU; ``unfinished``: the machine kept it from
-finishing, ``wire.LOAD_STRETCH``; a build kept from finishing makes every test unfinished and adds
-``"unfinished": true`` to the response) plus, for
+finishing, ``wire.LOAD_STRETCH`` or the request's ``stretch`` (optional: a run alone, ``wire.rerun_stretches``);
+a build kept from finishing makes every test unfinished and adds ``"unfinished": true`` to the response) plus, for
 ``call``, ``"value"`` (the tagged JSON text of the returned value) and, for ``assert``, ``"calls"``: one
 line per call made, ``"v <tagged JSON>"`` or ``"x <JSON [exception class, message]>"``. Every field the
 child supplies is capped here (stdout and the call lines together under ``output_limit``) and passed on
@@ -278,7 +278,7 @@ def run_test(req, index, test, payload_fd, sandbox, wall_limit=None, cap=None):
     # to the deadline, up to the cap; at the cap a test short of its own limits is UNFINISHED (``wire``).
     wall_limit = float(req.wall_limit if wall_limit is None else wall_limit)
     deadline = start + wall_limit
-    cap = start + (wall_limit * LOAD_STRETCH if cap is None else cap)
+    cap = start + (wall_limit * _stretch(req) if cap is None else cap)  # the most real time the machine may take
     poll = 0.1 if cgroup_before is not None else 1.0
     killed, waited, live, measured = None, 0.0, True, start
     try:
@@ -450,7 +450,7 @@ def _build(req, workdir, sandbox):
                "address_limit": _address_limit(req, sandbox), "workdir": workdir,
                "tests": [{"input": ""}]}  # fmt: skip
     breq = Request(req.id, "stdio", payload["tests"], build.time_limit, build.wall_limit, build.memory_mb,
-                   build.output_limit, exec=build.argv)  # fmt: skip
+                   build.output_limit, exec=build.argv, stretch=req.stretch)  # fmt: skip
     pfd = _payload_fd(payload)
     try:
         res = run_test(breq, 0, payload["tests"][0], pfd, sandbox)
@@ -475,6 +475,11 @@ def _build(req, workdir, sandbox):
     if len(data) > build.output_limit:
         return f"the build's {keep!r} is over {build.output_limit} bytes", None
     return None, base64.b64encode(data).decode()
+
+
+def _stretch(req):
+    """How many times its wall limit a run of ``req`` may take in real time (``wire.LOAD_STRETCH``)."""
+    return float(req.stretch or LOAD_STRETCH)
 
 
 def _address_limit(req, sandbox):
@@ -515,16 +520,16 @@ def handle(req, workdir, sandbox):
     wall_limit, budget = float(req.wall_limit), req.budget
     try:
         # the budget counts the program's own time (a test's wall less its wait for a CPU), its cap real time
-        begun, own = time.monotonic(), 0.0
+        begun, own, stretch = time.monotonic(), 0.0, _stretch(req)
         for i, test in enumerate(tests):
             left = wall_limit if budget is None else float(budget) - own
-            cap = wall_limit * LOAD_STRETCH
+            cap = wall_limit * stretch
             if budget is not None:
-                cap = min(cap, float(budget) * LOAD_STRETCH - (time.monotonic() - begun))
+                cap = min(cap, float(budget) * stretch - (time.monotonic() - begun))
             if left <= 0 or cap <= 0:  # the candidate's budget ran out (timeout), or the machine took it
                 note = _note(req, Status.TIMEOUT, f"not run: the candidate's time budget ({float(budget):.1f} s) "
                              "ran out") if left <= 0 else _note(req, Status.UNFINISHED, "not run: the machine was "
-                             f"too busy (the candidate's budget stretched {LOAD_STRETCH:g} times ran out)")  # fmt: skip
+                             f"too busy (the candidate's budget stretched {stretch:g} times ran out)")  # fmt: skip
                 results += [note] * (len(tests) - i)
                 break
             if test.get("files"):

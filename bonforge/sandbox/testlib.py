@@ -27,7 +27,7 @@ import threading
 
 from bonforge.sandbox import checker_cache
 from bonforge.sandbox.config import CodeVerifyConfig
-from bonforge.sandbox.wire import Limits, Status
+from bonforge.sandbox.wire import Limits, Status, rerun_stretches
 
 BUILD_ARGV = ("g++", "-std=c++17", "-O2", "-pipe", "-o", "checker", "checker.cpp")
 BUILD_TIME_S = 60.0  # CPU seconds to compile a checker (testlib.h is a large header)
@@ -162,11 +162,14 @@ class Checkers:
 
     def _alone_again(self, requests: list[dict], unfinished) -> list[dict]:
         """The outcomes of ``requests``; each one the machine kept from finishing (``unfinished(outcome)``) run
-        once more alone, after the others (``judging.code`` does the same for candidates)."""
+        again alone, after the others, each time allowed to wait longer (``wire.rerun_stretches``), until it
+        finishes or the last one (``judging.code`` does the same for candidates)."""
         outcomes = self._run(requests) if requests else []
-        for n, outcome in enumerate(outcomes):
-            if unfinished(outcome):
-                outcomes[n] = self._run([requests[n]])[0]
+        for n, request in enumerate(requests):
+            for stretch in rerun_stretches(request["wall_limit"]) if unfinished(outcomes[n]) else ():
+                outcomes[n] = self._run([dict(request, stretch=stretch)])[0]
+                if not unfinished(outcomes[n]):
+                    break
         return outcomes
 
     def check(self, jobs: list[tuple[str, list[tuple[str, str, str]]]]) -> list[list[tuple[str, str]]]:

@@ -40,6 +40,21 @@ WALL_SLACK_S = 1.0  # a run's wall limit beyond its CPU limit times the wall fac
 # CPU (run-queue delay; a busy machine's). That wait may stretch a test to at most this many times its wall
 # limit (a request's budget likewise); past it the test is UNFINISHED: the machine's outcome, not a verdict.
 LOAD_STRETCH = 10.0
+# A request run again alone (one at a time, after every other: ``judging.code``, ``testlib.Checkers``) carries a
+# larger ``stretch``: each rerun RERUN_GROWTH times the last, until a test's allowance reaches ALONE_WALL_S of
+# real time (never below the first pass's); still unfinished there, the machine's outcome is final.
+RERUN_GROWTH = 4.0
+ALONE_WALL_S = 600.0
+
+
+def rerun_stretches(wall_limit):
+    """The stretches of the runs alone, in order, of a request whose tests' wall limit is ``wall_limit``: the
+    last one's allowance is ``ALONE_WALL_S`` a test, or ``LOAD_STRETCH`` times the wall limit when that is more."""
+    top = max(LOAD_STRETCH, ALONE_WALL_S / float(wall_limit))
+    stretches = [min(LOAD_STRETCH * RERUN_GROWTH, top)]
+    while stretches[-1] < top:
+        stretches.append(min(stretches[-1] * RERUN_GROWTH, top))
+    return stretches
 
 
 def wall_limit(cpu_s, wall_factor, slack=WALL_SLACK_S):
@@ -129,6 +144,7 @@ _RULES = {
     "time_limit": _SECONDS, "wall_limit": _SECONDS, "memory_mb": _COUNT, "output_limit": _COUNT,
     "program": _TEXT, "prelude": _TEXT, "fn_name": (_optional(lambda v: type(v) is str), "a string or null"),
     "budget": (_optional(_number), "a number of seconds or null"), "stop_on_failure": _FLAG,
+    "stretch": (_optional(lambda v: _number(v) and v >= 1), "a number >= 1 or null"),
     "stop_on_timeout": _FLAG,
     "file_limit": (_optional(_COUNT[0]), "a positive integer or null"),
     "files": (lambda v: type(v) is list and all(map(_file, v)), "a list of files ({name, text | b64, executable})"),
@@ -223,6 +239,7 @@ class Request(_Shape):
     prelude: str = ""
     fn_name: str | None = None
     budget: float | None = None
+    stretch: float | None = None  # a run alone's (``rerun_stretches``); null: ``LOAD_STRETCH``
     stop_on_failure: bool = False
     stop_on_timeout: bool = False
     file_limit: int | None = None

@@ -206,25 +206,30 @@ def test_an_unfinished_test_says_nothing_of_the_candidate():
     assert judge_outcome(STDIO, {"results": [res("timeout"), unfinished, res(stdout="2")]}, cfg)[0] == "timeout"
 
 
-def test_an_unfinished_run_runs_again_alone_at_the_end():
-    """A request with an unfinished test runs again after every other request, alone (a batch of one); its
-    verdict is that of the run alone: passed when it finishes there, infra_error when it still does not."""
+def test_an_unfinished_run_runs_again_alone_at_the_end_each_time_allowed_to_wait_longer():
+    """A request with an unfinished test runs again after every other request, alone (a batch of one), each run
+    alone with a larger stretch (``wire.rerun_stretches``: 40, 160, then the one that gives a test 600 s); its
+    verdict is that of its last run: passed once one finishes, infra_error when the last one does not. The
+    first pass keeps ``LOAD_STRETCH`` (no stretch in the request)."""
     from bonforge.judging import code, passes
 
     cfg = CodeVerifyConfig(backend="process")
     batches = []
-    runs = {0: [res("unfinished")] * 3, 1: [res(stdout=str(i)) for i in range(3)], 2: [res("unfinished")] * 3}
-    alone = {0: [res(stdout=str(i)) for i in range(3)], 2: [res("unfinished")] * 3}
+    alone = {0: [[res(stdout=str(i)) for i in range(3)]], 2: [[res("unfinished")] * 3] * 3,
+             3: [[res("unfinished")] * 3, [res(stdout=str(i)) for i in range(3)]]}
+    runs = {i: [res("unfinished")] * 3 for i in (0, 2, 3)} | {1: [res(stdout=str(i)) for i in range(3)]}
 
     def run(requests, on_outcome):
-        batches.append([r["i"] for r in requests])
-        source = runs if len(batches) == 1 else alone
-        return [on_outcome(k, {"results": [dict(x) for x in source[r["i"]]]}) for k, r in enumerate(requests)]
+        batches.append([(r["i"], r.get("stretch")) for r in requests])
+        out = [runs[r["i"]] if len(batches) == 1 else alone[r["i"]].pop(0) for r in requests]
+        return [on_outcome(k, {"results": [dict(x) for x in o]}) for k, o in enumerate(out)]
 
-    requests = [{"i": i, "time_limit": passes.PROBE_S, "tests": [{}] * 3} for i in range(3)]  # no probe
-    kept = code._run_and_check(requests, [STDIO] * 3, {}, None, run, cfg)
-    assert batches == [[0, 1, 2], [0], [2]]
-    assert [code.verdict(STDIO, k, cfg)[0] for k in kept] == ["passed", "passed", "infra_error"]
+    requests = [{"i": i, "time_limit": passes.PROBE_S, "wall_limit": 3.0, "tests": [{}] * 3}
+                for i in range(4)]  # no probe  # fmt: skip
+    kept = code._run_and_check(requests, [STDIO] * 4, {}, None, run, cfg)
+    assert batches == [[(0, None), (1, None), (2, None), (3, None)], [(0, 40.0)], [(2, 40.0)], [(2, 160.0)],
+                       [(2, 200.0)], [(3, 40.0)], [(3, 160.0)]]  # fmt: skip
+    assert [code.verdict(STDIO, k, cfg)[0] for k in kept] == ["passed", "passed", "infra_error", "passed"]
 
 
 def test_no_label_verdicts_have_no_reward(monkeypatch):

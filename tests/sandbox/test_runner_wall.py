@@ -1,8 +1,9 @@
 """A wall-clock limit on a busy machine (``runner.run_test``, ``wire.LOAD_STRETCH``, ``judging.code``): a test's
 wall limit counts the program's own time, its wall time less the time its processes waited for a CPU. A program
 the machine starves passes as it does on an idle machine; one the machine keeps from finishing within the
-stretch is ``unfinished``, runs again alone, and is then ``infra_error`` (no label); a program that sleeps, or
-burns its CPU limit, stays ``timeout``.
+stretch is ``unfinished`` and runs again alone, each time allowed to wait longer, and is ``infra_error`` (no label)
+only when the last run alone does not finish either; a program that sleeps, or burns its CPU limit, stays
+``timeout``.
 
 The load is made where the runner runs: busy processes pinned to its CPU, each in a session (an autogroup) of
 its own, so the scheduler shares that CPU evenly between them and each test (a session of its own too)."""
@@ -19,6 +20,7 @@ from procs import busy
 
 from bonforge.judging.code import verify_code
 from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox import wire
 from bonforge.sandbox.pool import SandboxPool
 
 # Burns exactly ``{cpu}`` s of CPU (the process's own clock), then answers.
@@ -74,18 +76,46 @@ def test_a_program_that_lowers_its_own_priority_makes_its_own_waits(on_cpu0, how
     assert verdict["status"] == "timeout", verdict
 
 
-def test_a_program_the_machine_keeps_from_finishing_is_no_label(on_cpu0):
-    """Starved past the stretch (20 busy processes on its CPU: 1/21 of it, past ``LOAD_STRETCH`` 10), a program
-    short of its own limits is unfinished, runs again alone, still unfinished, and is then infra_error: reward
-    0, no label. The candidate's budget (0.5 s) bounds the stretch (5 s) so that this is quick. Idle, it
-    passes."""
+class Spy:
+    """The pool, recording each batch's requests' stretches (None: the first pass's ``LOAD_STRETCH``)."""
+
+    def __init__(self, pool):
+        self.pool, self.cfg, self.stretches = pool, pool.cfg, []
+
+    def run(self, requests):
+        self.stretches.append([r.get("stretch") for r in requests])
+        return self.pool.run(requests)
+
+
+def test_a_program_the_machine_keeps_from_finishing_finishes_alone(on_cpu0):
+    """Starved past the first pass's stretch (20 busy processes on its CPU: 1/21 of it; 0.4 s of CPU take ~8 s,
+    its budget of 0.5 s stretched 10 times is 5 s), a program short of its own limits is unfinished, runs again
+    alone with a larger stretch (``wire.rerun_stretches``: 40), finishes there and passes, as idle. Before, it
+    ran alone once more under the same stretch, still unfinished: infra_error. The pool's host limit follows the
+    request's stretch (it would have ended the run alone at 8 s)."""
+    program = BURN.format(cpu=0.4)
+    spy = Spy(on_cpu0)
+    with busy(20, [0]):
+        (verdict,) = judge(spy, [program], candidate_wall_s=0.5)
+    assert verdict["status"] == "passed", verdict
+    assert [40.0] in spy.stretches, spy.stretches  # the load was real: the first pass did not finish it
+    assert spy.pool.request_timeout({"tests": [{}], "wall_limit": 2.0, "budget": 0.5, "stretch": 40.0}) == 23.0
+
+
+def test_a_program_the_machine_keeps_from_finishing_even_alone_is_no_label(on_cpu0, monkeypatch):
+    """With runs alone allowed no more than the first pass's allowance (``ALONE_WALL_S`` 3 s: one run alone,
+    stretch 10), the same starved program is unfinished there too, and then infra_error: reward 0, no label.
+    Idle, it passes."""
+    monkeypatch.setattr(wire, "ALONE_WALL_S", 3.0)
     program = BURN.format(cpu=0.4)
     assert judge(on_cpu0, [program], candidate_wall_s=0.5)[0]["status"] == "passed"
+    spy = Spy(on_cpu0)
     with busy(20, [0]):
-        (verdict,) = judge(on_cpu0, [program], candidate_wall_s=0.5)
+        (verdict,) = judge(spy, [program], candidate_wall_s=0.5)
     assert verdict["status"] == "infra_error", verdict
     assert "the machine was too busy" in verdict["detail"], verdict
     assert verdict["reward"] == 0.0 and not verdict["correct"]
+    assert spy.stretches[-1] == [10.0], spy.stretches
 
 
 @pytest.mark.docker
