@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bonforge.errors import DataError
+from bonforge.sandbox import wire
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.judging.compare import tokens_match, value_matches
 from bonforge.judging.spec import parse_spec
@@ -301,7 +302,8 @@ def assert_runs(outcomes, answers, budget=1.0):
             out.append(on_outcome(k, {"results": [result]}))
         return out
 
-    request = {"id": "r", "kind": "assert", "time_limit": passes.PROBE_S, "budget": budget, "tests": [{"calls": []}]}
+    request = {"id": "r", "kind": "assert", "time_limit": passes.PROBE_S, "wall_limit": 3.0, "budget": budget,
+               "tests": [{"calls": []}]}
     host = Replays(answers)
     (kept,) = code._run_and_check([request], [ASSERT], {0: "key"}, host, run, cfg)
     return batches, sent, code.verdict(ASSERT, kept, cfg)
@@ -328,6 +330,8 @@ def test_an_assert_style_replay_the_machine_kept_from_finishing_runs_again_alone
     batches, sent, verdict = assert_runs([("ok", 0.6, 0.0)] * 2, [late, {"status": "passed"}])
     assert (batches, verdict[0]) == ([1, 1], "passed"), (batches, verdict)
     assert sent[1]["budget"] == 1.0
-    batches, _, verdict = assert_runs([("ok", 0.6, 0.0)] * 2, [late, late])
-    assert (batches, verdict[0]) == ([1, 1], "infra_error"), (batches, verdict)
+    alone = len(wire.rerun_stretches(3.0))  # each run alone allowed to wait longer, then no label
+    batches, sent, verdict = assert_runs([("ok", 0.6, 0.0)] * (1 + alone), [late] * (1 + alone))
+    assert (batches, verdict[0]) == ([1] * (1 + alone), "infra_error"), (batches, verdict)
+    assert [r.get("stretch") for r in sent] == [None, *wire.rerun_stretches(3.0)]
     assert "too busy" in verdict[3]

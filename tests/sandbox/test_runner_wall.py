@@ -99,7 +99,9 @@ def test_a_program_the_machine_keeps_from_finishing_finishes_alone(on_cpu0):
         (verdict,) = judge(spy, [program], candidate_wall_s=0.5)
     assert verdict["status"] == "passed", verdict
     assert [40.0] in spy.stretches, spy.stretches  # the load was real: the first pass did not finish it
-    assert spy.pool.request_timeout({"tests": [{}], "wall_limit": 2.0, "budget": 0.5, "stretch": 40.0}) == 23.0
+    stretched = wire.Request.read({"id": 0, "kind": "stdio", "tests": [{}], "time_limit": 1.0, "wall_limit": 2.0,
+                                   "memory_mb": 64, "output_limit": 1024, "budget": 0.5, "stretch": 40.0})
+    assert spy.pool.request_timeout(stretched) == 23.0
 
 
 def test_a_program_the_machine_keeps_from_finishing_even_alone_is_no_label(on_cpu0, monkeypatch):
