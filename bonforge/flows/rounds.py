@@ -9,7 +9,11 @@ n, or early stopping off) takes every sample already drawn from the store and dr
 run's record names the rounds tables and the final candidates and verdicts (its catalog views); the rounds'
 own samples appear in its timings and rows, labelled ``...@round<r>``. A ``vllm`` teacher's model loads once for
 all the rounds where the cluster holds every such teacher at once, a ``transformers`` teacher's on CPU always
-(``bonforge.llm.held``)."""
+(``bonforge.llm.held``).
+
+With ``engine.streaming``, the samples are drawn first without rounds (``bonforge.flows.early``: each problem asks
+for its next samples as soon as its verdicts are in, the engines' batches full); the rounds then find them
+drawn (the same samples: the same stages, keys and bytes)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from dataclasses import replace
 
 from bonforge import engine
 from bonforge.config import Recipe
+from bonforge.flows import early
 from bonforge.llm.held import HeldEngines
 from bonforge.stage import Node, Ref
 from bonforge.stages import rounds, sample, verify
@@ -27,18 +32,36 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
     with HeldEngines(list(recipe.teachers)) as held:
+        engines = {t.name: held.engine(t) for t in recipe.teachers}
+        if recipe.engine.streaming:
+            engines = _streamed(recipe, run, problems, domains, engines)
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
-            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=held.engine(t)), r))
+            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=engines[t.name]), r))
                      for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
             judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
             plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged)))
-        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t)))
+        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=engines[t.name]))
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
     return candidates, verdicts, plan
+
+
+def _streamed(recipe: Recipe, run: engine.Run, problems: Ref, domains: set, lent: dict) -> dict:
+    """Every sample the rule draws, drawn without rounds; the engines that give them to the rounds' stages."""
+    from bonforge import llm
+
+    engines = {t.name: lent[t.name] or llm.make_engine(t) for t in recipe.teachers}
+    ref = run.wait(problems)
+    table = run.store.read("problems", ref.key, verify.JUDGED["problems"])
+    try:
+        got = early.draw(recipe, run.store, table, engines, domains)
+    finally:
+        for e in engines.values():
+            e.close()  # a lent engine stays loaded where it is held
+    return {t.name: early.Prefetched(t, got, lent[t.name]) for t in recipe.teachers}
 
 
 def _in_round(node: Node, round_: int) -> Node:

@@ -144,7 +144,7 @@ class VerifyParams(Params):
 
 # What judging and the verdict identity read (and each program's ``language``, see ``_candidates``): not the
 # reasoning, token counts or the problems' metadata.
-_JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
+JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
            "problems": ["problem_id", "domain", "question", "answer", "tests"]}
 
 
@@ -153,14 +153,14 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
     each text's ``text_digest`` and the ``language`` its record names, where candidates outputs have them."""
     columns = i.columns("candidates")
     extra = [c for c in ("text_digest", "language") if c in columns]  # outputs written before these lack them
-    with i.aligned({"candidates": _JUDGED["candidates"] + extra}) as chunks:
+    with i.aligned({"candidates": JUDGED["candidates"] + extra}) as chunks:
         for chunk in chunks:
             yield chunk["candidates"]
 
 
 _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000, stream=_candidates,
                stream_of="candidates", reports=True,
-               context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
+               context=lambda i: {"problems": i.read("problems", JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,
