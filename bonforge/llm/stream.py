@@ -3,9 +3,9 @@ gives a stream whose ``put(requests)`` adds requests at any time and which puts 
 ``out`` as each request's samples are all done, or an exception (then it stops). ``close()`` ends it.
 
 An engine with a continuous path of its own has a ``stream(out)`` method (``vllm``: requests join the running
-batch). Any other engine is driven by ``Calls``: ``workers`` threads, each taking every request put and not
-yet taken into one ``generate`` call (one thread: one call at a time, what a local model needs; an endpoint's
-``max_concurrency``: its window stays full, each request on its own as soon as a slot is free)."""
+batch; ``openai``: each sample is sent as soon as the window has room). Any other engine is driven by
+``Calls``: one thread takes every request put and not yet taken into one ``generate`` call at a time (what a
+local model needs)."""
 
 from __future__ import annotations
 
@@ -20,21 +20,19 @@ def open_stream(engine: Any, out: queue.Queue) -> Any:
     engine.start()
     if hasattr(engine, "stream"):
         return engine.stream(out)
-    return Calls(engine, out, getattr(getattr(engine, "teacher", None), "max_concurrency", 1))
+    return Calls(engine, out)
 
 
 class Calls:
-    """A stream over ``generate``: ``workers`` threads call it, each on the requests waiting when it is free
-    (one request each when there are several workers: a slow request holds no other back)."""
+    """A stream over ``generate``: one call at a time, on every request waiting when the last call returns."""
 
-    def __init__(self, engine: Any, out: queue.Queue, workers: int):
-        self.engine, self.out, self.each = engine, out, workers > 1
+    def __init__(self, engine: Any, out: queue.Queue):
+        self.engine, self.out = engine, out
         self.waiting: list[Request] = []
         self.ready = threading.Condition()
         self.stopped = False
-        self.threads = [threading.Thread(target=self._run, name=f"stream-{i}", daemon=True) for i in range(workers)]
-        for t in self.threads:
-            t.start()
+        self.thread = threading.Thread(target=self._run, name="stream-calls", daemon=True)
+        self.thread.start()
 
     def put(self, requests: list[Request]) -> None:
         with self.ready:
@@ -45,8 +43,7 @@ class Calls:
         with self.ready:
             self.stopped = True
             self.ready.notify_all()
-        for t in self.threads:
-            t.join()
+        self.thread.join()
 
     def _run(self) -> None:
         while True:
@@ -55,8 +52,7 @@ class Calls:
                     self.ready.wait()
                 if self.stopped:
                     return
-                take = 1 if self.each else len(self.waiting)
-                batch, self.waiting = self.waiting[:take], self.waiting[take:]
+                batch, self.waiting = self.waiting, []
             try:
                 results = self.engine.generate(batch)
             except BaseException as e:  # the reader raises it; this stream takes nothing more
