@@ -5,11 +5,13 @@ the verdicts of the others are judged here, beside them.
 Each problem follows the rule of the rounds on its own (``bonforge.stages.rounds.decide``, its own round count):
 it draws the same samples, in the same index order with the same seeds, as it does in the rounds, whatever
 the timing. ``draw`` returns every sample drawn so, and the verdicts judged; the rounds' stages then run over
-them (``bonforge.flows.rounds``): ``Prefetched`` gives each round's sampling stage the samples already drawn, so
-the stages, their keys, tables and bytes are those of the rounds, and no engine is asked twice.
+them (``bonforge.flows.rounds``): ``Prefetched`` gives each round's sampling stage the samples already drawn and
+``verify.Judged`` each verdicts stage the verdicts already judged, so the stages, their keys, tables and bytes
+are those of the rounds, and neither an engine nor the judge is asked twice.
 
-At most ``OPEN`` problems are open at once (problems start in their order as others close). What is drawn is
-held in memory until the rounds' stages write it: a build killed meanwhile draws it again."""
+At most ``OPEN`` problems are open at once (problems start in their order as others close). What is drawn and
+judged is held in memory until the rounds' stages write it (and the verdicts travel with each verification task):
+a build killed meanwhile draws it again."""
 
 from __future__ import annotations
 
@@ -52,11 +54,13 @@ class Problem:
 
 @dataclass
 class Drawn:
-    """What ``draw`` drew: per teacher name, each problem's completions by seed; the problems whose prompt a
-    teacher's engine skipped; the engine time (first request to last answer) and completion tokens."""
+    """What ``draw`` drew: per teacher name, each problem's completions by sample index; the problems whose
+    prompt a teacher's engine skipped; the verdicts it judged; the engine time (first request to last answer)
+    and completion tokens."""
 
     samples: dict[str, dict[tuple[str, int], Completion]]
     skipped: dict[str, set[str]]
+    judged: verify.Judged = field(default_factory=verify.Judged)  # lent to the rounds' verdicts stages
     engine_s: float = 0.0
     tokens: int = 0
 
@@ -201,15 +205,15 @@ class Judge:
         columns = verify.JUDGED["candidates"] + ["text_digest", "language"]
         problems = self.problems.filter(pc.is_in(self.problems.column("problem_id"),
                                                  value_set=pc.unique(candidates.column("problem_id"))))
-        verdicts = self.verdicts(candidates.select(columns), problems)
+        verdicts = self.verdicts(candidates.select(columns), problems, got.judged)
         for cid, status, correct in zip(*(verdicts.column(c).to_pylist()
                                           for c in ("candidate_id", "status", "correct"))):
             p, k, i = asked[cid]
             p.labels[k][i] = None if status in NO_LABEL else bool(correct)
 
-    def verdicts(self, candidates: pa.Table, problems: pa.Table) -> pa.Table:
+    def verdicts(self, candidates: pa.Table, problems: pa.Table, judged: verify.Judged) -> pa.Table:
         """Those the store holds (``bonforge.engine.reuse``: never one without a label, nor a timeout), the others
-        judged."""
+        judged (and kept in ``judged``)."""
         rows = self.stage.rows
         ids = rows.ids(candidates, {"problems": problems}, self.params)
         found, content = reuse.find(self.store, "verdicts", rows, ids.column("row_id"))
@@ -217,8 +221,9 @@ class Judge:
                            "status": content.column("status"), "correct": content.column("correct")})]
         todo = candidates.filter(pa.array(~found))
         if todo.num_rows:
-            judged = self.stage.compute(todo, problems=problems, cfg=self.params.cfg)
-            parts.append(judged.select(["candidate_id", "status", "correct"]))
+            verdicts = self.stage.compute(todo, problems=problems, cfg=self.params.cfg)
+            judged.add(todo, verdicts)
+            parts.append(verdicts.select(["candidate_id", "status", "correct"]))
         return pa.concat_tables(parts, promote_options="permissive")
 
 

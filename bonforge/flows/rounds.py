@@ -32,25 +32,26 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
     with HeldEngines(list(recipe.teachers)) as held:
-        engines = {t.name: held.engine(t) for t in recipe.teachers}
+        engines, judged = {t.name: held.engine(t) for t in recipe.teachers}, None
         if recipe.engine.streaming:
-            engines = _streamed(recipe, run, problems, domains, engines)
+            engines, judged = _streamed(recipe, run, problems, domains, engines)
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
             drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=engines[t.name]), r))
                      for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
-            judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
-            plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged)))
+            verdicts = [run(_in_round(verify.node(recipe, problems, c, domains, judged), r)) for c in drawn]
+            plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, verdicts)))
         candidates = [run(sample.round_node(problems, plan, t, final=True, engine=engines[t.name]))
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
-    verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
+    verdicts = [run(verify.node(recipe, problems, c, domains, judged)) for c in candidates]
     return candidates, verdicts, plan
 
 
-def _streamed(recipe: Recipe, run: engine.Run, problems: Ref, domains: set, lent: dict) -> dict:
-    """Every sample the rule draws, drawn without rounds; the engines that give them to the rounds' stages."""
+def _streamed(recipe: Recipe, run: engine.Run, problems: Ref, domains: set, lent: dict) -> tuple[dict, verify.Judged]:
+    """Every sample the rule draws, drawn without rounds; the engines that give them to the rounds' sampling
+    stages, and the verdicts judged meanwhile, lent to their verdicts stages."""
     from bonforge import llm
 
     engines = {t.name: lent[t.name] or llm.make_engine(t) for t in recipe.teachers}
@@ -61,7 +62,7 @@ def _streamed(recipe: Recipe, run: engine.Run, problems: Ref, domains: set, lent
     finally:
         for e in engines.values():
             e.close()  # a lent engine stays loaded where it is held
-    return {t.name: early.Prefetched(t, got, lent[t.name]) for t in recipe.teachers}
+    return {t.name: early.Prefetched(t, got, lent[t.name]) for t in recipe.teachers}, got.judged
 
 
 def _in_round(node: Node, round_: int) -> Node:
