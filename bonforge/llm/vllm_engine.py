@@ -117,6 +117,7 @@ class Worker:
         config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
         self.window = int(config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
+        self.streamed: set[str] = set()  # the stream's requests in the engine (``feed``)
 
     def ready(self) -> int:
         return self.window
@@ -146,10 +147,22 @@ class Worker:
                 continue
             params = SamplingParams(**item["params"], output_kind=RequestOutputKind.FINAL_ONLY)
             engine.add_request(item["id"], {"prompt_token_ids": ids}, params)
-        t0 = time.monotonic()
-        while engine.has_unfinished_requests() and not (done and time.monotonic() - t0 >= STEP_S):
-            done += [{"id": out.request_id, **output_fields(out)} for out in engine.step() if out.finished]
+            self.streamed.add(item["id"])
+        t0, finished = time.monotonic(), False
+        while engine.has_unfinished_requests() and not (finished and time.monotonic() - t0 >= STEP_S):
+            for out in engine.step():
+                if out.finished:
+                    self.streamed.discard(out.request_id)
+                    done.append({"id": out.request_id, **output_fields(out)})
+                    finished = True
         return done
+
+    def drop(self) -> None:
+        """The stream's requests still in the engine aborted (a stream closed before they finished): the next
+        ``generate`` must not find them."""
+        if self.streamed:
+            self.llm.llm_engine.abort_request(list(self.streamed))
+            self.streamed.clear()
 
     def generate(self, items: list[dict], counter=None) -> list[dict]:
         """One result per item: the output fields, or ``{"skipped": prompt_tokens}`` when it does not fit.
@@ -304,9 +317,16 @@ class Stream:
         self.wake.set()
 
     def close(self) -> None:
+        """Stops the stream; the requests still in the replicas are aborted (after their running calls)."""
+        import ray
+
         self.stopped = True
         self.wake.set()
         self.thread.join()
+        try:
+            ray.get([w.drop.remote() for w in self.engine.workers])
+        except ray.exceptions.RayError:  # a replica that failed has nothing to drop
+            pass
 
     def _run(self) -> None:
         import ray
