@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 import time
 from dataclasses import dataclass, field, replace
 
@@ -28,6 +29,7 @@ from bonforge.engine import reuse
 from bonforge.llm.base import Completion, Request, consecutive, problem_seed
 from bonforge.llm.stream import open_stream
 from bonforge.schema import NO_LABEL
+from bonforge.stage import Ref
 from bonforge.stages import rounds, sample, verify
 from bonforge.storage.store import StageStore
 
@@ -60,7 +62,7 @@ class Drawn:
 
     samples: dict[str, dict[tuple[str, int], Completion]]
     skipped: dict[str, set[str]]
-    judged: verify.Judged = field(default_factory=verify.Judged)  # lent to the rounds' verdicts stages
+    judged: verify.Judged  # lent to the rounds' verdicts stages
     engine_s: float = 0.0
     tokens: int = 0
 
@@ -75,18 +77,46 @@ class Tagged:
         self.out.put((self.k, item))
 
 
-def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, domains: set) -> Drawn:
+class Drawing:
+    """``draw`` done once, when a round's sampling stage first asks for samples (``Prefetched``): a build whose
+    rounds are committed draws nothing, nor does the walk of the store before a build's flow starts. ``lent``:
+    the engines held across the rounds by teacher name (None: one is made for the drawing and closed after it)."""
+
+    def __init__(self, recipe: Recipe, store: StageStore, problems: Ref, lent: dict, domains: set):
+        self.recipe, self.store, self.problems, self.lent, self.domains = recipe, store, problems, lent, domains
+        self.judged = verify.Judged()  # lent to the rounds' verdicts stages
+        self.lock, self.got = threading.Lock(), None
+
+    def get(self) -> Drawn:
+        with self.lock:
+            if self.got is None:
+                from bonforge import llm
+
+                engines = {t.name: self.lent[t.name] or llm.make_engine(t) for t in self.recipe.teachers}
+                table = self.store.read("problems", self.problems.key, verify.JUDGED["problems"])
+                try:
+                    self.got = draw(self.recipe, self.store, table, engines, self.domains, self.judged)
+                finally:
+                    for engine in engines.values():
+                        engine.close()  # a lent engine stays loaded where it is held
+            return self.got
+
+
+def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, domains: set,
+         judged: verify.Judged | None = None) -> Drawn:
     """Every sample early stopping draws from ``problems`` (``problem_id``, ``domain``, ``question`` and what
     the judge reads), the teachers' ``engines`` by name (a teacher's stream opens at its first request). The
     samples and verdicts ``store`` holds already are taken from there (``bonforge.engine.reuse``), as the rounds'
-    stages take them: the engines and the judge are asked only for the others."""
+    stages take them: the engines and the judge are asked only for the others; those it judges go to
+    ``judged``."""
     teachers, cfg = list(recipe.teachers), recipe.filter
     order = rounds.interleaved(tuple(t.n for t in teachers))
     ids = problems.column("problem_id").to_pylist()
     prompts = [dict(sample.prompts(problems, t, {})) for t in teachers]
     judge = Judge(recipe, store, problems, domains, teachers)
     out: queue.Queue = queue.Queue()
-    got = Drawn({t.name: stored(store, t, problems) for t in teachers}, {t.name: set() for t in teachers})
+    got = Drawn({t.name: stored(store, t, problems) for t in teachers}, {t.name: set() for t in teachers},
+                judged or verify.Judged())
     open_: dict[str, Problem] = {}
     streams: dict[int, object] = {}
     ready: list[str] = []
@@ -228,22 +258,24 @@ class Judge:
 
 
 class Prefetched:
-    """The engine the rounds' sampling stages get after ``draw``: the samples it drew, by problem and seed; a
+    """The engine the rounds' sampling stages get: the samples the ``Drawing`` drew, by problem and seed; a
     prompt it found skipped, none; anything else (a verdict judged otherwise by the rounds' verification, which
     only a verdict's timing can do) from ``fallback`` (a lent engine, or one made at first need and closed at the
     stage's end)."""
 
-    def __init__(self, teacher, got: Drawn, fallback=None):
-        self.teacher, self.name, self.fallback, self.own = teacher, teacher.engine, fallback, None
-        self.samples, self.skipped = got.samples[teacher.name], got.skipped[teacher.name]
+    def __init__(self, teacher, drawing: Drawing, fallback=None):
+        self.teacher, self.name, self.drawing, self.fallback = teacher, teacher.engine, drawing, fallback
+        self.own = None
 
     def start(self) -> None:
         pass
 
     def generate(self, requests: list[Request], progress=None) -> list[list[Completion]]:
+        got = self.drawing.get()
+        samples, skipped = got.samples[self.teacher.name], got.skipped[self.teacher.name]
         base = {r.id: problem_seed(self.teacher.seed, r.id) for r in requests}
-        out: list = [[] if r.id in self.skipped else [self.samples.get((r.id, r.seed - base[r.id] + i))
-                                                      for i in range(r.n)] for r in requests]
+        out: list = [[] if r.id in skipped else [samples.get((r.id, r.seed - base[r.id] + i)) for i in range(r.n)]
+                     for r in requests]
         missing = [k for k, comps in enumerate(out) if None in comps]
         if missing:
             log.info("teacher %s: %d requests the stream did not draw", self.teacher.name, len(missing))

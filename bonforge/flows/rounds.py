@@ -11,9 +11,10 @@ own samples appear in its timings and rows, labelled ``...@round<r>``. A ``vllm`
 all the rounds where the cluster holds every such teacher at once, a ``transformers`` teacher's on CPU always
 (``bonforge.llm.held``).
 
-With ``engine.streaming``, the samples are drawn first without rounds (``bonforge.flows.early``: each problem asks
-for its next samples as soon as its verdicts are in, the engines' batches full); the rounds then find them
-drawn (the same samples: the same stages, keys and bytes)."""
+With ``engine.streaming``, the first round's sampling stage that asks for samples has every sample drawn without
+rounds (``bonforge.flows.early``: each problem asks for its next samples as soon as its verdicts are in, the
+engines' batches full); the rounds' stages then find them drawn and judged (the same samples: the same stages,
+keys and bytes)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     with HeldEngines(list(recipe.teachers)) as held:
         engines, judged = {t.name: held.engine(t) for t in recipe.teachers}, None
         if recipe.engine.streaming:
-            engines, judged = _streamed(recipe, run, problems, domains, engines)
+            drawing = early.Drawing(recipe, run.store, problems, engines, domains)
+            engines = {t.name: early.Prefetched(t, drawing, engines[t.name]) for t in recipe.teachers}
+            judged = drawing.judged
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
@@ -47,22 +50,6 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
     verdicts = [run(verify.node(recipe, problems, c, domains, judged)) for c in candidates]
     return candidates, verdicts, plan
-
-
-def _streamed(recipe: Recipe, run: engine.Run, problems: Ref, domains: set, lent: dict) -> tuple[dict, verify.Judged]:
-    """Every sample the rule draws, drawn without rounds; the engines that give them to the rounds' sampling
-    stages, and the verdicts judged meanwhile, lent to their verdicts stages."""
-    from bonforge import llm
-
-    engines = {t.name: lent[t.name] or llm.make_engine(t) for t in recipe.teachers}
-    ref = run.wait(problems)
-    table = run.store.read("problems", ref.key, verify.JUDGED["problems"])
-    try:
-        got = early.draw(recipe, run.store, table, engines, domains)
-    finally:
-        for e in engines.values():
-            e.close()  # a lent engine stays loaded where it is held
-    return {t.name: early.Prefetched(t, got, lent[t.name]) for t in recipe.teachers}, got.judged
 
 
 def _in_round(node: Node, round_: int) -> Node:

@@ -223,9 +223,10 @@ def test_the_round_tables_say_what_each_round_drew(tmp_path):
     assert sum(last.column("drawn").to_pylist()) == server.count
 
 
-def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, shared_prefect):
-    """The same through `bonforge run` (a Prefect task per node, the rounds' nodes among them); a second run
-    finds every round committed and walks the store alone."""
+@pytest.mark.parametrize("streaming", [False, True], ids=["rounds", "no-rounds"])
+def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, shared_prefect, streaming):
+    """The same through `bonforge run` (a Prefect task per node, the rounds' nodes among them; without rounds, the
+    streaming build's nodes); a second run finds every round committed and walks the store alone."""
     from typer.testing import CliRunner
 
     from bonforge.cli import app
@@ -233,7 +234,8 @@ def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, share
     with ScriptedServer(script) as server:
         recipe = write(tmp_path, server.url)
         for _ in range(2):
-            result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store")])
+            result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store"), "--set",
+                                              f"engine.streaming={str(streaming).lower()}"])
             assert result.exit_code == 0, result.output
         ids = StageStore(tmp_path / "store").read("problems", StageStore(tmp_path / "store").run()["stages"]
                                                   ["problems"][0], ["problem_id"]).column("problem_id").to_pylist()
