@@ -9,7 +9,12 @@ n, or early stopping off) takes every sample already drawn from the store and dr
 run's record names the rounds tables and the final candidates and verdicts (its catalog views); the rounds'
 own samples appear in its timings and rows, labelled ``...@round<r>``. A ``vllm`` teacher's model loads once for
 all the rounds where the cluster holds every such teacher at once, a ``transformers`` teacher's on CPU always
-(``bonforge.llm.held``)."""
+(``bonforge.llm.held``).
+
+With ``engine.streaming``, the first round's sampling stage that asks for samples has every sample drawn without
+rounds (``bonforge.flows.early``: each problem asks for its next samples as soon as its verdicts are in, the
+engines' batches full); the rounds' stages then find them drawn and judged (the same samples: the same stages,
+keys and bytes)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from dataclasses import replace
 
 from bonforge import engine
 from bonforge.config import Recipe
+from bonforge.flows import early
 from bonforge.llm.held import HeldEngines
 from bonforge.stage import Node, Ref
 from bonforge.stages import rounds, sample, verify
@@ -27,17 +33,22 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
     with HeldEngines(list(recipe.teachers)) as held:
+        engines, judged = {t.name: held.engine(t) for t in recipe.teachers}, None
+        if recipe.engine.streaming:
+            drawing = early.Drawing(recipe, run.store, problems, engines, domains)
+            engines = {t.name: early.Prefetched(t, drawing, engines[t.name]) for t in recipe.teachers}
+            judged = drawing.judged
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
-            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=held.engine(t)), r))
+            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=engines[t.name]), r))
                      for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
-            judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
-            plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged)))
-        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t)))
+            verdicts = [run(_in_round(verify.node(recipe, problems, c, domains, judged), r)) for c in drawn]
+            plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, verdicts)))
+        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=engines[t.name]))
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
-    verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]
+    verdicts = [run(verify.node(recipe, problems, c, domains, judged)) for c in candidates]
     return candidates, verdicts, plan
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import email.utils
+import itertools
 import logging
 import os
+import threading
 import time
 from typing import Any, Awaitable, TypeVar
 
@@ -175,17 +177,26 @@ class OpenAIEngine:
     def close(self) -> None:
         """Nothing to release: each ``generate`` opens and closes its own connection pool."""
 
-    async def _generate(self, requests: list[Request], progress: Progress | None) -> list[list[Completion]]:
+    def stream(self, out) -> "Stream":
+        """The continuous path (``bonforge.llm.stream``): each sample is sent as soon as the window has room."""
+        return Stream(self, out)
+
+    def _client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore, _StartLimiter | None]:
+        """A connection pool, the window (``max_concurrency``) and the start limiter, for one event loop."""
         t = self.teacher
         headers = {}
         key = os.environ.get(t.api_key_env) if t.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
         limits = httpx.Limits(max_connections=t.max_concurrency, max_keepalive_connections=t.max_concurrency)
-        gate = asyncio.Semaphore(t.max_concurrency)
-        limiter = _StartLimiter(t.requests_per_minute) if t.requests_per_minute else None
-        async with httpx.AsyncClient(base_url=t.base_url.rstrip("/") + "/", headers=headers, limits=limits,
-                                     timeout=httpx.Timeout(t.timeout_s)) as client:
+        client = httpx.AsyncClient(base_url=t.base_url.rstrip("/") + "/", headers=headers, limits=limits,
+                                   timeout=httpx.Timeout(t.timeout_s))
+        return client, asyncio.Semaphore(t.max_concurrency), _StartLimiter(t.requests_per_minute) if \
+            t.requests_per_minute else None
+
+    async def _generate(self, requests: list[Request], progress: Progress | None) -> list[list[Completion]]:
+        client, gate, limiter = self._client()
+        async with client:
             done = 0
 
             async def counted(request: Request, index: int) -> Completion | str:
@@ -204,15 +215,8 @@ class OpenAIEngine:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
-        out, pos = [], 0
-        for r in requests:
-            mine, pos = flat[pos: pos + r.n], pos + r.n
-            rejected = next((m for m in mine if isinstance(m, str)), None)
-            if rejected is not None:
-                log.warning("openai: request %s skipped: the server says it does not fit the model window: %s",
-                            r.id, rejected[:300])
-            out.append([] if rejected is not None else mine)
-        return out
+        return [_grouped(r, flat[pos: pos + r.n]) for r, pos in zip(requests, itertools.accumulate(
+            [0] + [r.n for r in requests]))]
 
     async def _sample(self, client: httpx.AsyncClient, gate: asyncio.Semaphore, limiter: _StartLimiter | None,
                       request: Request, index: int) -> Completion | str:
@@ -256,3 +260,64 @@ class OpenAIEngine:
             return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,
                           model=self.teacher.model, latency_s=time.perf_counter() - t0, **fields)
+
+
+def _grouped(request: Request, samples: list) -> list[Completion]:
+    """A request's completions, or none (logged) when the server rejected its prompt as too long."""
+    rejected = next((m for m in samples if isinstance(m, str)), None)
+    if rejected is None:
+        return samples
+    log.warning("openai: request %s skipped: the server says it does not fit the model window: %s", request.id,
+                rejected[:300])
+    return []
+
+
+class Stream:
+    """The engine's requests sent as they are put, on one event loop (a thread of its own) with one connection
+    pool, window and start limiter; ``(request, completions)`` put in ``out`` as each request's samples are in,
+    or the exception that failed one (then the stream stops)."""
+
+    def __init__(self, engine: OpenAIEngine, out):
+        self.engine, self.out = engine, out
+        self.loop = asyncio.new_event_loop()
+        self.up = threading.Event()
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),), name="openai-stream",
+                                       daemon=True)
+        self.thread.start()
+        self.up.wait()
+
+    async def _main(self) -> None:
+        self.client, self.gate, self.limiter = self.engine._client()
+        self.stop, self.tasks = asyncio.Event(), set()
+        self.up.set()
+        async with self.client:
+            await self.stop.wait()
+            for task in self.tasks:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def put(self, requests: list[Request]) -> None:
+        for r in requests:
+            self.loop.call_soon_threadsafe(self._spawn, r)
+
+    def _spawn(self, request: Request) -> None:
+        task = self.loop.create_task(self._one(request))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _one(self, request: Request) -> None:
+        try:
+            samples = await asyncio.gather(*(self.engine._sample(self.client, self.gate, self.limiter, request, i)
+                                             for i in range(request.n)))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # noqa: BLE001 (the reader raises it)
+            self.out.put(e)
+            self.stop.set()
+            return
+        self.out.put((request, _grouped(request, samples)))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join()
+        self.loop.close()

@@ -8,11 +8,17 @@ waits. Chat templates are applied with the model's tokenizer inside the actor; a
 prompt that does not leave ``max_tokens`` room in the model window is reported and skipped, because one
 such prompt makes ``LLM.generate`` reject the whole batch. vLLM, Ray and torch load only when the engine
 starts; ``import bonforge`` never needs them.
+
+``stream`` is the continuous path (early stopping without rounds, ``bonforge.flows.early``): requests are added
+to each replica's running vLLM engine as they come (``LLMEngine.add_request``) while it steps, so its batch
+stays full; each request's samples come back as soon as they are all done.
 """
 
 from __future__ import annotations
 
 import io
+import queue
+import threading
 import time
 from typing import Any
 
@@ -21,6 +27,7 @@ from bonforge.llm.base import Completion, Progress, Request, fits, log_skipped, 
 from bonforge.llm.config import VLLMTeacher
 from bonforge.llm.prices import share_time
 
+STEP_S = 0.2  # a streaming replica returns what finished at most this often (and waits for one at least)
 REPORT_EVERY_S = 0.5  # a replica sends the samples it finished at most this often (and when its batch ends)
 POLL_S = 1.0  # ``generate`` reads the count this often while the replicas generate
 
@@ -111,6 +118,7 @@ class Worker:
         config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
         self.window = int(config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
+        self.streamed: set[str] = set()  # the stream's requests in the engine (``feed``)
 
     def ready(self) -> int:
         return self.window
@@ -124,6 +132,38 @@ class Worker:
         if (text, special) not in cache:
             cache[(text, special)] = list(self.tokenizer.encode(text, add_special_tokens=special))
         return cache[(text, special)]
+
+    def feed(self, items: list[dict]) -> list[dict]:
+        """The continuous path: adds ``items`` (each with its ``id``) to the running engine, steps it until one
+        request at least has finished (or none is left) and ``STEP_S`` has passed, and returns the finished
+        ones, each with its ``id``: the output fields, or ``skipped`` as in ``generate``."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        engine, cache, done = self.llm.llm_engine, {}, []
+        for item in items:
+            ids = self._token_ids(item, cache)
+            if not fits(len(ids), item["params"]["max_tokens"], self.window):
+                done.append({"id": item["id"], "skipped": len(ids), "window": self.window})
+                continue
+            params = SamplingParams(**item["params"], output_kind=RequestOutputKind.FINAL_ONLY)
+            engine.add_request(item["id"], {"prompt_token_ids": ids}, params)
+            self.streamed.add(item["id"])
+        t0, finished = time.monotonic(), False
+        while engine.has_unfinished_requests() and not (finished and time.monotonic() - t0 >= STEP_S):
+            for out in engine.step():
+                if out.finished:
+                    self.streamed.discard(out.request_id)
+                    done.append({"id": out.request_id, **output_fields(out)})
+                    finished = True
+        return done
+
+    def drop(self) -> None:
+        """The stream's requests still in the engine aborted (a stream closed before they finished): the next
+        ``generate`` must not find them."""
+        if self.streamed:
+            self.llm.llm_engine.abort_request(list(self.streamed))
+            self.streamed.clear()
 
     def generate(self, items: list[dict], counter=None) -> list[dict]:
         """One result per item: the output fields, or ``{"skipped": prompt_tokens}`` when it does not fit.
@@ -237,6 +277,11 @@ class VLLMEngine:
         latency = time.perf_counter() - t0
         return to_completions(requests, results, self.teacher.model, latency)
 
+    def stream(self, out: queue.Queue) -> "Stream":
+        """The continuous path: a ``Stream`` whose requests' completions go to ``out``."""
+        self.start()
+        return Stream(self, out)
+
     def close(self) -> None:
         if self.workers:
             import ray
@@ -244,6 +289,78 @@ class VLLMEngine:
             for w in self.workers:
                 ray.kill(w)
         self.workers = None
+
+
+class Stream:
+    """Requests added to the replicas' running engines as they come (``put``); ``(request, completions)`` of each
+    request put in ``out`` once all its samples are done (an exception instead, and the stream stops, when a
+    replica fails). One thread keeps a ``Worker.feed`` call running on every replica that has work: a replica's
+    next call, with the samples put meanwhile, starts as soon as its last returns. A request's samples go to the
+    replica with the fewest samples in flight."""
+
+    def __init__(self, engine: VLLMEngine, out: queue.Queue):
+        self.engine, self.out = engine, out
+        self.waiting: list[list[dict]] = [[] for _ in engine.workers]  # per replica: samples not yet sent
+        self.flying = [0] * len(engine.workers)  # per replica: samples sent and not yet back
+        self.requests: dict[str, list] = {}  # per request key: [request, results by sample index, samples left]
+        self.lock, self.wake, self.stopped = threading.Lock(), threading.Event(), False
+        self.serial = 0
+        self.thread = threading.Thread(target=self._run, name="vllm-stream", daemon=True)
+        self.thread.start()
+
+    def put(self, requests: list[Request]) -> None:
+        with self.lock:
+            for r in requests:
+                key, self.serial = str(self.serial), self.serial + 1
+                self.requests[key] = [r, [None] * r.n, r.n]
+                w = min(range(len(self.flying)), key=lambda i: self.flying[i] + len(self.waiting[i]))
+                self.waiting[w] += [{**job(r, i), "id": f"{key}/{i}"} for i in range(r.n)]
+        self.wake.set()
+
+    def close(self) -> None:
+        """Stops the stream; the requests still in the replicas are aborted (after their running calls)."""
+        import ray
+
+        self.stopped = True
+        self.wake.set()
+        self.thread.join()
+        try:
+            ray.get([w.drop.remote() for w in self.engine.workers])
+        except ray.exceptions.RayError:  # a replica that failed has nothing to drop
+            pass
+
+    def _run(self) -> None:
+        import ray
+
+        calls: dict = {}  # the running feed call of each replica: ref -> replica
+        try:
+            while not self.stopped:
+                with self.lock:
+                    for w, worker in enumerate(self.engine.workers):
+                        if w not in calls.values() and (self.waiting[w] or self.flying[w]):
+                            items, self.waiting[w] = self.waiting[w], []
+                            self.flying[w] += len(items)
+                            calls[worker.feed.remote(items)] = w
+                if not calls:
+                    self.wake.wait(POLL_S)
+                    self.wake.clear()
+                    continue
+                ready, _ = ray.wait(list(calls), num_returns=1, timeout=POLL_S)
+                for ref in ready:
+                    self._finished(calls.pop(ref), ray.get(ref))
+        except BaseException as e:  # a replica failed: the reader raises it
+            self.out.put(e)
+
+    def _finished(self, w: int, results: list[dict]) -> None:
+        with self.lock:
+            self.flying[w] -= len(results)
+            for res in results:
+                key, index = res.pop("id").rsplit("/", 1)
+                entry = self.requests[key]
+                entry[1][int(index)], entry[2] = res, entry[2] - 1
+                if entry[2] == 0:
+                    del self.requests[key]
+                    self.out.put((entry[0], to_completions([entry[0]], entry[1], self.engine.teacher.model, 0.0)[0]))
 
 
 def to_completions(requests: list[Request], results: list[dict], model: str, latency: float) -> list[list[Completion]]:

@@ -16,6 +16,12 @@ can no longer reach ``T`` draws all the rest at once. From round ``MAX_ROUNDS`` 
 all the rest (a bound on the rounds: each is a smaller engine batch, and where a teacher's engine
 cannot be held across them, ``bonforge.llm.held``, a model load).
 
+A verdict without a label (``schema.NO_LABEL``: the sandbox or the machine failed, not the candidate) is
+unknown, neither right nor wrong, and the rule needs no more: it closes a problem on its right samples alone and
+asks for ``T - c`` more (all the rest when fewer are left), so how the others split between wrong and unknown
+changes nothing. Such a sample is judged again whenever its problem and teacher draw more (a verdict without a
+label is never reused), and once more by the final verification.
+
 Sample ``k`` of a problem is the same text whatever the round: its seed is the problem's seed plus ``k`` and its
 identity the same as in a build without early stop (``bonforge.stages.sample``), so the samples are taken from
 (and later given to) other builds by row reuse.

@@ -120,6 +120,29 @@ def _counts(shard: pa.Table, teacher: SampledTeacher) -> np.ndarray:
     return np.full(shard.num_rows, teacher.n, np.int64)
 
 
+def candidates(teacher: SampledTeacher, drawn: list[tuple[str, int, list]]) -> pa.Table:
+    """The candidates rows of ``teacher``'s completions: ``(problem_id, index of the first sample, its
+    completions)`` each, with what each cost at the teacher's prices."""
+    name, prices, gpus = teacher.name, teacher.prices, teacher.gpus
+    rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name not in ("text_digest", "language")}
+    for problem_id, start, comps in drawn:
+        for c in comps:
+            rows["candidate_id"].append(f"{problem_id}/{name}/{start + c.index}")
+            rows["problem_id"].append(problem_id)
+            rows["teacher"].append(name)
+            rows["sample_index"].append(start + c.index)
+            rows["text"].append(c.text)
+            rows["reasoning"].append(c.reasoning)
+            rows["finish_reason"].append(c.finish_reason)
+            rows["prompt_tokens"].append(c.prompt_tokens)
+            rows["completion_tokens"].append(c.completion_tokens)
+            rows["seed"].append(c.seed)
+            rows["reference_correct"].append(None)
+            rows["cost_usd"].append(completion_cost(prices, c, gpus))
+            rows["engine_s"].append(c.engine_s)
+    return identity.with_digests(conform(pa.table(rows), CANDIDATES))
+
+
 class Sampler:
     """The stage's compute function: a problems shard → its candidates. Creates the engine on first use
     and keeps it for later shards; counts the tokens and generation time of this process."""
@@ -166,36 +189,21 @@ class Sampler:
         if len(results) != len(requests):
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
                               f"{len(requests)} requests")
-        name = self.teacher.name
-        rows: dict[str, list[Any]] = {f.name: [] for f in CANDIDATES if f.name not in ("text_digest", "language")}
-        prices, gpus = self.teacher.prices, self.teacher.gpus
-        for (req, start), comps in zip(planned, results):
+        for (req, _), comps in zip(planned, results):
             if not comps:
                 self.stats["skipped_requests"] += 1
                 self.skipped.add(req.id)
-            for c in comps:
-                rows["candidate_id"].append(f"{req.id}/{name}/{start + c.index}")
-                rows["problem_id"].append(req.id)
-                rows["teacher"].append(name)
-                rows["sample_index"].append(start + c.index)
-                rows["text"].append(c.text)
-                rows["reasoning"].append(c.reasoning)
-                rows["finish_reason"].append(c.finish_reason)
-                rows["prompt_tokens"].append(c.prompt_tokens)
-                rows["completion_tokens"].append(c.completion_tokens)
-                rows["seed"].append(c.seed)
-                rows["reference_correct"].append(None)
-                rows["cost_usd"].append(completion_cost(prices, c, gpus))
-                rows["engine_s"].append(c.engine_s)
-        prompt, completion = (sum(n or 0 for n in rows[f"{k}_tokens"]) for k in ("prompt", "completion"))
+        out = candidates(self.teacher, [(req.id, start, comps) for (req, start), comps in zip(planned, results)])
+        prompt, completion = (int(pc.sum(out.column(f"{k}_tokens")).as_py() or 0) for k in ("prompt", "completion"))
+        costs = out.column("cost_usd")
         self.stats["prompt_tokens"] += prompt
         self.stats["completion_tokens"] += completion
-        self.stats["spent_usd"] += sum(c for c in rows["cost_usd"] if c is not None)
-        self.stats["unpriced"] += rows["cost_usd"].count(None)
+        self.stats["spent_usd"] += float(pc.sum(costs).as_py() or 0.0)
+        self.stats["unpriced"] += costs.null_count
         self.stats["generate_s"] += secs
-        log.info("sample %s: %d problems, %d samples, %d completion tokens in %.1fs (%.0f tokens/s)", name,
-                 len(requests), len(rows["candidate_id"]), completion, secs, completion / secs if secs else 0.0)
-        return identity.with_digests(conform(pa.table(rows), CANDIDATES))
+        log.info("sample %s: %d problems, %d samples, %d completion tokens in %.1fs (%.0f tokens/s)",
+                 self.teacher.name, len(requests), out.num_rows, completion, secs, completion / secs if secs else 0.0)
+        return out
 
     def close(self) -> None:
         if self.engine is not None:

@@ -29,7 +29,7 @@ from bonforge.judging.fingerprint import fingerprint
 from bonforge.config import MathVerifyConfig, Recipe
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.schema import NO_LABEL, VERDICTS
-from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, unkeyed
 
 
 def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
@@ -39,16 +39,52 @@ def _only(candidates: pa.Table, todo: pa.Table | None) -> pa.Table:
     return candidates.filter(pc.is_in(candidates.column("candidate_id"), value_set=todo.column("candidate_id")))
 
 
+class Judged:
+    """Verdicts this build judged already, beside the engine (early stopping without rounds,
+    ``bonforge.flows.early``), lent to the verdicts stages that then write them: by candidate id, the judged
+    text's digest and the verdict row (a candidate whose text differs is judged)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[str, dict]] = {}
+
+    def add(self, candidates: pa.Table, verdicts: pa.Table) -> None:
+        digest = dict(zip(candidates.column("candidate_id").to_pylist(), candidates.column("text_digest").to_pylist()))
+        for row in verdicts.to_pylist():
+            self.rows[row["candidate_id"]] = (digest[row["candidate_id"]], row)
+
+    def split(self, candidates: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+        """The candidates still to judge, and the verdicts lent for the others (None: none)."""
+        digests = (candidates.column("text_digest").to_pylist() if "text_digest" in candidates.column_names
+                   else [None] * candidates.num_rows)
+        found = [d is not None and c in self.rows and self.rows[c][0] == d
+                 for c, d in zip(candidates.column("candidate_id").to_pylist(), digests)]
+        if not any(found):
+            return candidates, None
+        lent = [self.rows[c][1] for c, f in zip(candidates.column("candidate_id").to_pylist(), found) if f]
+        return candidates.filter(pa.array([not f for f in found])), pa.Table.from_pylist(lent, schema=VERDICTS)
+
+
+def _judged(candidates: pa.Table, known: Judged | None, judge) -> pa.Table:
+    """``judge(candidates)`` over those ``known`` has no verdict for, with the verdicts it lends."""
+    todo, lent = (candidates, None) if known is None else known.split(candidates)
+    parts = [judge(todo)] if todo.num_rows or lent is None else []
+    parts += [lent] if lent is not None else []
+    return pa.concat_tables([t.cast(VERDICTS) for t in parts]) if len(parts) > 1 else parts[0]
+
+
 # Progress (``Stage.reports``) is counted here, round the judges, whose sources are in the verdicts' identity
 # (``bonforge.judging.fingerprint``): counting it inside them would judge every stored verdict again.
 PIECE = 32  # with progress: maths candidates sent to the checker at once, counted after each piece
 
 
 def _verify_math(candidates: pa.Table, problems: pa.Table, cfg, todo: pa.Table | None = None,
-                 progress=None) -> pa.Table:
+                 progress=None, known: Judged | None = None) -> pa.Table:
     """With ``progress``: the candidates ``PIECE`` at a time (the checker keeps its process and its cache of
     verdicts between pieces), counted after each."""
-    candidates = _only(candidates, todo)
+    return _judged(_only(candidates, todo), known, lambda c: _math_pieces(c, problems, cfg, progress))
+
+
+def _math_pieces(candidates: pa.Table, problems: pa.Table, cfg, progress) -> pa.Table:
     if progress is None or candidates.num_rows <= PIECE:
         return verify_math.verify_math(candidates, problems, cfg)
     parts = []
@@ -92,11 +128,15 @@ class _Counted:
 
 
 def _verify_code(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig,
-                 todo: pa.Table | None = None, progress=None) -> pa.Table:
+                 todo: pa.Table | None = None, progress=None, known: Judged | None = None) -> pa.Table:
     """Inside Ray: the node's shared sandbox pool (one per node for all workers); else this process's."""
+    return _judged(_only(candidates, todo), known, lambda c: _in_sandbox(c, problems, cfg, progress))
+
+
+def _in_sandbox(candidates: pa.Table, problems: pa.Table, cfg: CodeVerifyConfig, progress) -> pa.Table:
     from bonforge.sandbox.ray_pool import pool_for
 
-    candidates, pool = _only(candidates, todo), pool_for(cfg)
+    pool = pool_for(cfg)
     if progress is not None:
         pool = _Counted(pool, progress, candidates.num_rows)
     return verify_code.verify_code(problems, candidates, cfg, pool=pool)
@@ -130,6 +170,7 @@ def _rows(kind: str, version: str, volatile: tuple[str, ...]) -> Rows:
 @dataclass(frozen=True)
 class VerifyParams(Params):
     cfg: MathVerifyConfig | CodeVerifyConfig
+    known: Judged | None = unkeyed(None)  # verdicts judged already in this build (``Judged``)
 
     def judge(self) -> str:
         """The judge's fingerprint (``bonforge.judging.fingerprint``): its sources, the verifier libraries'
@@ -144,7 +185,7 @@ class VerifyParams(Params):
 
 # What judging and the verdict identity read (and each program's ``language``, see ``_candidates``): not the
 # reasoning, token counts or the problems' metadata.
-_JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
+JUDGED = {"candidates": ["candidate_id", "problem_id", "teacher", "text"],
            "problems": ["problem_id", "domain", "question", "answer", "tests"]}
 
 
@@ -153,23 +194,23 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
     each text's ``text_digest`` and the ``language`` its record names, where candidates outputs have them."""
     columns = i.columns("candidates")
     extra = [c for c in ("text_digest", "language") if c in columns]  # outputs written before these lack them
-    with i.aligned({"candidates": _JUDGED["candidates"] + extra}) as chunks:
+    with i.aligned({"candidates": JUDGED["candidates"] + extra}) as chunks:
         for chunk in chunks:
             yield chunk["candidates"]
 
 
 _SHARDS = dict(params=VerifyParams, executor="ray", shard_rows=256, compact_rows=100_000, stream=_candidates,
                stream_of="candidates", reports=True,
-               context=lambda i: {"problems": i.read("problems", _JUDGED["problems"])})
+               context=lambda i: {"problems": i.read("problems", JUDGED["problems"])})
 MATH = Stage("verdicts", verify_math.VERSION, schema=VERDICTS, compute=_verify_math,
              rows=_rows("math", verify_math.VERSION, ("timeout",)), **_SHARDS)
 CODE = Stage("verdicts", verify_code.VERSION, schema=VERDICTS, compute=_verify_code,
              rows=_rows("code", verify_code.VERSION, (*NO_LABEL, "timeout")), **_SHARDS)
 
 
-def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str]) -> Node:
-    """The verdicts of one candidates stage; ``domains``: those of the problems."""
+def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str], known: Judged | None = None) -> Node:
+    """The verdicts of one candidates stage; ``domains``: those of the problems; ``known``: see ``Judged``."""
     stage, cfg = (CODE, recipe.verify.code) if domains == {"code"} else (MATH, recipe.verify.math)
     teacher = candidates.extra.get("teacher", "")
-    return stage.bind(VerifyParams(cfg), {"problems": problems, "candidates": candidates},
+    return stage.bind(VerifyParams(cfg, known), {"problems": problems, "candidates": candidates},
                       label=f"verdicts[{teacher}]", note={"teacher": teacher})

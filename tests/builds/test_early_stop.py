@@ -1,13 +1,16 @@
 """Exact early stopping (``filter.early_stop``) against a scripted OpenAI-compatible server whose problems have
 known pass rates: the same dataset content as a build that draws every sample, exactly the completions that
 drawing one sample at a time in the interleaved order would ask, a build killed inside a round resumes to the
-same dataset, and later builds (early stop off, a larger n) draw only what no output holds."""
+same dataset, and later builds (early stop off, a larger n) draw only what no output holds; all of it in rounds
+and without (``engine.streaming``), where a problem still open asks for its next samples while the others'
+are still being drawn."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -43,12 +46,13 @@ def script(n: int, body: dict):
     return 200, {}, reply
 
 
-def write(folder: Path, url: str, n: int = 4, early: bool = True) -> Path:
+def write(folder: Path, url: str, n: int = 4, early: bool = True, window: int = 32) -> Path:
     rows = [{"id": f"q{i:03d}", "question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}
             for i in range(1, PROBLEMS + 1)]
     (folder / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = folder / "recipe.yaml"
-    teacher = f'engine: openai, base_url: "{url}", api_key_env: null, max_tokens: 32, shard_problems: 5'
+    teacher = (f'engine: openai, base_url: "{url}", api_key_env: null, max_tokens: 32, shard_problems: 5, '
+               f'max_concurrency: {window}')
     path.write_text(f"""
 name: early
 problems: {{name: toy, source: {{path: problems.jsonl}}, fields: {{id: id}}}}
@@ -86,16 +90,18 @@ def problem_ids(store: Path, record: dict) -> list[str]:
     return StageStore(store).read("problems", key, ["problem_id"]).column("problem_id").to_pylist()
 
 
-def test_early_stop_is_exact_and_draws_exactly_what_decides(tmp_path):
+@pytest.mark.parametrize("streaming", [False, True], ids=["rounds", "no-rounds"])
+def test_early_stop_is_exact_and_draws_exactly_what_decides(tmp_path, streaming):
     with ScriptedServer(script) as server:
-        recipe = write(tmp_path, server.url)
+        recipe = write(tmp_path, server.url, window=3)
+        mode = f"engine.streaming={str(streaming).lower()}"
         full = build(tmp_path / "full", recipe, "filter.early_stop=false")
         assert server.count == PROBLEMS * 8
         ids = problem_ids(tmp_path / "full", full)
         want = exact(ids, 4)
         assert want <= PROBLEMS * 8 - 12  # some problems stop early (a real saving)
 
-        early = build(tmp_path / "early", recipe)
+        early = build(tmp_path / "early", recipe, mode)
         assert server.count - PROBLEMS * 8 == want
         assert contents(tmp_path / "early", early) == contents(tmp_path / "full", full)
         assert len(early["stages"]["rounds"]) >= 2
@@ -119,17 +125,54 @@ def test_early_stop_is_exact_and_draws_exactly_what_decides(tmp_path):
         assert {p for p, r in overall.items() if r["keep"]} == {p for p, r in reference.items() if r["keep"]}
         assert all(reference[p]["drop_reason"] == "too_easy" for p in stopped)
 
+        before = server.count  # a rebuild asks nothing
+        rebuilt = build(tmp_path / "early", recipe, mode)
+        assert contents(tmp_path / "early", rebuilt) == contents(tmp_path / "full", full)
+        assert server.count == before
+
         before = server.count  # the same store without early stop: only the samples never drawn
         again = build(tmp_path / "early", recipe, "filter.early_stop=false")
         assert server.count - before == PROBLEMS * 8 - want
         assert contents(tmp_path / "early", again) == contents(tmp_path / "full", full)
 
         before = server.count  # a larger n with early stop: only the samples that decide and no output holds
-        grown = build(tmp_path / "early", recipe, "filter.early_stop=true", "teachers.a.n=6", "teachers.b.n=6")
+        grown = build(tmp_path / "early", recipe, "filter.early_stop=true", mode, "teachers.a.n=6", "teachers.b.n=6")
         held = 8  # every problem holds samples 0..3 of each teacher: the first 8 of the interleaved order
         assert server.count - before == exact(ids, 6) - sum(min(held, k) for k in _stops(ids, 6))
         bigger = build(tmp_path / "bigger", recipe, "filter.early_stop=false", "teachers.a.n=6", "teachers.b.n=6")
         assert contents(tmp_path / "early", grown) == contents(tmp_path / "bigger", bigger)
+        assert server.max_in_flight <= 2 * 3  # each teacher's window (max_concurrency 3) holds without rounds too
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["no-rounds", "rounds"])
+def test_a_slow_problem_holds_no_other_back(tmp_path, streaming):
+    """Problem q001's answers wait until another problem asks for its next samples (q005, with none right, asks
+    for all the rest after its first five): without rounds it does, while q001's samples are still out; in rounds
+    (the control) it cannot, until q001's round is in (its answers then come after a wait of WAIT_S)."""
+    other_asked, first = threading.Event(), 5  # the first five samples of the interleaved order: a0 b0 a1 b1 a2
+    asked: dict[str, int] = {}
+    woken: list[bool] = []  # per answer of q001: whether another problem asked for more while it waited
+    lock = threading.Lock()
+
+    def slow(n: int, body: dict):
+        pid = "q%03d" % int(re.search(r"What is (\d+) \+", body["messages"][0]["content"]).group(1))
+        with lock:
+            asked[pid] = asked.get(pid, 0) + 1
+            if pid != "q001" and asked[pid] > first:
+                other_asked.set()
+        if pid == "q001":
+            woken.append(other_asked.wait(WAIT_S))
+        return script(n, body)
+
+    with ScriptedServer(slow) as server:
+        recipe = write(tmp_path, server.url)
+        record = build(tmp_path / "store", recipe, f"engine.streaming={str(streaming).lower()}")
+        assert server.count == exact(problem_ids(tmp_path / "store", record), 4)
+    assert asked["q005"] == 8 and asked["q001"] == first  # q005 drew all, q001 (all right) stopped after five
+    assert woken == [streaming] * first
+
+
+WAIT_S = 30.0  # what q001's answers wait for at most (the control, in rounds, waits this long once; loaded machines)
 
 
 def _stops(ids: list[str], n: int) -> list[int]:
@@ -180,9 +223,10 @@ def test_the_round_tables_say_what_each_round_drew(tmp_path):
     assert sum(last.column("drawn").to_pylist()) == server.count
 
 
-def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, shared_prefect):
-    """The same through `bonforge run` (a Prefect task per node, the rounds' nodes among them); a second run
-    finds every round committed and walks the store alone."""
+@pytest.mark.parametrize("streaming", [False, True], ids=["rounds", "no-rounds"])
+def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, shared_prefect, streaming):
+    """The same through `bonforge run` (a Prefect task per node, the rounds' nodes among them; without rounds, the
+    streaming build's nodes); a second run finds every round committed and walks the store alone."""
     from typer.testing import CliRunner
 
     from bonforge.cli import app
@@ -190,7 +234,8 @@ def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, share
     with ScriptedServer(script) as server:
         recipe = write(tmp_path, server.url)
         for _ in range(2):
-            result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store")])
+            result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store"), "--set",
+                                              f"engine.streaming={str(streaming).lower()}"])
             assert result.exit_code == 0, result.output
         ids = StageStore(tmp_path / "store").read("problems", StageStore(tmp_path / "store").run()["stages"]
                                                   ["problems"][0], ["problem_id"]).column("problem_id").to_pylist()

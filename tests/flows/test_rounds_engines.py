@@ -15,6 +15,7 @@ from crash_build import build, contents
 import bonforge.llm
 from bonforge.llm import held
 from bonforge.llm.base import Completion
+from bonforge.storage.store import StageStore
 
 RIGHT_OF_8 = (8, 7, 6, 0, 2, 8, 5, 3)  # problem i: right for this many of every 8 seeds in a row
 
@@ -136,3 +137,47 @@ def test_a_transformers_teacher_on_cpu_loads_its_model_once_for_all_rounds(tmp_p
 
     full = build(tmp_path / "full", recipe, "filter.early_stop=false")
     assert contents(tmp_path / "early", early) == contents(tmp_path / "full", full)
+
+
+def test_without_rounds_each_teacher_loads_once_even_where_they_do_not_fit_at_once(tmp_path, fake, monkeypatch):
+    """``engine.streaming``: the samples are drawn first, each engine loaded once; the rounds' stages then find
+    them drawn and load nothing (in rounds, the control, one load per round and teacher)."""
+    recipe = write(tmp_path, 2)
+    cluster(monkeypatch, GPU=1.0, CPU=4.0)
+    streamed = build(tmp_path / "streamed", recipe, "engine.streaming=true")
+    assert fake.loads == fake.closes == 2
+    fake.loads = fake.closes = 0
+    in_rounds = build(tmp_path / "rounds", recipe, "engine.streaming=false")
+    assert fake.loads == fake.closes == sampling_rounds(in_rounds) > 2
+    assert contents(tmp_path / "streamed", streamed) == contents(tmp_path / "rounds", in_rounds)
+    assert streamed["stages"] == in_rounds["stages"]
+
+
+def test_a_failed_stream_closes_the_held_engine(tmp_path, fake, monkeypatch):
+    cluster(monkeypatch, GPU=1.0, CPU=4.0)
+    fake.fail_at = 2
+    with pytest.raises(RuntimeError, match="replica died"):
+        build(tmp_path / "store", write(tmp_path, 1), "engine.streaming=true")
+    assert fake.loads == fake.closes == 1
+
+
+def test_without_rounds_each_sample_is_judged_once(tmp_path, fake, monkeypatch):
+    """The verdicts judged beside the engine are lent to the rounds' verdicts stages (``verify.Judged``): the
+    judge sees each sample once, as in rounds (the control), where each round judges its new samples only."""
+    from bonforge.judging import math as verify_math
+
+    judged, real = [], verify_math.verify_math
+
+    def counted(candidates, problems, cfg):
+        judged.extend(candidates.column("candidate_id").to_pylist())
+        return real(candidates, problems, cfg)
+
+    monkeypatch.setattr(verify_math, "verify_math", counted)
+    cluster(monkeypatch, GPU=1.0, CPU=4.0)
+    recipe = write(tmp_path, 1)
+    for mode in ("true", "false"):
+        judged.clear()
+        record = build(tmp_path / mode, recipe, f"engine.streaming={mode}")
+        (key,) = record["stages"]["candidates"]
+        drawn = StageStore(tmp_path / mode).read("candidates", key, ["candidate_id"]).column("candidate_id")
+        assert sorted(judged) == sorted(drawn.to_pylist())

@@ -31,8 +31,9 @@ ON_ENGINE = {
     # the build with and without early stopping, on the engine of the real early-stopping test
     "early_stop": OnEngine("tests/builds/test_early_stop_real.py::test_the_benchmark_runs_on_this_engine",
                            ("--problems", "2", "--n", "2", "--max-tokens", "8", "--target", "0"),
-                           (r"^one batch +\d+ ", r"^rounds +\d+ ", r"^saving: .* same dataset content: True$",
-                            r"^tokens/s rounds / one batch \(the mean of before and after\): ")),
+                           (r"^one batch +\d+ ", r"^no rounds +\d+ ", r"^rounds +\d+ ",
+                            r"^saving: .* same dataset content: True$",
+                            r"^tokens/s / one batch \(the mean of before and after\): without rounds ")),
     # transformers, then vLLM offline in a process of its own: the test's vLLM process, the test's conversations
     "reward_model": OnEngine("tests/scoring/test_reward_model.py::test_vllm_offline_gives_the_same_scores",
                              ("--items", "{tmp}/items.json", "--max-length", "1024", "--scores", "{tmp}/scores.json"),

@@ -53,8 +53,26 @@ class Kept:
         self.requests += requests
         return self.engine.generate(requests, progress)
 
+    def stream(self, out):
+        """The engine's stream (``bonforge.llm.stream``), its requests counted as they are put."""
+        from bonforge.llm.stream import open_stream
+
+        return Recorded(self, open_stream(self.engine, out))
+
     def close(self) -> None:
         """The module's fixture closes the real engine."""
+
+
+class Recorded:
+    def __init__(self, kept: Kept, stream):
+        self.kept, self.stream = kept, stream
+
+    def put(self, requests: list[Request]) -> None:
+        self.kept.requests += requests
+        self.stream.put(requests)
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 def texts(out) -> list[str]:

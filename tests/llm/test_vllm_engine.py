@@ -191,3 +191,86 @@ def test_the_progress_ends_at_every_finished_sample_when_the_counter_lags(monkey
     heard: list[int] = []
     engine.generate([req("a", n=2), req("b", n=2)], heard.append)
     assert heard == [2, 3]
+
+
+class RunningEngine:
+    """Stands for vLLM's ``LLMEngine``: requests added at any time, each ``step`` finishing the oldest one."""
+
+    def __init__(self):
+        self.running: dict[str, tuple] = {}
+        self.aborted: list[str] = []
+
+    def add_request(self, request_id, prompt, params):
+        assert params["output_kind"] == "final"  # only the finished output of each request
+        self.running[request_id] = (prompt, params)
+
+    def has_unfinished_requests(self):
+        return bool(self.running)
+
+    def step(self):
+        rid = next(iter(self.running))
+        prompt, params = self.running.pop(rid)
+        return [SimpleNamespace(request_id=rid, finished=True, prompt_token_ids=prompt["prompt_token_ids"],
+                                outputs=[SimpleNamespace(text=f"seed {params['seed']}", token_ids=[0] * 3,
+                                                         finish_reason="stop")])]
+
+    def abort_request(self, ids):
+        self.aborted += ids
+        for rid in ids:
+            self.running.pop(rid)
+
+
+def streaming_worker(monkeypatch) -> Worker:
+    import bonforge.llm.vllm_engine as vllm_engine
+
+    sampling = types.SimpleNamespace(RequestOutputKind=SimpleNamespace(FINAL_ONLY="final"))
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
+    monkeypatch.setattr(vllm_engine, "STEP_S", 0.0)  # a feed call returns as soon as one request is done
+    worker = Worker.__new__(Worker)
+    worker.llm = SimpleNamespace(llm_engine=RunningEngine())
+    worker.tokenizer, worker.window, worker.streamed = FakeTokenizer(), 90, set()
+    return worker
+
+
+def test_a_streaming_replica_takes_requests_into_its_running_engine(monkeypatch):
+    worker = streaming_worker(monkeypatch)
+    long = Request(id="long", messages=({"role": "user", "content": "x" * 40},), n=1, max_tokens=64, seed=0)
+    first = worker.feed([{**job(req("a"), i), "id": f"a/{i}"} for i in range(2)] + [{**job(long, 0), "id": "l/0"}])
+    assert first == [{"id": "l/0", "skipped": 57, "window": 90},  # left out, at once
+                     {"id": "a/0", "text": "seed 10", "finish_reason": "stop", "prompt_tokens": 18,
+                      "completion_tokens": 3}]
+    assert worker.streamed == {"a/1"}  # still running: the next call goes on with it and with what it adds
+    second = worker.feed([{**job(req("b"), 0), "id": "b/0"}])
+    assert [r["id"] for r in second] == ["a/1"]
+    worker.drop()  # the stream closed: what is left is aborted
+    assert worker.llm.llm_engine.aborted == ["b/0"] and not worker.llm.llm_engine.running and not worker.streamed
+
+
+def test_a_stream_returns_each_request_whole_as_its_samples_finish(monkeypatch):
+    import queue
+
+    import bonforge.llm.vllm_engine as vllm_engine
+
+    worker = streaming_worker(monkeypatch)
+    actor = SimpleNamespace(feed=SimpleNamespace(remote=lambda items: Ref(worker.feed(items))),
+                            drop=SimpleNamespace(remote=lambda: Ref(worker.drop())))
+    fake_ray = SimpleNamespace(wait=lambda refs, num_returns, timeout: (refs[:1], refs[1:]),
+                               get=lambda ref: [r.value for r in ref] if isinstance(ref, list) else ref.value,
+                               exceptions=SimpleNamespace(RayError=RuntimeError))
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+    engine = VLLMEngine(VLLMTeacher(engine="vllm", name="q", model="m", device="cpu"))
+    engine.workers = [actor]
+    monkeypatch.setattr(engine, "start", lambda: None)
+    out: queue.Queue = queue.Queue()
+    stream = vllm_engine.Stream(engine, out)
+    try:
+        stream.put([req("a", n=3)])
+        got = [out.get(timeout=30)]
+        stream.put([req("b", n=1)])
+        got.append(out.get(timeout=30))
+    finally:
+        stream.close()
+    assert [(r.id, [(c.index, c.seed, c.text) for c in comps]) for r, comps in got] == [
+        ("a", [(0, 10, "seed 10"), (1, 11, "seed 11"), (2, 12, "seed 12")]), ("b", [(0, 10, "seed 10")])]
+    assert out.empty() and not worker.streamed

@@ -52,6 +52,29 @@ def test_samples_are_seeded_reproducible_and_counted(engine, smollm2):
     assert {c.engine for cs in first for c in cs} == {"vllm"}
 
 
+def test_a_stream_gives_what_generate_gives_as_requests_come(engine):
+    """The continuous path (``VLLMEngine.stream``): a request put while another runs joins the running engine;
+    each comes back whole, with the samples ``generate`` draws (the same seeds, the same texts); a prompt too long
+    for the window comes back with none."""
+    import queue
+
+    from real_models import LONG
+
+    reqs = [chat("a", "What is 2 + 3?", n=3, seed=100), chat("b", "Name a fruit.", n=2, seed=7)]
+    want = engine.generate(reqs)
+    out: queue.Queue = queue.Queue()
+    stream = engine.engine.stream(out)
+    try:
+        stream.put(reqs[:1])
+        stream.put([reqs[1], chat("long", LONG, n=2, seed=1)])
+        got = {r.id: comps for r, comps in (out.get(timeout=300) for _ in range(3))}
+    finally:
+        stream.close()
+    assert texts([got["a"], got["b"]]) == texts(want)
+    check_samples([got["a"], got["b"]], reqs, MAX_TOKENS)
+    assert got["long"] == []
+
+
 def test_stage_skips_and_reports_a_prompt_too_long_for_the_window(engine, tmp_path):
     t = teacher()
     man = sample_stage(StageStore(tmp_path), problems(3, long=True), t, engine=engine)

@@ -178,11 +178,11 @@ def stage_verdicts(problems, texts: dict[str, tuple[str, str]], cfg) -> dict[str
     import pyarrow as pa
 
     from bonforge.schema import CANDIDATES
-    from bonforge.stages.verify import _JUDGED, _verify_code
+    from bonforge.stages.verify import JUDGED, _verify_code
 
     cands = pa.Table.from_pylist([{"candidate_id": c, "problem_id": p, "teacher": "t", "sample_index": 0,
                                    "text": FENCE.format(t)} for c, (p, t) in texts.items()], schema=CANDIDATES)
-    out = _verify_code(cands.select(_JUDGED["candidates"]), problems.select(_JUDGED["problems"]), cfg)
+    out = _verify_code(cands.select(JUDGED["candidates"]), problems.select(JUDGED["problems"]), cfg)
     return {v["candidate_id"]: v for v in out.to_pylist()}
 
 

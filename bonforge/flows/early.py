@@ -1,0 +1,302 @@
+"""Early stopping without rounds (``filter.early_stop`` with ``engine.streaming``): a problem still open after its
+verdicts asks for its next samples at once, so the engines' batches stay full (``bonforge.llm.stream``) while
+the verdicts of the others are judged here, beside them.
+
+Each problem follows the rule of the rounds on its own (``bonforge.stages.rounds.decide``, its own round count):
+it draws the same samples, in the same index order with the same seeds, as it does in the rounds, whatever
+the timing. ``draw`` returns every sample drawn so, and the verdicts judged; the rounds' stages then run over
+them (``bonforge.flows.rounds``): ``Prefetched`` gives each round's sampling stage the samples already drawn and
+``verify.Judged`` each verdicts stage the verdicts already judged, so the stages, their keys, tables and bytes
+are those of the rounds, and neither an engine nor the judge is asked twice.
+
+At most ``OPEN`` problems are open at once (problems start in their order as others close). What is drawn and
+judged is held in memory until the rounds' stages write it (and the verdicts travel with each verification task):
+a build killed meanwhile draws it again."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bonforge.config import Recipe
+from bonforge.engine import reuse
+from bonforge.llm.base import Completion, Request, consecutive, problem_seed
+from bonforge.llm.stream import open_stream
+from bonforge.schema import NO_LABEL
+from bonforge.stage import Ref
+from bonforge.stages import rounds, sample, verify
+from bonforge.storage.store import StageStore
+
+log = logging.getLogger("bonforge")
+
+OPEN = 1024  # problems open at once
+
+
+@dataclass
+class Problem:
+    """One problem's state: per teacher, its cap (``n``, or the samples held when the engine skipped its prompt)
+    and the label of each sample drawn (True, False, None: no label yet)."""
+
+    caps: list[int]
+    labels: list[list] = field(default_factory=list)
+    round_: int = 1
+    flying: int = 0  # requests asked and not answered
+    fresh: list = field(default_factory=list)  # (teacher position, first index, samples) answered, not judged
+
+    def counts(self) -> tuple[list[int], list[int]]:
+        """Per teacher the samples drawn and those right (one without a label is not right: ``rounds``)."""
+        return [len(ls) for ls in self.labels], [sum(v is True for v in ls) for ls in self.labels]
+
+
+@dataclass
+class Drawn:
+    """What ``draw`` drew: per teacher name, each problem's completions by sample index; the problems whose
+    prompt a teacher's engine skipped; the verdicts it judged; the engine time (first request to last answer)
+    and completion tokens."""
+
+    samples: dict[str, dict[tuple[str, int], Completion]]
+    skipped: dict[str, set[str]]
+    judged: verify.Judged  # lent to the rounds' verdicts stages
+    engine_s: float = 0.0
+    tokens: int = 0
+
+
+class Tagged:
+    """What a teacher's stream puts goes to the shared queue with the teacher's position."""
+
+    def __init__(self, out: queue.Queue, k: int):
+        self.out, self.k = out, k
+
+    def put(self, item) -> None:
+        self.out.put((self.k, item))
+
+
+class Drawing:
+    """``draw`` done once, when a round's sampling stage first asks for samples (``Prefetched``): a build whose
+    rounds are committed draws nothing, nor does the walk of the store before a build's flow starts. ``lent``:
+    the engines held across the rounds by teacher name (None: one is made for the drawing and closed after it)."""
+
+    def __init__(self, recipe: Recipe, store: StageStore, problems: Ref, lent: dict, domains: set):
+        self.recipe, self.store, self.problems, self.lent, self.domains = recipe, store, problems, lent, domains
+        self.judged = verify.Judged()  # lent to the rounds' verdicts stages
+        self.lock, self.got = threading.Lock(), None
+
+    def get(self) -> Drawn:
+        with self.lock:
+            if self.got is None:
+                from bonforge import llm
+
+                engines = {t.name: self.lent[t.name] or llm.make_engine(t) for t in self.recipe.teachers}
+                table = self.store.read("problems", self.problems.key, verify.JUDGED["problems"])
+                try:
+                    self.got = draw(self.recipe, self.store, table, engines, self.domains, self.judged)
+                finally:
+                    for engine in engines.values():
+                        engine.close()  # a lent engine stays loaded where it is held
+            return self.got
+
+
+def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, domains: set,
+         judged: verify.Judged | None = None) -> Drawn:
+    """Every sample early stopping draws from ``problems`` (``problem_id``, ``domain``, ``question`` and what
+    the judge reads), the teachers' ``engines`` by name (a teacher's stream opens at its first request). The
+    samples and verdicts ``store`` holds already are taken from there (``bonforge.engine.reuse``), as the rounds'
+    stages take them: the engines and the judge are asked only for the others; those it judges go to
+    ``judged``."""
+    teachers, cfg = list(recipe.teachers), recipe.filter
+    order = rounds.interleaved(tuple(t.n for t in teachers))
+    ids = problems.column("problem_id").to_pylist()
+    prompts = [dict(sample.prompts(problems, t, {})) for t in teachers]
+    judge = Judge(recipe, store, problems, domains, teachers)
+    out: queue.Queue = queue.Queue()
+    got = Drawn({t.name: stored(store, t, problems) for t in teachers}, {t.name: set() for t in teachers},
+                judged or verify.Judged())
+    open_: dict[str, Problem] = {}
+    streams: dict[int, object] = {}
+    ready: list[str] = []
+
+    def decide(pid: str, p: Problem) -> None:
+        drawn, correct = p.counts()
+        draws, stopped = rounds.decide(drawn, correct, p.caps, order, cfg, p.round_)
+        p.round_ += 1
+        asked = [(k, d, n) for k, (d, n) in enumerate(zip(drawn, draws)) if n > d]
+        if stopped or not asked:
+            del open_[pid]
+            return
+        for k, d, n in asked:
+            t, held = teachers[k], got.samples[teachers[k].name]
+            p.fresh += [(k, i, 1) for i in range(d, n) if (pid, i) in held]
+            for start, count in consecutive([i for i in range(d, n) if (pid, i) not in held]):
+                if k not in streams:
+                    streams[k] = open_stream(engines[t.name], Tagged(out, k))
+                streams[k].put([Request(id=pid, messages=({"role": "user", "content": prompts[k][pid]},), n=count,
+                                        temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
+                                        seed=problem_seed(t.seed, pid) + start, stop=tuple(t.stop))])
+                p.flying += 1
+        if not p.flying:
+            ready.append(pid)
+
+    started = last = time.perf_counter()
+    try:
+        nxt = 0
+        while nxt < len(ids) or open_:
+            while nxt < len(ids) and len(open_) < OPEN:
+                open_[ids[nxt]] = Problem([t.n for t in teachers], [[] for _ in teachers])
+                decide(ids[nxt], open_[ids[nxt]])
+                nxt += 1
+            if not ready and open_:
+                items = [out.get()]
+                while not out.empty():
+                    items.append(out.get())
+                for k, item in items:
+                    last = _answered(k, item, teachers[k], open_, got, ready)
+            judging, ready[:] = list(ready), []
+            if judging:
+                judge([(pid, open_[pid]) for pid in judging], got)
+                for pid in judging:
+                    decide(pid, open_[pid])
+    finally:
+        for stream in streams.values():
+            stream.close()
+    got.engine_s = last - started
+    samples = sum(map(len, got.samples.values()))
+    log.info("early stopping without rounds: %d samples held, %d completion tokens drawn in %.1fs (%.0f tokens/s)",
+             samples, got.tokens, got.engine_s, got.tokens / got.engine_s if got.engine_s else 0.0)
+    return got
+
+
+def _answered(k: int, item, teacher, open_: dict, got: Drawn, ready: list) -> float:
+    """Takes one answer of teacher ``k``'s stream (or raises the stream's failure); when it is the last its
+    problem waited for, the problem is ready to be judged."""
+    if isinstance(item, BaseException):
+        raise item
+    request, comps = item
+    p = open_[request.id]
+    p.flying -= 1
+    start = request.seed - problem_seed(teacher.seed, request.id)
+    for c in comps:
+        got.samples[teacher.name][(request.id, start + c.index)] = replace(c, index=start + c.index)
+        got.tokens += c.completion_tokens
+    if comps:
+        p.fresh.append((k, start, len(comps)))
+    else:  # the engine skipped the prompt: this teacher holds what it has (as in the rounds)
+        got.skipped[teacher.name].add(request.id)
+        p.caps[k] = len(p.labels[k])
+    if p.flying == 0:
+        ready.append(request.id)
+    return time.perf_counter()
+
+
+def stored(store: StageStore, teacher, problems: pa.Table) -> dict[tuple[str, int], Completion]:
+    """The samples of ``teacher`` that some committed candidates output holds, by (problem, index)."""
+    ids = sample.ROWS.ids(problems, {}, sample.SampleParams(teacher))
+    found, content = reuse.find(store, "candidates", sample.ROWS, ids.column("row_id"))
+    held = ids.filter(pa.array(found))
+    cols = {c: held.column(c).to_pylist() for c in ("problem_id", "sample_index", "seed")}
+    cols.update({c: content.column(c).to_pylist() for c in ("text", "reasoning", "finish_reason", "prompt_tokens",
+                                                            "completion_tokens")})
+    return {(pid, i): Completion(pid, i, text, reasoning, finish, prompt, completion, seed, teacher.engine,
+                                 teacher.model)
+            for pid, i, seed, text, reasoning, finish, prompt, completion in zip(*cols.values())}
+
+
+class Judge:
+    """The verdicts of the samples a problem drew since it was last judged, and again those of its teachers that
+    drew which have no label yet (as the rounds' verification judges them again), by the verdicts stage's own
+    judge and settings."""
+
+    def __init__(self, recipe: Recipe, store: StageStore, problems: pa.Table, domains: set, teachers: list):
+        code = domains == {"code"}
+        self.stage = verify.CODE if code else verify.MATH
+        self.params = verify.VerifyParams(recipe.verify.code if code else recipe.verify.math)
+        self.store, self.problems, self.teachers = store, problems, teachers
+
+    def __call__(self, ready: list[tuple[str, Problem]], got: Drawn) -> None:
+        asked: dict[str, tuple[Problem, int, int]] = {}  # candidate id -> (problem, teacher, sample index)
+        parts = []
+        for pid, p in ready:
+            for k in sorted({k for k, _, _ in p.fresh}):
+                fresh = [i for kk, start, n in p.fresh if kk == k for i in range(start, start + n)]
+                labels = p.labels[k]
+                labels += [None] * (max(fresh) + 1 - len(labels))
+                again = [i for i, v in enumerate(labels) if v is None and i not in fresh]
+                name = self.teachers[k].name
+                comps = [got.samples[name][(pid, i)] for i in sorted(fresh + again)]
+                parts.append(sample.candidates(self.teachers[k], [(pid, 0, comps)]))
+                asked.update({f"{pid}/{name}/{c.index}": (p, k, c.index) for c in comps})
+            p.fresh = []
+        candidates = pa.concat_tables(parts)
+        columns = verify.JUDGED["candidates"] + ["text_digest", "language"]
+        problems = self.problems.filter(pc.is_in(self.problems.column("problem_id"),
+                                                 value_set=pc.unique(candidates.column("problem_id"))))
+        verdicts = self.verdicts(candidates.select(columns), problems, got.judged)
+        for cid, status, correct in zip(*(verdicts.column(c).to_pylist()
+                                          for c in ("candidate_id", "status", "correct"))):
+            p, k, i = asked[cid]
+            p.labels[k][i] = None if status in NO_LABEL else bool(correct)
+
+    def verdicts(self, candidates: pa.Table, problems: pa.Table, judged: verify.Judged) -> pa.Table:
+        """Those the store holds (``bonforge.engine.reuse``: never one without a label, nor a timeout), the others
+        judged (and kept in ``judged``)."""
+        rows = self.stage.rows
+        ids = rows.ids(candidates, {"problems": problems}, self.params)
+        found, content = reuse.find(self.store, "verdicts", rows, ids.column("row_id"))
+        parts = [pa.table({"candidate_id": ids.column("candidate_id").filter(pa.array(found)),
+                           "status": content.column("status"), "correct": content.column("correct")})]
+        todo = candidates.filter(pa.array(~found))
+        if todo.num_rows:
+            verdicts = self.stage.compute(todo, problems=problems, cfg=self.params.cfg)
+            judged.add(todo, verdicts)
+            parts.append(verdicts.select(["candidate_id", "status", "correct"]))
+        return pa.concat_tables(parts, promote_options="permissive")
+
+
+class Prefetched:
+    """The engine the rounds' sampling stages get: the samples the ``Drawing`` drew, by problem and seed; a
+    prompt it found skipped, none; anything else (a verdict judged otherwise by the rounds' verification, which
+    only a verdict's timing can do) from ``fallback`` (a lent engine, or one made at first need and closed at the
+    stage's end)."""
+
+    def __init__(self, teacher, drawing: Drawing, fallback=None):
+        self.teacher, self.name, self.drawing, self.fallback = teacher, teacher.engine, drawing, fallback
+        self.own = None
+
+    def start(self) -> None:
+        pass
+
+    def generate(self, requests: list[Request], progress=None) -> list[list[Completion]]:
+        got = self.drawing.get()
+        samples, skipped = got.samples[self.teacher.name], got.skipped[self.teacher.name]
+        base = {r.id: problem_seed(self.teacher.seed, r.id) for r in requests}
+        out: list = [[] if r.id in skipped else [samples.get((r.id, r.seed - base[r.id] + i)) for i in range(r.n)]
+                     for r in requests]
+        missing = [k for k, comps in enumerate(out) if None in comps]
+        if missing:
+            log.info("teacher %s: %d requests the stream did not draw", self.teacher.name, len(missing))
+            for k, comps in zip(missing, self._engine().generate([requests[k] for k in missing])):
+                out[k] = comps
+        if progress is not None:
+            progress(sum(map(len, out)))
+        return [[replace(c, request_id=r.id, index=i) for i, c in enumerate(comps)] for r, comps in zip(requests, out)]
+
+    def _engine(self):
+        if self.fallback is None and self.own is None:
+            from bonforge import llm
+
+            self.own = llm.make_engine(self.teacher)
+        engine = self.fallback or self.own
+        engine.start()
+        return engine
+
+    def close(self) -> None:
+        if self.fallback is not None:
+            self.fallback.close()
+        own, self.own = self.own, None
+        if own is not None:
+            own.close()
