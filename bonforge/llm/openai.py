@@ -1,9 +1,12 @@
 """The `openai` engine: any OpenAI-compatible server (vLLM serve, SGLang, hosted APIs) over async HTTP.
 
 Each sample is its own request with its own seed (``n=1``, ``seed + index``), so a sample can be asked for
-again alone. Concurrency is bounded, request starts can be rate limited, and 429/5xx/timeouts are retried
-with exponential backoff that honours ``Retry-After``. A request the server rejects because the prompt does
-not fit its context window gets no completions and is reported, as in the other engines.
+again alone. The requests in flight follow an adaptive window (``bonforge.llm.window``) under
+``max_concurrency``, request starts can be rate limited, and 429/5xx/timeouts are retried with exponential
+backoff and jitter that honours ``Retry-After`` (capped). A sample that still fails fails alone: the batch
+goes on, and ends by raising ``Unfinished`` with every completion received. A request the server rejects
+because the prompt does not fit its context window gets no completions and is reported, as in the other
+engines.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import concurrent.futures
 import email.utils
 import logging
+import math
 import os
 import time
 from typing import Any, Awaitable, TypeVar
@@ -19,11 +23,13 @@ from typing import Any, Awaitable, TypeVar
 import httpx
 
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
-                               split_reasoning)
+                               split_reasoning, unfinished)
 from bonforge.llm.config import OpenAITeacher
+from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Slots, Window
 
 T = TypeVar("T")
 _RETRY_STATUS = {408, 409, 425, 429}
+_CONGESTED_STATUS = {429, 503}  # the server says "too many": the window shrinks
 log = logging.getLogger("bonforge")
 
 
@@ -44,11 +50,13 @@ def run_sync(coro: Awaitable[T]) -> T:
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """A ``Retry-After`` header (seconds or an HTTP date) as seconds from now."""
+    """A ``Retry-After`` header (seconds or an HTTP date) as seconds from now; None for anything else (not a
+    finite number, a date that does not parse)."""
     if not value:
         return None
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
     except ValueError:
         pass
     try:
@@ -136,11 +144,16 @@ def parse_response(data: Any, *, chat: bool, where: str) -> dict:
     return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage}
 
 
+def _where(request: Request, index: int) -> str:
+    return f"request {request.id} sample {index}"
+
+
 class OpenAIEngine:
     name = "openai"
 
     def __init__(self, teacher: OpenAITeacher):
         self.teacher = teacher
+        self.window = Window(teacher.max_concurrency)  # kept from batch to batch: what it learnt holds
 
     def start(self) -> None:
         """Nothing to load: the server holds the model."""
@@ -158,15 +171,22 @@ class OpenAIEngine:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         limits = httpx.Limits(max_connections=t.max_concurrency, max_keepalive_connections=t.max_concurrency)
-        gate = asyncio.Semaphore(t.max_concurrency)
+        slots = Slots(self.window)
         limiter = _StartLimiter(t.requests_per_minute) if t.requests_per_minute else None
+        said: set[str] = set()
+        failed: list[tuple[str, int, str, bool]] = []
         async with httpx.AsyncClient(base_url=t.base_url.rstrip("/") + "/", headers=headers, limits=limits,
                                      timeout=httpx.Timeout(t.timeout_s)) as client:
             done = 0
 
-            async def counted(request: Request, index: int) -> Completion | str:
+            async def counted(request: Request, index: int) -> Completion | str | None:
                 nonlocal done
-                out = await self._sample(client, gate, limiter, request, index)
+                try:
+                    out = await self._sample(client, slots, limiter, request, index, said)
+                except (EngineError, RetryableError) as e:  # fails alone; the batch goes on
+                    why = str(e).removeprefix(f"{_where(request, index)}: ")
+                    failed.append((request.id, index, why, isinstance(e, RetryableError)))
+                    out = None
                 done += 1
                 if progress is not None:
                     progress(done)
@@ -187,27 +207,32 @@ class OpenAIEngine:
             if rejected is not None:
                 log.warning("openai: request %s skipped: the server says it does not fit the model window: %s",
                             r.id, rejected[:300])
-            out.append([] if rejected is not None else mine)
+            out.append([] if rejected is not None else [m for m in mine if m is not None])
+        if failed:
+            raise unfinished(out, failed, len(flat))
         return out
 
-    async def _sample(self, client: httpx.AsyncClient, gate: asyncio.Semaphore, limiter: _StartLimiter | None,
-                      request: Request, index: int) -> Completion | str:
+    async def _sample(self, client: httpx.AsyncClient, slots: Slots, limiter: _StartLimiter | None,
+                      request: Request, index: int, said: set[str]) -> Completion | str:
         """A completion, or the server's message when it rejects the prompt as too long for the window."""
-        where = f"request {request.id} sample {index}"
+        where = _where(request, index)
         chat = request.messages is not None
         body = request_body(self.teacher, request, index)
         path = "chat/completions" if chat else "completions"
 
         async def attempt() -> dict:
-            async with gate:
+            async with slots.held() as ticket:
                 if limiter:
                     await limiter.wait()
                 try:
                     resp = await client.post(path, json=body)
                 except httpx.TimeoutException as e:
+                    ticket.outcome = CONGESTED
                     raise RetryableError(f"{where}: timed out ({type(e).__name__})") from None
                 except httpx.TransportError as e:
                     raise RetryableError(f"{where}: {type(e).__name__}: {e}") from None
+                status = resp.status_code
+                ticket.outcome = CONGESTED if status in _CONGESTED_STATUS else OK if status < 400 else NEUTRAL
             if resp.status_code in _RETRY_STATUS or resp.status_code >= 500:
                 raise RetryableError(f"{where}: HTTP {resp.status_code}",
                                      retry_after_seconds(resp.headers.get("retry-after")))
@@ -222,7 +247,7 @@ class OpenAIEngine:
             return parse_response(data, chat=chat, where=where)
 
         t0 = time.perf_counter()
-        fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where)
+        fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where, said=said)
         if "rejected" in fields:
             return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,

@@ -1,0 +1,112 @@
+"""How many requests an endpoint gets at once: a window that adapts to what the server answers.
+
+The window starts at one request and doubles each round trip (one more per answer) until the server first
+says "too many" (HTTP 429, 503, or a timeout: ``CONGESTED``); from then on it grows by one per window of
+answers and shrinks at each refusal (additive increase, multiplicative decrease). A refusal shrinks it to
+``BETA`` of its size, and below the number of requests that were in flight when the refused one was sent
+(the server took fewer than that): a server that takes K at once holds the window at about K, not K/2.
+Refusals of requests sent before the last shrink shrink it no further than their own in-flight count (one
+overload is one decrease). The recipe's ``max_concurrency`` is the ceiling.
+
+A refused request leaves the window and waits out its delay outside it; since the window shrank below the
+requests still in flight, its slot goes to no one until answers come back.
+
+``Window`` is the state (it outlives one batch: the engine keeps it from shard to shard); ``Slots`` lets the
+requests of one event loop wait for it. Its history (when the window changed size) goes into the stage's
+manifest and the run record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable
+
+BETA = 0.9  # the share of the window kept at a refusal
+CONGESTED, OK, NEUTRAL = "congested", "ok", "neutral"  # how a request ended, for the window
+HISTORY_POINTS = 2000  # the most history points kept (older ones are thinned out)
+
+
+@dataclass
+class Ticket:
+    """One request's hold on the window: the shrink count and the requests in flight when it was sent."""
+
+    epoch: int
+    sent_with: int
+    outcome: str = NEUTRAL
+
+
+class Window:
+    """The adaptive window of one endpoint (``ceiling``: the most requests in flight)."""
+
+    def __init__(self, ceiling: int, clock: Callable[[], float] = time.time):
+        self.ceiling, self.clock = ceiling, clock
+        self.size = 1.0
+        self.slow_start = True
+        self.in_flight = self.epoch = 0
+        self.refused = self.answered = 0
+        self.history: list[list[float]] = [[round(clock(), 3), 1]]  # [epoch seconds, window]
+
+    @property
+    def allowed(self) -> int:
+        return max(1, min(self.ceiling, int(self.size)))
+
+    def open(self) -> bool:
+        return self.in_flight < self.allowed
+
+    def take(self) -> Ticket:
+        self.in_flight += 1
+        return Ticket(self.epoch, self.in_flight)
+
+    def done(self, ticket: Ticket) -> None:
+        """``ticket``'s request ended with ``ticket.outcome``."""
+        self.in_flight -= 1
+        was = self.allowed
+        if ticket.outcome == OK:
+            self.answered += 1
+            self.size = min(float(self.ceiling), self.size + (1.0 if self.slow_start else 1.0 / self.size))
+        elif ticket.outcome == CONGESTED:
+            self.refused += 1
+            self.slow_start = False
+            below = max(1.0, ticket.sent_with - 1.0)
+            if ticket.epoch == self.epoch:  # the first refusal since the last shrink
+                self.size = max(1.0, min(self.size * BETA, below))
+                self.epoch += 1
+            else:
+                self.size = max(1.0, min(self.size, below))
+        if self.allowed != was:
+            self._note()
+
+    def _note(self) -> None:
+        self.history.append([round(self.clock(), 3), self.allowed])
+        if len(self.history) > HISTORY_POINTS:  # keep the first point and every other later one
+            self.history = self.history[:1] + self.history[2::2]
+
+    def summary(self) -> dict:
+        """What the manifest keeps: the ceiling, the window now, the refusals and answers it saw, its history."""
+        return {"ceiling": self.ceiling, "window": self.allowed, "answered": self.answered, "refused": self.refused,
+                "history": [list(p) for p in self.history]}
+
+
+class Slots:
+    """The window as the requests of one event loop wait for it (an asyncio condition is bound to its loop;
+    the window is not)."""
+
+    def __init__(self, window: Window):
+        self.window = window
+        self.changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[Ticket]:
+        """A place in the window for the block; set the ticket's ``outcome`` before leaving it."""
+        async with self.changed:
+            await self.changed.wait_for(self.window.open)
+            ticket = self.window.take()
+        try:
+            yield ticket
+        finally:
+            self.window.done(ticket)
+            async with self.changed:
+                self.changed.notify_all()
