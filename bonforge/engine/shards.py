@@ -364,6 +364,8 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
                 counts.finish(i, n_rows)
                 if short is not None:
                     shorts.append(short)
+                    if not short.retry:  # a failure a retry cannot fix stops the stage (its rows kept)
+                        raise missing_rows(shorts)
                 elif output is not None:
                     output.wrote(i)
         if shorts:

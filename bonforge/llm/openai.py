@@ -183,23 +183,32 @@ class OpenAIEngine:
                 nonlocal done
                 try:
                     out = await self._sample(client, slots, limiter, request, index, said)
-                except (EngineError, RetryableError) as e:  # fails alone; the batch goes on
+                except (EngineError, RetryableError) as e:  # fails alone; a transient failure lets the batch go on
                     why = str(e).removeprefix(f"{_where(request, index)}: ")
                     failed.append((request.id, index, why, isinstance(e, RetryableError)))
+                    if not isinstance(e, RetryableError):
+                        raise
                     out = None
                 done += 1
                 if progress is not None:
                     progress(done)
                 return out
 
-            tasks = [asyncio.create_task(counted(r, i)) for r in requests for i in range(r.n)]
+            jobs = [(r, i) for r in requests for i in range(r.n)]
+            tasks = [asyncio.create_task(counted(r, i)) for r, i in jobs]
             try:
                 flat = await asyncio.gather(*tasks)
-            except BaseException:
+            except BaseException as e:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                raise
+                if not isinstance(e, EngineError):
+                    raise
+                # a failure a retry cannot fix (a client error, a malformed answer): the samples not asked yet
+                # are not asked; those received are kept
+                flat = [t.result() if not t.cancelled() and t.exception() is None else None for t in tasks]
+                failed += [(r.id, i, "not asked: the batch stopped at a failure", False)
+                           for (r, i), t in zip(jobs, tasks) if t.cancelled()]
         out, pos = [], 0
         for r in requests:
             mine, pos = flat[pos: pos + r.n], pos + r.n

@@ -1,12 +1,14 @@
 """How many requests an endpoint gets at once: a window that adapts to what the server answers.
 
 The window starts at one request and doubles each round trip (one more per answer) until the server first
-says "too many" (HTTP 429, 503, or a timeout: ``CONGESTED``); from then on it grows by one per window of
-answers and shrinks at each refusal (additive increase, multiplicative decrease). A refusal shrinks it to
-``BETA`` of its size, and below the number of requests that were in flight when the refused one was sent
-(the server took fewer than that): a server that takes K at once holds the window at about K, not K/2.
-Refusals of requests sent before the last shrink shrink it no further than their own in-flight count (one
-overload is one decrease). The recipe's ``max_concurrency`` is the ceiling.
+says "too many" (HTTP 429, 503, or a timeout: ``CONGESTED``), which halves it; from then on it grows by one
+per window of answers and a refusal shrinks it to ``BETA`` of its size (additive increase, multiplicative
+decrease): a server that takes K at once holds the window between 0.9 K and K + 1, not between K/2 and K.
+Past the size of the last refusal it grows by its distance to that size per window of answers, doubling the
+distance each round trip: a server that starts taking more is found in a few round trips, not one per
+request it takes more.
+Refusals of requests sent before the last shrink do not shrink it again (one overload, one decrease). The
+recipe's ``max_concurrency`` is the ceiling.
 
 A refused request leaves the window and waits out its delay outside it; since the window shrank below the
 requests still in flight, its slot goes to no one until answers come back.
@@ -31,10 +33,9 @@ HISTORY_POINTS = 2000  # the most history points kept (older ones are thinned ou
 
 @dataclass
 class Ticket:
-    """One request's hold on the window: the shrink count and the requests in flight when it was sent."""
+    """One request's hold on the window: the shrinks before it was sent, and how it ended."""
 
     epoch: int
-    sent_with: int
     outcome: str = NEUTRAL
 
 
@@ -46,6 +47,7 @@ class Window:
         self.size = 1.0
         self.slow_start = True
         self.in_flight = self.epoch = 0
+        self.peak = 0.0  # the size at the last refusal
         self.refused = self.answered = 0
         self.history: list[list[float]] = [[round(clock(), 3), 1]]  # [epoch seconds, window]
 
@@ -58,7 +60,7 @@ class Window:
 
     def take(self) -> Ticket:
         self.in_flight += 1
-        return Ticket(self.epoch, self.in_flight)
+        return Ticket(self.epoch)
 
     def done(self, ticket: Ticket) -> None:
         """``ticket``'s request ended with ``ticket.outcome``."""
@@ -66,16 +68,15 @@ class Window:
         was = self.allowed
         if ticket.outcome == OK:
             self.answered += 1
-            self.size = min(float(self.ceiling), self.size + (1.0 if self.slow_start else 1.0 / self.size))
+            step = 1.0 if self.slow_start else max(1.0, self.size - self.peak) / self.size
+            self.size = min(float(self.ceiling), self.size + step)
         elif ticket.outcome == CONGESTED:
             self.refused += 1
-            self.slow_start = False
-            below = max(1.0, ticket.sent_with - 1.0)
             if ticket.epoch == self.epoch:  # the first refusal since the last shrink
-                self.size = max(1.0, min(self.size * BETA, below))
+                self.peak = self.size
+                self.size = max(1.0, self.size * (0.5 if self.slow_start else BETA))
+                self.slow_start = False
                 self.epoch += 1
-            else:
-                self.size = max(1.0, min(self.size, below))
         if self.allowed != was:
             self._note()
 
@@ -108,5 +109,5 @@ class Slots:
             yield ticket
         finally:
             self.window.done(ticket)
-            async with self.changed:
-                self.changed.notify_all()
+            async with self.changed:  # wake as many waiters as there are free places (in the order they came)
+                self.changed.notify(max(0, self.window.allowed - self.window.in_flight))
