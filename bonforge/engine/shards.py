@@ -303,10 +303,13 @@ def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, f
     return (*pending.pop(ready[0]), *ray.get(ready[0]))
 
 
-def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Output | None = None) -> Manifest:
+def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Output | None = None,
+             began: float | None = None) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
-    ``reuse: false``): a committed output is computed again, and no row is taken from the store.
+    ``reuse: false``): a committed output is computed again, and no row is taken from the store. ``began``:
+    when its first try began (epoch seconds; default: now), which the manifest's ``wall_s`` counts from: a
+    stage tried again (``bonforge.engine.prefect``) records the time of all its tries.
 
     One loop for every stage: its shards as they come (``plan_shards`` of ``stage.table``, or ``cut`` from
     ``stage.stream``: each shard read only when it is to be computed), their rows looked up a window at a
@@ -339,7 +342,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
         output.wrote(i)
     if done:
         log.info("%s: resuming, %d shards already written", node.label, len(done))
-    t0 = time.perf_counter()
+    began = time.time() if began is None else began
     context = stage.context(inputs) if stage.context else {}
     work = _Plan(store, node, shards, done, context, reuse_rows, output)
     compute_s, hosts, per_node, spans, shorts = 0.0, set(), Counter(), [], []
@@ -354,10 +357,10 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
             work.advance = advance  # shards whose every row is reused, written as the plan comes
             advance(work.reused_rows)
             counts = ShardCounts(advance)
-            for i, n_rows, began, ended, host, ray_node, short in _computed(store, node, taken, compute, context,
-                                                                            first, counts):
-                compute_s += ended - began
-                spans.append((began, ended))
+            for i, n_rows, start, end, host, ray_node, short in _computed(store, node, taken, compute, context,
+                                                                          first, counts):
+                compute_s += end - start
+                spans.append((start, end))
                 hosts.add(host)
                 if ray_node:
                     per_node[ray_node] += 1
@@ -370,7 +373,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
                     output.wrote(i)
         if shorts:
             raise missing_rows(shorts)
-        wall = time.perf_counter() - t0
+        wall = time.time() - began
         written = Shards(store, node, work.count, compute)
         summary = stage.summary(written) if stage.summary else {}
     if output is not None:

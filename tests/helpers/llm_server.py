@@ -82,7 +82,7 @@ class ScriptedServer:
                     self.send_header("Content-Length", str(len(raw)))
                     self.end_headers()
                     self.wfile.write(raw)
-                    if refused is None:
+                    if status == 200:
                         server.served()
                 finally:
                     with server.lock:
@@ -101,7 +101,7 @@ class ScriptedServer:
         return None
 
     def served(self) -> None:
-        """A request was served (not refused by ``admit``)."""
+        """A request was answered (HTTP 200)."""
 
     def __enter__(self) -> "ScriptedServer":
         self.thread.start()
