@@ -240,9 +240,10 @@ def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table,
               compute: Callable[..., pa.Table], context: dict, first: list,
               counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None, Shortfall | None]]:
     """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (shard, its
-    rows, when it began and ended, host, Ray node, its shortfall) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the
-    cluster's CPUs are submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one
-    is done, so the driver holds a bounded number of shards whatever the size of the build. A stage that
+    rows, when it began and ended, host, Ray node, its shortfall) as each finishes. On Ray at most
+    ``IN_FLIGHT_PER_CPU`` x the cluster's CPUs are submitted and not yet written: the next shard is taken from
+    ``work`` (and so read) only when one is done, so the driver holds a bounded number of shards whatever the
+    size of the build. A stage that
     reports its work (``Stage.reports``) tells ``counts`` how far each running shard is."""
     root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
     several = len(first) > 1
