@@ -31,11 +31,16 @@ N = 8
 
 
 class FixedWindow(Window):
-    """A window that never moves: ``size`` requests in flight whatever the server says."""
+    """A window that never moves: ``size`` requests in flight whatever the server says, or (``told``) the
+    server's own limit of each moment, as a client told it would keep (the best any window can do here)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, told: LimitedServer | None = None):
         super().__init__(size)
-        self.size, self.history = float(size), [[time.time(), size]]
+        self.size, self.history, self.told = float(size), [[time.time(), size]], told
+
+    @property
+    def allowed(self) -> int:
+        return self.told.limit if self.told else int(self.size)
 
     def done(self, ticket) -> None:
         self.in_flight -= 1
@@ -62,7 +67,7 @@ def run(mode: str, problems: int, delay: float, retries: int) -> dict:
                                 max_tokens=64, max_retries=retries, max_concurrency=64 if mode == "adaptive" else 32)
         engine = OpenAIEngine(teacher)
         if mode != "adaptive":
-            engine.window = FixedWindow(32)
+            engine.window = FixedWindow(32, server if mode == "told" else None)
         failed, t0 = 0, time.perf_counter()
         try:
             run_node(store, sample.node(ref, teacher, engine))
@@ -83,7 +88,8 @@ def main() -> None:
           f"{args.problems * N // 2} answers; {args.delay} s per answer; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores")
     print(f"{'window':<22} {'capacity share':>14} {'429s':>6} {'failed rows':>11} {'wall s':>7}  window sizes")
-    for mode, label in (("adaptive", "adaptive (max 64)"), ("fixed", "fixed 32 (before)")):
+    for mode, label in (("adaptive", "adaptive (max 64)"), ("fixed", "fixed 32 (before)"),
+                        ("told", "told the server's limit")):
         r = run(mode, args.problems, args.delay, args.retries)
         sizes = sorted({int(p[1]) for p in r["window"]["history"]})
         print(f"{label:<22} {r['share']:>13.1%} {r['refused']:>6} {r['failed']:>11} {r['wall']:>7.1f}  "

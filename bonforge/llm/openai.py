@@ -25,7 +25,7 @@ import httpx
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
                                split_reasoning, unfinished)
 from bonforge.llm.config import OpenAITeacher
-from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Slots, Window
+from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Closed, Slots, Window
 
 T = TypeVar("T")
 _RETRY_STATUS = {408, 409, 425, 429}
@@ -183,32 +183,28 @@ class OpenAIEngine:
                 nonlocal done
                 try:
                     out = await self._sample(client, slots, limiter, request, index, said)
-                except (EngineError, RetryableError) as e:  # fails alone; a transient failure lets the batch go on
+                except (EngineError, RetryableError) as e:  # fails alone
                     why = str(e).removeprefix(f"{_where(request, index)}: ")
                     failed.append((request.id, index, why, isinstance(e, RetryableError)))
-                    if not isinstance(e, RetryableError):
-                        raise
+                    if not isinstance(e, RetryableError):  # a retry cannot fix it: no new request is sent, the
+                        await slots.close()  # answers in flight are received
+                    out = None
+                except Closed:
+                    failed.append((request.id, index, "not asked: the batch stopped at a failure", False))
                     out = None
                 done += 1
                 if progress is not None:
                     progress(done)
                 return out
 
-            jobs = [(r, i) for r in requests for i in range(r.n)]
-            tasks = [asyncio.create_task(counted(r, i)) for r, i in jobs]
+            tasks = [asyncio.create_task(counted(r, i)) for r in requests for i in range(r.n)]
             try:
                 flat = await asyncio.gather(*tasks)
-            except BaseException as e:
+            except BaseException:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                if not isinstance(e, EngineError):
-                    raise
-                # a failure a retry cannot fix (a client error, a malformed answer): the samples not asked yet
-                # are not asked; those received are kept
-                flat = [t.result() if not t.cancelled() and t.exception() is None else None for t in tasks]
-                failed += [(r.id, i, "not asked: the batch stopped at a failure", False)
-                           for (r, i), t in zip(jobs, tasks) if t.cancelled()]
+                raise
         out, pos = [], 0
         for r in requests:
             mine, pos = flat[pos: pos + r.n], pos + r.n

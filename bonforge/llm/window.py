@@ -91,6 +91,10 @@ class Window:
                 "history": [list(p) for p in self.history]}
 
 
+class Closed(Exception):
+    """The slots were closed (``Slots.close``): the request is not to be sent."""
+
+
 class Slots:
     """The window as the requests of one event loop wait for it (an asyncio condition is bound to its loop;
     the window is not)."""
@@ -98,12 +102,22 @@ class Slots:
     def __init__(self, window: Window):
         self.window = window
         self.changed = asyncio.Condition()
+        self.closed = False
+
+    async def close(self) -> None:
+        """No more requests: those waiting for a place, and any that come, get ``Closed``; those in flight end
+        as they end."""
+        self.closed = True
+        async with self.changed:
+            self.changed.notify_all()
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[Ticket]:
         """A place in the window for the block; set the ticket's ``outcome`` before leaving it."""
         async with self.changed:
-            await self.changed.wait_for(self.window.open)
+            await self.changed.wait_for(lambda: self.closed or self.window.open())
+            if self.closed:
+                raise Closed()
             ticket = self.window.take()
         try:
             yield ticket

@@ -229,3 +229,16 @@ def test_a_client_error_leaves_the_samples_not_asked_yet_unasked():
                                              r"11, HTTP 401 .*bad key.*: 1\)") as e:
             OpenAIEngine(teacher(server.url, max_concurrency=8)).generate([chat(i, n=4) for i in range(3)])
     assert server.count == 1 and e.value.results == [[], [], []]
+
+
+def test_an_answer_in_flight_when_the_batch_stops_is_received_and_kept():
+    def script(n, body):
+        if body["seed"] == 101:
+            time.sleep(1.0)  # still in flight when the client error below stops the batch
+        return (400, {}, {"error": "bad request"}) if body["seed"] == 7 else (200, {}, None)
+
+    with ScriptedServer(script) as server:
+        with pytest.raises(Unfinished, match=r"4 of 6 samples failed \(not asked: the batch stopped at a failure: 3, "
+                                             r"HTTP 400 .*\); the first: request p1 sample 0: HTTP 400") as e:
+            OpenAIEngine(teacher(server.url)).generate([chat(0), chat(1, seed=7), chat(2, seed=20)])
+    assert [[c.index for c in cs] for cs in e.value.results] == [[0, 1], [], []] and server.count == 3
