@@ -12,6 +12,7 @@ import time
 import prefect.flow_engine
 
 from prefect import flow, task
+from prefect.context import TaskRunContext
 
 from bonforge.config import Recipe
 from bonforge import services
@@ -52,8 +53,11 @@ def _may_help(task, task_run, state) -> bool:
 def stage_task(store_root: str, node: Node, reuse_rows: bool = True, output: Output | None = None,
                began: float | None = None) -> dict:
     """The manifest as JSON data (Prefect keeps task results as JSON); ``output``: a streaming build's;
-    ``began``: when the first try began (a retry gets the same parameters: its ``wall_s`` covers every try)."""
-    return run_node(StageStore(store_root), node, reuse_rows, output, began).json()
+    ``began``: when the first try began (a retry gets the same parameters: its ``wall_s`` covers every try); a
+    retry keeps what the earlier tries wrote, also in a build that reuses nothing (``--fresh``)."""
+    context = TaskRunContext.get()
+    again = context is not None and context.task_run.run_count > 1
+    return run_node(StageStore(store_root), node, reuse_rows, output, began, again).json()
 
 
 def _task(store: StageStore, node: Node, reuse: bool, output: Output | None = None) -> tuple[Manifest, float]:

@@ -75,14 +75,15 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     per_row = np.repeat(shard_of[pos], np.diff(np.append(runs, ids.num_rows))) if ids.num_rows else np.zeros(0, int)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(per_row, minlength=len(shards)))])
     parts = [Part(ids.slice(bounds[i], bounds[i + 1] - bounds[i])) for i in range(len(shards))]
-    if not look_up or not todo:
+    partials = store.partials(node.stage.name, node.key)  # this node's own, kept by an earlier try
+    if not (look_up or partials) or not todo:
         return parts
     computing = np.zeros(len(shards), bool)
     computing[todo] = True
     wanted = computing[per_row]  # the rows of the shards to compute
     hit = np.zeros(ids.num_rows, bool)
-    found, content = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)),
-                          store.partials(node.stage.name, node.key))
+    found, content = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)), partials,
+                          look_up)
     hit[wanted] = found
     everything = bool(hit.all())  # a rebuild over the same rows: no copy of the ids
     fresh = ids if everything else ids.filter(pa.array(hit))
@@ -105,22 +106,23 @@ def _runs(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.concatenate([[0], np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1])
 
 
-def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array, partials: list = ()) -> tuple[np.ndarray,
-                                                                                                   pa.Table]:
+def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array, partials: list = (),
+         committed: bool = True) -> tuple[np.ndarray, pa.Table]:
     """Which wanted identities the node's own ``partials`` (``StageStore.partials``: the rows a shard that fell
-    short kept) or some committed output of ``stage`` hold (newest output first), and the content columns of
-    those, in the order of ``wanted``."""
-    return fetch(store, stage, rows, locate(store, stage, wanted, partials), len(wanted))
+    short kept) or (``committed``) some committed output of ``stage`` hold (newest output first), and the
+    content columns of those, in the order of ``wanted``."""
+    return fetch(store, stage, rows, locate(store, stage, wanted, partials, committed), len(wanted))
 
 
-def locate(store: StageStore, stage: str, wanted: pa.Array,
-           partials: list = ()) -> list[tuple[list, list[str], pa.Array, np.ndarray]]:
-    """The ``partials`` files, then the committed outputs of ``stage`` newest first, that hold some of the
-    ``wanted`` identities, each with its files, its column names, the row keys of the wanted identities it
-    holds and their positions in ``wanted`` (each identity from the first that has it)."""
+def locate(store: StageStore, stage: str, wanted: pa.Array, partials: list = (),
+           committed: bool = True) -> list[tuple[list, list[str], pa.Array, np.ndarray]]:
+    """The ``partials`` files, then (``committed``) the committed outputs of ``stage`` newest first, that hold
+    some of the ``wanted`` identities, each with its files, its column names, the row keys of the wanted
+    identities it holds and their positions in ``wanted`` (each identity from the first that has it)."""
     sources = []
     todo = np.arange(len(wanted))
-    for key, man in [(None, None)] * bool(partials) + _committed(store, stage):
+    outputs = _committed(store, stage) if committed else []
+    for key, man in [(None, None)] * bool(partials) + outputs:
         if not len(todo):
             break
         try:

@@ -305,12 +305,14 @@ def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, f
 
 
 def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Output | None = None,
-             began: float | None = None) -> Manifest:
+             began: float | None = None, again: bool = False) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
     ``reuse: false``): a committed output is computed again, and no row is taken from the store. ``began``:
     when its first try began (epoch seconds; default: now), which the manifest's ``wall_s`` counts from: a
-    stage tried again (``bonforge.engine.prefect``) records the time of all its tries.
+    stage tried again (``bonforge.engine.prefect``) records the time of all its tries. ``again``: this is such
+    a retry, which keeps what the earlier tries wrote (its shards, the rows of its partial shards) also with
+    ``reuse_rows=False``.
 
     One loop for every stage: its shards as they come (``plan_shards`` of ``stage.table``, or ``cut`` from
     ``stage.stream``: each shard read only when it is to be computed), their rows looked up a window at a
@@ -325,7 +327,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
         if output is not None:
             output.last(len(store.done_shards(stage.name, key)))
         return store.manifest(stage.name, key).with_cached(True)
-    if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
+    if not reuse_rows and not again:  # nothing of an earlier computation: neither its commit nor its shards
         store.uncommit(stage.name, key)
     refs = resolved(node)
     inputs = StoreInputs(store, refs, node.params)

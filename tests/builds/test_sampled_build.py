@@ -56,11 +56,13 @@ export: {{name: toy-genselect}}
     assert store.manifest("genselect", gs_key)["rows"] > 0
 
 
-def test_a_rate_limited_server_costs_no_answer_and_a_stubborn_row_only_itself(tmp_path, shared_prefect):
+@pytest.mark.parametrize("fresh", [False, True], ids=["reuse", "fresh"])
+def test_a_rate_limited_server_costs_no_answer_and_a_stubborn_row_only_itself(tmp_path, shared_prefect, fresh):
     """A server that takes 2 requests at once, then 4, and answers 429 past that, with max_concurrency 64:
     the build succeeds and asks for each answer once. One sample is refused on its first three tries: the
     stage's first try ends with that row missing and every other kept; the build's retry of the stage asks
-    for that sample alone. The stage's recorded wall time covers both tries."""
+    for that sample alone, also in a build that reuses nothing (``--fresh``: that is about earlier builds).
+    The stage's recorded wall time covers both tries."""
     problems = tmp_path / "problems.jsonl"
     problems.write_text("".join(json.dumps({"question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}) + "\n"
                                 for i in range(1, 9)))
@@ -84,7 +86,8 @@ teachers:
      max_tokens: 64, shard_problems: 4, max_concurrency: 64, max_retries: 2}}
 export: {{name: toy-limited}}
 """)
-        result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store")])
+        result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store")]
+                                    + ["--fresh"] * fresh)
         assert result.exit_code == 0, result.output
     assert server.answered == 8 * 4 and len(stubborn) == 4  # each answer asked for once; the stubborn one 3 + 1
     store = StageStore(tmp_path / "store")
