@@ -71,7 +71,8 @@ class Engine(Protocol):
     ``progress``, it calls ``progress(k)`` as samples finish: ``k`` of the requests' samples are done.
 
     A request the engine cannot serve without aborting the batch (a prompt longer than the model window)
-    gets an empty list and is logged; everything else that fails raises.
+    gets an empty list and is logged; everything else that fails raises, an engine whose samples fail one by
+    one (``openai``) with ``Unfinished``, which holds every completion received.
     """
 
     name: str
