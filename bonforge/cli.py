@@ -320,6 +320,10 @@ def runs(
         if shares := run.busy_shares():
             typer.echo("busy (of the build's {:.1f} s): {}".format(run.wall_s or 0, ", ".join(
                 f"{stage} {secs:.1f} s ({share:.0%})" for stage, (secs, share) in shares.items())))
+        for label, w in (run.windows or {}).items():
+            sizes = [size for _, size in w["history"]]
+            typer.echo(f"request window {label}: {min(sizes)} to {max(sizes)} in flight (ceiling {w['ceiling']}), "
+                       f"{w['window']} at the end; {w['refused']} refused, {w['answered']} answered")
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return

@@ -24,6 +24,13 @@ def clip(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def reasons(why: dict[str, int]) -> str:
+    """``why`` (reason -> rows) as one phrase, the commonest first."""
+    top = sorted(why.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{reason}: {n}" for reason, n in top[:5]) + (f", {len(top) - 5} more reasons" if len(top) > 5
+                                                                     else "")
+
+
 class BonforgeError(Exception):
     """Base of every error bonforge raises on purpose."""
 

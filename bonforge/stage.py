@@ -36,6 +36,7 @@ from typing import Any, Callable, ContextManager, Iterator, Literal, Protocol, U
 import pyarrow as pa
 
 from bonforge.config_model import key_value
+from bonforge.errors import BonforgeError, TransientError, reasons
 from bonforge.keys import stage_key
 from bonforge.manifest import Manifest
 
@@ -150,6 +151,37 @@ class Written(Protocol):
     def shard_metadata(self) -> list[dict[bytes, bytes]]:
         """Each shard's Parquet key-value metadata, in shard order."""
         ...
+
+
+class Shortfall(BonforgeError):
+    """A compute made some rows of its shard, not all (a stage that declares ``rows``): ``table`` holds the
+    rows it made, ``missing`` counts those it could not make, ``why`` (reason -> rows) says why, ``retry``
+    whether a later try may make them. The engine keeps the rows made, aside from the done shards, and takes
+    them back when the shard is computed again (``bonforge.engine.shards``)."""
+
+    def __init__(self, table: pa.Table, missing: int, why: dict[str, int], retry: bool):
+        self.table, self.missing, self.why, self.retry = table, missing, why, retry
+        super().__init__(f"{missing} rows missing ({reasons(why)})")
+
+    def __reduce__(self):
+        return (self.__class__, (self.table, self.missing, self.why, self.retry))
+
+
+class RowsMissing(BonforgeError):
+    """A stage ended with rows missing (its shards' ``Shortfall``s): every row made is kept, the stage is not
+    committed, and the next try or build computes only the missing rows."""
+
+    def __init__(self, missing: int, why: dict[str, int]):
+        self.missing, self.why = missing, why
+        super().__init__(f"{missing} rows missing ({reasons(why)}); every row received is kept: the next try "
+                         "asks for the missing ones only")
+
+    def __reduce__(self):
+        return (self.__class__, (self.missing, self.why))
+
+
+class RowsMissingForNow(RowsMissing, TransientError):
+    """Every missing row failed for a reason a retry may fix (rate limits, timeouts)."""
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,20 @@ def test_a_whole_key_field_is_the_key_config_and_no_other_field_may_be_keyed():
     assert Whole(FilterConfig(min_candidates=3), Path("/x")).key_config() == FilterConfig(min_candidates=3).key_config()
     with pytest.raises(TypeError, match=r"WholeAndMore: 'cfg' is the whole key, so 'pool' must be unkeyed"):
         WholeAndMore(FilterConfig(), [1]).key_config()
+
+
+def test_shortfalls_and_missing_rows_pickle_and_say_whether_a_retry_may_help():
+    import pickle
+
+    from bonforge.engine.shards import missing_rows
+    from bonforge.errors import TransientError
+    from bonforge.stage import RowsMissing, RowsMissingForNow, Shortfall
+
+    short = pickle.loads(pickle.dumps(Shortfall(pa.table({"a": [1]}), 2, {"HTTP 429": 2}, True)))
+    assert short.table.num_rows == 1 and (short.missing, short.why, short.retry) == (2, {"HTTP 429": 2}, True)
+    late = missing_rows([short, Shortfall(pa.table({"a": [2]}), 1, {"HTTP 429": 1, "timed out": 0}, True)])
+    assert isinstance(late, RowsMissingForNow) and isinstance(late, TransientError)
+    assert str(late).startswith("3 rows missing (HTTP 429: 3, timed out: 0); every row received is kept")
+    assert pickle.loads(pickle.dumps(late)).why == late.why
+    never = missing_rows([short, Shortfall(pa.table({"a": [2]}), 1, {"HTTP 401": 1}, False)])
+    assert type(never) is RowsMissing and not isinstance(never, TransientError)

@@ -12,6 +12,7 @@ import time
 import prefect.flow_engine
 
 from prefect import flow, task
+from prefect.context import TaskRunContext
 
 from bonforge.config import Recipe
 from bonforge import services
@@ -49,9 +50,14 @@ def _may_help(task, task_run, state) -> bool:
     result_serializer="json",
     cache_key_fn=lambda ctx, params: f"{params['node'].stage.name}-{params['node'].key}",
 )
-def stage_task(store_root: str, node: Node, reuse_rows: bool = True, output: Output | None = None) -> dict:
-    """The manifest as JSON data (Prefect keeps task results as JSON); ``output``: a streaming build's."""
-    return run_node(StageStore(store_root), node, reuse_rows, output).json()
+def stage_task(store_root: str, node: Node, reuse_rows: bool = True, output: Output | None = None,
+               began: float | None = None) -> dict:
+    """The manifest as JSON data (Prefect keeps task results as JSON); ``output``: a streaming build's;
+    ``began``: when the first try began (a retry gets the same parameters: its ``wall_s`` covers every try); a
+    retry keeps what the earlier tries wrote, also in a build that reuses nothing (``--fresh``)."""
+    context = TaskRunContext.get()
+    again = context is not None and context.task_run.run_count > 1
+    return run_node(StageStore(store_root), node, reuse_rows, output, began, again).json()
 
 
 def _task(store: StageStore, node: Node, reuse: bool, output: Output | None = None) -> tuple[Manifest, float]:
@@ -61,7 +67,7 @@ def _task(store: StageStore, node: Node, reuse: bool, output: Output | None = No
         task_run_name=node.label,
         result_storage=store.result_storage(),
         refresh_cache=True,  # not committed: a cached result of Prefect's would be stale
-    )(str(store.root), node, reuse, output, return_state=True)
+    )(str(store.root), node, reuse, output, time.time(), return_state=True)
     with failing_as(node):
         return Manifest.from_json(state.result()), time.perf_counter() - t0
 

@@ -75,13 +75,15 @@ def plan(store: StageStore, node: Node, shards: list[pa.Table], context: dict, t
     per_row = np.repeat(shard_of[pos], np.diff(np.append(runs, ids.num_rows))) if ids.num_rows else np.zeros(0, int)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(per_row, minlength=len(shards)))])
     parts = [Part(ids.slice(bounds[i], bounds[i + 1] - bounds[i])) for i in range(len(shards))]
-    if not look_up or not todo:
+    partials = store.partials(node.stage.name, node.key)  # this node's own, kept by an earlier try
+    if not (look_up or partials) or not todo:
         return parts
     computing = np.zeros(len(shards), bool)
     computing[todo] = True
     wanted = computing[per_row]  # the rows of the shards to compute
     hit = np.zeros(ids.num_rows, bool)
-    found, content = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)))
+    found, content = find(store, node.stage.name, rows, ids.column("row_id").filter(pa.array(wanted)), partials,
+                          look_up)
     hit[wanted] = found
     everything = bool(hit.all())  # a rebuild over the same rows: no copy of the ids
     fresh = ids if everything else ids.filter(pa.array(hit))
@@ -104,32 +106,52 @@ def _runs(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.concatenate([[0], np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1])
 
 
-def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array) -> tuple[np.ndarray, pa.Table]:
-    """Which wanted identities some committed output of ``stage`` holds (newest output first), and the
+def find(store: StageStore, stage: str, rows: Rows, wanted: pa.Array, partials: list = (),
+         committed: bool = True) -> tuple[np.ndarray, pa.Table]:
+    """Which wanted identities the node's own ``partials`` (``StageStore.partials``: the rows a shard that fell
+    short kept) or (``committed``) some committed output of ``stage`` hold (newest output first), and the
     content columns of those, in the order of ``wanted``."""
-    return fetch(store, stage, rows, locate(store, stage, wanted), len(wanted))
+    return fetch(store, stage, rows, locate(store, stage, wanted, partials, committed), len(wanted))
 
 
-def locate(store: StageStore, stage: str, wanted: pa.Array) -> list[tuple[str, list[str], pa.Array, np.ndarray]]:
-    """The committed outputs of ``stage`` holding some of the ``wanted`` identities, newest first, each with
-    its column names, the row keys of the wanted identities it holds and their positions in ``wanted``
-    (each identity from the first output that has it)."""
+def locate(store: StageStore, stage: str, wanted: pa.Array, partials: list = (),
+           committed: bool = True) -> list[tuple[list, list[str], pa.Array, np.ndarray]]:
+    """The ``partials`` files, then (``committed``) the committed outputs of ``stage`` newest first, that hold
+    some of the ``wanted`` identities, each with its files, its column names, the row keys of the wanted
+    identities it holds and their positions in ``wanted`` (each identity from the first that has it)."""
     sources = []
     todo = np.arange(len(wanted))
-    for key, man in _committed(store, stage):
+    outputs = _committed(store, stage) if committed else []
+    for key, man in [(None, None)] * bool(partials) + outputs:
         if not len(todo):
             break
         try:
-            index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
+            if key is None:
+                index, files = _pieces(store, partials), list(partials)
+                columns = store.read_schema(files[0]).names
+            else:
+                index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
+                files, columns = store.paths(stage, key), [f.split(":")[0] for f in man.get("schema") or []]
             at = match(wanted.take(todo) if len(todo) < len(wanted) else wanted, index.column("row_id"))
             row_keys = index.column("row_key").take(at[at >= 0])
         except (*_UNREADABLE, duckdb.Error) as e:
-            log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage, key, e)
+            log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage,
+                        key or "(partial shards)", e)
             continue
         if len(row_keys):
-            sources.append((key, [f.split(":")[0] for f in man.get("schema") or []], row_keys, todo[at >= 0]))
+            sources.append((files, columns, row_keys, todo[at >= 0]))
             todo = todo[at < 0]
     return sources
+
+
+def _pieces(store: StageStore, files: list) -> pa.Table:
+    """The row index of ``files`` from the pieces in their footers."""
+    return pa.concat_tables([_piece(pq.read_metadata(store.loc.key(f), filesystem=store.loc.fs).metadata or {})
+                             for f in files], promote_options="permissive")
+
+
+def _piece(meta: dict) -> pa.Table:
+    return pa.ipc.open_stream(base64.b64decode(meta[PIECE], validate=True)).read_all()
 
 
 def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -146,7 +168,7 @@ def match(wanted: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray
     return out
 
 
-def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, list[str], pa.Array, np.ndarray]],
+def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[list, list[str], pa.Array, np.ndarray]],
           n_wanted: int) -> tuple[np.ndarray, pa.Table]:
     """Which of the ``n_wanted`` identities were found (not found: also in files that cannot be read), and the
     content of those, in wanted order. Each source is read a file at a time: its key columns, then the content
@@ -154,10 +176,10 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, li
     ``optional`` content column a source lacks (written before the column existed) comes back null."""
     found = np.zeros(n_wanted, bool)
     blocks: list[tuple[np.ndarray, pa.Table]] = []  # (positions in wanted, ascending; their content)
-    for key, columns, row_keys, positions in sources:
+    for files, columns, row_keys, positions in sources:
         read = [c for c in rows.content if c in columns or c not in rows.optional]
         try:
-            for path in store.paths(stage, key):
+            for path in files:
                 pos = match(row_keys, rows.row_keys(store.read_file(path, list(rows.keys))))
                 hit = np.flatnonzero(pos >= 0)
                 if not len(hit):
@@ -170,7 +192,7 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[str, li
                 found[positions[hit]] = True
                 row_keys, positions = row_keys.filter(pa.array(pos < 0)), positions[pos < 0]
         except (*_UNREADABLE, duckdb.Error) as e:
-            log.warning("%s %s: its files are unreadable (%s): those rows are computed again", stage, key, e)
+            log.warning("%s: files %s are unreadable (%s): those rows are computed again", stage, files[:1], e)
             continue  # the rows of files read before the error stay found
     if not blocks:
         return found, pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})
@@ -248,7 +270,7 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
         rows, reused = rows + footer.num_rows, reused + int(meta.get(REUSED, b"0"))
         bases.append(rejudge.read(meta))
         try:
-            tables.append(pa.ipc.open_stream(base64.b64decode(meta[PIECE], validate=True)).read_all())
+            tables.append(_piece(meta))
         except _UNREADABLE as e:
             log.warning("%s %s: shard %d has no readable piece of the row index (%s): its rows are not offered "
                         "for reuse", node.stage.name, node.key, i, e)

@@ -53,6 +53,7 @@ class Run:
         self.timings: dict[str, float] = {}
         self.rows: dict[str, dict[str, int]] = {}  # label -> rows computed / reused by this build
         self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``run_record.busy``)
+        self.windows: dict[str, dict] = {}  # label -> its endpoint's request window (``bonforge.llm.window``)
         self._noting = threading.Lock()  # a streaming run notes nodes from their threads
 
     def __call__(self, node: Node) -> Ref:
@@ -76,6 +77,8 @@ class Run:
                 self.cached.setdefault(name, []).append(key)
             self.timings[node.label] = round(secs, 3)
             self.rows[node.label] = {"computed": computed, "reused": reused}
+            if not cached and manifest.extra.get("concurrency"):
+                self.windows[node.label] = manifest.extra["concurrency"]
             if not cached and manifest.timings.get("busy"):
                 spans = self.busy.get(name, []) + manifest.timings["busy"]
                 self.busy[name] = busy([(a, b) for a, b in spans])
@@ -306,6 +309,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.timings, record.rows, record.busy = run.timings, run.rows, run.busy or None
         if spent is not None:
             record.extra["budget"] = spent.json()
+        record.windows = run.windows or None
         if record.status != "running":
             _record(store, record)
     return record

@@ -28,7 +28,7 @@ from bonforge.engine.reuse import Part
 import bonforge.engine.shard_progress as shard_progress
 from bonforge.engine.shard_progress import RayCounts, ShardCounts
 from bonforge.manifest import Manifest
-from bonforge.stage import Node, Params, Pending, Ref, Rows
+from bonforge.stage import Node, Params, Pending, Ref, Rows, RowsMissing, RowsMissingForNow, Shortfall
 from bonforge.storage.catalog import add_view
 from bonforge.storage.run_record import busy
 from bonforge.storage.store import StageStore
@@ -137,23 +137,33 @@ def _compute_and_write(
     root: str, stage: str, key: str, shard: int, table: pa.Table, compute: Callable[..., pa.Table] | None,
     part: Part | None = None, rows: Rows | None = None, progress: Callable[[int, int], None] | None = None,
     **context
-) -> tuple[float, float, str, str | None]:
+) -> tuple[float, float, str, str | None, Shortfall | None]:
     """Compute and write one shard (for a stage with row reuse: the rows of ``part`` still to compute, merged
     with its reused ones, its piece of the row index in the file's own metadata); returns (when it began, when
-    it ended: epoch seconds; hostname, Ray node id or None). ``progress``: given to a compute that reports its
-    work (``Stage.reports``)."""
+    it ended: epoch seconds; hostname, Ray node id or None; the compute's ``Shortfall`` or None). A shard the
+    compute could not make whole is written as a partial shard (``StageStore.partial_path``), its rows found
+    again when it is computed next. ``progress``: given to a compute that reports its work
+    (``Stage.reports``)."""
     import socket
 
     t0 = time.time()
     store = StageStore(root)
     if progress is not None:
         context = {**context, "progress": progress}
+    short = None
     if part is None:
         store.write_shard(stage, key, shard, compute(table, **context))
     else:
-        out = reuse.merge(part, None if part.idle else compute(table, **context, **_todo(part)), rows)
-        store.write_shard(stage, key, shard, out, reuse.notes(part, out, rows))
-    return t0, time.time(), socket.gethostname(), _ray_node()
+        try:
+            computed = None if part.idle else compute(table, **context, **_todo(part))
+        except Shortfall as e:
+            computed, short = e.table, e
+        out = reuse.merge(part, computed, rows)
+        path = store.shard_path(stage, key, shard) if short is None else store.partial_path(stage, key, shard)
+        store.loc.write_parquet(out, path, reuse.notes(part, out, rows))
+        if short is not None:  # the rows travel no further: they are on disk
+            short = Shortfall(out.slice(0, 0), short.missing, short.why, short.retry)
+    return t0, time.time(), socket.gethostname(), _ray_node(), short
 
 
 def _todo(part: Part) -> dict:
@@ -229,11 +239,12 @@ class _Plan:
 
 def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table, Part | None]],
               compute: Callable[..., pa.Table], context: dict, first: list,
-              counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None]]:
+              counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None, Shortfall | None]]:
     """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (shard, its
-    rows, when it began and ended, host, Ray node) as each finishes. On Ray at most ``IN_FLIGHT_PER_CPU`` x the
-    cluster's CPUs are submitted and not yet written: the next shard is taken from ``work`` (and so read) only when one
-    is done, so the driver holds a bounded number of shards whatever the size of the build. A stage that
+    rows, when it began and ended, host, Ray node, its shortfall) as each finishes. On Ray at most
+    ``IN_FLIGHT_PER_CPU`` x the cluster's CPUs are submitted and not yet written: the next shard is taken from
+    ``work`` (and so read) only when one is done, so the driver holds a bounded number of shards whatever the
+    size of the build. A stage that
     reports its work (``Stage.reports``) tells ``counts`` how far each running shard is."""
     root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
     several = len(first) > 1
@@ -281,7 +292,8 @@ def in_flight_bound() -> int:
     return max(1, int(IN_FLIGHT_PER_CPU * ray.cluster_resources().get("CPU", 1)))
 
 
-def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, float, float, str, str | None]:
+def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, float, float, str, str | None,
+                                                                     Shortfall | None]:
     """The next shard to finish (reading the running shards' counts while it waits, and as shards finish,
     every ``POLL_S``: ``polled``)."""
     while True:
@@ -293,10 +305,15 @@ def _finished(ray, pending: dict, polled: RayCounts | None) -> tuple[int, int, f
     return (*pending.pop(ready[0]), *ray.get(ready[0]))
 
 
-def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Output | None = None) -> Manifest:
+def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Output | None = None,
+             began: float | None = None, again: bool = False) -> Manifest:
     """Compute ``node`` unless committed (resuming its written shards); returns the manifest, with
     ``cached`` saying whether it was committed already. ``reuse_rows=False`` (``--fresh``, a recipe's
-    ``reuse: false``): a committed output is computed again, and no row is taken from the store.
+    ``reuse: false``): a committed output is computed again, and no row is taken from the store. ``began``:
+    when its first try began (epoch seconds; default: now), which the manifest's ``wall_s`` counts from: a
+    stage tried again (``bonforge.engine.prefect``) records the time of all its tries. ``again``: this is such
+    a retry, which keeps what the earlier tries wrote (its shards, the rows of its partial shards) also with
+    ``reuse_rows=False``.
 
     One loop for every stage: its shards as they come (``plan_shards`` of ``stage.table``, or ``cut`` from
     ``stage.stream``: each shard read only when it is to be computed), their rows looked up a window at a
@@ -311,7 +328,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
         if output is not None:
             output.last(len(store.done_shards(stage.name, key)))
         return store.manifest(stage.name, key).with_cached(True)
-    if not reuse_rows:  # nothing of an earlier computation: neither its commit nor its shards
+    if not reuse_rows and not again:  # nothing of an earlier computation: neither its commit nor its shards
         store.uncommit(stage.name, key)
     refs = resolved(node)
     inputs = StoreInputs(store, refs, node.params)
@@ -329,10 +346,10 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
         output.wrote(i)
     if done:
         log.info("%s: resuming, %d shards already written", node.label, len(done))
-    t0 = time.perf_counter()
+    began = time.time() if began is None else began
     context = stage.context(inputs) if stage.context else {}
     work = _Plan(store, node, shards, done, context, reuse_rows, output)
-    compute_s, hosts, per_node, spans = 0.0, set(), Counter(), []
+    compute_s, hosts, per_node, spans, shorts = 0.0, set(), Counter(), [], []
     from bonforge.runtime.progress import stage_progress
 
     taken = iter(work)
@@ -344,17 +361,23 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
             work.advance = advance  # shards whose every row is reused, written as the plan comes
             advance(work.reused_rows)
             counts = ShardCounts(advance)
-            for i, n_rows, began, ended, host, ray_node in _computed(store, node, taken, compute, context, first,
-                                                                     counts):
-                compute_s += ended - began
-                spans.append((began, ended))
+            for i, n_rows, start, end, host, ray_node, short in _computed(store, node, taken, compute, context,
+                                                                          first, counts):
+                compute_s += end - start
+                spans.append((start, end))
                 hosts.add(host)
                 if ray_node:
                     per_node[ray_node] += 1
                 counts.finish(i, n_rows)
-                if output is not None:
+                if short is not None:
+                    shorts.append(short)
+                    if not short.retry:  # a failure a retry cannot fix stops the stage (its rows kept)
+                        raise missing_rows(shorts)
+                elif output is not None:
                     output.wrote(i)
-        wall = time.perf_counter() - t0
+        if shorts:
+            raise missing_rows(shorts)
+        wall = time.time() - began
         written = Shards(store, node, work.count, compute)
         summary = stage.summary(written) if stage.summary else {}
     if output is not None:
@@ -383,6 +406,16 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
         compact_rows=stage.compact_rows,
     )
     return man.with_cached(False)
+
+
+def missing_rows(shorts: list[Shortfall]) -> RowsMissing:
+    """The error of a stage whose shards fell short: every other shard was computed, and every row made was
+    kept (done shards, partial shards); transient when every shortfall may be fixed by a retry."""
+    why: Counter = Counter()
+    for s in shorts:
+        why.update(s.why)
+    kind = RowsMissingForNow if all(s.retry for s in shorts) else RowsMissing
+    return kind(sum(s.missing for s in shorts), dict(why))
 
 
 def _total(node: Node, plan: list[int]) -> int | None:

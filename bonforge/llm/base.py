@@ -10,13 +10,14 @@ import asyncio
 import hashlib
 import logging
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from bonforge.errors import BonforgeError, TransientError
+from bonforge.errors import BonforgeError, TransientError, reasons
 
 log = logging.getLogger("bonforge")
 
@@ -79,7 +80,8 @@ class Engine(Protocol):
     ``progress``, it calls ``progress(k)`` as samples finish: ``k`` of the requests' samples are done.
 
     A request the engine cannot serve without aborting the batch (a prompt longer than the model window)
-    gets an empty list and is logged; everything else that fails raises.
+    gets an empty list and is logged; everything else that fails raises, an engine whose samples fail one by
+    one (``openai``) with ``Unfinished``, which holds every completion received.
     """
 
     name: str
@@ -105,6 +107,36 @@ class RetryableError(TransientError):
 
     def __reduce__(self):
         return (self.__class__, (self.message, self.retry_after))
+
+
+class Unfinished(EngineError):
+    """Some samples of a batch failed, each alone after its tries (the others were asked to the end).
+    ``results``: per request, the completions received (in sample order, the failed ones left out);
+    ``failed``: (request id, sample index, why) of each failed sample."""
+
+    def __init__(self, results: list[list[Completion]], failed: list[tuple[str, int, str]], total: int):
+        self.results, self.failed, self.total = results, failed, total
+        rid, index, why = failed[0]
+        super().__init__(f"{len(failed)} of {total} samples failed ({reasons(self.why)}); the first: request "
+                         f"{rid} sample {index}: {why}")
+
+    @property
+    def why(self) -> dict[str, int]:
+        """Reason -> samples."""
+        return dict(Counter(why for *_, why in self.failed))
+
+    def __reduce__(self):
+        return (self.__class__, (self.results, self.failed, self.total))
+
+
+class UnfinishedForNow(Unfinished, TransientError):
+    """Every failure was transient (429, 5xx, timeouts): a later try may get those samples."""
+
+
+def unfinished(results: list[list[Completion]], failed: list[tuple[str, int, str, bool]], total: int) -> Unfinished:
+    """The error of a batch whose samples ``failed`` (each with whether its failure was transient)."""
+    kind = UnfinishedForNow if all(f[3] for f in failed) else Unfinished
+    return kind(results, [f[:3] for f in failed], total)
 
 
 def problem_seed(base: int, problem_id: str) -> int:
@@ -166,6 +198,15 @@ def truncate_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
+def retry_delay(attempt: int, hint: float | None, base_delay: float = 0.5, max_delay: float = 30.0) -> float:
+    """Seconds to wait before try ``attempt + 1``: the exponential backoff or the server's hint, whichever is
+    longer (a ``Retry-After: 0`` does not make a busy server's clients come back at once), at most
+    ``max_delay``, then stretched by up to half at random: requests told the same second do not come back
+    together."""
+    wanted = max(hint or 0.0, base_delay * 2 ** (attempt - 1))
+    return min(wanted, max_delay) * (1.0 + 0.5 * random.random())
+
+
 async def retry_async(
     call: Callable[[], Awaitable[T]],
     *,
@@ -173,16 +214,21 @@ async def retry_async(
     base_delay: float = 0.5,
     max_delay: float = 30.0,
     what: str = "request",
+    said: set[str] | None = None,
 ) -> T:
-    """Await ``call()``; on ``TransientError`` wait (exponential backoff with jitter, or the error's
-    ``retry_after``) and try again, up to ``attempts`` tries in all. Other errors pass through at once."""
+    """Await ``call()``; on ``TransientError`` wait (``retry_delay``: backoff with jitter, or the error's
+    ``retry_after`` hint, capped at ``max_delay``) and try again, up to ``attempts`` tries in all. Other errors
+    pass through at once. A hint over the cap is said once per ``said`` (the calls of one batch)."""
     for attempt in range(1, attempts):
         try:
             return await call()
         except TransientError as e:
             hint = getattr(e, "retry_after", None)
-            delay = hint if hint is not None else base_delay * 2 ** (attempt - 1) * (0.5 + random.random())
-            delay = min(max(delay, 0.0), max_delay)
+            if hint is not None and hint > max_delay and (said is None or "cap" not in said):
+                log.warning("%s: the server asks to wait %.0f s; bonforge waits %.0f s at most", what, hint, max_delay)
+                if said is not None:
+                    said.add("cap")
+            delay = retry_delay(attempt, hint, base_delay, max_delay)
             log.info("%s: %s; retry %d/%d in %.2fs", what, e, attempt, attempts - 1, delay)
             await asyncio.sleep(delay)
     return await call()

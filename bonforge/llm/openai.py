@@ -1,9 +1,12 @@
 """The `openai` engine: any OpenAI-compatible server (vLLM serve, SGLang, hosted APIs) over async HTTP.
 
 Each sample is its own request with its own seed (``n=1``, ``seed + index``), so a sample can be asked for
-again alone. Concurrency is bounded, request starts can be rate limited, and 429/5xx/timeouts are retried
-with exponential backoff that honours ``Retry-After``. A request the server rejects because the prompt does
-not fit its context window gets no completions and is reported, as in the other engines.
+again alone. The requests in flight follow an adaptive window (``bonforge.llm.window``) under
+``max_concurrency``, request starts can be rate limited, and 429/5xx/timeouts are retried with exponential
+backoff and jitter that honours ``Retry-After`` (capped). A sample that still fails fails alone: the batch
+goes on, and ends by raising ``Unfinished`` with every completion received. A request the server rejects
+because the prompt does not fit its context window gets no completions and is reported, as in the other
+engines.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import concurrent.futures
 import email.utils
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -21,12 +25,14 @@ from typing import Any, Awaitable, TypeVar
 import httpx
 
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
-                               split_reasoning)
+                               split_reasoning, unfinished)
 from bonforge.llm.budget import Bill
 from bonforge.llm.config import OpenAITeacher
+from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Closed, Slots, Window
 
 T = TypeVar("T")
 _RETRY_STATUS = {408, 409, 425, 429}
+_CONGESTED_STATUS = {429, 503}  # the server says "too many": the window shrinks
 log = logging.getLogger("bonforge")
 
 
@@ -47,11 +53,13 @@ def run_sync(coro: Awaitable[T]) -> T:
 
 
 def retry_after_seconds(value: str | None) -> float | None:
-    """A ``Retry-After`` header (seconds or an HTTP date) as seconds from now."""
+    """A ``Retry-After`` header (seconds or an HTTP date) as seconds from now; None for anything else (not a
+    finite number, a date that does not parse)."""
     if not value:
         return None
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
     except ValueError:
         pass
     try:
@@ -162,11 +170,16 @@ def usage_counts(data: dict, max_tokens: int | None, max_prompt: int | None, whe
     return {**out, "cached_tokens": cached if ok else 0}
 
 
+def _where(request: Request, index: int) -> str:
+    return f"request {request.id} sample {index}"
+
+
 class OpenAIEngine:
     name = "openai"
 
     def __init__(self, teacher: OpenAITeacher):
         self.teacher = teacher
+        self.window = Window(teacher.max_concurrency)  # kept from batch to batch: what it learnt holds
 
     def start(self) -> None:
         """Nothing to load: the server holds the model."""
@@ -181,8 +194,9 @@ class OpenAIEngine:
         """The continuous path (``bonforge.llm.stream``): each sample is sent as soon as the window has room."""
         return Stream(self, out)
 
-    def _client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore, _StartLimiter | None]:
-        """A connection pool, the window (``max_concurrency``) and the start limiter, for one event loop."""
+    def _client(self) -> tuple[httpx.AsyncClient, "Slots", _StartLimiter | None]:
+        """A connection pool, the request window's slots (``bonforge.llm.window``: adaptive, at most
+        ``max_concurrency``) and the start limiter, for one event loop."""
         t = self.teacher
         headers = {}
         key = os.environ.get(t.api_key_env) if t.api_key_env else None
@@ -191,17 +205,28 @@ class OpenAIEngine:
         limits = httpx.Limits(max_connections=t.max_concurrency, max_keepalive_connections=t.max_concurrency)
         client = httpx.AsyncClient(base_url=t.base_url.rstrip("/") + "/", headers=headers, limits=limits,
                                    timeout=httpx.Timeout(t.timeout_s))
-        return client, asyncio.Semaphore(t.max_concurrency), _StartLimiter(t.requests_per_minute) if \
-            t.requests_per_minute else None
+        return client, Slots(self.window), _StartLimiter(t.requests_per_minute) if t.requests_per_minute else None
 
     async def _generate(self, requests: list[Request], progress: Progress | None) -> list[list[Completion]]:
-        client, gate, limiter = self._client()
+        client, slots, limiter = self._client()
+        said: set[str] = set()
+        failed: list[tuple[str, int, str, bool]] = []
         async with client:
             done = 0
 
-            async def counted(request: Request, index: int) -> Completion | str:
+            async def counted(request: Request, index: int) -> Completion | str | None:
                 nonlocal done
-                out = await self._sample(client, gate, limiter, request, index)
+                try:
+                    out = await self._sample(client, slots, limiter, request, index, said)
+                except (EngineError, RetryableError) as e:  # fails alone
+                    why = str(e).removeprefix(f"{_where(request, index)}: ")
+                    failed.append((request.id, index, why, isinstance(e, RetryableError)))
+                    if not isinstance(e, RetryableError):  # a retry cannot fix it: no new request is sent, the
+                        await slots.close()  # answers in flight are received
+                    out = None
+                except Closed:
+                    failed.append((request.id, index, "not asked: the batch stopped at a failure", False))
+                    out = None
                 done += 1
                 if progress is not None:
                     progress(done)
@@ -215,13 +240,16 @@ class OpenAIEngine:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
-        return [_grouped(r, flat[pos: pos + r.n]) for r, pos in zip(requests, itertools.accumulate(
-            [0] + [r.n for r in requests]))]
+        out = [_grouped(r, [m for m in flat[pos: pos + r.n] if m is not None])
+               for r, pos in zip(requests, itertools.accumulate([0] + [r.n for r in requests]))]
+        if failed:
+            raise unfinished(out, failed, len(flat))
+        return out
 
-    async def _sample(self, client: httpx.AsyncClient, gate: asyncio.Semaphore, limiter: _StartLimiter | None,
-                      request: Request, index: int) -> Completion | str:
+    async def _sample(self, client: httpx.AsyncClient, slots: Slots, limiter: _StartLimiter | None,
+                      request: Request, index: int, said: set[str]) -> Completion | str:
         """A completion, or the server's message when it rejects the prompt as too long for the window."""
-        where = f"request {request.id} sample {index}"
+        where = _where(request, index)
         chat = request.messages is not None
         body = request_body(self.teacher, request, index)
         path = "chat/completions" if chat else "completions"
@@ -229,16 +257,19 @@ class OpenAIEngine:
         bill = Bill(self.teacher.prices, request, where)  # the budget's hold on this sample, if a budget is set
 
         async def attempt() -> dict:
-            async with gate:
+            async with slots.held() as ticket:
                 await bill.reserve()
                 if limiter:
                     await limiter.wait()
                 try:
                     resp = await client.post(path, json=body)
                 except httpx.TimeoutException as e:
+                    ticket.outcome = CONGESTED
                     raise RetryableError(f"{where}: timed out ({type(e).__name__})") from None
                 except httpx.TransportError as e:
                     raise RetryableError(f"{where}: {type(e).__name__}: {e}") from None
+                status = resp.status_code
+                ticket.outcome = CONGESTED if status in _CONGESTED_STATUS else OK if status < 400 else NEUTRAL
             if resp.status_code in _RETRY_STATUS or resp.status_code >= 500:
                 raise RetryableError(f"{where}: HTTP {resp.status_code}",
                                      retry_after_seconds(resp.headers.get("retry-after")))
@@ -255,7 +286,8 @@ class OpenAIEngine:
 
         t0 = time.perf_counter()
         async with bill:
-            fields = bill.paid(await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where))
+            fields = bill.paid(await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where,
+                                                 said=said))
         if "rejected" in fields:
             return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,
@@ -287,7 +319,8 @@ class Stream:
         self.up.wait()
 
     async def _main(self) -> None:
-        self.client, self.gate, self.limiter = self.engine._client()
+        self.client, self.slots, self.limiter = self.engine._client()
+        self.said: set[str] = set()
         self.stop, self.tasks = asyncio.Event(), set()
         self.up.set()
         async with self.client:
@@ -307,8 +340,8 @@ class Stream:
 
     async def _one(self, request: Request) -> None:
         try:
-            samples = await asyncio.gather(*(self.engine._sample(self.client, self.gate, self.limiter, request, i)
-                                             for i in range(request.n)))
+            samples = await asyncio.gather(*(self.engine._sample(self.client, self.slots, self.limiter, request, i,
+                                                                 self.said) for i in range(request.n)))
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 (the reader raises it)

@@ -25,14 +25,15 @@ import pyarrow.compute as pc
 
 from bonforge import identity
 from bonforge import templates
-from bonforge.errors import DataError
-from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
+from bonforge.errors import DataError, TransientError
+from bonforge.llm.base import Engine, EngineError, Request, Unfinished, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
 from bonforge.llm.models import model_identity, model_resource
 from bonforge.llm.prices import completion_cost
+from bonforge.llm.window import Window
 from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.tables.cost import cost_summary
-from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written, unkeyed
+from bonforge.stage import Inputs, Node, Params, Ref, Rows, Shortfall, Stage, Written, unkeyed
 
 log = logging.getLogger("bonforge")
 
@@ -184,7 +185,11 @@ class Sampler:
         requests = [r for r, _ in planned]
         t0 = time.perf_counter()
         samples = sum(r.n for r in requests)
-        results = self.engine.generate(requests, None if progress is None else lambda k: progress(k, samples))
+        short: Unfinished | None = None
+        try:
+            results = self.engine.generate(requests, None if progress is None else lambda k: progress(k, samples))
+        except Unfinished as e:  # each failed sample fails alone: the rows received are kept
+            results, short = e.results, e
         secs = time.perf_counter() - t0
         if len(results) != len(requests):
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
@@ -203,6 +208,9 @@ class Sampler:
         self.stats["generate_s"] += secs
         log.info("sample %s: %d problems, %d samples, %d completion tokens in %.1fs (%.0f tokens/s)",
                  self.teacher.name, len(requests), out.num_rows, completion, secs, completion / secs if secs else 0.0)
+        if short is not None:
+            log.warning("sample %s: %s", self.teacher.name, short)
+            raise Shortfall(out, len(short.failed), short.why, isinstance(short, TransientError))
         return out
 
     def close(self) -> None:
@@ -222,6 +230,7 @@ def _summary(w: Written) -> dict:
     rounds = "round" in w.node.inputs or "held" in w.node.inputs  # early stopping: fewer than n by design
     short = sorted({r["problem_id"] for r in per_problem if r["problem_id_count"] < teacher.n and not rounds}
                    | sampler.skipped)
+    window = getattr(sampler.engine, "window", None)  # an adaptive one (``bonforge.llm.window``): its history
     return {
         "teacher": teacher.name,
         "engine": teacher.engine,
@@ -237,6 +246,7 @@ def _summary(w: Written) -> dict:
         "skipped_requests": s["skipped_requests"],
         "problems_short_of_n": short[:100],
         "problems_short_of_n_count": len(short),
+        **({"concurrency": window.summary()} if isinstance(window, Window) else {}),
     }
 
 

@@ -57,6 +57,8 @@ class RunRecord(Mapping):
     timings: dict[str, float] | None = None  # node label -> seconds
     rows: dict[str, dict[str, int]] | None = None  # node label -> rows computed / reused (a build)
     busy: dict[str, list[list[float]]] | None = None  # a build's: stage -> when it computed shards (epoch s)
+    windows: dict[str, dict] | None = None  # a build's: node label -> its adaptive request window's summary and
+    # history ([epoch s, requests allowed in flight] at each change: ``bonforge.llm.window``)
     dataset: str | None = None
     dataset_version: int | None = None
     rl_dataset: str | None = None

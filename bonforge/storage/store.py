@@ -34,6 +34,7 @@ from bonforge.storage.run_record import RunRecord
 
 
 _PART = re.compile(r"^part-(\d{5})\.parquet$")
+_PARTIAL = re.compile(r"^partial-(\d{5})\.parquet$")
 log = logging.getLogger("bonforge")
 
 
@@ -51,6 +52,15 @@ class StageStore:
 
     def shard_path(self, stage: str, key: str, shard: int):
         return self.loc.path("stages", stage, key, f"part-{shard:05d}.parquet")
+
+    def partial_path(self, stage: str, key: str, shard: int):
+        """Where the rows made of a shard that could not be made whole wait for its next try (not a done shard)."""
+        return self.loc.path("stages", stage, key, f"partial-{shard:05d}.parquet")
+
+    def partials(self, stage: str, key: str) -> list:
+        """The partial shards of a stage not committed yet (``partial_path``)."""
+        return [self._file(stage, key, name) for name in sorted(self.loc.names(self.stage_dir(stage, key)))
+                if _PARTIAL.match(name)]
 
     def _file(self, stage: str, key: str, name: str):
         return self.loc.path("stages", stage, key, name)
@@ -169,6 +179,8 @@ class StageStore:
             **(extra or {}),
         }
         self.loc.write_bytes(self._file(stage, key, "manifest.json"), json_bytes(manifest))
+        for path in self.partials(stage, key):  # their rows are in the done shards now
+            self.loc.remove(path)
         return Manifest.from_json(manifest)
 
     def _compact(self, stage: str, key: str, parts: list, rows_per_file: int) -> list:

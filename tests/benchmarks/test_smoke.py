@@ -44,6 +44,9 @@ class Smoke:
 
 
 SMOKE = {
+    "adaptive_window": Smoke(("--problems", "4", "--delay", "0.05"),
+                             (r"^adaptive \(max 64\) +[\d.]+% +\d+ +0 ", r"^fixed 32 \(before\) +[\d.]+% ",
+                              r"^told the server's limit +[\d.]+% ", r"^adaptive / told: [\d.]+x")),
     "check_isolation": Smoke(("--against", ".", "-n", "2", "-c", "2", "--rounds", "1"),
                              (r"^this tree +plan .* ms +replay .* ms$", r"^this tree / against: plan .*x"),
                              needs=("docker",)),

@@ -4,11 +4,12 @@ verification, stats, GenSelect and export run on the new candidates; a second ru
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from golden_keys import assert_golden
-from llm_server import ScriptedServer, adder
+from llm_server import LimitedServer, ScriptedServer, adder
 from typer.testing import CliRunner
 
 from bonforge.cli import app
@@ -53,3 +54,47 @@ export: {{name: toy-genselect}}
     assert sum(verdicts.column("correct").to_pylist()) == 6 * N // 4
     (gs_key,) = run["stages"]["genselect"]
     assert store.manifest("genselect", gs_key)["rows"] > 0
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["reuse", "fresh"])
+def test_a_rate_limited_server_costs_no_answer_and_a_stubborn_row_only_itself(tmp_path, shared_prefect, fresh):
+    """A server that takes 2 requests at once, then 4, and answers 429 past that, with max_concurrency 64:
+    the build succeeds and asks for each answer once. One sample is refused on its first three tries: the
+    stage's first try ends with that row missing and every other kept; the build's retry of the stage asks
+    for that sample alone, also in a build that reuses nothing (``--fresh``: that is about earlier builds).
+    The stage's recorded wall time covers both tries."""
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps({"question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}) + "\n"
+                                for i in range(1, 9)))
+    stubborn, sent = [], []
+
+    def script(n, body):
+        sent.append(time.time())
+        if "What is 3 + 6?" in body["messages"][0]["content"] and body["seed"] % 4 == 1:
+            stubborn.append(n)
+            if len(stubborn) <= 3:
+                return 429, {"Retry-After": "0"}, {"error": "busy"}
+        return solver(n, body)
+
+    with LimitedServer(2, delay_s=0.02, at_answers={16: 4}, script=script) as server:
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(f"""
+name: limited
+problems: {{name: toy, source: {{path: problems.jsonl}}}}
+teachers:
+  - {{name: served, engine: openai, model: m, base_url: "{server.url}", api_key_env: null, n: 4,
+     max_tokens: 64, shard_problems: 4, max_concurrency: 64, max_retries: 2}}
+export: {{name: toy-limited}}
+""")
+        result = CliRunner().invoke(app, ["run", str(recipe), "--store", str(tmp_path / "store")]
+                                    + ["--fresh"] * fresh)
+        assert result.exit_code == 0, result.output
+    assert server.answered == 8 * 4 and len(stubborn) == 4  # each answer asked for once; the stubborn one 3 + 1
+    store = StageStore(tmp_path / "store")
+    run = store.run()
+    (key,) = run["stages"]["candidates"]
+    man = store.manifest("candidates", key)
+    assert man["rows"] == 8 * 4 and man.counts() == (1, 31)  # the retry computed one row, kept the others
+    assert man.timings["wall_s"] >= sent[-1] - sent[0]  # both tries, not only the last
+    window = run["windows"]["candidates[served]"]
+    assert window["ceiling"] == 64 and max(size for _, size in window["history"]) >= 2

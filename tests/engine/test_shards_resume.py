@@ -16,9 +16,9 @@ import pytest
 from llm_server import ScriptedServer
 from sampling import sample_stage
 
-from bonforge.llm.base import EngineError
 from bonforge.llm.config import OpenAITeacher
 from bonforge.schema import CANDIDATES, PROBLEMS
+from bonforge.stage import RowsMissing
 from bonforge.storage.store import StageStore
 from bonforge.stages.sample import key_config
 
@@ -54,18 +54,21 @@ def test_failure_midway_then_rerun_resumes(tmp_path):
     store = StageStore(tmp_path / "store")
     fail_from = 2 * SHARD * N_SAMPLES + 1  # the 2nd request of the third shard fails (not retried)
     with ScriptedServer(lambda n, body: (400, {}, {"error": "boom"}) if n >= fail_from else (200, {}, None)) as s1:
-        with pytest.raises(EngineError, match="HTTP 400"):
+        with pytest.raises(RowsMissing, match=r"5 rows missing \(not asked: the batch stopped at a failure: 4, "
+                                              r"HTTP 400 .*boom.*: 1\)"):
             sample_stage(store, problems(), teacher(s1.url))
+    assert s1.count == fail_from + 1  # the batch stopped at the client error: the fourth shard not begun
     key = next((store.root / "stages" / STAGE).iterdir()).name
     assert store.done_shards(STAGE, key) == {0, 1} and not store.exists(STAGE, key)
+    assert len(store.partials(STAGE, key)) == 1  # the third shard's one answer before the error, kept
 
     with ScriptedServer() as s2:
         man = sample_stage(store, problems(), teacher(s2.url))
-    assert s2.count == (N_PROBLEMS - 2 * SHARD) * N_SAMPLES  # finished shards were not regenerated
+    assert s2.count == (N_PROBLEMS - 2 * SHARD) * N_SAMPLES - 1  # neither finished shards nor kept rows again
     assert man["key"] == key and man["shards_resumed"] == 2 and man["rows"] == N_PROBLEMS * N_SAMPLES
     # the resumed shards' rows were computed by the interrupted run: this one reused them
     assert man["rows_resumed"] == 2 * SHARD * N_SAMPLES
-    assert man.counts() == (s2.count, 2 * SHARD * N_SAMPLES)
+    assert man.counts() == (s2.count, 2 * SHARD * N_SAMPLES + 1)
     assert man["tokens"]["completion"] == 7 * N_PROBLEMS * N_SAMPLES  # totals cover resumed shards too
     assert man["throughput"]["completion_tokens"] == 7 * s2.count
     assert man["teacher"] == "served" and man["problems_short_of_n_count"] == 0

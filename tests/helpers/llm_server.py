@@ -69,8 +69,10 @@ class ScriptedServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    time.sleep(server.delay_s)
-                    status, headers, payload = server.script(n, body)
+                    refused = server.admit()
+                    if refused is None:
+                        time.sleep(server.delay_s)
+                    status, headers, payload = refused or server.script(n, body)
                     if payload is None:
                         payload = answer(body)
                     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -80,6 +82,8 @@ class ScriptedServer:
                     self.send_header("Content-Length", str(len(raw)))
                     self.end_headers()
                     self.wfile.write(raw)
+                    if status == 200:
+                        server.served()
                 finally:
                     with server.lock:
                         server.in_flight -= 1
@@ -92,6 +96,13 @@ class ScriptedServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
+    def admit(self) -> Step | None:
+        """A reply that refuses the request at once (checked as it arrives, counted in flight), or None."""
+        return None
+
+    def served(self) -> None:
+        """A request was answered (HTTP 200)."""
+
     def __enter__(self) -> "ScriptedServer":
         self.thread.start()
         return self
@@ -103,3 +114,45 @@ class ScriptedServer:
     @property
     def count(self) -> int:
         return len(self.bodies)
+
+
+class LimitedServer(ScriptedServer):
+    """Takes ``limit`` requests at once (``delay_s`` each) and answers 429 with ``Retry-After`` at once past
+    that; ``limit`` may change while it runs (``at_answers``: ``{answers: new limit}``, applied as answers
+    come in). Counts the refusals and answers, and keeps when its limit changed, to say what share of its
+    capacity a client used (``capacity_share``)."""
+
+    def __init__(self, limit: int, delay_s: float, retry_after: str = "1", at_answers: dict[int, int] | None = None,
+                 script: Callable[[int, dict], Step] | None = None):
+        super().__init__(script, delay_s)
+        self.limit, self.retry_after, self.at_answers = limit, retry_after, dict(at_answers or {})
+        self.refused = self.answered = 0
+        self.first: float | None = None
+        self.last = 0.0
+        self.limits: list[tuple[float, int]] = []  # (when, limit) from the first request on
+
+    def admit(self) -> Step | None:
+        with self.lock:
+            now = time.perf_counter()
+            if self.first is None:
+                self.first = now
+                self.limits.append((now, self.limit))
+            if self.in_flight > self.limit:
+                self.refused += 1
+                return 429, {"Retry-After": self.retry_after}, {"error": {"message": "too many requests"}}
+        return None
+
+    def served(self) -> None:
+        with self.lock:
+            self.answered += 1
+            self.last = time.perf_counter()
+            if self.answered in self.at_answers:
+                self.limit = self.at_answers[self.answered]
+                self.limits.append((self.last, self.limit))
+
+    def capacity_share(self) -> float:
+        """The answers served over the most the server could have served from its first request to its last
+        answer (its limit at each moment, each answer taking ``delay_s``)."""
+        ends = [t for t, _ in self.limits[1:]] + [self.last]
+        capacity = sum(limit * (end - start) / self.delay_s for (start, limit), end in zip(self.limits, ends))
+        return self.answered / capacity if capacity else 0.0

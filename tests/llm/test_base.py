@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bonforge.errors import TransientError
-from bonforge.llm.base import EngineError, Request, RetryableError, retry_async, split_reasoning, truncate_at_stop
+from bonforge.llm.base import (EngineError, Request, RetryableError, retry_async, retry_delay, split_reasoning,
+                               truncate_at_stop)
 from bonforge.llm.openai import retry_after_seconds
 
 
@@ -78,3 +80,49 @@ def test_retry_after_header_forms():
     assert retry_after_seconds("3") == 3.0 and retry_after_seconds("0.5") == 0.5
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a past date: no wait
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "soon", "Wed, 99 Foo 2015", "0x10", " "])
+def test_a_garbage_retry_after_is_no_hint(value):
+    assert retry_after_seconds(value) is None
+
+
+def test_a_negative_retry_after_waits_nothing_of_its_own():
+    assert retry_after_seconds("-5") == 0.0
+
+
+def test_retry_waits_honour_the_hint_never_undercut_the_backoff_and_are_capped():
+    random.seed(0)
+    lying = [retry_delay(3, 0.0) for _ in range(200)]  # "Retry-After: 0" on the third refusal
+    assert min(lying) >= 2.0 and max(lying) <= 3.0  # the backoff (0.5 * 2 ** 2), stretched by up to half
+    told = [retry_delay(1, 1.0) for _ in range(200)]
+    assert min(told) >= 1.0 and max(told) <= 1.5 and len({round(d, 3) for d in told}) > 100  # spread, not a wave
+    huge = [retry_delay(1, 86400.0, max_delay=30.0) for _ in range(200)]
+    assert min(huge) >= 30.0 and max(huge) <= 45.0
+
+
+def test_a_retry_after_over_the_cap_is_said_once_per_batch(caplog):
+    async def refused():
+        raise RetryableError("HTTP 429", retry_after=86400.0)
+
+    async def batch():
+        said: set[str] = set()
+        for _ in range(3):
+            with pytest.raises(RetryableError):
+                await retry_async(refused, attempts=2, max_delay=0.01, said=said)
+
+    with caplog.at_level("WARNING", logger="bonforge"):
+        asyncio.run(batch())
+    capped = [r for r in caplog.records if "asks to wait 86400 s; bonforge waits 0 s at most" in r.getMessage()]
+    assert len(capped) == 1
+
+
+def test_an_unfinished_batch_pickles_with_what_it_received_and_its_kind():
+    from bonforge.llm.base import Completion, Unfinished, UnfinishedForNow, unfinished
+
+    got = Completion("p0", 0, "text", None, "stop", 3, 7, 100, "openai", "m")
+    e = pickle.loads(pickle.dumps(unfinished([[got], []], [("p1", 0, "HTTP 429", True)], 2)))
+    assert isinstance(e, UnfinishedForNow) and isinstance(e, TransientError) and e.results == [[got], []]
+    assert e.why == {"HTTP 429": 1} and str(e).startswith("1 of 2 samples failed (HTTP 429: 1)")
+    f = unfinished([[], []], [("p0", 0, "HTTP 429", True), ("p1", 0, "HTTP 401", False)], 2)
+    assert type(f) is Unfinished and not isinstance(f, TransientError)

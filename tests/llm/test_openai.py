@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from llm_server import ScriptedServer
+from llm_server import LimitedServer, ScriptedServer
 
 from bonforge.errors import TransientError
-from bonforge.llm.base import EngineError, Request
+from bonforge.llm.base import EngineError, Request, Unfinished, UnfinishedForNow
 from bonforge.llm.config import OpenAITeacher
 from bonforge.llm.openai import OpenAIEngine
 
@@ -186,3 +186,86 @@ def test_progress_counts_the_samples_as_they_finish():
         engine.generate([chat(i, n=3) for i in range(4)], lambda k: heard.append((k, server.count)))
     assert [k for k, _ in heard] == list(range(1, 13))
     assert heard[0][1] < 12  # the first sample was counted while others were still to be asked
+
+
+def test_a_server_that_takes_8_then_16_at_once_serves_every_sample_once():
+    """max_concurrency 64 against a server that refuses (429, Retry-After: 1) past 8 in flight, then past 16:
+    every sample comes back, none is asked again after its answer, and the window found both limits."""
+    with LimitedServer(8, delay_s=0.05, at_answers={128: 16}) as server:
+        engine = OpenAIEngine(teacher(server.url, max_concurrency=64, max_retries=6))
+        out = engine.generate([chat(i, n=8) for i in range(32)])
+    assert sum(len(cs) for cs in out) == 256 == server.answered  # each answer asked for once, none lost
+    assert server.count == 256 + server.refused and server.refused < 64
+    sizes = [size for _, size in engine.window.history]
+    assert max(sizes) >= 16 and engine.window.refused == server.refused
+
+
+def test_a_sample_refused_past_its_retries_fails_alone():
+    """One sample is refused on every try; the others (a slow one among them, still in flight when it gave
+    up) are all kept, in the error that says which sample failed and why."""
+    def script(n, body):
+        if body["messages"][0]["content"] == "question 1" and body["seed"] == 101:
+            return 429, {"Retry-After": "0"}, {"error": "busy"}
+        if body["messages"][0]["content"] == "question 2":
+            time.sleep(1.0)  # answers trickling in after the stubborn one gave up
+        return 200, {}, None
+
+    with ScriptedServer(script) as server:
+        with pytest.raises(UnfinishedForNow, match=r"1 of 9 samples failed \(HTTP 429: 1\); the first: request p1 "
+                                                   r"sample 1: HTTP 429") as e:
+            OpenAIEngine(teacher(server.url, max_retries=2)).generate([chat(i, n=3) for i in range(3)])
+    assert [[c.index for c in cs] for cs in e.value.results] == [[0, 1, 2], [0, 2], [0, 1, 2]]
+    assert e.value.failed == [("p1", 1, "HTTP 429")] and server.count == 8 + 3
+
+
+def test_a_server_that_refuses_everything_ends_with_every_sample_failed():
+    with ScriptedServer(lambda n, body: (429, {"Retry-After": "0"}, {"error": "busy"})) as server:
+        engine = OpenAIEngine(teacher(server.url, max_retries=1, max_concurrency=16))
+        with pytest.raises(UnfinishedForNow, match=r"6 of 6 samples failed \(HTTP 429: 6\)") as e:
+            engine.generate([chat(i, n=2) for i in range(3)])
+    assert e.value.results == [[], [], []] and server.count == 6 * 2  # each sample its two tries, no more
+    assert engine.window.allowed == 1  # shrunk to one request at a time
+
+
+def test_a_503_storm_shrinks_the_window_and_every_sample_comes_back():
+    with ScriptedServer(lambda n, body: (503, {}, {"error": "overloaded"}) if 10 <= n < 40 else (200, {}, None),
+                        delay_s=0.01) as server:
+        engine = OpenAIEngine(teacher(server.url, max_retries=8, max_concurrency=32))
+        out = engine.generate([chat(i, n=4) for i in range(10)])
+    assert sum(len(cs) for cs in out) == 40 and server.count == 70
+    assert engine.window.refused == 30
+
+
+def test_a_malformed_answer_stops_the_batch_and_keeps_what_came_before():
+    """A failure a retry cannot fix (here a malformed answer to the last sample) is not transient: the samples
+    not asked yet are not asked, and every answer received comes back in the error."""
+    def script(n, body):
+        return (200, {}, {"choices": []}) if body["seed"] == 8 else (200, {}, None)
+
+    with ScriptedServer(script) as server:
+        with pytest.raises(Unfinished, match=r"1 of 4 samples failed \(malformed response, no field 'choices\[0\]': "
+                                             r"1\)") as e:
+            OpenAIEngine(teacher(server.url)).generate([chat(0), chat(1, seed=7)])
+    assert not isinstance(e.value, TransientError) and [len(cs) for cs in e.value.results] == [2, 1]
+    assert server.count == 4
+
+
+def test_a_client_error_leaves_the_samples_not_asked_yet_unasked():
+    with ScriptedServer(lambda n, body: (401, {}, {"error": "bad key"})) as server:
+        with pytest.raises(Unfinished, match=r"12 of 12 samples failed \(not asked: the batch stopped at a failure: "
+                                             r"11, HTTP 401 .*bad key.*: 1\)") as e:
+            OpenAIEngine(teacher(server.url, max_concurrency=8)).generate([chat(i, n=4) for i in range(3)])
+    assert server.count == 1 and e.value.results == [[], [], []]
+
+
+def test_an_answer_in_flight_when_the_batch_stops_is_received_and_kept():
+    def script(n, body):
+        if body["seed"] == 101:
+            time.sleep(1.0)  # still in flight when the client error below stops the batch
+        return (400, {}, {"error": "bad request"}) if body["seed"] == 7 else (200, {}, None)
+
+    with ScriptedServer(script) as server:
+        with pytest.raises(Unfinished, match=r"4 of 6 samples failed \(not asked: the batch stopped at a failure: 3, "
+                                             r"HTTP 400 .*\); the first: request p1 sample 0: HTTP 400") as e:
+            OpenAIEngine(teacher(server.url)).generate([chat(0), chat(1, seed=7), chat(2, seed=20)])
+    assert [[c.index for c in cs] for cs in e.value.results] == [[0, 1], [], []] and server.count == 3

@@ -15,7 +15,7 @@ from bonforge.llm.models import model_identity
 from bonforge.schema import CANDIDATES
 from bonforge.storage.store import StageStore
 from bonforge.engine import run_node
-from bonforge.stage import Ref
+from bonforge.stage import Ref, RowsMissingForNow
 from bonforge.stages import sample
 from bonforge.stages.sample import Sampler, key_config
 from bonforge.templates import render
@@ -139,3 +139,40 @@ def test_one_shard_of_problems_moves_as_its_samples_come_back(tmp_path, caplog, 
     counts = [int(r.getMessage().split(": ")[1].split("/")[0]) for r in caplog.records
               if r.getMessage().startswith("candidates[t]: ") and "rows" in r.getMessage()]
     assert counts[-1] == 12 and len([c for c in counts if 0 < c < 12]) >= 5, counts
+
+
+def test_a_sample_refused_past_its_retries_costs_only_its_own_row(tmp_path):
+    """8 problems x 2 samples in two shards; one sample is refused (429) on every try. The stage asks every
+    other sample, keeps them all (one shard done, one partial), fails naming the missing row and why; the next
+    try asks for that one sample only and commits all 16 rows, the same as a build that never failed."""
+    store = StageStore(tmp_path)
+    store.write_shard("problems", "pk", 0, problems(*(f"What is {i} + {i}?" for i in range(8))))
+    ref = Ref("problems", "pk", store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
+    refused = {"on": True}
+
+    def script(n, body):
+        stubborn = "What is 5 + 5?" in body["messages"][0]["content"] and body["seed"] % 2 == 1
+        return (429, {"Retry-After": "0"}, {"error": "busy"}) if stubborn and refused["on"] else (200, {}, None)
+
+    with ScriptedServer(script) as server:
+        t = openai_teacher(base_url=server.url, n=2, shard_problems=4, max_retries=1, api_key_env=None)
+        node = sample.node(ref, t)
+        with pytest.raises(RowsMissingForNow, match=r"1 rows missing \(HTTP 429: 1\); every row received is kept"):
+            run_node(store, node)
+        assert server.count == 15 + 2  # every other sample once, the stubborn one twice
+        assert not store.exists("candidates", node.key) and store.done_shards("candidates", node.key) == {0}
+        assert len(store.partials("candidates", node.key)) == 1
+        refused["on"] = False
+        before = server.count
+        man = run_node(store, node)
+        assert server.count - before == 1  # the missing sample only
+    assert man["rows"] == 16 and store.partials("candidates", node.key) == []
+    got = store.read("candidates", node.key).sort_by("candidate_id")
+    with ScriptedServer() as clean:
+        fresh_store = StageStore(tmp_path / "fresh")
+        fresh_store.write_shard("problems", "pk", 0, problems(*(f"What is {i} + {i}?" for i in range(8))))
+        fresh_ref = Ref("problems", "pk", fresh_store.commit("problems", "pk", 1, version="1", config={}, upstream={}))
+        fresh = run_node(fresh_store, sample.node(fresh_ref, t.model_copy(update={"base_url": clean.url})))
+    assert fresh.key == man.key
+    want = fresh_store.read("candidates", fresh.key).sort_by("candidate_id")
+    assert got.equals(want)
