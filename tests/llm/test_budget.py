@@ -12,6 +12,7 @@ from llm_server import ScriptedServer
 from bonforge.config import load_recipe
 from bonforge.errors import ConfigError
 from bonforge.llm.base import Request
+from bonforge.llm.base import Unfinished, UnfinishedForNow
 from bonforge.llm.budget import Budget, OverBudget, request_worst, spending
 from bonforge.llm.config import OpenAITeacher
 from bonforge.llm.openai import OpenAIEngine
@@ -65,9 +66,11 @@ def test_the_engine_stops_within_one_request_of_the_budget_and_pays_for_every_an
     worst = request_worst(PRICES, chat(10))
     limit = 10.5 * worst
     with ScriptedServer(delay_s=0.01) as server, spending(limit) as budget:
-        with pytest.raises(OverBudget):
+        with pytest.raises(Unfinished, match="not sent: over the budget") as stopped:
             OpenAIEngine(teacher(server.url, max_concurrency=concurrency)).generate([chat(i) for i in range(20)])
     assert budget.spent_usd <= limit and limit - budget.spent_usd < worst  # stopped within one worst case
+    received = sum(len(c) for c in stopped.value.results)  # every answer received is kept, the rest unasked
+    assert received == server.count and not isinstance(stopped.value, UnfinishedForNow)  # a retry cannot help
     assert budget.spent_usd == pytest.approx(paid(server))  # each answer paid for at its reported usage
     assert server.count > 10  # answers cost less than their worst case: more than limit / worst were sent
 
