@@ -61,5 +61,6 @@ def ray_up() -> bool:
     """Whether this process has joined Ray already (without importing Ray). Then even a lone shard goes to a
     Ray worker, whose warm state (math-verify checkers, sandbox pools) outlives the task, instead of warming
     up a copy here."""
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
+    ray = sys.modules.get("ray")  # (another thread may be importing it: not up yet, and not whole)
+    is_initialized = getattr(ray, "is_initialized", None)
+    return is_initialized is not None and is_initialized()
