@@ -334,9 +334,8 @@ class RayConfig(Model):
 
 class EngineConfig(Model):
     streaming: bool = exec_only(
-        False, description="Start every stage at once, each shard as soon as the shards it reads are written "
-                           "(opt-in for now: docs/streaming.md says what it does not do yet; false: each stage after "
-                           "the last).")
+        True, description="Start every stage at once, each shard as soon as the shards it reads are written "
+                          "(docs/streaming.md); false: each stage after the last (the barrier build).")
 
 
 class Recipe(Model):

@@ -23,7 +23,6 @@ import pyarrow as pa
 from bonforge.config import Recipe
 from bonforge.storage.run_record import RunRecord, busy
 from bonforge.engine.shards import StoreInputs, run_node
-from bonforge.runtime.cluster import ensure_ray
 from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
 from bonforge.llm import budget
@@ -196,8 +195,6 @@ class StreamingRun(Run):
         ref = self.ready(node)
         if ref is not None:
             return ref
-        if node.stage.executor == "ray":
-            ensure_ray()  # here, in the build's main thread (Ray sets its signal handlers there), not in a node's
         self._enter(node)
         output = Output(node.label)
         self.started.append(output)

@@ -241,41 +241,62 @@ def _computed(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table,
               compute: Callable[..., pa.Table], context: dict, first: list,
               counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None, Shortfall | None]]:
     """Compute and write the shards of ``work`` (``first``: those already taken from it), yielding (shard, its
-    rows, when it began and ended, host, Ray node, its shortfall) as each finishes. On Ray at most
-    ``IN_FLIGHT_PER_CPU`` x the cluster's CPUs are submitted and not yet written: the next shard is taken from
-    ``work`` (and so read) only when one is done, so the driver holds a bounded number of shards whatever the
-    size of the build. A stage that
-    reports its work (``Stage.reports``) tells ``counts`` how far each running shard is."""
-    root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
-    several = len(first) > 1
+    rows, when it began and ended, host, Ray node, its shortfall) as each finishes. A stage on Ray computes
+    there when it has several shards or Ray is up; else its lone shard here, and, when its input is still being
+    written (a streaming build: ``first`` is one shard, more may come), the shards that come after it on Ray: a
+    small build never starts Ray, streaming or not."""
     work = itertools.chain(_handed(first), work)
-    reports = node.stage.reports
-    if node.stage.executor == "ray" and (several or ray_up()):
-        ray = ensure_ray()
-        remote = ray.remote(_compute_and_write)
-        ctx = {k: ray.put(v) for k, v in context.items()}
-        bound = in_flight_bound()
-        pending: dict = {}
-        polled = RayCounts(counts) if reports else None
-        try:
-            for i, table, part in work:
-                while len(pending) >= bound:
-                    yield _finished(ray, pending, polled)
-                extra = {} if part is None else {"part": part, "rows": rows}
-                if polled is not None:
-                    extra["progress"] = polled.start(i, table.num_rows)
-                pending[remote.remote(root, name, key, i, table, compute, **extra, **ctx)] = (i, table.num_rows)
-            while pending:
-                yield _finished(ray, pending, polled)
-        finally:
-            if polled is not None:
-                polled.close()
-    else:
+    if node.stage.executor != "ray":
+        yield from _here(store, node, work, compute, context, counts)
+        return
+    if len(first) < 2 and not ray_up():
+        yield from _here(store, node, itertools.islice(work, 1), compute, context, counts)
+        more = list(itertools.islice(work, 1))
+        if not more:
+            return
+        work = itertools.chain(more, work)
+    yield from _on_ray(store, node, work, compute, context, counts)
+
+
+def _here(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table, Part | None]],
+          compute: Callable[..., pa.Table], context: dict,
+          counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None]]:
+    """The shards of ``work`` computed in this process, one after another."""
+    root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
+    for i, table, part in work:
+        extra = {} if part is None else {"part": part, "rows": rows}
+        if node.stage.reports:
+            extra["progress"] = counts.start(i, table.num_rows)
+        yield (i, table.num_rows, *_compute_and_write(root, name, key, i, table, compute, **extra, **context))
+
+
+def _on_ray(store: StageStore, node: Node, work: Iterable[tuple[int, pa.Table, Part | None]],
+            compute: Callable[..., pa.Table], context: dict,
+            counts: ShardCounts) -> Iterator[tuple[int, int, float, float, str, str | None]]:
+    """The shards of ``work`` as Ray tasks: at most ``IN_FLIGHT_PER_CPU`` x the cluster's CPUs submitted and
+    not yet written; the next shard is taken from ``work`` (and so read) only when one is done, so the driver
+    holds a bounded number of shards whatever the size of the build. A stage that reports its work
+    (``Stage.reports``) tells ``counts`` how far each running shard is."""
+    root, name, key, rows = str(store.root), node.stage.name, node.key, node.stage.rows
+    ray = ensure_ray()
+    remote = ray.remote(_compute_and_write)
+    ctx = {k: ray.put(v) for k, v in context.items()}
+    bound = in_flight_bound()
+    pending: dict = {}
+    polled = RayCounts(counts) if node.stage.reports else None
+    try:
         for i, table, part in work:
+            while len(pending) >= bound:
+                yield _finished(ray, pending, polled)
             extra = {} if part is None else {"part": part, "rows": rows}
-            if reports:
-                extra["progress"] = counts.start(i, table.num_rows)
-            yield (i, table.num_rows, *_compute_and_write(root, name, key, i, table, compute, **extra, **context))
+            if polled is not None:
+                extra["progress"] = polled.start(i, table.num_rows)
+            pending[remote.remote(root, name, key, i, table, compute, **extra, **ctx)] = (i, table.num_rows)
+        while pending:
+            yield _finished(ray, pending, polled)
+    finally:
+        if polled is not None:
+            polled.close()
 
 
 def _handed(items: list) -> Iterator:
@@ -353,7 +374,7 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
     from bonforge.runtime.progress import stage_progress
 
     taken = iter(work)
-    # nothing to compute: nothing opened; one shard: no Ray (an input read as written: the first shard starts at once)
+    # nothing to compute: nothing opened; one shard: no Ray (an input read as written: its first shard starts at once)
     first = list(itertools.islice(taken, 1 if isinstance(shards, Ahead) else 2))
     resumed_rows = sum(plan[i] for i in done if i < len(plan)) if stage.stream is None else 0
     with _opened(node) if first else contextlib.nullcontext(None) as compute:

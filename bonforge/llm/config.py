@@ -19,6 +19,12 @@ def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
     return {"transformers": extra, "torch": extra, **gguf}
 
 
+# A sampling shard's completions are held in memory until the shard is written (and a few shards are in flight):
+# a shard of ``shard_problems`` x ``n`` samples of up to ``max_tokens`` tokens (about 4 bytes each) stays
+# under this bound, so that a build's memory follows its shard size, whatever the number of problems.
+SHARD_BYTES_MAX, BYTES_PER_TOKEN = 1 << 30, 4
+
+
 class SampledTeacher(Model):
     """What every sampling engine shares: the model, the sampling parameters and the prompt."""
 
@@ -34,7 +40,8 @@ class SampledTeacher(Model):
     prompt_template: str | None = Field(
         None, description="Template file with a `{question}` placeholder (default: bonforge's "
                           "sample_math.txt / sample_code.txt by problem domain).")
-    shard_problems: int = exec_only(64, gt=0, description="Problems per stage shard (one shard is lost at most).")
+    shard_problems: int = exec_only(64, gt=0, description="Problems per stage shard (one shard is lost at most; "
+                                                          "with n and max_tokens, under 1 GiB of completions).")
     prices: Prices | None = exec_only(None, description="What the endpoint charges (docs/cost.md); each row records "
                                                         "its cost_usd. Never in a stage key.")
 
@@ -42,6 +49,16 @@ class SampledTeacher(Model):
     def gpus(self) -> int:
         """The GPUs the engine holds while it generates (a server's are not ours: 0)."""
         return 0
+
+    @model_validator(mode="after")
+    def _shard_fits_in_memory(self) -> "SampledTeacher":
+        per_problem = self.n * self.max_tokens * BYTES_PER_TOKEN
+        most = max(1, SHARD_BYTES_MAX // per_problem)
+        if self.shard_problems > most:
+            raise ValueError(f"shard_problems: {self.shard_problems} problems x {self.n} samples x {self.max_tokens} "
+                             f"tokens may hold {self.shard_problems * per_problem / (1 << 30):.1f} GiB of completions "
+                             f"in memory, over the 1 GiB a shard may hold: at most {most} problems a shard here")
+        return self
 
 
 class OpenAITeacher(SampledTeacher):

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from typing import Any
 from dataclasses import dataclass
@@ -27,6 +28,11 @@ from pathlib import Path
 from bonforge.errors import ConfigError
 
 CONVERT_VERSION = "1"  # bump when the conversion writes other weights or files
+# Loading a model is not thread-safe: transformers builds it under accelerate's ``init_empty_weights``, which
+# patches torch's module registration for the whole process, so a model built on another thread meanwhile
+# (two stages of a streaming build loading at once) gets meta tensors ("Cannot copy out of meta tensor").
+# Every model load or construction of this process holds this lock.
+LOADING = threading.RLock()
 _SMALL_FILE = 8 << 20  # local model files up to this size are hashed by content, larger ones by size+mtime
 
 
@@ -149,16 +155,17 @@ def import_gguf(path: Path, out: Path, dtype: str = "bfloat16") -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     where = dict(pretrained_model_name_or_path=str(path.parent), gguf_file=path.name)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(**where)
-        loaded = AutoModelForCausalLM.from_pretrained(**where)
-    except (OSError, ValueError, RuntimeError) as e:
-        raise ConfigError(f"{path}: transformers cannot load this GGUF file: {e}") from None
-    # A model loaded from GGUF carries its quantization config and refuses save_pretrained: rebuild it
-    # from a clean config and move the (already dequantized) weights over.
-    settings = loaded.config.to_dict()
-    settings.pop("quantization_config", None)
-    model = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(settings))
+    with LOADING:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(**where)
+            loaded = AutoModelForCausalLM.from_pretrained(**where)
+        except (OSError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"{path}: transformers cannot load this GGUF file: {e}") from None
+        # A model loaded from GGUF carries its quantization config and refuses save_pretrained: rebuild it
+        # from a clean config and move the (already dequantized) weights over.
+        settings = loaded.config.to_dict()
+        settings.pop("quantization_config", None)
+        model = AutoModelForCausalLM.from_config(type(loaded.config).from_dict(settings))
     model.load_state_dict(loaded.state_dict(), strict=True)
     model = model.to(getattr(torch, dtype))
     model.generation_config = loaded.generation_config

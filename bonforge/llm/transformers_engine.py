@@ -62,14 +62,15 @@ class TransformersEngine:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from bonforge.llm.models import resolve
+        from bonforge.llm.models import LOADING, resolve
 
         t = self.teacher
         try:
             path = resolve(t.model)
-            tok = AutoTokenizer.from_pretrained(path)
             dtype = "auto" if t.dtype == "auto" else getattr(torch, t.dtype)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+            with LOADING:
+                tok = AutoTokenizer.from_pretrained(path)
+                model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         except OSError as e:
             raise ConfigError(f"teachers.{t.name}.model: cannot load a transformers model from {t.model}: "
                               f"{e}") from None

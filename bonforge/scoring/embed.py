@@ -63,8 +63,9 @@ class Embedder:
 
         root = model_dir(model)
         self.torch = torch
-        self.tok = AutoTokenizer.from_pretrained(root)
-        self.model = AutoModel.from_pretrained(root).eval()
+        with models.LOADING:
+            self.tok = AutoTokenizer.from_pretrained(root)
+            self.model = AutoModel.from_pretrained(root).eval()
         conf = root / "sentence_bert_config.json"
         self.max_length = json.loads(conf.read_text()).get("max_seq_length", 256) if conf.is_file() else 256
         self.batch_size = batch_size

@@ -65,8 +65,9 @@ def build_test_rm() -> Path:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(base)
-        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, dtype=torch.float32)
+        with models.LOADING:
+            tok = AutoTokenizer.from_pretrained(base)
+            model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, dtype=torch.float32)
         gen = torch.Generator().manual_seed(_TEST_SEED)
         with torch.no_grad():
             head = torch.randn(model.score.weight.shape, generator=gen) / model.config.hidden_size ** 0.5
@@ -104,8 +105,9 @@ class TransformersRM:
         root = resolve(cfg.model)
         if not Path(root, "config.json").is_file():
             raise ScorerError(f"reward model {cfg.model!r}: engine transformers needs a local model directory")
-        model, info = AutoModelForSequenceClassification.from_pretrained(
-            root, dtype=getattr(torch, cfg.dtype), output_loading_info=True)
+        with models.LOADING:
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                root, dtype=getattr(torch, cfg.dtype), output_loading_info=True)
         head = next((h for h in HEADS if hasattr(model, h)), None)
         if head is None:
             raise ScorerError(f"reward model {cfg.model!r}: no score head ({' or '.join(HEADS)}) in "

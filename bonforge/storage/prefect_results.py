@@ -9,6 +9,7 @@ the store's URL, no credentials) on the server the build talks to.
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from prefect.filesystems import WritableFileSystem
 from prefect.settings import PREFECT_API_URL
@@ -16,6 +17,7 @@ from prefect.settings import PREFECT_API_URL
 from bonforge.storage.fs import open_location
 
 _saved: dict[tuple[str, str], "StoreResults"] = {}
+_saving = threading.Lock()  # stages of a streaming build start their Prefect tasks on threads of their own
 
 
 class StoreResults(WritableFileSystem):
@@ -49,8 +51,9 @@ class StoreResults(WritableFileSystem):
 def saved(basepath: str) -> StoreResults:
     """The block for ``basepath``, saved on the current Prefect server (once per server and process)."""
     server = str(PREFECT_API_URL.value())
-    if (server, basepath) not in _saved:
-        block = StoreResults(basepath=basepath)
-        block.save(f"store-{hashlib.sha256(basepath.encode()).hexdigest()[:16]}", overwrite=True)
-        _saved[server, basepath] = block
-    return _saved[server, basepath]
+    with _saving:  # one save: two at once both register the block's type, and the second is refused (409)
+        if (server, basepath) not in _saved:
+            block = StoreResults(basepath=basepath)
+            block.save(f"store-{hashlib.sha256(basepath.encode()).hexdigest()[:16]}", overwrite=True)
+            _saved[server, basepath] = block
+        return _saved[server, basepath]

@@ -103,12 +103,20 @@ def cluster(seaweedfs, gsm8k_pool, prefect_api):
 
 
 def _half_written(store: StageStore, stage: str) -> bool:
-    """Some stage ``stage`` has shards but no manifest, and another one of it is committed by both nodes."""
+    """Some stage ``stage`` has shards but no manifest, and those of it committed ran on both nodes between them
+    (a streaming build verifies its teachers at once: one stage's shards may all have gone to one node)."""
     loc = store.loc
     keys = loc.names(loc.path("stages", stage))
     committed = [store.manifest(stage, k) for k in keys if store.exists(stage, k)]
     partial = [k for k in keys if not store.exists(stage, k) and store.done_shards(stage, k)]
-    return bool(partial) and any(len(m["ray_nodes"]) == 2 for m in committed)
+    return bool(partial) and len({n for m in committed for n in m["ray_nodes"]}) == 2
+
+
+def _nodes(store: StageStore, stage: str) -> list:
+    """Per committed output of ``stage``: its shards per Ray node, and when it computed."""
+    loc = store.loc
+    return [(m["shards_per_node"], m["timings"]["busy"]) for m in
+            (store.manifest(stage, k) for k in loc.names(loc.path("stages", stage)) if store.exists(stage, k))]
 
 
 def _dataset(store: StageStore) -> dict:
@@ -134,7 +142,8 @@ def test_a_build_on_nodes_without_a_shared_disk_survives_losing_a_node(cluster, 
     try:
         deadline = time.monotonic() + 300
         while not _half_written(store, "verdicts"):
-            assert proc.poll() is None, "ended before the kill:\n" + (tmp_path / "cluster.log").read_text()[-3000:]
+            assert proc.poll() is None, (f"ended before the kill ({_nodes(store, 'verdicts')}):\n"
+                                         + (tmp_path / "cluster.log").read_text()[-3000:])
             assert time.monotonic() < deadline, (tmp_path / "cluster.log").read_text()[-3000:]
             time.sleep(0.05)
         worker.kill()

@@ -57,3 +57,45 @@ def test_a_build_that_starts_ray_prints_no_token_banner(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "on ray True" in done.stdout
     assert "Token authentication" not in done.stderr and "RAY_AUTH_MODE" not in done.stderr, done.stderr[-3000:]
+
+
+STREAMED = """
+import os, sys, time, pyarrow as pa
+from types import SimpleNamespace
+from bonforge.engine.run import StreamingRun
+from bonforge.stage import Stage
+from bonforge.storage.store import StageStore
+rows = int(sys.argv[2])
+
+def slow(shard):
+    time.sleep(0.2)
+    return shard
+
+def read(i):
+    with i.aligned({"first": ["problem_id", "x"]}) as chunks:
+        yield from (c["first"] for c in chunks)
+
+first = Stage("first", "1", compute=slow, shard_rows=1,
+              table=lambda i: pa.table({"problem_id": [f"p{k}" for k in range(rows)], "x": list(range(rows))}))
+pid = lambda t: t.append_column("pid", pa.array([os.getpid()] * t.num_rows))
+then = Stage("then", "1", compute=pid, stream=read, stream_of="first", shard_rows=1, executor="ray")
+store = StageStore(sys.argv[1])
+run = StreamingRun(store, SimpleNamespace(reuse=True))
+out = run.wait(run(then.bind({}, {"first": run(first.bind({}, {}))})))
+here = [p == os.getpid() for p in store.read("then", out.key).sort_by("problem_id").column("pid").to_pylist()]
+ray = sys.modules.get("ray")
+print(*here, ray is not None and ray.is_initialized())
+"""
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_stage_reading_its_input_as_written_goes_to_ray_only_for_a_second_shard(tmp_path, rows):
+    """A streaming build: a Ray stage whose input is still being written cannot know yet whether it will have
+    several shards. Its first shard is computed here at once; those that come after it, on Ray: a small build
+    starts no Ray (it started Ray for every such stage), a larger one uses it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    done = subprocess.run([sys.executable, "-c", STREAMED, str(tmp_path), str(rows)], capture_output=True,
+                          text=True, timeout=300, env={**env, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    here = ["True"] + ["False"] * (rows - 1)  # computed in this process, per shard
+    assert done.stdout.split() == [*here, str(rows > 1)], done.stderr[-3000:]

@@ -1,6 +1,7 @@
-"""Streaming's settings in a recipe (``engine.streaming``, a sampled teacher's ``shard_problems``) that cannot
-hold: one `error:` line naming the field, exit code 2, before any work (no service started, no store written).
-The rest of streaming (which nodes share a resource, the shards in flight) is derived, never set by a recipe."""
+"""Streaming's settings in a recipe (``engine.streaming``, a sampled teacher's ``shard_problems``: a shard's
+completions are held in memory, at most 1 GiB of them) that cannot hold: one `error:` line naming the field,
+exit code 2, before any work (no service started, no store written). The rest of streaming (which nodes share a
+resource, the shards in flight) is derived, never set by a recipe: no recipe names a resource."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ CASES = {
     "engine.streming=false": "engine.streming: unknown field; did you mean 'streaming'?",
     "engine.shard_size=8": "engine.shard_size: unknown field; allowed: streaming",
     "teachers.t.shard_problems=0": "teachers.0.shard_problems: Input should be greater than 0 (got 0)",
+    # a shard's completions are held in memory: 2 samples x 4096 tokens x ~4 bytes, 1 GiB hold 32768 problems
+    "teachers.t.shard_problems=1000000": "teachers.0: shard_problems: 1000000 problems x 2 samples x 4096 tokens "
+                                         "may hold 30.5 GiB of completions in memory, over the 1 GiB a shard may "
+                                         "hold: at most 32768 problems a shard here",
+    "teachers.t.shard_problems=32769": "at most 32768 problems a shard here",
 }
 
 
@@ -51,3 +57,8 @@ def test_a_streaming_setting_that_cannot_hold_is_one_error_line_before_any_work(
 def test_control_both_settings_of_streaming_load(tmp_path, value):
     r = load_recipe(recipe(tmp_path), [f"engine.streaming={str(value).lower()}", "teachers.t.shard_problems=1"])
     assert r.engine.streaming is value and r.teachers[0].shard_problems == 1
+
+
+def test_control_streaming_is_the_default_and_a_shard_at_the_memory_bound_loads(tmp_path):
+    r = load_recipe(recipe(tmp_path), ["teachers.t.shard_problems=32768"])
+    assert r.engine.streaming is True and r.teachers[0].shard_problems == 32768

@@ -48,8 +48,8 @@ def build(store: Path, recipe: Path, streaming: bool, *sets: str) -> dict:
     return execute(dag, run, str(recipe.parent), None, record_start=True).json()
 
 
-def content(record: dict) -> str:
-    return json.loads((Path(record["dataset"]) / "manifest.json").read_text())["content_sha256"]
+def content(record: dict, dataset: str = "dataset") -> str:
+    return json.loads((Path(record[dataset]) / "manifest.json").read_text())["content_sha256"]
 
 
 def test_the_gsm8k_pool_recipe_streams_to_the_same_keys_and_bytes(tmp_path, gsm8k_pool, ray_session):
@@ -59,6 +59,50 @@ def test_the_gsm8k_pool_recipe_streams_to_the_same_keys_and_bytes(tmp_path, gsm8
     assert_golden("gsm8k-genselect", streaming)
     assert content(streaming) == content(barrier)
     assert streaming["cached"] == {} and streaming["status"] == "succeeded"
+
+
+def fusor(n: int, body: dict):
+    """A fusor that copies the first response of its prompt, and a selector that picks candidate 0."""
+    from llm_server import answer
+
+    prompt, reply = body["messages"][0]["content"], answer(body)
+    first = prompt.split("### Response 0\n", 1)[-1].split("\n\n### Response 1\n", 1)[0]
+    reply["choices"][0]["message"]["content"] = "Judgment: 0" if "### Candidate 0" in prompt else first
+    return 200, {}, reply
+
+
+RECIPES = REPO / "recipes"
+SELECTOR = "fusion.selector={{name: selector, engine: openai, model: s, base_url: '{url}', api_key_env: null}}"
+GOLDEN_BUILDS = [  # the builds whose keys are pinned (the golden keys) and the test settings they are built with
+    pytest.param("gsm8k-genselect-looser", "gsm8k-genselect.yaml", ["filter.max_pass_rate=0.75"], id="looser"),
+    pytest.param("gsm8k-fusion", "gsm8k-fusion.yaml", ["problems.limit=30", "fusion.fusor.base_url={url}", SELECTOR],
+                 id="fusion"),
+    pytest.param("humaneval-genselect", "humaneval-genselect.yaml",
+                 ["problems.limit=12", "problems.include_reference=true"], id="humaneval", marks=pytest.mark.docker),
+    pytest.param("apps-genselect", "apps-genselect.yaml", [], id="apps", marks=pytest.mark.docker),
+]
+
+
+@pytest.mark.parametrize("golden, recipe, sets", GOLDEN_BUILDS)
+def test_every_pinned_build_streams_to_its_keys_and_the_barrier_builds_bytes(tmp_path, request, gsm8k_pool,
+                                                                              ray_session, golden, recipe, sets):
+    """Streaming is the default: each build the golden keys pin (the code ones in the sandbox, FusioN with its
+    fusor served), built streaming and node after node, gives the pinned keys and the same bytes of every
+    dataset it publishes. (``sampled`` is gsm8k-genselect's shape served, covered by the sampled tests below; the
+    maxk and selector evaluations are commands that read a build.)"""
+    if "docker" in request.node.keywords:
+        request.getfixturevalue("sandbox_image")
+        request.getfixturevalue("data_dir")
+    with ScriptedServer(fusor) as server:
+        sets = [s.format(url=server.url) for s in sets]
+        barrier = build(tmp_path / "barrier", RECIPES / recipe, False, *sets)
+        streaming = build(tmp_path / "streaming", RECIPES / recipe, True, *sets)
+    assert_golden(golden, barrier)
+    assert_golden(golden, streaming)
+    for dataset in ("dataset", "fusion_dataset", "rl_dataset", "preference_dataset"):
+        assert (barrier.get(dataset) is None) == (streaming.get(dataset) is None)
+        if barrier.get(dataset):
+            assert content(streaming, dataset) == content(barrier, dataset), dataset
 
 
 N, PROBLEMS = 8, 40

@@ -3,6 +3,7 @@ the real generate path runs, seeds reproduce samples, different seeds differ, th
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pyarrow as pa
@@ -126,3 +127,27 @@ def test_a_prompt_over_the_window_is_skipped_and_reported(tiny_model, caplog):
     assert [len(cs) for cs in out] == [3, 0, 3]  # the window of the tiny model is 256 tokens
     assert "transformers: request long skipped: prompt of" in caplog.text
     assert "exceeds the model window 256" in caplog.text
+
+
+def test_models_loading_on_threads_at_once_each_get_their_weights(tiny_model):
+    """Stages of a streaming build load their models on threads of their own: transformers loads under
+    accelerate's ``init_empty_weights``, which patches torch for the whole process, so a model loaded on
+    another thread meanwhile got meta tensors ("Cannot copy out of meta tensor"). Loads take turns."""
+    engines = [TransformersEngine(teacher(tiny_model)) for _ in range(6)]
+    start, errors = threading.Barrier(len(engines)), []
+
+    def load(engine: TransformersEngine) -> None:
+        start.wait()
+        try:
+            engine.start()
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=load, args=(e,)) for e in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    weights = [e.model.get_input_embeddings().weight for e in engines]
+    assert all(w.device.type == "cpu" and torch.equal(w, weights[0]) for w in weights)

@@ -99,3 +99,30 @@ def test_a_local_start_says_nothing_about_token_authentication(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "mode token True" in out.stdout and "Token authentication" not in out.stderr, out.stderr[-3000:]
+
+
+START_HERE = """
+import signal, sys, threading
+from bonforge.runtime.cluster import ensure_ray
+def mine(signum, frame): print('mine', flush=True)
+signal.signal(signal.SIGTERM, mine)
+if sys.argv[1] == 'thread':
+    t = threading.Thread(target=ensure_ray, kwargs={'num_cpus': 1}); t.start(); t.join()
+else:
+    ensure_ray(num_cpus=1)
+print('kept', signal.getsignal(signal.SIGTERM) is mine, flush=True)
+import ray; ray.shutdown()
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_local_start_leaves_sigterm_to_the_process_and_says_nothing_of_it(where):
+    """Ray's driver sets a SIGTERM handler of its own (it exits at once, wherever the build is) when started in
+    the main thread, and warns that it set none when started on another (a stage of a streaming build): the
+    build's own handler stays (``runtime.interrupt``: it stops the build cleanly) and nothing is said."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", START_HERE, where], env={**env, "PYTHONPATH": str(REPO)},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["kept", "True"]
+    assert "SIGTERM" not in out.stderr, out.stderr[-3000:]
