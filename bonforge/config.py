@@ -168,9 +168,11 @@ class PoolTeacher(Model):
     engine: Literal["pool"]
     name: Name
     source: DataSource
-    format: Literal["jsonl", "codet", "apps", "problem_package"] = Field(
+    format: Literal["jsonl", "codet", "apps", "problem_package", "messages"] = Field(
         "jsonl", description="'problem_package': the solutions (sol/*) of the packages the problems came from "
-        "(problems.format: problem_package), labelled by their info.toml, their language from the file's suffix.")
+        "(problems.format: problem_package), labelled by their info.toml, their language from the file's suffix. "
+        "'messages': trajectories, each an OpenAI-style message list (tool calls and tool messages included) in "
+        "the field `samples` names (default `messages`), its last assistant message the answer.")
     match: Literal["question", "id", "order"] = Field(
         "question", description="How a pool record finds its problem: same question text, same id, or row order."
     )
@@ -193,7 +195,16 @@ class PoolTeacher(Model):
     def _id_field(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("match") == "id" and "match_field" not in data:
             data = {**data, "match_field": "id"}  # a record names its problem by id in `id` unless told otherwise
+        if isinstance(data, dict) and data.get("format") == "messages" and "samples" not in data:
+            data = {**data, "samples": "messages"}
         return data
+
+    @model_validator(mode="after")
+    def _trajectories(self) -> "PoolTeacher":
+        if self.format == "messages" and (self.text or self.language):
+            raise ValueError("format: messages reads the answer from each trajectory's last assistant message "
+                             "(remove `text` and `language`)")
+        return self
 
 
 ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}

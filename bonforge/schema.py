@@ -54,6 +54,8 @@ CANDIDATES = pa.schema(
         pa.field("text_digest", pa.binary(16)),  # 16 bytes of the text's SHA-256 (bonforge.identity), null: none
         pa.field("language", pa.string()),  # the program's language as its record names it (pool teachers,
         # reference solutions: cpp, java, python, pypy); null: the fence's tag, else the recipe's default
+        pa.field("messages", pa.string()),  # a trajectory (bonforge.tables.trajectories) as JSON: the whole
+        # conversation, tool calls and tool outputs included, ``text`` its final answer; null: a one-text answer
     ]
 )
 

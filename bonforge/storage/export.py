@@ -17,7 +17,9 @@ RL dataset (``export.rl``): the kept problems themselves.
   ``extra_info.verify`` holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code``
   check exactly as the verdicts stage did.
 * ``candidates``: the kept problems' candidates with their verdicts (``reward`` = the fraction of tests
-  passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N.
+  passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N;
+  where the build holds trajectories, a ``messages`` column with each one as stored (JSON, null for a plain
+  answer).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
 from bonforge.judging.math_rules import gold_answer
 from bonforge.schema import NO_LABEL, REFERENCE_TEACHER
+from bonforge.tables import trajectories
 from bonforge.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -198,10 +201,13 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict,
     if not start:
         yield {"rl": to_rl(i.sql(query), data_source, templates, verify)}  # the schema of an empty file
     order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
+    columns, schema = KEPT_CANDIDATES, RL_CANDIDATES_SCHEMA
+    if trajectories.any_in(i):  # the trajectories as stored (JSON: every message and field, tool outputs too)
+        columns, schema = {**columns, "messages": "candidates"}, schema.append(pa.field("messages", pa.string()))
     labelled = (t.filter(pc.invert(pc.fill_null(pc.is_in(t.column("status"), value_set=pa.array(NO_LABEL)), False)))
-                for t in judged_pool.chunks(i, KEPT_CANDIDATES))  # a verdict without a label is no training row
+                for t in judged_pool.chunks(i, columns))  # a verdict without a label is no training row
     for part in judged_pool.rebatched((t.sort_by(order) for t in labelled), _BATCH):
-        yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
+        yield {"candidates": part.cast(schema)}
 
 
 def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:

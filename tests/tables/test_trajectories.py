@@ -1,0 +1,76 @@
+"""Trajectories read as hostile lists: every shape a trainer could not replay is refused with the message and
+field it is in, and the honest shapes beside each (a tool call answered, several calls in one turn, a plain
+answer) are read with the facts they hold; the stored JSON keeps every field; the typed shape is TRL's."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from bonforge.tables import trajectories as tj
+
+
+def call(cid: str, name: str = "python", arguments: str = '{"code": "print(1)"}') -> dict:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+USER = {"role": "user", "content": "What is 2 + 3?"}
+ANSWER = {"role": "assistant", "content": "A: 5"}
+ASKS = {"role": "assistant", "content": None, "tool_calls": [call("c1")]}
+TOLD = {"role": "tool", "tool_call_id": "c1", "content": "5"}
+
+
+def test_honest_trajectories_are_read_with_their_facts():
+    assert tj.check([USER, ANSWER]) == tj.Facts(turns=1, calls=0, tool_messages=0)
+    assert tj.check([{"role": "system", "content": "Be brief."}, USER, ASKS, TOLD, ANSWER]) == tj.Facts(2, 1, 1)
+    two = {"role": "assistant", "content": "Let me run both.", "tool_calls": [call("a"), call("b")]}
+    answers = [{"role": "tool", "tool_call_id": "b", "content": ""}, {"role": "tool", "tool_call_id": "a",
+                                                                       "content": "x"}]
+    assert tj.check([USER, two, *answers, ANSWER]) == tj.Facts(2, 2, 2)  # answered in any order
+    assert tj.answer([USER, ASKS, TOLD, ANSWER]) == "A: 5"
+
+
+@pytest.mark.parametrize("messages, field, words", [
+    ([], "", "non-empty list"),
+    ("A: 5", "", "non-empty list"),
+    ([USER, "A: 5"], "[1]", "message object"),
+    ([USER, {"role": "robot", "content": "A: 5"}], "[1].role", "unknown role"),
+    ([{"role": "user", "content": None}, ANSWER], "[0].content", "got null"),
+    ([USER, {"role": "assistant", "content": [{"type": "text", "text": "A: 5"}]}], "[1].content", "content parts"),
+    ([USER, {"role": "tool", "tool_call_id": "c1", "content": "5"}, ANSWER], "[1].tool_call_id", "no open"),
+    ([USER, ASKS, ANSWER], "[2]", "got no tool message"),
+    ([USER, ASKS, TOLD, TOLD, ANSWER], "[3].tool_call_id", "no open"),  # one call answered twice
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [call("c1", name="")]}, TOLD, ANSWER],
+     "[1].tool_calls[0].function.name", "empty tool name"),
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]}, TOLD,
+      ANSWER], "[1].tool_calls[0].function", "name and arguments"),
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [call("c1", arguments={"code": 1})]}, TOLD,
+      ANSWER], "[1].tool_calls[0].function.arguments", "expected text"),
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [call("c1"), call("c1")]}, TOLD, ANSWER],
+     "[1].tool_calls", "share an id"),
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [{**call("c1"), "type": "retrieval"}]}, TOLD,
+      ANSWER], "[1].tool_calls[0].type", "only 'function'"),
+    ([{**USER, "tool_calls": [call("c1")]}, TOLD, ANSWER], "[0].tool_calls", "makes no tool calls"),
+    ([USER], "[0]", "does not end with the assistant's answer"),
+    ([USER, ASKS, TOLD], "[2]", "does not end with the assistant's answer"),
+    ([USER, {"role": "assistant", "content": None}], "[1].content", "got null"),
+])
+def test_a_list_no_trainer_could_replay_is_refused_where_it_breaks(messages, field, words):
+    with pytest.raises(tj.Malformed) as e:
+        tj.check(messages)
+    assert e.value.field == field and words in e.value.message
+
+
+def test_the_stored_text_keeps_every_field_and_the_typed_shape_holds_the_trainers_fields():
+    extra = {"role": "assistant", "content": "A: 5", "reasoning_content": "2+3", "refusal": None}
+    messages = [USER, ASKS, TOLD, extra]
+    stored = tj.dumps(messages)
+    assert json.loads(stored) == messages and list(json.loads(stored)[3]) == list(extra)  # fields and their order
+    typed = tj.typed(stored)
+    array = pa.array([typed], tj.MESSAGES)  # the shape takes it as is
+    assert array.to_pylist()[0][1]["tool_calls"] == [call("c1")]
+    assert [m["role"] for m in typed] == ["user", "assistant", "tool", "assistant"]
+    assert typed[2]["tool_call_id"] == "c1" and "reasoning_content" not in typed[3]
+    assert tj.typed(None) is None
