@@ -36,7 +36,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         candidates, verdicts, plan = rounds.sampled(recipe, run, problems, domains)
     else:
         candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher)
-                          else sample.node(problems, t)) for t in recipe.teachers]
+                          else sample.node(problems, t, sandbox=recipe.verify.code)) for t in recipe.teachers]
         if recipe.problems.include_reference:
             candidates.append(run(load_pool.reference_node(problems)))
         if recipe.problems.domain == "open":

@@ -37,6 +37,7 @@ class Request:
     max_tokens: int = 1024
     seed: int = 0
     stop: tuple[str, ...] = ()
+    tools: tuple[dict, ...] | None = None  # OpenAI-style tool definitions the model may call (chat only)
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -63,6 +64,8 @@ class Completion:
     engine: str
     model: str
     latency_s: float = field(default=0.0, compare=False)
+    tool_calls: tuple[dict, ...] | None = None  # the calls the model made instead of answering (chat tools)
+    messages: str | None = None  # a trajectory's whole conversation (``bonforge.tables.trajectories``), as JSON
 
 
 class Engine(Protocol):

@@ -86,6 +86,8 @@ def request_body(teacher: OpenAITeacher, request: Request, index: int) -> dict:
     }
     if request.stop:
         body["stop"] = list(request.stop)
+    if request.tools:
+        body["tools"] = list(request.tools)
     if request.messages is not None:
         body["messages"] = list(request.messages)
     else:
@@ -115,11 +117,17 @@ def _typed(value: Any, kind: type | tuple, path: list, where: str) -> Any:
 
 
 def parse_response(data: Any, *, chat: bool, where: str) -> dict:
-    """Text, reasoning, finish reason and token counts of a (chat) completion response body."""
+    """Text, reasoning, finish reason and token counts of a (chat) completion response body, and the tool calls
+    of a chat answer that made some."""
+    calls = None
     if chat:
         message = _typed(_field(data, ["choices", 0, "message"], where), dict, ["choices", 0, "message"], where)
         content = message.get("content")
         thought = message.get("reasoning_content", message.get("reasoning"))
+        calls = message.get("tool_calls")
+        if calls:  # checked where they are used (``bonforge.llm.tools``): a server's calls are hostile text
+            _typed(calls, list, ["choices", 0, "message", "tool_calls"], where)
+            content = content or ""
         if content is None and thought is None:
             raise EngineError(f"{where}: malformed response, field 'choices[0].message.content' is missing")
         _typed(content if content is not None else "", str, ["choices", 0, "message", "content"], where)
@@ -133,7 +141,8 @@ def parse_response(data: Any, *, chat: bool, where: str) -> dict:
     finish = _typed(_field(data, ["choices", 0, "finish_reason"], where), str, ["choices", 0, "finish_reason"], where)
     usage = {k: _typed(_field(data, ["usage", k], where), int, ["usage", k], where)
              for k in ("prompt_tokens", "completion_tokens")}
-    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage}
+    tools = {"tool_calls": tuple(calls)} if calls else {}
+    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage, **tools}
 
 
 class OpenAIEngine:

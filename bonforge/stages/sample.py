@@ -28,6 +28,9 @@ from bonforge import templates
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
+from bonforge.llm.tools import sample_with_tools
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.tool_calls import PythonCalls
 from bonforge.llm.models import model_identity, model_resource
 from bonforge.schema import CANDIDATES, conform, text_chars
 from bonforge.stage import Inputs, Node, Params, Ref, Rows, Stage, Written, unkeyed
@@ -122,9 +125,10 @@ class Sampler:
     """The stage's compute function: a problems shard → its candidates. Creates the engine on first use
     and keeps it for later shards; counts the tokens and generation time of this process."""
 
-    def __init__(self, teacher: SampledTeacher, engine: Engine | None = None):
+    def __init__(self, teacher: SampledTeacher, engine: Engine | None = None, sandbox: CodeVerifyConfig | None = None):
         self.teacher = teacher
         self.engine = engine
+        self.sandbox = sandbox or CodeVerifyConfig()  # where a teacher's tool calls run
         self.templates: dict[str, str] = {}
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0}
         self.skipped: set[str] = set()  # problems whose prompt the engine skipped (they have no rows at all)
@@ -158,7 +162,13 @@ class Sampler:
         requests = [r for r, _ in planned]
         t0 = time.perf_counter()
         samples = sum(r.n for r in requests)
-        results = self.engine.generate(requests, None if progress is None else lambda k: progress(k, samples))
+        report = None if progress is None else lambda k: progress(k, samples)
+        tool = getattr(self.teacher, "python_tool", None)
+        if tool is None:
+            results = self.engine.generate(requests, report)
+        else:
+            calls = PythonCalls(self.sandbox, tool.time_limit_s)
+            results = sample_with_tools(self.engine, requests, calls, tool, report)
         secs = time.perf_counter() - t0
         if len(results) != len(requests):
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
@@ -181,6 +191,7 @@ class Sampler:
                 rows["completion_tokens"].append(c.completion_tokens)
                 rows["seed"].append(c.seed)
                 rows["reference_correct"].append(None)
+                rows["messages"].append(c.messages)
         prompt, completion = sum(rows["prompt_tokens"]), sum(rows["completion_tokens"])
         self.stats["prompt_tokens"] += prompt
         self.stats["completion_tokens"] += completion
@@ -226,16 +237,18 @@ def _summary(w: Written) -> dict:
 class SampleParams(Params):
     teacher: SampledTeacher
     engine: Engine | None = unkeyed(None)  # an engine already started (tests, the warm builder)
+    sandbox: CodeVerifyConfig | None = unkeyed(None)  # the recipe's verify.code: where tool calls run
 
     def key_config(self) -> dict:
         return key_config(self.teacher)
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct", "text_digest", "language"), CANDIDATES,
-            optional=("text_digest", "language"))  # null: verification hashes the text; the fence names it
+                                   "reference_correct", "text_digest", "language", "messages"), CANDIDATES,
+            optional=("text_digest", "language", "messages"))  # null: verification hashes the text; the fence
+# names the language; no trajectory (a reused trajectory keeps its tool outputs: they are never run again)
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
-              open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
+              open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine, p.sandbox)),
               table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True,
               resource=lambda p: model_resource(p.teacher))
 
@@ -256,11 +269,13 @@ def _requests(i: Inputs) -> pa.Table:
     return i.read("problems", ["problem_id", "domain", "question"])
 
 
-def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
+def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None,
+         sandbox: CodeVerifyConfig | None = None) -> Node:
     """``teacher.n`` candidates per problem of ``problems``; the manifest's ``tokens`` / ``throughput`` give the
-    token totals and this run's tokens/s."""
-    return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
+    token totals and this run's tokens/s; ``sandbox``: where a teacher's tool calls run (``verify.code``)."""
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), {"problems": problems},
+                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems,
+                      note={"teacher": teacher.name})
 
 
 def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,

@@ -1,0 +1,74 @@
+"""A model's Python tool calls, run in the sandbox pool like any candidate program.
+
+A trajectory's session keeps its state from call to call by replay: each call runs one fresh program that
+first runs the trajectory's earlier calls (their output discarded, their errors ignored), then the new one.
+Nothing lives between calls, so nothing a call leaves behind (files, processes, memory) can reach another
+trajectory or outlast its own: each run is a candidate program with every limit and isolation of the pool,
+and the statuses are the pool's (a fork bomb, a flood or a hog gets the verdict it gets as a candidate).
+The price is time: call k runs the k-1 before it again (calls per trajectory are few and bounded).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.pool import shared_pool
+from bonforge.sandbox.wire import Limits
+
+_REPLAY = '''import contextlib as _c, io as _io, json as _j
+_cells = _j.loads({cells!r})
+_space = {{"__name__": "__main__", "__builtins__": __builtins__}}
+for _cell in _cells[:-1]:
+    with _c.redirect_stdout(_io.StringIO()), _c.redirect_stderr(_io.StringIO()):
+        try:
+            exec(compile(_cell, "<earlier call>", "exec"), _space)
+        except BaseException:
+            pass
+del _c, _io, _j
+exec(compile(_cells[-1], "<call>", "exec"), _space)
+'''
+
+
+_OWN_FRAME = re.compile(r'  File "[^"\n]*", line \d+, in <module>\n    exec\(compile\(_cells\[-1\][^\n]*\n')
+
+
+def replay_program(cells: list[str]) -> str:
+    """The program of a trajectory's newest call (``cells[-1]``) after its earlier ones (``cells[:-1]``)."""
+    return _REPLAY.format(cells=json.dumps(cells))
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """What one call did: the pool's status for its run (``ok``, ``runtime_error``, ``timeout``, ...), what it
+    printed (stdout, then stderr), and its CPU seconds."""
+
+    status: str
+    stdout: str
+    stderr: str
+    cpu_s: float
+
+
+class PythonCalls:
+    """Runs batches of calls on the build's sandbox pool (``cfg``: the recipe's ``verify.code``), each under
+    ``time_limit_s`` of CPU and the pool's memory and output caps."""
+
+    def __init__(self, cfg: CodeVerifyConfig, time_limit_s: float):
+        self.cfg, self.limits = cfg, Limits(time_limit_s, cfg.wall_factor, cfg.memory_mb, cfg.output_limit_bytes)
+
+    def __call__(self, calls: list[list[str]]) -> list[ToolRun]:
+        """One run per entry: a trajectory's cells so far, its newest last."""
+        requests = [{"id": f"tool-{i}", "kind": "stdio", "program": replay_program(cells), "prelude": "",
+                     "fn_name": None, "tests": [{"input": ""}], **self.limits.fields(),
+                     "budget": self.limits.wall_limit, "stop_on_failure": True} for i, cells in enumerate(calls)]
+        outcomes = shared_pool(self.cfg).run(requests) if requests else []
+        runs = []
+        for outcome in outcomes:
+            result = (outcome.get("results") or [{}])[0]
+            status = result.get("status") or "sandbox_error"
+            runs.append(ToolRun(status, str(result.get("stdout") or ""),
+                                _OWN_FRAME.sub("", str(result.get("stderr") or result.get("error") or "")),
+                                float(result.get("cpu_s") or 0)))
+        return runs
