@@ -28,10 +28,18 @@ for _cell in _cells[:-1]:
         except BaseException:
             pass
 del _c, _io, _j
-exec(compile(_cells[-1], "<call>", "exec"), _space)
+try:
+    exec(compile(_cells[-1], "<call>", "exec"), _space)
+except MemoryError:
+    raise
+except Exception:  # what it printed before the error stays readable (a failed run's stdout is not kept)
+    import sys as _s, traceback as _t
+    _s.stdout.flush()
+    _s.stderr.write("".join(_t.format_exception(*_s.exc_info())[:1] + _t.format_exception(*_s.exc_info())[2:]))
 '''
 
 
+_FAILED = "Traceback (most recent call last):"
 _OWN_FRAME = re.compile(r'  File "[^"\n]*", line \d+, in <module>\n    exec\(compile\(_cells\[-1\][^\n]*\n')
 
 
@@ -68,6 +76,8 @@ class PythonCalls:
         for outcome in outcomes:
             result = (outcome.get("results") or [{}])[0]
             status = result.get("status") or "sandbox_error"
+            if status == "ok" and str(result.get("stderr") or "").startswith(_FAILED):
+                status = "runtime_error"
             runs.append(ToolRun(status, str(result.get("stdout") or ""),
                                 _OWN_FRAME.sub("", str(result.get("stderr") or result.get("error") or "")),
                                 float(result.get("cpu_s") or 0)))
