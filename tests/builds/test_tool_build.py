@@ -1,0 +1,114 @@
+"""A tool-integrated maths build end to end: an OpenAI-compatible server of our own that answers with chat tool
+calls, the calls run in the real sandbox, trajectories stored whole and verified by their final answers,
+GenSelect and the RL export built from them; a rerun with one more trajectory per problem asks only for that
+one, and the stored trajectories' tool outputs come from the store (never run again)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from llm_server import ScriptedServer
+
+from bonforge.config import load_recipe
+from bonforge.flows.build import build
+from bonforge.sandbox import tool_calls
+from bonforge.tables import trajectories
+
+PROBLEMS = 6
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+
+def tir(n: int, body: dict):
+    """Even seeds compute with the tool (and answer what it printed), odd seeds answer off by one at once."""
+    messages = body["messages"]
+    a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", messages[0]["content"]).groups())
+    usage = {"prompt_tokens": 20, "completion_tokens": 5}
+    if messages[-1]["role"] == "tool":
+        message = {"role": "assistant", "content": f"The tool says so.\nA: {messages[-1]['content'].strip()}"}
+    elif body["seed"] % 2 == 0 and "tools" in body:
+        code = json.dumps({"code": f"x = {a} + {b}\nprint(x)"})
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "srv", "type": "function", "function": {"name": "python", "arguments": code}}]}
+    else:
+        message = {"role": "assistant", "content": f"A: {a + b + 1}"}
+    return 200, {}, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+
+
+def recipe_text(url: str, n: int) -> str:
+    return f"""
+name: tools
+problems: {{name: toy, source: {{path: problems.jsonl}}}}
+teachers:
+  - {{name: tir, engine: openai, model: m, base_url: "{url}", api_key_env: null, n: {n}, max_tokens: 64,
+     python_tool: {{max_calls: 2}}}}
+verify: {{math: {{patterns: ['(?m)^A:\\s*(.+?)\\s*$']}}, code: {{pool_size: 2}}}}
+filter: {{min_pass_rate: 0.0, max_pass_rate: 1.0}}
+export: {{name: tools-genselect, rl: {{name: tools-rl}}}}
+"""
+
+
+def candidates(result: dict) -> list[dict]:
+    return pq.read_table(Path(result["rl_dataset"]) / "candidates" / "train.parquet").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory, sandbox_image):
+    root = tmp_path_factory.mktemp("tools")
+    (root / "problems.jsonl").write_text("".join(
+        json.dumps({"question": f"What is {i} + {3 * i}?", "answer": str(4 * i)}) + "\n" for i in range(1, 7)))
+    runs = []
+    real = tool_calls.PythonCalls.__call__
+
+    def counted(self, calls):
+        runs.extend(calls)
+        return real(self, calls)
+
+    with pytest.MonkeyPatch.context() as mp, ScriptedServer(tir) as server:
+        mp.setattr(tool_calls.PythonCalls, "__call__", counted)
+        out = []
+        for n in (2, 3):
+            (root / "recipe.yaml").write_text(recipe_text(server.url, n).replace("pool_size: 2", "pool_size: 2, "
+                                                                                 f"image: {sandbox_image}"))
+            before = (len(server.bodies), len(runs))
+            out.append((build(load_recipe(root / "recipe.yaml"), str(root / "store"), str(root)),
+                        [b for b in server.bodies[before[0]:]], runs[before[1]:]))
+    return out
+
+
+def test_trajectories_are_sampled_run_and_judged_by_their_answers(builds):
+    result, bodies, runs = builds[0]
+    rows = candidates(result)
+    assert len(rows) == PROBLEMS * 2
+    for row in rows:
+        messages = json.loads(row["messages"])
+        facts = trajectories.check(messages)
+        seed_even = row["correct"]
+        if seed_even:  # the tool computed the sum; the answer read it
+            assert facts.calls == 1 and messages[2] == {"role": "tool", "tool_call_id": "call_0",
+                                                        "content": messages[2]["content"]}
+            assert messages[1]["tool_calls"][0]["id"] == "call_0"  # ours, not the server's "srv"
+            assert row["response"].endswith(messages[2]["content"].strip())
+        else:
+            assert facts.calls == 0 and len(messages) == 2
+    assert sum(r["correct"] for r in rows) == PROBLEMS  # one tool trajectory per problem (seeds alternate)
+    assert len(runs) == PROBLEMS and all(len(cells) == 1 for cells in runs)
+    assert len(bodies) == PROBLEMS * 3  # tool trajectories take two turns, direct answers one
+    assert all(b["tools"][0]["function"]["name"] == "python" for b in bodies if b["messages"][-1]["role"] == "user")
+
+
+def test_one_more_trajectory_asks_only_for_it_and_runs_no_stored_call_again(builds):
+    (first, _, _), (second, bodies, runs) = builds
+    asked = {re.search(r"What is \d+ \+ \d+\?", b["messages"][0]["content"])[0] for b in bodies}
+    assert asked == {f"What is {i} + {3 * i}?" for i in range(1, 7)}  # every problem, for its new sample
+    new = {(r["candidate_id"]) for r in candidates(second)} - {r["candidate_id"] for r in candidates(first)}
+    assert new == {f"toy/{i:05d}/tir/2" for i in range(PROBLEMS)}
+    turns = sum(1 for b in bodies)
+    tools_used = sum(1 for b in bodies if b["messages"][-1]["role"] == "tool")
+    assert turns == PROBLEMS + tools_used and len(runs) == tools_used  # sample 2 only; no old call re-run
+    old = {r["candidate_id"]: r["messages"] for r in candidates(first)}
+    assert all(r["messages"] == old[r["candidate_id"]] for r in candidates(second) if r["candidate_id"] in old)
