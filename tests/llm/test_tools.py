@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
+
+from bonforge.config import load_recipe
+from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion, Request
 from bonforge.llm.config import PythonTool
 from bonforge.llm.tools import SCHEMA, sample_with_tools
@@ -133,3 +137,18 @@ def test_output_is_cut_to_what_the_model_may_read_and_a_failed_run_says_its_stat
     out = sample_with_tools(Scripted(reply), [one], run, PythonTool(output_chars=100))
     told = json.loads(out[0][0].messages)[2]["content"]
     assert told.startswith("[timeout]\nxxx") and told.endswith("more characters cut]") and len(told) < 160
+
+
+def test_a_tool_the_recipe_cannot_have_is_one_error_line(tmp_path):
+    head = "name: x\nproblems: {name: toy, source: {path: p.jsonl}}\nexport: {name: x}\nteachers:\n  - "
+    cases = {"{name: t, engine: vllm, model: m, python_tool: {max_calls: 2}}": "python_tool: unknown field",
+             "{name: t, engine: openai, model: m, python_tool: {max_calls: 0}}": "max_calls: Input should be greater",
+             "{name: t, engine: openai, model: m, python_tool: {shell: true}}": "python_tool.shell: unknown field",
+             "{name: t, engine: openai, model: m, python_tool: {output_chars: -1}}": "output_chars"}
+    for teacher, words in cases.items():
+        (tmp_path / "r.yaml").write_text(head + teacher + "\n")
+        with pytest.raises(ConfigError) as e:
+            load_recipe(tmp_path / "r.yaml")
+        assert words in str(e.value) and "\n" not in str(e.value)
+    (tmp_path / "r.yaml").write_text(head + "{name: t, engine: openai, model: m, python_tool: {}}\n")  # control
+    assert load_recipe(tmp_path / "r.yaml").teachers[0].python_tool == PythonTool()
