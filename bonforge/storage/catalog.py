@@ -7,6 +7,7 @@ stage.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Iterable
 
 import pyarrow as pa
@@ -43,7 +44,14 @@ def connect(store: StageStore, run_id: str | None = None):
                 }
             )
     con.register("run_stages", pa.Table.from_pylist(stage_rows, schema=RUN_STAGES))
+    if run.stages.get("candidates") and "messages" in con.sql("SELECT * FROM candidates LIMIT 0").columns:
+        con.execute(TRAJECTORY_VIEWS)
     return con
+
+
+# Trajectories (``candidates.messages``) row by row: ``turns``, one row per message, and ``tool_calls``, one row
+# per call with its code and the tool message that answered it.
+TRAJECTORY_VIEWS = (Path(__file__).parent / "trajectory_views.sql").read_text()
 
 
 RUN_STAGES = pa.schema(

@@ -12,6 +12,8 @@ import pytest
 
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
+from bonforge.storage import catalog
+from bonforge.storage.store import StageStore
 
 PROBLEMS = 250
 
@@ -32,7 +34,7 @@ def trajectory(k: int, j: int) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[dict, dict]:
+def built(tmp_path_factory) -> tuple[dict, dict, Path]:
     root = tmp_path_factory.mktemp("trajectories")
     problems = [{"question": f"What is {k} doubled?", "answer": str(2 * k)} for k in range(PROBLEMS)]
     (root / "problems.jsonl").write_text("".join(json.dumps(p) + "\n" for p in problems))
@@ -48,11 +50,11 @@ genselect: {min_candidates: 2, max_candidates: 4, prompts_per_problem: 1}
 export: {name: tools-genselect, rl: {name: tools-rl}}
 """)
     result = build(load_recipe(root / "recipe.yaml"), str(root / "store"), str(root))
-    return result, pool
+    return result, pool, root / "store"
 
 
 def test_every_message_of_every_trajectory_comes_back_out(built):
-    result, pool = built
+    result, pool, _ = built
     rows = pq.read_table(Path(result["rl_dataset"]) / "candidates" / "train.parquet").to_pylist()
     assert len(rows) == 4 * PROBLEMS  # every problem kept (pass rate 0.5)
     for row in rows:
@@ -64,15 +66,29 @@ def test_every_message_of_every_trajectory_comes_back_out(built):
 def test_the_final_answer_is_judged_not_the_tools_output(built):
     """The tool printed the right answer in every trajectory (and trajectory 3 quotes it): only the
     trajectories whose own last line is right are correct."""
-    result, _ = built
+    result, _, _ = built
     rows = pq.read_table(Path(result["rl_dataset"]) / "candidates" / "train.parquet").to_pylist()
     got = {(int(r["candidate_id"].rsplit("/", 1)[1]), r["correct"]) for r in rows}
     assert got == {(0, True), (1, True), (2, False), (3, False)}
 
 
 def test_genselect_prompts_show_the_final_answers(built):
-    result, pool = built
+    result, pool, _ = built
     rows = pq.read_table(Path(result["dataset"]) / "plain" / "train.parquet").to_pylist()
     assert len(rows) == PROBLEMS
     prompt = rows[0]["prompt"]
     assert "A: 1" in prompt and '"tool_calls"' not in prompt  # the answers, not the stored JSON
+
+
+def test_sql_reads_trajectories_turn_by_turn_and_call_by_call(built):
+    """The ``turns`` and ``tool_calls`` views of ``bonforge sql`` over the build's 1,000 trajectories."""
+    _, pool, store = built
+    con = catalog.connect(StageStore(store))
+    assert con.sql("SELECT count(*) FROM turns").fetchall()[0][0] == sum(len(m) for m in pool.values())
+    calls = con.sql("SELECT candidate_id, call_id, tool, code, output FROM tool_calls ORDER BY candidate_id").fetchall()
+    assert len(calls) == 1000
+    cid, call_id, tool, code, output = calls[0]
+    k, j = int(cid.split("/")[1]), int(cid.rsplit("/", 1)[1])
+    assert (call_id, tool, code, output) == (f"c{k}-{j}", "python", f"print({k} * 2)", f"A: {2 * k}\n")
+    roles = con.sql("SELECT role, count(*) FROM turns GROUP BY role ORDER BY role").fetchall()
+    assert roles == [("assistant", 2000), ("tool", 1000), ("user", 1000)]
