@@ -141,3 +141,36 @@ def any_in(inputs) -> bool:
     """Whether a stage's ``candidates`` input holds a trajectory (a store written before them has no column)."""
     return ("messages" in inputs.columns("candidates")
             and inputs.sql("SELECT count(messages) AS n FROM candidates").column("n")[0].as_py() > 0)
+
+
+COMPACT_OUTPUT_CHARS = 400  # of each tool message, in ``compact`` (more is cut, and the cut said)
+
+
+def compact(stored: str) -> str:
+    """A trajectory as one text for a reader that judges answers (a GenSelect prompt): from the model's first
+    turn on, its text; each Python call as a fenced ``python`` block (another tool's call as its name and
+    arguments); each tool message as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters;
+    the final answer last. The prompt before the first assistant turn is left out (the reader has the
+    question)."""
+    messages = json.loads(stored)
+    first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    parts = []
+    for m in messages[first:]:
+        if m["role"] == "tool":
+            out, keep = m.get("content") or "", COMPACT_OUTPUT_CHARS
+            cut = f"\n[... {len(out) - keep} more characters]" if len(out) > keep else ""
+            parts.append(f"```output\n{out[:keep]}{cut}\n```")
+            continue
+        if m.get("content"):
+            parts.append(m["content"])
+        for call in m.get("tool_calls") or []:
+            function = call["function"]
+            try:
+                code = json.loads(function["arguments"]).get("code")
+            except (ValueError, AttributeError, RecursionError):
+                code = None
+            if function["name"] == "python" and isinstance(code, str):
+                parts.append(f"```python\n{code}\n```")
+            else:
+                parts.append(f"[tool call {function['name']}: {function['arguments']}]")
+    return "\n\n".join(parts)

@@ -76,8 +76,11 @@ def test_genselect_prompts_show_the_final_answers(built):
     result, pool, _ = built
     rows = pq.read_table(Path(result["dataset"]) / "plain" / "train.parquet").to_pylist()
     assert len(rows) == PROBLEMS
-    prompt = rows[0]["prompt"]
-    assert "A: 1" in prompt and '"tool_calls"' not in prompt  # the answers, not the stored JSON
+    for row in rows:
+        k = int(row["problem_id"].split("/")[1])
+        prompt = row["prompt"]  # each trajectory in its compact form: its calls, their outputs, its answer
+        assert f"```python\n{json.dumps(f'print({k} * 2)')[1:-1]}\n```\n\n```output\nA: {2 * k}\n\n```" in prompt
+        assert f"A: {2 * k + 1}" in prompt and '"tool_calls"' not in prompt and "(é)" not in prompt
 
 
 def test_sql_reads_trajectories_turn_by_turn_and_call_by_call(built):

@@ -74,3 +74,14 @@ def test_the_stored_text_keeps_every_field_and_the_typed_shape_holds_the_trainer
     assert [m["role"] for m in typed] == ["user", "assistant", "tool", "assistant"]
     assert typed[2]["tool_call_id"] == "c1" and "reasoning_content" not in typed[3]
     assert tj.typed(None) is None
+
+
+def test_the_compact_form_shows_calls_outputs_and_the_answer_without_the_prompt():
+    long = {"role": "tool", "tool_call_id": "c2", "content": "y" * (tj.COMPACT_OUTPUT_CHARS + 5)}
+    other = {"role": "assistant", "content": "Then search.", "tool_calls": [call("c2", name="search",
+                                                                                   arguments='{"q": 1}')]}
+    text = tj.compact(tj.dumps([{"role": "system", "content": "S"}, USER, ASKS, TOLD, other, long, ANSWER]))
+    assert text == ("```python\nprint(1)\n```\n\n```output\n5\n```\n\nThen search.\n\n"
+                    '[tool call search: {"q": 1}]\n\n```output\n' + "y" * tj.COMPACT_OUTPUT_CHARS +
+                    "\n[... 5 more characters]\n```\n\nA: 5")
+    assert tj.compact(tj.dumps([USER, ANSWER])) == "A: 5"
