@@ -125,7 +125,7 @@ def run(
     typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}"
                + _reused(st, result.dataset, result.started))
     for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
-                       ("preference dataset", result.preference_dataset)):
+                       ("preference dataset", result.preference_dataset), ("sft dataset", result.sft_dataset)):
         if path:
             typer.echo(f"{name}: {path}{_reused(st, path, result.started)}")
     if result.report:

@@ -284,12 +284,21 @@ class RLExport(Model):
         None, description="Prompt template file with {question} (default: bonforge's sample_<domain>.txt).")
 
 
+class SFTExport(Model):
+    """One correct answer per kept problem (rejection sampling), for SFT: a trajectory whole, tool calls and
+    tool messages included."""
+
+    name: Name = Field(description="Dataset name under <store>/datasets/.")
+
+
 class ExportConfig(Model):
     name: Name = Field(description="Dataset name under <store>/datasets/.")
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
     allow_empty: bool = Field(False, description="Publish a dataset version even when no prompt is left "
                               "(else the build fails, naming why every problem was dropped).")
     rl: RLExport | None = Field(None, description="Also publish the RL dataset of the kept problems.")
+    sft: SFTExport | None = added(None, description="Also publish an SFT dataset: each kept problem's first "
+                                  "correct candidate (by candidate id) as TRL / verl multi-turn messages.")
     validation_fraction: float = added(
         0.0, ge=0, lt=1, description="Share of the problems whose rows go to a validation split "
         "(<format>/validation.parquet) in every dataset the build publishes; chosen by a hash of the recipe's "

@@ -57,6 +57,11 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     if recipe.export.rl:
         kept = run.inputs(problems=problems, candidates=candidates, verdicts=verdicts, problem_stats=stats)
         dataset["rl_dataset"] = run.publish(recipe.export.rl.name, *export.rl_dataset(kept, recipe))
+    if recipe.export.sft:
+        models = -1 if recipe.problems.include_reference else None  # the reference solutions are no teacher's
+        kept = run.inputs(problems=problems, candidates=candidates[:models], verdicts=verdicts[:models],
+                          problem_stats=stats)
+        dataset["sft_dataset"] = run.publish(recipe.export.sft.name, export.sft_dataset(kept), export.sft_trainers())
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
         fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))

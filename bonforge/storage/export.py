@@ -225,6 +225,36 @@ def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     return parts, trainers(domain, "rl/train.parquet")
 
 
+_SFT = {"problem_id": "candidates", "question": "problems", "candidate_id": "candidates", "teacher": "candidates",
+        "text": "candidates", "correct": "verdicts"}
+_SFT_BESIDE = {"problem_id": pa.string(), "candidate_id": pa.string(), "teacher": pa.string()}
+
+
+def sft_dataset(i) -> Iterator[dict[str, pa.Table]]:
+    """The SFT dataset (``export.sft``) from inputs with ``problems``, ``candidates``, ``verdicts`` and
+    ``problem_stats``: each kept problem's first correct candidate by candidate id, as TRL ``messages`` (a
+    trajectory whole, in the typed shape of ``trajectories.MESSAGES``) and a plain table, in problem_id order."""
+    from bonforge.selection import judged_pool
+    from bonforge.selection.sft import sft_messages
+
+    acted = trajectories.any_in(i)
+    columns = {**_SFT, "messages": "candidates"} if acted else _SFT
+    empty = True
+    for t in judged_pool.chunks(i, columns):
+        t = t.filter(pc.fill_null(t.column("correct"), False)).sort_by([("problem_id", "ascending"),
+                                                                         ("candidate_id", "ascending")])
+        pids = t.column("problem_id").to_numpy(zero_copy_only=False)
+        first = t.take(pa.array(np.flatnonzero(np.r_[True, pids[1:] != pids[:-1]] if len(pids) else [])))
+        if first.num_rows or empty:
+            empty = False
+            plain = first.drop_columns(["correct"] + (["messages"] if acted else []))
+            yield {"trl": sft_messages(first, _SFT_BESIDE), "plain": plain}
+    if empty:  # no kept problem: the files' schemas
+        none = pa.table({"question": pa.array([], pa.string()), "text": pa.array([], pa.string()),
+                         **{k: pa.array([], kind) for k, kind in _SFT_BESIDE.items()}})
+        yield {"trl": sft_messages(none, _SFT_BESIDE), "plain": none}
+
+
 def genselect_trainers(recipe) -> dict | None:
     """The GenSelect dataset's ``trainers`` section (for its verl file)."""
     if "verl" not in recipe.export.formats:
@@ -233,7 +263,8 @@ def genselect_trainers(recipe) -> dict | None:
 
 
 def sft_trainers() -> dict:
-    """The FusioN SFT dataset's ``trainers`` section."""
+    """An SFT dataset's ``trainers`` section (FusioN's, ``export.sft``'s): TRL's SFTTrainer and verl's
+    multi-turn SFT dataset read the same ``messages`` file."""
     return trainers(None, "trl/train.parquet", sft=True)
 
 
@@ -250,7 +281,9 @@ def trainers(reward: str | None, train_file: str, max_prompt_tokens: int | None 
     ``data.max_prompt_length`` of 512 would drop most GenSelect prompts); ``sft``: a TRL ``messages`` file
     for SFTTrainer instead."""
     if sft:
-        return {"trl": {"trainer": "SFTTrainer", "train_file": train_file, "format": "messages"}}
+        return {"trl": {"trainer": "SFTTrainer", "train_file": train_file, "format": "messages"},
+                "verl": {"dataset": "verl.utils.dataset.multiturn_sft_dataset.MultiTurnSFTDataset",
+                         "train_file": train_file, "overrides": ["data.messages_key=messages"]}}
     module = f"bonforge.rewards.{reward}"
     pairs = [("path", f"pkg://{module}"), ("name", "compute_score")]
     data = ["data.reward_fn_key=data_source"]

@@ -1,18 +1,24 @@
 """A tool-integrated maths build end to end: an OpenAI-compatible server of our own that answers with chat tool
 calls, the calls run in the real sandbox, trajectories stored whole and verified by their final answers,
-GenSelect and the RL export built from them; a rerun with one more trajectory per problem asks only for that
-one, and the stored trajectories' tool outputs come from the store (never run again)."""
+GenSelect, the RL export and the SFT export built from them (TRL's SFTTrainer takes a step on it, verl's
+multi-turn SFT dataset reads it, each through a chat template that writes tool calls); a rerun with one more
+trajectory per problem asks only for that one, and the stored trajectories' tool outputs come from the store
+(never run again)."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from llm_server import ScriptedServer
+from tiny_lm import TOOLS_TEMPLATE, tiny_lm
 
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
@@ -20,6 +26,7 @@ from bonforge.sandbox import tool_calls
 from bonforge.tables import trajectories
 
 PROBLEMS = 6
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 
@@ -48,7 +55,7 @@ teachers:
      python_tool: {{max_calls: 2}}}}
 verify: {{math: {{patterns: ['(?m)^A:\\s*(.+?)\\s*$']}}, code: {{pool_size: 2}}}}
 filter: {{min_pass_rate: 0.0, max_pass_rate: 1.0}}
-export: {{name: tools-genselect, rl: {{name: tools-rl}}}}
+export: {{name: tools-genselect, rl: {{name: tools-rl}}, sft: {{name: tools-sft}}}}
 """
 
 
@@ -112,3 +119,58 @@ def test_one_more_trajectory_asks_only_for_it_and_runs_no_stored_call_again(buil
     assert turns == PROBLEMS + tools_used and len(runs) == tools_used  # sample 2 only; no old call re-run
     old = {r["candidate_id"]: r["messages"] for r in candidates(first)}
     assert all(r["messages"] == old[r["candidate_id"]] for r in candidates(second) if r["candidate_id"] in old)
+
+
+def sft_rows(result: dict) -> list[dict]:
+    return pq.read_table(Path(result["sft_dataset"]) / "trl" / "train.parquet").to_pylist()
+
+
+def test_the_sft_export_holds_one_correct_trajectory_per_problem_whole(builds):
+    result = builds[0][0]
+    rows = sft_rows(result)
+    assert len(rows) == PROBLEMS and [r["problem_id"] for r in rows] == sorted(r["problem_id"] for r in rows)
+    pool = candidates(result)
+    for row in rows:
+        stored = next(c for c in pool if c["candidate_id"] == row["candidate_id"])
+        first = min(c["candidate_id"] for c in pool if c["problem_id"] == row["problem_id"] and c["correct"])
+        assert stored["correct"] and row["candidate_id"] == first
+        assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
+        assert row["messages"] == trajectories.typed(stored["messages"])
+    manifest = json.loads((Path(result["sft_dataset"]) / "manifest.json").read_text())
+    assert manifest["trainers"]["trl"]["trainer"] == "SFTTrainer" and "verl" in manifest["trainers"]
+
+
+@pytest.fixture(scope="module")
+def tool_lm(builds, tmp_path_factory) -> str:
+    corpus = [json.dumps(r["messages"]) for r in sft_rows(builds[0][0])]
+    return tiny_lm(tmp_path_factory.mktemp("tool-lm"), corpus, chat_template=TOOLS_TEMPLATE)
+
+
+def test_trl_sft_takes_a_step_on_trajectories(builds, tool_lm, tmp_path):
+    import datasets
+    from trl import SFTConfig, SFTTrainer
+
+    path = Path(builds[0][0]["sft_dataset"]) / "trl" / "train.parquet"
+    ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
+    assert ds[0]["messages"][1]["tool_calls"][0]["function"]["name"] == "python"
+    args = SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, per_device_train_batch_size=2, max_steps=1,
+                     logging_steps=1, max_length=1024, report_to=[], save_strategy="no", seed=0,
+                     assistant_only_loss=False)  # fmt: skip
+    trainer = SFTTrainer(model=tool_lm, args=args, train_dataset=ds)
+    text = trainer.processing_class.apply_chat_template(ds[0]["messages"], tokenize=False)
+    assert "<tool_call>python" in text and '"code"' in text  # the calls reach the tokens trained on
+    result = trainer.train()
+    assert trainer.state.global_step == 1 and math.isfinite(result.training_loss) and result.training_loss > 0
+
+
+def test_verls_multi_turn_sft_dataset_reads_the_trajectories(builds, tool_lm, verl_python, tmp_path):
+    path = Path(builds[0][0]["sft_dataset"]) / "trl" / "train.parquet"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([verl_python, str(REPO / "tests" / "helpers" / "verl_sft_payload.py"), tool_lm, str(path)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["verl"] == "0.9.1" and len(out["rows"]) == PROBLEMS
+    for row in out["rows"]:
+        assert row["roles"] == ["user", "assistant", "tool", "assistant"]
+        assert 0 < row["trained"] < row["tokens"]  # the model's turns are trained on, the user and tool turns not
