@@ -1,17 +1,27 @@
 """Where our verdicts disagree with the labels an imported pool published (a pool teacher's ``label`` key,
 kept in ``candidates.reference_correct``): per teacher, the candidates labelled, how many we judge otherwise,
-and the problems where that happens, both ways. A section of the run report."""
+and the problems where that happens, both ways. A section of the run report; the viewer lists the candidates
+(``bonforge.viewer.views.label_disagreements``)."""
 
 from __future__ import annotations
 
 import html
 
-QUERY = """SELECT c.teacher,
+from bonforge.schema import NO_LABEL
+
+# Whether a candidate's published label and our verdict disagree, over a row with both (candidates joined with
+# verdicts by candidate_id): a verdict that is no label (the sandbox failed, the machine was too busy) says
+# nothing, so it never disagrees. The report's counts and the viewer's filter both read it.
+DISAGREES = ("coalesce(reference_correct IS NOT NULL AND correct <> reference_correct AND status NOT IN ("
+             + ", ".join(f"'{s}'" for s in NO_LABEL) + "), false)")
+WAYS = {"we_say_correct": f"{DISAGREES} AND correct", "label_says_correct": f"{DISAGREES} AND NOT correct"}
+
+QUERY = f"""SELECT c.teacher,
        count(*) AS labelled,
-       count(*) FILTER (WHERE v.correct <> c.reference_correct) AS disagree,
-       coalesce(list_sort(list_distinct(list(c.problem_id) FILTER (WHERE v.correct AND NOT c.reference_correct))),
+       count(*) FILTER (WHERE {DISAGREES}) AS disagree,
+       coalesce(list_sort(list_distinct(list(c.problem_id) FILTER (WHERE {WAYS['we_say_correct']}))),
                 [])::VARCHAR[] AS we_say_correct,
-       coalesce(list_sort(list_distinct(list(c.problem_id) FILTER (WHERE NOT v.correct AND c.reference_correct))),
+       coalesce(list_sort(list_distinct(list(c.problem_id) FILTER (WHERE {WAYS['label_says_correct']}))),
                 [])::VARCHAR[] AS label_says_correct
 FROM candidates c JOIN verdicts v USING (candidate_id)
 WHERE c.reference_correct IS NOT NULL

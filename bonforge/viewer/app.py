@@ -103,6 +103,7 @@ def create_app(store: StageStore, token: str | None = None, hosts: tuple[str, ..
         Route("/api/fusion", endpoint(_fusion)),
         Route("/api/open", endpoint(_open)),
         Route("/api/teachers", endpoint(_teachers)),
+        Route("/api/labels", endpoint(_labels)),
         Route("/api/diff", endpoint(_diff)),
         Route("/api/sql", endpoint(_sql), methods=["POST"]),
         Route("/api/export", endpoint(_export)),
@@ -283,6 +284,14 @@ def _open(cat: Catalog, limits: sqlbox.Limits, request: Request):
 
 def _teachers(cat: Catalog, limits: sqlbox.Limits, request: Request):
     return _json(views.teachers(cat, _the_run(cat, request)))
+
+
+def _labels(cat: Catalog, limits: sqlbox.Limits, request: Request):
+    q = request.query_params
+    page = _param(request, "page", 0, int, _between(0, 10**9))
+    size = _param(request, "size", 50, int, _between(1, PAGE_MAX))
+    return _json(views.label_disagreements(cat, _the_run(cat, request), q.get("teacher", ""), q.get("way", ""),
+                                           page, size))
 
 
 def _diff(cat: Catalog, limits: sqlbox.Limits, request: Request):

@@ -37,13 +37,14 @@ from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
-COPY_VERSION = "2"
+COPY_VERSION = "3"  # 3: candidates carry their published label (reference_correct)
 ROW_GROUP = 2048
 MAX_OPEN = 4  # runs whose connection (and problem index, ~100 MB at 100K problems) stay open at once
 VERDICT_COLUMNS = ("extracted", "correct", "reward", "status", "tests_passed", "tests_total", "detail", "latency_ms")
 STATUSES = tuple(dict.fromkeys(MATH_STATUSES + CODE_STATUSES))
+SNIPPET = 240  # characters of a question in the problem list
 CANDIDATE_COLUMNS = ("candidate_id", "teacher", "sample_index", "text", "reasoning", "finish_reason", "prompt_tokens",
-                     "completion_tokens")
+                     "completion_tokens", "reference_correct")
 
 
 class NotFound(StoreError):

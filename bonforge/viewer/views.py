@@ -4,17 +4,20 @@ parameters; the only SQL built from request input is an ORDER BY column picked f
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from bonforge.report import labels
+from bonforge.schema import REFERENCE_TEACHER
 from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute
 from bonforge.errors import BonforgeError
-from bonforge.viewer.catalog import CANDIDATE_COLUMNS, MAJORITY_WRONG, STATUSES, VERDICT_COLUMNS, NotFound, need
+from bonforge.viewer import open_views
+from bonforge.viewer.catalog import (CANDIDATE_COLUMNS, MAJORITY_WRONG, SNIPPET, STATUSES, VERDICT_COLUMNS, NotFound,
+                                     need)
 
 SORTS = {"pass_rate": "rate", "n": "n", "n_correct": "n_correct", "problem_id": "problem_id",
          "domain": "domain", "keep": "keep"}
-SNIPPET = 240  # characters of a question in the problem list
 
 
 class BadRequest(BonforgeError, ValueError):
@@ -160,7 +163,13 @@ def _teachers(cur, f: ProblemFilter) -> list[str]:
 
 def problems_page(cat, run: dict, f: ProblemFilter, page: int, size: int) -> dict:
     """One page of the list: the page's ids are picked on the narrow columns, then only its rows are
-    read whole (through the index's primary key)."""
+    read whole (through the index's primary key). An open-ended run (scores, no pass rates) has its own
+    list (``open_views.problems_page``): only the search applies there."""
+    if "problem_stats" not in cat.views(run) and "scores" in cat.views(run):
+        if replace(f, q="") != ProblemFilter():
+            raise BadRequest(f"run {run.run_id} is open-ended: it has no pass rates, verdicts or keep decisions "
+                             "to filter or sort by (search its requests with q)")
+        return open_views.problems_page(cat, run, f.q, page, size)
     need(cat, run, "problems", "problem_stats")
     cur = cat.index(run)
     teachers = _teachers(cur, f)
@@ -224,18 +233,20 @@ def teachers(cat, run: dict) -> dict:
 
 
 def candidates_table(cat, run: dict, problem_id: str) -> pa.Table:
-    """A problem's candidates with their verdicts (nulls where the run has none yet)."""
+    """A problem's candidates with their verdicts (nulls where the run has none yet) and whether the label an
+    imported pool published disagrees with our verdict (``label_disagrees``)."""
     need(cat, run, "candidates")
-    cols = ", ".join(CANDIDATE_COLUMNS + VERDICT_COLUMNS)
+    disagrees = f"{labels.DISAGREES} AS label_disagrees"
+    cols = ", ".join(CANDIDATE_COLUMNS + VERDICT_COLUMNS + (disagrees,))
     source, key = cat.sorted_source(run, "cands", problem_id), "problem_id"
     if source is None:
         key = "c.problem_id"
         cols = ", ".join(f"c.{c}" for c in CANDIDATE_COLUMNS)
         if "verdicts" in cat.views(run):
-            cols += ", " + ", ".join(f"v.{c}" for c in VERDICT_COLUMNS)
+            cols += ", " + ", ".join([*(f"v.{c}" for c in VERDICT_COLUMNS), disagrees])
             source = "candidates c LEFT JOIN (SELECT * FROM verdicts WHERE problem_id = $id) v USING (candidate_id)"
         else:
-            cols += ", " + ", ".join(f"NULL AS {c}" for c in VERDICT_COLUMNS)
+            cols += ", " + ", ".join([*(f"NULL AS {c}" for c in VERDICT_COLUMNS), "false AS label_disagrees"])
             source = "candidates c"
     sql = f"SELECT {cols} FROM {source} WHERE {key} = $id ORDER BY teacher, sample_index, candidate_id"
     return cat.cursor(run).sql(sql, params={"id": problem_id}).to_arrow_table()
@@ -265,7 +276,42 @@ def problem(cat, run: dict, problem_id: str) -> dict:
     if "scores" in have:
         counts["open"] = _value(cur, "SELECT count(*) FROM scores WHERE problem_id = ?", problem_id)
     cands = candidates_table(cat, run, problem_id).to_pylist() if "candidates" in have else []
-    return {"problem": rows[0], "stats": stats, "candidates": cands, "has": counts}
+    bon = open_views.scored(cur, have, problem_id, cands) if "scores" in have else []
+    return {"problem": rows[0], "stats": stats, "candidates": cands, "has": counts, "bon": bon,
+            "imported": imported(run)}
+
+
+def imported(run: dict) -> list[str]:
+    """The run's teachers whose candidates were imported, not sampled (its recipe's pool teachers and the
+    problems' reference solutions): they have no latency, finish reason or token counts."""
+    recipe = run.get("recipe") or {}
+    names = [t.get("name") for t in recipe.get("teachers") or [] if t.get("engine") == "pool"]
+    return names + [REFERENCE_TEACHER] * bool((recipe.get("problems") or {}).get("include_reference"))
+
+
+# -- published labels ----------------------------------------------------------------------------------
+
+
+def label_disagreements(cat, run: dict, teacher: str, way: str, page: int, size: int) -> dict:
+    """Per teacher with published labels, the candidates labelled and how many disagree with our verdicts
+    (``bonforge.report.labels``); then one page of those candidates (of ``teacher``, one ``way``: the label
+    wrong where we say correct, or the reverse; default: both)."""
+    need(cat, run, "candidates", "verdicts")
+    cur = cat.cursor(run)
+    teachers = [{k: r[k] for k in ("teacher", "labelled", "disagree")} for r in labels.disagreements(cur)]
+    if way and way not in labels.WAYS:
+        raise BadRequest(f"way must be one of {', '.join(labels.WAYS)}, not {way!r}")
+    if teacher and teacher not in {t["teacher"] for t in teachers}:
+        raise BadRequest(f"teacher {teacher!r} has no published labels in run {run.run_id}")
+    where = f"({labels.WAYS[way] if way else labels.DISAGREES})" + (" AND c.teacher = ?" if teacher else "")
+    params = [teacher] if teacher else []
+    source = f"candidates c JOIN verdicts v USING (candidate_id) WHERE {where}"
+    total = _value(cur, f"SELECT count(*) FROM {source}", *params)
+    rows = _rows(cur, "SELECT c.candidate_id, c.problem_id, c.teacher, c.sample_index, v.status, v.correct, "
+                      f"c.reference_correct, v.extracted FROM {source} ORDER BY c.problem_id, c.teacher, "
+                      "c.sample_index, c.candidate_id LIMIT ? OFFSET ?", [*params, size, page * size])
+    return {"run_id": run.run_id, "teachers": teachers, "ways": list(labels.WAYS), "total": total, "page": page,
+            "size": size, "rows": rows}
 
 
 def _value(cur, sql: str, *params):

@@ -1,7 +1,12 @@
-"""Helpers of the viewer tests: a test client that sends the page's key, and a small store that needs no
-build (one run with problems and problem_stats)."""
+"""Helpers of the viewer tests: a test client that sends the page's key, a small store that needs no build
+(one run with problems and problem_stats), and a live `bonforge view` of a store (for the Chromium tests)."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
 
 import pyarrow as pa
 from starlette.testclient import TestClient
@@ -39,3 +44,32 @@ def small_store(root) -> tuple[StageStore, str]:
 def page_client(app, base_url: str = "http://127.0.0.1", **kw) -> TestClient:
     """A test client of ``app`` whose requests carry the page's key, as the viewer's own page sends it."""
     return TestClient(app, base_url=base_url, headers={"X-Bonforge-Key": app.state.key}, **kw)
+
+
+@contextlib.contextmanager
+def serving(root, log: Path):
+    """`bonforge view` serving the store at ``root`` on a free loopback port (its output in ``log``); yields its
+    URL once it answers, and ends its process group after."""
+    import httpx
+    from procs import free_port, kill_group, start
+
+    port = free_port()
+    repo = Path(__file__).resolve().parents[2]
+    proc = start(["-m", "bonforge", "view", "--store", str(root), "--port", str(port)],
+                 env={**os.environ, "PYTHONPATH": str(repo), "PYTHONUNBUFFERED": "1"}, log=log)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        assert f"bonforge view: {url}" in log.read_text()
+        yield url
+    finally:
+        kill_group(proc)

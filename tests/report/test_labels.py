@@ -20,13 +20,15 @@ def commit(store: StageStore, stage: str, key: str, rows: list[dict], schema=Non
 
 def labelled_run(tmp_path) -> StageStore:
     store = StageStore(tmp_path / "store")
-    # (problem, teacher, published label, our verdict); teacher "s" was sampled: no label
+    # (problem, teacher, published label, our verdict); teacher "s" was sampled: no label; None: our verdict is no
+    # label (the machine was too busy): it never disagrees
     rows = [("p1", "a", True, True), ("p2", "a", False, True), ("p3", "a", True, False), ("p3", "a", True, False),
-            ("p1", "b", False, False), ("p2", "b", True, True), ("p1", "s", None, True)]
+            ("p1", "b", False, False), ("p2", "b", True, True), ("p1", "s", None, True), ("p3", "b", True, None)]
     cands = [{"candidate_id": f"{p}/{t}/{i}", "problem_id": p, "teacher": t, "reference_correct": label}
              for i, (p, t, label, _) in enumerate(rows)]
-    verdicts = [{"candidate_id": f"{p}/{t}/{i}", "problem_id": p, "teacher": t, "correct": ours}
-                for i, (p, t, _, ours) in enumerate(rows)]
+    status = {True: "correct", False: "wrong_answer", None: "infra_error"}
+    verdicts = [{"candidate_id": f"{p}/{t}/{i}", "problem_id": p, "teacher": t, "correct": bool(ours),
+                 "status": status[ours]} for i, (p, t, _, ours) in enumerate(rows)]
     commit(store, "candidates", "c", cands, pa.schema([("candidate_id", pa.string()), ("problem_id", pa.string()),
                                                         ("teacher", pa.string()), ("reference_correct", pa.bool_())]))
     commit(store, "verdicts", "v", verdicts)
@@ -39,10 +41,10 @@ def test_disagreements_per_teacher_with_their_problems(tmp_path):
     con = connect(labelled_run(tmp_path), "r1")
     assert disagreements(con) == [
         {"teacher": "a", "labelled": 4, "disagree": 3, "we_say_correct": ["p2"], "label_says_correct": ["p3"]},
-        {"teacher": "b", "labelled": 2, "disagree": 0, "we_say_correct": [], "label_says_correct": []}]
+        {"teacher": "b", "labelled": 3, "disagree": 0, "we_say_correct": [], "label_says_correct": []}]
     page = section(con)
     cells = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", page)[1:]]
-    assert cells == [["a", "4", "3", "p2", "p3"], ["b", "2", "0", "none", "none"]]
+    assert cells == [["a", "4", "3", "p2", "p3"], ["b", "3", "0", "none", "none"]]
 
 
 def test_no_labels_no_section(tmp_path):
@@ -51,7 +53,7 @@ def test_no_labels_no_section(tmp_path):
                                        "reference_correct": None}],
            pa.schema([("candidate_id", pa.string()), ("problem_id", pa.string()), ("teacher", pa.string()),
                       ("reference_correct", pa.bool_())]))
-    commit(store, "verdicts", "v", [{"candidate_id": "p1/s/0", "correct": True}])
+    commit(store, "verdicts", "v", [{"candidate_id": "p1/s/0", "correct": True, "status": "correct"}])
     store.record_run(RunRecord.from_json({"run_id": "r1", "recipe_name": "r", "status": "succeeded",
                       "stages": {"candidates": ["c"], "verdicts": ["v"]}, "cached": {}}))
     assert section(connect(store, "r1")) == ""

@@ -92,30 +92,47 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def viewer_url(viewer_store, tmp_path_factory):
     """`bonforge view` serving the test store on a free loopback port; yields its URL."""
-    import os
-    import time
-
-    import httpx
-    from procs import free_port, kill_group, start
+    from viewer_helpers import serving
 
     store, _ = viewer_store
-    port = free_port()
-    log = tmp_path_factory.mktemp("view") / "view.log"
-    proc = start(["-m", "bonforge", "view", "--store", str(store.root), "--port", str(port)],
-                 env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}, log=log)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.3)
-        assert f"bonforge view: {url}" in log.read_text()
+    with serving(store.root, tmp_path_factory.mktemp("view") / "view.log") as url:
         yield url
-    finally:
-        kill_group(proc)
+
+
+@pytest.fixture
+def viewing(page):
+    """``viewing(url)``: the viewer at ``url`` in ``page``, with a list of the page's console errors and uncaught
+    exceptions; the test fails on any, except the HTTP statuses a test names in ``view.expected`` (the 4xx an
+    error page is built from), and on any stored text that ran (``window.__pwned``) or became an element."""
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+
+    class View:
+        expected: list[str] = []
+
+        def __init__(self, url: str):
+            self.page, self.url = page, url
+
+        def open(self, hash_: str = ""):
+            page.goto("about:blank")  # a new document, not a hash change of the old one
+            page.goto(self.url + hash_)
+            return self.ready()
+
+        def ready(self):
+            page.wait_for_selector("main[data-ready]")
+            return page
+
+        def then(self, action):
+            """Do ``action`` (a click that changes the URL) and wait until the page has drawn the new view."""
+            before = page.locator("main").get_attribute("data-ready")
+            action()
+            page.locator(f"main[data-ready]:not([data-ready='{before}'])").wait_for()
+            return page
+
+    made: list[View] = []
+    yield lambda url: made.append(View(url)) or made[-1]
+    assert page.evaluate("window.__pwned") is None  # no stored text ever ran
+    assert page.locator("main script, main img").count() == 0
+    allowed = [s for v in made for s in v.expected]
+    assert [e for e in errors if not any(s in e for s in allowed)] == []

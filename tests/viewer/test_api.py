@@ -194,6 +194,35 @@ def test_teacher_table_of_a_run_without_verdicts(tmp_path):
         assert ok(c.get("/api/teachers", params={"run": run})) == {"run_id": run, "teachers": []}
 
 
+def test_candidates_whose_published_label_disagrees(tmp_path):
+    """/api/labels: per teacher the candidates labelled and how many disagree, then those candidates (one way or
+    both, one teacher or all, paged); the controls that agree, and a verdict that is no label, never show."""
+    from labelled_store import DISAGREE, RUN, labelled_store
+    from viewer_helpers import small_store
+
+    store = labelled_store(tmp_path / "store")
+    with page_client(create_app(store, copies=False)) as c:
+        both = ok(c.get("/api/labels", params={"run": RUN}))
+        assert both["teachers"] == [{"teacher": "pool", "labelled": 5, "disagree": 2}] and both["total"] == 2
+        assert {r["candidate_id"]: (r["correct"], r["reference_correct"]) for r in both["rows"]} == {
+            "c1/pool/1": (False, True), "m1/pool/0": (True, False)}
+        for way in both["ways"]:
+            rows = ok(c.get("/api/labels", params={"run": RUN, "teacher": "pool", "way": way}))["rows"]
+            assert [r["candidate_id"] for r in rows] == [cid for cid, w in DISAGREE.items() if w == way]
+        second = ok(c.get("/api/labels", params={"run": RUN, "size": 1, "page": 1}))
+        assert [r["candidate_id"] for r in second["rows"]] == ["m1/pool/0"] and second["total"] == 2
+        problem = ok(c.get("/api/problem", params={"run": RUN, "id": "c1"}))
+        assert {x["candidate_id"] for x in problem["candidates"] if x["label_disagrees"]} == {"c1/pool/1"}
+        assert problem["imported"] == ["pool"]
+        error(c.get("/api/labels", params={"run": RUN, "way": "sideways"}), 400, "way must be one of",
+              "we_say_correct")
+        error(c.get("/api/labels", params={"run": RUN, "teacher": "model"}), 400, "'model' has no published labels")
+        error(c.get("/api/labels", params={"run": RUN, "size": 500}), 400, "'size'", "200")
+    store, run = small_store(tmp_path / "small")
+    with page_client(create_app(store, copies=False)) as c:
+        error(c.get("/api/labels", params={"run": run}), 404, "no 'candidates' stage")
+
+
 @pytest.mark.parametrize("params, words", [
     ({"page": -1}, ["'page'", "between 0"]), ({"size": 0}, ["'size'"]), ({"size": 201}, ["'size'", "200"]),
     ({"page": "x"}, ["'page'", "integer"]), ({"min": "abc"}, ["'min'", "number"]),

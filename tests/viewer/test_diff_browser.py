@@ -4,41 +4,18 @@ hostile problem id shown as text, no console error."""
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-
 import diff_store
 import pytest
 
 pw = pytest.importorskip("playwright.sync_api")
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def diff_url(tmp_path):
-    import httpx
-    from procs import free_port, kill_group, start
+    from viewer_helpers import serving
 
-    store = diff_store.two_runs(tmp_path / "store")
-    port = free_port()
-    proc = start(["-m", "bonforge", "view", "--store", str(store.root), "--port", str(port)],
-                 env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}, log=tmp_path / "view.log")
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (tmp_path / "view.log").read_text()
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
+    with serving(diff_store.two_runs(tmp_path / "store").root, tmp_path / "view.log") as url:
         yield url
-    finally:
-        kill_group(proc)
 
 
 def test_the_diff_page_from_the_runs_page(page, diff_url):

@@ -74,6 +74,8 @@ function exportLinks(params) {
 const pct = (v) => (v === null || v === undefined ? "–" : (100 * v).toFixed(1) + "%");
 const num = (v, d = 0) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
 const kmap = (m) => Object.entries(m || {}).map(([k, v]) => `@${k} ${pct(v)}`).join("  ");
+const fmt = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? num(v, 3) : String(v));
+const scoreText = (s) => (s ? (s.status === "ok" ? fmt(s.value) + (s.label ? ` (${s.label})` : "") : s.status) : "–");
 
 function badge(v) {
   if (!v || v.status === null || v.status === undefined) return h("span", { class: "badge none" }, "no verdict");
@@ -99,6 +101,7 @@ function nav(run) {
     h("a", { href: link("runs", r) }, "runs"),
     h("a", { href: link("problems", r) }, "problems"),
     h("a", { href: link("teachers", r) }, "teachers"),
+    h("a", { href: link("labels", r) }, "labels"),
     h("a", { href: link("sql", r) }, "sql"));
 }
 
@@ -125,28 +128,51 @@ function readable(text) {
 
 const PY = /(#[^\n]*)|("""[\s\S]{0,4000}?"""|'''[\s\S]{0,4000}?'''|"(?:\\.|[^"\\\n]){0,2000}"|'(?:\\.|[^'\\\n]){0,2000}')|\b(def|class|return|if|elif|else|for|while|in|not|and|or|import|from|as|with|try|except|finally|raise|lambda|yield|pass|break|continue|None|True|False|is|global|nonlocal|assert|del)\b|\b(\d+(?:\.\d+)?)\b/g;
 
-function highlight(code) {
-  const pre = h("pre", { class: "code" });
-  if (code.length > 50000) { pre.textContent = code; return pre; }
+// Code as text nodes and keyword/string/comment/number spans (the text's characters unchanged).
+function colour(code) {
+  if (code.length > 50000) return [code];
+  const out = [];
   let last = 0;
   for (const m of code.matchAll(PY)) {
-    if (m.index > last) pre.append(document.createTextNode(code.slice(last, m.index)));
+    if (m.index > last) out.push(code.slice(last, m.index));
     const cls = m[1] ? "c" : m[2] ? "s" : m[3] ? "k" : "n";
-    pre.append(h("span", { class: cls }, m[0]));
+    out.push(h("span", { class: cls }, m[0]));
     last = m.index + m[0].length;
   }
-  pre.append(document.createTextNode(code.slice(last)));
+  out.push(code.slice(last));
+  return out;
+}
+
+function highlight(code) { return h("pre", { class: "code" }, colour(code)); }
+
+// Prose (a statement, an answer, a judge's reply) is never coloured; only its fenced code blocks are (a
+// line opening with ``` to a line of ``` alone; a fence never closed stays prose). One pass over the lines.
+function prose(text) {
+  const pre = h("pre", { class: "prose" });
+  let plain = "", code = null; // code: the lines of the block open now
+  for (const line of text.split(/(?<=\n)/)) {
+    if (code === null) {
+      plain += line;
+      if (line.startsWith("```") && line.endsWith("\n")) code = "";
+    } else if (/^```[ \t]*\n?$/.test(line)) {
+      pre.append(plain, h("code", { class: "block" }, colour(code)));
+      plain = line;
+      code = null;
+    } else code += line;
+  }
+  pre.append(plain + (code ?? ""));
   return pre;
 }
 
-// A long text folded to its start, with its full text one click away; code highlighted. The text is shown
-// exactly as stored; maths with LaTeX gets a readable copy beside it (folded), never in its place.
+// A long text folded to its start, with its full text one click away; a program highlighted, prose not
+// (its code blocks are). The text is shown exactly as stored; maths with LaTeX gets a readable copy beside
+// it (folded), never in its place.
 function textBlock(text, kind) {
   const full = text || "";
   const wrap = h("div", { class: "text" });
   const show = (all) => {
     const shown = all || full.length <= FOLD ? full : full.slice(0, FOLD);
-    const body = kind === "code" ? highlight(shown) : h("pre", { class: "prose" }, shown);
+    const body = kind === "code" ? highlight(shown) : prose(shown);
     const kids = [body];
     if (kind === "math" && LATEX.test(shown)) {
       kids.push(h("details", { class: "rendered" }, h("summary", {}, "maths as Unicode (a rendering, not the stored text)"),
@@ -242,6 +268,7 @@ async function viewProblems(p) {
   const data = await api("problems", params);
   params.run = data.run_id;
   nav(params.run);
+  if (data.open) return openProblems(data, params);
   const field = (name, el) => h("label", {}, name, el);
   const sel = (name, options, value) => h("select", { name },
     options.map(([v, label]) => h("option", { value: v, selected: v === (value || "") }, label)));
@@ -278,17 +305,38 @@ async function viewProblems(p) {
       h("td", { class: "num" }, r.n), h("td", { class: "num" }, r.n_correct),
       h("td", { class: "k" }, kmap(r.pass_at_k)), h("td", { class: "k" }, kmap(r.majority_at_k)),
       h("td", {}, r.keep ? h("span", { class: "badge ok" }, "kept") : h("span", { class: "badge bad" }, r.drop_reason || "dropped")))));
-  const pages = Math.max(1, Math.ceil(data.total / data.size));
-  const page = data.page;
-  const pager = h("div", { class: "pager" },
-    h("a", { href: page > 0 ? link("problems", Object.assign({}, params, { page: page - 1 || "" })) : null,
-      class: page > 0 ? "" : "off" }, "← prev"),
-    h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${data.total} problems) `),
-    h("a", { href: page + 1 < pages ? link("problems", Object.assign({}, params, { page: page + 1 })) : null,
-      class: page + 1 < pages ? "" : "off" }, "next →"));
+  const pager = pagerOf("problems", params, data, "problems");
   const exp = Object.assign({ view: "problems" }, params);
   delete exp.page;
   return [h("h2", {}, "Problems"), form, h("div", { class: "bar-row" }, pager, exportLinks(exp)), table];
+}
+
+function pagerOf(view, params, data, what) {
+  const page = data.page, pages = Math.max(1, Math.ceil(data.total / data.size));
+  return h("div", { class: "pager" },
+    h("a", { href: page > 0 ? link(view, Object.assign({}, params, { page: page - 1 || "" })) : null,
+      class: page > 0 ? "" : "off" }, "← prev"),
+    h("span", { id: "page-info" }, ` page ${page + 1} of ${pages} (${data.total} ${what}) `),
+    h("a", { href: page + 1 < pages ? link(view, Object.assign({}, params, { page: page + 1 })) : null,
+      class: page + 1 < pages ? "" : "off" }, "next →"));
+}
+
+// An open-ended run's requests: no pass rates; each with its candidates and its Best-of-N pick.
+function openProblems(data, params) {
+  const form = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    go("problems", { run: params.run, q: new FormData(e.target).get("q") });
+  } }, h("label", {}, "search", h("input", { name: "q", type: "search", value: params.q || "", placeholder: "text in the request" })),
+    h("button", { type: "submit" }, "apply"));
+  const table = h("table", { class: "problems open" },
+    h("tr", {}, ["problem", "request", "candidates", "Best-of-N pick", "score"].map((c) => h("th", {}, c))),
+    data.rows.map((r) => h("tr", { "data-problem": r.problem_id },
+      h("td", {}, h("a", { href: link("problem", { run: params.run, id: r.problem_id }) }, r.problem_id)),
+      h("td", { class: "q" }, r.question), h("td", { class: "num" }, r.n),
+      h("td", {}, r.pick ? h("a", { href: link("problem", { run: params.run, id: r.problem_id, cand: r.pick }) }, r.pick) : "–"),
+      h("td", { class: "num" }, r.pick ? `${r.scorer} ${fmt(r.value)}` : "–"))));
+  return [h("h2", {}, "Problems ", h("small", {}, "open-ended: scored, not verified")), form,
+    h("div", { class: "bar-row" }, pagerOf("problems", params, data, "problems")), table];
 }
 
 async function viewTeachers(p) {
@@ -313,6 +361,38 @@ async function viewTeachers(p) {
     table];
 }
 
+const WAYS = { "": "both ways", we_say_correct: "we say correct, the label wrong",
+               label_says_correct: "the label says correct, we do not" };
+
+// The candidates whose published label (an imported pool's) disagrees with our verdict, per teacher and way.
+async function viewLabels(p) {
+  const params = { run: p.get("run"), teacher: p.get("teacher"), way: p.get("way"), page: p.get("page") };
+  const data = await api("labels", params);
+  const run = data.run_id;
+  nav(run);
+  const title = h("h2", {}, "Published labels against our verdicts ", h("small", {}, `run ${run}`));
+  if (!data.teachers.length) return [title, h("p", { class: "note" }, "no candidate of this run carries a published label (a pool teacher's `label`)")];
+  const here = (changes) => link("labels", Object.assign({}, params, { run, page: "" }, changes));
+  const teachers = h("table", { class: "label-teachers" },
+    h("tr", {}, ["teacher", "labelled", "disagree"].map((c) => h("th", {}, c))),
+    data.teachers.map((t) => h("tr", { "data-teacher": t.teacher },
+      h("td", {}, h("a", { href: here({ teacher: t.teacher }), class: t.teacher === params.teacher ? "sorted" : "" }, t.teacher)),
+      h("td", { class: "num" }, t.labelled), h("td", { class: "num" }, t.disagree))));
+  const ways = h("p", { class: "switch" }, "show ", Object.entries(WAYS).map(([w, text]) =>
+    h("a", { href: here({ way: w }), class: w === (params.way || "") ? "sorted" : "", "data-way": w || "both" }, text)),
+    params.teacher ? ["  of ", h("b", {}, params.teacher), " ", h("a", { href: here({ teacher: "" }) }, "(all teachers)")] : "");
+  const rows = h("table", { class: "label-disagreements", id: "label-disagreements" },
+    h("tr", {}, ["problem", "candidate", "teacher", "our verdict", "published label", "answer"].map((c) => h("th", {}, c))),
+    data.rows.map((r) => h("tr", { "data-candidate": r.candidate_id },
+      h("td", {}, h("a", { href: link("problem", { run, id: r.problem_id }) }, r.problem_id)),
+      h("td", {}, h("a", { href: link("problem", { run, id: r.problem_id, labels: "disagree", cand: r.candidate_id }) }, r.candidate_id)),
+      h("td", {}, r.teacher), h("td", {}, badge(r)), h("td", {}, r.reference_correct ? "correct" : "wrong"),
+      h("td", { class: "ans" }, r.extracted ?? "–"))));
+  const pager = pagerOf("labels", Object.assign({}, params, { run }), data, "candidates");
+  return [title, h("p", { class: "note" }, "An imported pool's published labels (a pool teacher's `label`) set against our verdicts; a verdict that is no label (sandbox_error, infra_error) never disagrees. The run report names the problems; here are the candidates."),
+    teachers, ways, pager, rows];
+}
+
 function groupKey(c, by) {
   if (by === "answer") return c.extracted === null || c.extracted === undefined ? "(no answer)" : c.extracted;
   return c.teacher;
@@ -324,8 +404,12 @@ async function viewProblem(p) {
   const data = await api("problem", { run, id });
   nav(run);
   const pr = data.problem;
-  const kind = pr.domain === "code" ? "code" : "math";
-  const by = p.get("group") === "answer" ? "answer" : "teacher";
+  const kind = pr.domain === "code" || pr.domain === "open" ? pr.domain : "math";
+  const open = kind === "open"; // scored, not verified: no verdict, no gold answer, no "correct"
+  const imported = new Set(data.imported);
+  const labelled = data.candidates.some((c) => c.reference_correct !== null);
+  const onlyDisagree = labelled && p.get("labels") === "disagree";
+  const by = p.get("group") === "answer" && !open ? "answer" : "teacher";
   const gold = (pr.answer || "").trim().split("\n").filter((l) => l.trim()).pop() || "–";
   const picked = (p.get("diff") || "").split(",").filter((x) => x);
   const focus = p.get("cand");
@@ -333,25 +417,35 @@ async function viewProblem(p) {
     const next = picked.includes(cid) ? picked.filter((x) => x !== cid) : picked.concat([cid]).slice(-2);
     update({ diff: next.join(",") });
   };
-  const card = (c) => h("div", { class: "cand" + (c.candidate_id === focus ? " focus" : ""), id: "c-" + c.candidate_id,
-    "data-candidate": c.candidate_id },
+  const pick = (c) => data.bon.find((b) => b.pool === "*" && b.candidate_id === c.candidate_id);
+  const outcome = {
+    math: (c) => [h("dt", {}, "answer"), h("dd", { class: "ans" }, c.extracted ?? "–"), h("dt", {}, "gold"), h("dd", { class: "ans" }, gold)],
+    code: (c) => [h("dt", {}, "tests"), h("dd", {}, `${num(c.tests_passed)} / ${num(c.tests_total)}`)],
+    open: (c) => (c.scores || []).map((s) => [h("dt", {}, s.scorer), h("dd", { class: "score", "data-scorer": s.scorer }, scoreText(s))]),
+  }[kind];
+  // A published label beside our verdict (imported pools): whether they disagree.
+  const label = (c) => (c.reference_correct === null ? null : [h("dt", {}, "published label"),
+    h("dd", { class: "label" }, c.reference_correct ? "correct" : "wrong", c.label_disagrees ? h("span", { class: "badge bad disagree" }, "disagrees with our verdict") : "")]);
+  // Imported candidates were not sampled here: no finish reason, tokens or latency to show.
+  const origin = (c) => (imported.has(c.teacher) ? [h("dt", {}, "origin"), h("dd", { class: "origin" }, "imported")] : [
+    h("dt", {}, "finish"), h("dd", {}, c.finish_reason ?? "–"),
+    h("dt", {}, "tokens"), h("dd", {}, `${num(c.prompt_tokens)} + ${num(c.completion_tokens)}`)]);
+  const mark = (c) => (open ? (pick(c) ? h("span", { class: "badge ok bon" }, `Best-of-N pick: ${pick(c).scorer} ${fmt(pick(c).value)}`) : null) : badge(c));
+  const card = (c) => h("div", { class: "cand" + (c.candidate_id === focus ? " focus" : "") + (c.label_disagrees ? " disagree" : ""),
+    id: "c-" + c.candidate_id, "data-candidate": c.candidate_id },
     h("div", { class: "head" },
-      h("a", { href: link("problem", { run, id, group: p.get("group"), diff: p.get("diff"), cand: c.candidate_id }),
-        class: "cid" }, `${c.teacher} #${c.sample_index}`), badge(c),
+      h("a", { href: link("problem", { run, id, group: p.get("group"), diff: p.get("diff"), labels: p.get("labels"), cand: c.candidate_id }),
+        class: "cid" }, `${c.teacher} #${c.sample_index}`), mark(c),
       h("label", { class: "pick" }, h("input", { type: "checkbox", checked: picked.includes(c.candidate_id),
         onchange: () => togglePick(c.candidate_id) }), "diff")),
-    h("dl", {},
-      kind === "math" ? [h("dt", {}, "answer"), h("dd", { class: "ans" }, c.extracted ?? "–"), h("dt", {}, "gold"),
-        h("dd", { class: "ans" }, gold)] : [h("dt", {}, "tests"), h("dd", {}, `${num(c.tests_passed)} / ${num(c.tests_total)}`)],
-      h("dt", {}, "finish"), h("dd", {}, c.finish_reason ?? "–"),
-      h("dt", {}, "tokens"), h("dd", {}, `${num(c.prompt_tokens)} + ${num(c.completion_tokens)}`),
-      h("dt", {}, "latency"), h("dd", {}, c.latency_ms === null ? "–" : num(c.latency_ms, 1) + " ms")),
+    h("dl", {}, outcome(c), label(c), origin(c),
+      open || c.latency_ms === null ? null : [h("dt", {}, "verified in"), h("dd", {}, num(c.latency_ms, 1) + " ms")]),
     c.detail ? h("details", { class: "detail" }, h("summary", {}, "error detail"), h("pre", {}, c.detail)) : null,
     c.reasoning ? h("details", { class: "reasoning" }, h("summary", {}, `reasoning (${c.reasoning.length} chars)`),
       textBlock(c.reasoning, "plain")) : null,
-    textBlock(c.text, kind));
+    textBlock(c.text, kind === "code" ? "code" : kind === "math" ? "math" : "plain"));
   const groups = new Map();
-  for (const c of data.candidates) {
+  for (const c of data.candidates.filter((x) => !onlyDisagree || x.label_disagrees)) {
     const k = groupKey(c, by);
     if (!groups.has(k)) groups.set(k, []);
     groups.get(k).push(c);
@@ -359,7 +453,7 @@ async function viewProblem(p) {
   const sections = [...groups.entries()].sort((a, b) => b[1].length - a[1].length || String(a[0]).localeCompare(String(b[0])))
     .map(([k, cs]) => h("section", { class: "group", "data-group": k, style: `flex-basis:min(100%, ${cs.length * 360}px)` },
       h("h3", {}, `${by === "answer" ? "answer" : "teacher"} ${k} `,
-        h("small", {}, `${cs.length} candidate${cs.length === 1 ? "" : "s"}, ${cs.filter((c) => c.correct).length} correct`)),
+        h("small", {}, `${cs.length} candidate${cs.length === 1 ? "" : "s"}`, open ? "" : `, ${cs.filter((c) => c.correct).length} correct`)),
       h("div", { class: "grid" }, cs.map(card))));
   let diff = null;
   if (picked.length === 2) {
@@ -383,17 +477,25 @@ async function viewProblem(p) {
   if (data.has.genselect) links.push(h("a", { href: link("genselect", { run, id }) }, `GenSelect prompts (${data.has.genselect})`));
   if (data.has.fusion) links.push(h("a", { href: link("fusion", { run, id }) }, "FusioN"));
   if (data.has.open) links.push(h("a", { href: link("open", { run, id }) }, "Scores, Best-of-N and judge games"));
-  const groupSwitch = h("span", { class: "switch" }, "group by ",
-    ["teacher", "answer"].map((g) => h("a", { href: link("problem", { run, id, group: g === "teacher" ? "" : g, diff: p.get("diff") }),
+  const groupSwitch = open ? null : h("span", { class: "switch" }, "group by ",
+    ["teacher", "answer"].map((g) => h("a", { href: link("problem", { run, id, group: g === "teacher" ? "" : g, diff: p.get("diff"), labels: p.get("labels") }),
       class: g === by ? "sorted" : "", "data-group-by": g }, g)));
+  const labelSwitch = labelled ? h("span", { class: "switch" }, "  published labels: ",
+    [["", "all candidates"], ["disagree", "where they disagree with our verdicts"]].map(([v, text]) => h("a", {
+      href: link("problem", { run, id, group: p.get("group"), diff: p.get("diff"), labels: v }),
+      class: v === (onlyDisagree ? "disagree" : "") ? "sorted" : "", "data-labels": v || "all" }, text))) : null;
   return [
     h("h2", {}, `Problem ${pr.problem_id} `, h("small", {}, `${pr.source || ""} · ${pr.domain || ""}`)),
     h("p", { class: "links" }, links, exportLinks({ view: "problem", run, id })),
-    h("div", { class: "question" }, textBlock(pr.question, kind === "code" ? "code" : "math")),
-    h("details", { class: "gold" }, h("summary", {}, kind === "code" ? "reference solution / tests" : `gold answer: ${gold}`),
-      textBlock(pr.answer || "", kind), pr.tests ? textBlock(pr.tests, "plain") : null),
-    stats, strength, diff, h("p", {}, groupSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
-    sections.length ? h("div", { class: "groups" }, sections) : h("p", { class: "note" }, "no candidates for this problem in this run"),
+    h("div", { class: "question" }, textBlock(pr.question, kind === "math" ? "math" : "plain")),
+    open && !pr.answer ? null : h("details", { class: "gold" },
+      h("summary", {}, { code: "reference solution / tests", open: "reference answer" }[kind] || `gold answer: ${gold}`),
+      textBlock(pr.answer || "", kind === "open" ? "plain" : kind), pr.tests ? textBlock(pr.tests, "plain") : null),
+    data.stats.length ? stats : null, strength,
+    open ? [h("h3", {}, "Best-of-N"), data.bon.length ? bonTable(data.bon, run, id) : h("p", { class: "note" }, "no Best-of-N picks for this problem in this run")] : null,
+    diff, h("p", {}, groupSwitch, labelSwitch, h("small", {}, "  tick two candidates' “diff” boxes to compare them word by word")),
+    sections.length ? h("div", { class: "groups" }, sections)
+      : h("p", { class: "note" }, onlyDisagree ? "no candidate of this problem disagrees with its published label" : "no candidates for this problem in this run"),
   ];
 }
 
@@ -466,28 +568,33 @@ async function viewFusion(p) {
   ];
 }
 
+
+// A problem's Best-of-N picks (all teachers first, then each teacher's pool), each pick linked to its card.
+function bonTable(bon, run, id) {
+  return h("table", { class: "open-bon" },
+    h("tr", {}, ["pool", "scorer", "candidates", "eligible", "pick", "value", "runner-up", "tie", "left out"].map((c) => h("th", {}, c))),
+    bon.map((b) => h("tr", { "data-pool": b.pool }, h("td", {}, b.pool), h("td", {}, b.scorer), h("td", { class: "num" }, b.n_candidates),
+      h("td", { class: "num" }, b.n_eligible),
+      h("td", {}, b.candidate_id ? h("a", { href: link("problem", { run, id, cand: b.candidate_id }) }, b.candidate_id) : "–"),
+      h("td", { class: "num" }, fmt(b.value)), h("td", { class: "num" }, fmt(b.runner_up)), h("td", {}, b.tie ? "tie" : ""),
+      h("td", {}, Object.entries(b.filtered).map(([k, n]) => `${k}: ${n}`).join(", ")))));
+}
+
 async function viewOpen(p) {
   // An open-ended problem: each candidate with its scores, the Best-of-N picks, the fused answer beside
   // Best-of-N on its pool, and the pairwise games with both orders side by side.
   const run = p.get("run"), id = p.get("id");
   const data = await api("open", { run, id });
   nav(run);
-  const fmt = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? num(v, 3) : String(v));
   const scorers = [...new Set(data.candidates.flatMap((c) => c.scores.map((s) => s.scorer)))].sort();
-  const value = (s) => (s ? (s.status === "ok" ? fmt(s.value) + (s.label ? ` (${s.label})` : "") : s.status) : "–");
   const cands = h("table", { class: "open-scores" },
     h("tr", {}, ["candidate", "teacher", ...scorers, "Best-of-N"].map((c) => h("th", {}, c))),
     data.candidates.map((c) => h("tr", { "data-candidate": c.candidate_id, class: c.bon ? "label" : "" },
       h("td", {}, h("a", { href: link("problem", { run, id, cand: c.candidate_id }) }, c.candidate_id)),
       h("td", {}, c.teacher),
-      scorers.map((name) => h("td", { class: "num" }, value(c.scores.find((s) => s.scorer === name)))),
+      scorers.map((name) => h("td", { class: "num" }, scoreText(c.scores.find((s) => s.scorer === name)))),
       h("td", {}, c.bon ? h("span", { class: "badge ok" }, "pick") : ""))));
-  const bon = h("table", { class: "open-bon" },
-    h("tr", {}, ["pool", "scorer", "candidates", "eligible", "pick", "value", "runner-up", "tie", "left out"].map((c) => h("th", {}, c))),
-    data.bon.map((b) => h("tr", {}, h("td", {}, b.pool), h("td", {}, b.scorer), h("td", { class: "num" }, b.n_candidates),
-      h("td", { class: "num" }, b.n_eligible), h("td", {}, b.candidate_id || "–"), h("td", { class: "num" }, fmt(b.value)),
-      h("td", { class: "num" }, fmt(b.runner_up)), h("td", {}, b.tie ? "tie" : ""),
-      h("td", {}, Object.entries(b.filtered).map(([k, n]) => `${k}: ${n}`).join(", ")))));
+  const bon = bonTable(data.bon, run, id);
   const f = data.fusion;
   const fused = f ? h("table", { class: "open-fusion" },
     h("tr", {}, ["scorer", "fused", "Best-of-N (pool)", "pool best", "pool mean"].map((c) => h("th", {}, c))),
@@ -560,7 +667,7 @@ function shellQuote(s) { return "'" + s.replace(/'/g, "'\\''") + "'"; }
 // -- the router -----------------------------------------------------------------------------------------
 
 const VIEWS = { runs: viewRuns, problems: viewProblems, problem: viewProblem, genselect: viewGenselect,
-                fusion: viewFusion, open: viewOpen, teachers: viewTeachers, sql: viewSql, diff: viewDiff };
+                fusion: viewFusion, open: viewOpen, teachers: viewTeachers, labels: viewLabels, sql: viewSql, diff: viewDiff };
 let rendering = 0;
 
 // Every view's URL names its run: a link without one gets the run the store opens by default (the latest
