@@ -17,8 +17,8 @@ HOSTILE = '<img src=x onerror="window.__pwned = 1">'
 
 
 def trajectory(k: int) -> list[dict]:
-    call = {"id": "c0", "type": "function", "function": {"name": "python",
-                                                         "arguments": json.dumps({"code": f"def f():\n    return {k}"})}}
+    code = json.dumps({"code": f"def f():\n    return {k}"})
+    call = {"id": "c0", "type": "function", "function": {"name": "python", "arguments": code}}
     return [{"role": "user", "content": f"What is {k}?"},
             {"role": "assistant", "content": "Let me check.", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c0", "content": f"{k}\n{HOSTILE}"},
