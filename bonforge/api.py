@@ -1,11 +1,13 @@
 """bonforge from Python (a notebook, a script): build a recipe, then read a store's runs, stages and datasets as
 Arrow tables (``.to_pandas()`` for a DataFrame). A thin layer over what the commands call:
 
-* ``build(recipe, store=..., overrides=...)`` is ``bonforge run``: it returns the typed run record;
+* ``build(recipe, store=..., overrides=...)`` is ``bonforge run``: it prints what the command ends with and
+  returns the typed run record;
 * ``open(store)`` gives a ``Store``: ``runs()``, ``run(...)`` (a run as ``--run`` / ``--recipe`` resolve it,
-  ``StageStore.run``), ``sql(query)`` (``bonforge sql``: the same DuckDB catalog), ``stage(name)`` (one
-  stage's table of a run, all its keys together), ``diff(a, b)`` (``bonforge diff``: two runs' verdicts side
-  by side) and ``datasets()`` (the published versions, as ``bonforge datasets`` lists them).
+  ``StageStore.run``; its ``summary()`` is what the build ended with), ``sql(query)`` (``bonforge sql``: the
+  same DuckDB catalog), ``stage(name)`` (one stage's table of a run, all its keys together), ``diff(a, b)``
+  (``bonforge diff``: two runs' verdicts side by side) and ``datasets()`` (the published versions, as
+  ``bonforge datasets`` lists them).
 
 ``bonforge.build`` and ``bonforge.open`` are these two functions; importing ``bonforge`` loads neither.
 """
@@ -28,9 +30,11 @@ DEFAULT_STORE = "bonforge-store"
 
 def build(recipe: str | os.PathLike | Mapping[str, Any], store: str | os.PathLike | None = None,
           overrides: list[str] | Mapping[str, Any] | None = None, fresh: bool = False,
-          recipe_dir: str | os.PathLike | None = None) -> RunRecord:
+          recipe_dir: str | os.PathLike | None = None, show: bool = True) -> RunRecord:
     """Build ``recipe`` (a YAML file, or the mapping such a file holds) into ``store`` (a folder or
-    ``s3://bucket/prefix``; default ``$BONFORGE_STORE``, else ``./bonforge-store``) and return its run record.
+    ``s3://bucket/prefix``; default ``$BONFORGE_STORE``, else ``./bonforge-store``) and return its run record
+    (its ``repr`` one line); ``show``: print what ``bonforge run`` ends with (kept and dropped, verdicts,
+    each dataset's rows, the time, the report), as ``Run.summary()`` gives it later.
 
     ``overrides``: ``["filter.max_pass_rate=0.75"]`` as ``--set`` takes them, or a mapping
     ``{"filter.max_pass_rate": 0.75}``. ``fresh``: recompute every stage and row (``--fresh``).
@@ -50,7 +54,11 @@ def build(recipe: str | os.PathLike | Mapping[str, Any], store: str | os.PathLik
         rec = load_recipe(path, sets)
         base = Path(recipe_dir).resolve() if recipe_dir else path.resolve().parent
     quiet_prefect()
-    return run_dag(rec, str(_store(store).root), str(base))
+    st = _store(store)
+    record = run_dag(rec, str(st.root), str(base))
+    if show:
+        print(Run(st, record).summary())
+    return record
 
 
 def open(store: str | os.PathLike | None = None) -> Store:  # bonforge.open, as io.open
@@ -143,6 +151,12 @@ class Run:
         if name not in self.record.stages:
             raise StoreError(f"run {self.run_id} has no stage {name!r} (it has {', '.join(self.stages)})")
         return self.sql(f'SELECT * FROM "{name}"')
+
+    def summary(self) -> str:
+        """What ``bonforge run`` printed at the end of this build (``bonforge.report.summary.ending_lines``)."""
+        from bonforge.report.summary import ending_lines
+
+        return "\n".join(ending_lines(self.store, self.record))
 
     def __repr__(self) -> str:
         return f"<bonforge run {self.run_id} of {self.record.recipe_name}: {', '.join(self.stages)}>"

@@ -111,37 +111,14 @@ def run(
 
     try:
         with stoppable():
-            result, rec, st = _build(recipe, set_, store, debug, fresh)
+            result, _, st = _build(recipe, set_, store, debug, fresh)
     except Interrupted as e:  # Ctrl-C or SIGTERM: one line, the shell's exit code (130, 143)
         say(interrupt_message(e.signum))
         raise typer.Exit(e.exit_code) from None
-    if result.stages.get("contamination"):
-        dropped = st.manifest("contamination", result.stages["contamination"][0]).extra.get("dropped", {})
-        typer.echo("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items()) or "none"))
-    from bonforge.report.summary import summary_lines
+    from bonforge.report.summary import ending_lines
 
-    for line in summary_lines(result.build_summary or {}):
+    for line in ending_lines(st, result):
         typer.echo(line)
-    typer.echo(f"run {result.run_id}: dataset {rec.export.name} v{result.dataset_version} at {result.dataset}"
-               + _reused(st, result.dataset, result.started))
-    for name, path in (("rl dataset", result.rl_dataset), ("fusion dataset", result.fusion_dataset),
-                       ("preference dataset", result.preference_dataset), ("sft dataset", result.sft_dataset)):
-        if path:
-            typer.echo(f"{name}: {path}{_reused(st, path, result.started)}")
-    if result.report:
-        made_by = Path(result.report).parent.name
-        typer.echo(f"report: {result.report}" + (f" (run {made_by}'s, which built the same stages)"
-                                                  if made_by != result.run_id else ""))
-
-
-def _reused(st, path: str, started: str) -> str:
-    """What a dataset line adds when the build published no new version: identical content existed (a filter
-    change can come back to an older version), and `latest` names that version now."""
-    name, version = str(path).rstrip("/").split("/")[-2:]
-    created = json.loads(st.loc.read_bytes(st.loc.path("datasets", name, version, "manifest.json")))["created"]
-    if created >= started[:19] + "Z":
-        return ""
-    return f" (reused: the same content as {version}, built {created}; datasets/{name}/latest names it now)"
 
 
 def _build(recipe: Path, set_: list[str], store: Optional[str], debug: bool, fresh: bool):

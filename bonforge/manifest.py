@@ -29,7 +29,7 @@ class Manifest(Mapping):
     rows: int
     rows_per_file: list[int]
     schema: list[str]
-    timings: dict[str, Any] = field(default_factory=dict)  # wall_s, compute_s, busy (intervals: shards.busy)
+    timings: dict[str, Any] = field(default_factory=dict)  # wall_s, compute_s, busy (intervals: run_record.busy)
     created: str = ""
     hosts: list[str] = field(default_factory=list)
     ray_nodes: list[str] = field(default_factory=list)

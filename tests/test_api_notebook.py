@@ -3,7 +3,10 @@ read the store with ``bonforge.open``: runs, SQL and stages as Arrow tables (and
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import subprocess
 import sys
 
@@ -39,8 +42,12 @@ def notebook(tmp_path_factory, shared_prefect, ray_session):
               "verify": {"math": {"patterns": [r"A:\s*(.+?)\s*$"]}},
               "export": {"name": "tiny", "formats": ["plain"]}}
     store = folder / "store"
-    first = bonforge.build(recipe, store=store, recipe_dir=folder)
-    stricter = bonforge.build(recipe, store=store, recipe_dir=folder, overrides={"filter.max_pass_rate": 0.4})
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        first = bonforge.build(recipe, store=store, recipe_dir=folder)
+    stricter = bonforge.build(recipe, store=store, recipe_dir=folder, overrides={"filter.max_pass_rate": 0.4},
+                              show=False)
+    first.shown = shown.getvalue()  # what the notebook's cell printed
     return store, first, stricter
 
 
@@ -50,6 +57,22 @@ def test_build_returns_the_typed_run_record(notebook):
     assert first.dataset_version == 1 and stricter.dataset_version == 2
     assert stricter.stages["candidates"] == first.stages["candidates"]  # the override changed the filter only
     assert stricter.stages["problem_stats"] != first.stages["problem_stats"]
+
+
+def test_a_build_shows_what_the_command_ends_with_and_its_repr_stays_one_line(notebook):
+    store, first, stricter = notebook
+    lines = first.shown.splitlines()
+    rows = sum(bonforge.open(store).datasets()[1]["rows"].values())
+    assert lines[:3] == ["problems: 4 in, 3 kept, 1 dropped (too_easy 1)", "candidates: 9",
+                         "verdicts: 9, 5 correct (correct 5, wrong_answer 4)"]
+    assert re.fullmatch(rf"run {first.run_id} in \d+\.\d s: dataset tiny v1 at {re.escape(first.dataset)} "
+                        rf"\({rows} rows?\)", lines[3]), lines
+    assert lines[4:] == [f"report: {first.report}"] and first.report.endswith("report.html")
+    st = bonforge.open(store)
+    assert st.run(first.run_id).summary() == first.shown.rstrip("\n")  # the same lines, read back later
+    assert "1 kept" in st.run(stricter.run_id).summary()  # show=False printed nothing, the run still says it
+    for shown in (repr(first), repr(st.run(first.run_id))):
+        assert "\n" not in shown and len(shown) < 300, shown
 
 
 def test_open_reads_runs_sql_stages_and_datasets(notebook):

@@ -21,13 +21,14 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 
 from bonforge.config import Recipe
-from bonforge.storage.run_record import RunRecord
-from bonforge.engine.shards import StoreInputs, busy, run_node
+from bonforge.storage.run_record import RunRecord, busy
+from bonforge.engine.shards import StoreInputs, run_node
 from bonforge.runtime.cluster import ensure_ray
 from bonforge.engine.streaming import Cancelled, Output, streamed
 from bonforge.errors import BonforgeError
 from bonforge.manifest import Manifest
 from bonforge.runtime.interrupt import as_interrupt, last_words as words
+from bonforge.runtime.progress import stage_progress
 from bonforge.stage import Node, Pending, Ref, Upstream
 from bonforge.storage.run_record import utc_now
 from bonforge.storage.store import StageStore
@@ -49,7 +50,7 @@ class Run:
         self.cached: dict[str, list[str]] = {}
         self.timings: dict[str, float] = {}
         self.rows: dict[str, dict[str, int]] = {}  # label -> rows computed / reused by this build
-        self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``shards.busy``)
+        self.busy: dict[str, list[list[float]]] = {}  # stage -> when its nodes computed shards (``run_record.busy``)
         self._noting = threading.Lock()  # a streaming run notes nodes from their threads
 
     def __call__(self, node: Node) -> Ref:
@@ -114,7 +115,16 @@ class Run:
         self.join()  # the lineage and summary read the manifests of every stage run so far
         fraction = self.recipe.export.validation_fraction
         split = Split(fraction, self.recipe.seed) if fraction else None
-        return publish(self.store.loc, name, parts, lineage(self.store, self.recipe, self.record), trainers, split)
+        with stage_progress(f"export[{name}]", None) as advance:  # a million problems' export takes a minute
+            return publish(self.store.loc, name, _counted([parts] if isinstance(parts, dict) else parts, advance),
+                           lineage(self.store, self.recipe, self.record), trainers, split)
+
+
+def _counted(parts: Iterable[dict[str, pa.Table]], advance: Callable[[int], None]) -> Iterator[dict[str, pa.Table]]:
+    """``parts``, telling ``advance`` the rows of each part (its largest format's) as the next is asked for."""
+    for part in parts:
+        yield part
+        advance(max((t.num_rows for t in part.values()), default=0))
 
 
 class NotCommitted(BonforgeError):

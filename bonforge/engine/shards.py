@@ -30,6 +30,7 @@ from bonforge.engine.shard_progress import RayCounts, ShardCounts
 from bonforge.manifest import Manifest
 from bonforge.stage import Node, Params, Pending, Ref, Rows
 from bonforge.storage.catalog import add_view
+from bonforge.storage.run_record import busy
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
@@ -382,18 +383,6 @@ def run_node(store: StageStore, node: Node, reuse_rows: bool = True, output: Out
         compact_rows=stage.compact_rows,
     )
     return man.with_cached(False)
-
-
-def busy(spans: list[tuple[float, float]]) -> list[list[float]]:
-    """When the stage computed shards: the union of the shards' (begin, end) spans (epoch seconds), as
-    disjoint [begin, end] intervals in order (a stage computing without a pause is one)."""
-    out: list[list[float]] = []
-    for began, ended in sorted(spans):
-        if out and began <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], round(ended, 3))
-        else:
-            out.append([round(began, 3), round(ended, 3)])
-    return out
 
 
 def _total(node: Node, plan: list[int]) -> int | None:

@@ -28,10 +28,11 @@ def scheduled_build(recipe: str, store: str, overrides: list[str] | None = None)
     from bonforge.config import load_recipe
     from bonforge.flows.build import build
 
-    from bonforge.report.summary import summary_lines
+    from bonforge.report.summary import ending_lines
+    from bonforge.storage.store import StageStore
 
     record = build(load_recipe(recipe, overrides or []), store, str(Path(recipe).parent))
-    for line in summary_lines(record.build_summary or {}):  # in the deployment's log, as `bonforge run` prints it
+    for line in ending_lines(StageStore(store), record):  # in the deployment's log, as `bonforge run` prints it
         log.info("%s", line)
     return {"run_id": record.run_id, "status": record.status, "dataset": record.dataset,
             "dataset_version": record.dataset_version}

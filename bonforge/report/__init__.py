@@ -107,9 +107,11 @@ def write_report(store: StageStore, run_id: str | None = None, out_dir: Path | N
     run = store.run(run_id)
     con = connect(store, run.run_id)
     loc, folder = (LocalDir(Path(out_dir)), ()) if out_dir else (store.loc, ("reports", run.run_id))
+    spent = plots.busy_timeline(con, run)  # where the time went: its data beside the report, for its readers
+    loc.write_bytes(loc.path(*folder, "timeline.json"), json.dumps(spent.data, indent=1).encode())
     figures = [plots.pass_rate(con, run), plots.teacher_accuracy(con, run), plots.verdict_classes(con, run),
                plots.pass_at_k(con, run), plots.prompts_per_problem(con, run), plots.prompt_length(con, run),
-               plots.stage_timings(con, run, store), plots.tokens_per_teacher(con, run, store)]
+               plots.stage_timings(con, run, store), spent, plots.tokens_per_teacher(con, run, store)]
     if "selector_eval" in run.stages:
         figures.append(plots.selector_eval(con, run))
     sections, code = [], _drawing_code()

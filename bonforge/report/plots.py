@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 from matplotlib.figure import Figure
 
+from bonforge.report.timeline import timeline
 from bonforge.storage.store import StageStore
 
 
@@ -179,6 +180,31 @@ def stage_timings(con, run, store: StageStore) -> Plot:
     return Plot("stage_timings", f"Stage timings and cache hits ({sum(r[3] for r in rows)} of {len(rows)} cached)",
                 q, rows, draw, 0.8 + 0.35 * max(len(rows), 2),
                 [[label, r[3], wall, note] for label, r, wall, note in zip(labels, rows, walls, notes)])
+
+
+def busy_timeline(con, run) -> Plot:
+    """Where the time went (``bonforge.report.timeline``, its verification lane named by the problems'
+    domains): a lane per resource, a bar per busy interval, each lane's busy share of the build in its label
+    and in the title."""
+    domains = {d for (d,) in _rows(con, "SELECT DISTINCT domain FROM problems", "problems")}
+    data = timeline(run, domains)
+    rows = [(lane["lane"], lane["busy_s"], lane["share"]) for lane in data["lanes"]]
+    shares = ", ".join(f"{name} {share:.0%}" for name, _, share in rows)
+    wall = data["wall_s"] or 0.0
+
+    def draw(ax, rows):
+        for i, lane in enumerate(data["lanes"]):
+            ax.broken_barh([(a, max(b - a, wall / 500)) for a, b in lane["intervals"]], (i - 0.35, 0.7),
+                           color="#4c72b0")
+        ax.set_yticks(range(len(rows)), [f"{name}\n{secs:.1f} s, {share:.0%}" for name, secs, share in rows])
+        ends = [t for lane in data["lanes"] for span in lane["intervals"] for t in span]
+        ax.set_xlim(min(ends + [0.0]), max(ends + [wall, 1e-3]))  # a Ray node's clock may run ahead
+        ax.set_xlabel(f"seconds from the build's start (wall {wall:.1f} s); bars: the resource busy")
+        ax.invert_yaxis()
+
+    return Plot("busy_timeline", f"Where the time went ({shares or 'no busy intervals recorded'})",
+                "the run record's busy intervals per stage (timeline.json)", rows, draw,
+                0.8 + 0.5 * max(len(rows), 2), data)
 
 
 def tokens_per_teacher(con, run, store: StageStore) -> Plot:

@@ -6,6 +6,9 @@ changed also says how many, and how many of them flipped (``bonforge.engine.reju
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from bonforge.schema import NO_LABEL
 from bonforge.storage.catalog import add_view
 from bonforge.storage.store import StageStore
@@ -69,3 +72,57 @@ def summary_lines(summary: dict) -> list[str]:
         lines.append(f"re-judged: {summary['rejudged']} verdicts stored under an earlier judge (its fingerprint "
                      f"moved), {summary['flipped']} flipped (`bonforge diff` lists them)")
     return lines
+
+
+def ending_lines(store: StageStore, record) -> list[str]:
+    """What a build ends with (``bonforge run`` prints it, ``bonforge.build`` shows it, a deployment logs it):
+    the problems left out before sampling, the summary, each dataset published with its rows (and whether
+    its content was an older version's), the time taken and where the report is. A run without a dataset of
+    its own (failed, interrupted, derived from a build) says how it ended instead."""
+    lines = []
+    key = (record.stages.get("contamination") or [None])[0]
+    if key and store.exists("contamination", key):
+        dropped = store.manifest("contamination", key).extra.get("dropped", {})
+        lines.append("left out before sampling: " + (", ".join(f"{n} ({why})" for why, n in dropped.items())
+                                                     or "none"))
+    lines += summary_lines(record.build_summary or {})
+    took = f" in {record.wall_s:.1f} s" if record.wall_s is not None else ""
+    published = [] if record.kind else [(w, p) for w, p in (
+        ("dataset", record.dataset), ("rl dataset", record.rl_dataset), ("fusion dataset", record.fusion_dataset),
+        ("preference dataset", record.preference_dataset), ("sft dataset", record.sft_dataset)) if p]
+    if not published:
+        lines.append(f"run {record.run_id}{took}: {record.status}" + (f" ({record.kind} of run {record.base_run})"
+                                                                       if record.kind else ""))
+    for what, path in published:
+        name, version = str(path).rstrip("/").split("/")[-2:]
+        at = store.loc.path("datasets", name, version, "manifest.json")
+        manifest = json.loads(store.loc.read_bytes(at)) if store.loc.is_file(at) else None  # collected since
+        said = f"{what} {name} {version} at {path}" if what == "dataset" else f"{what}: {path}"
+        said += (" (no longer in the store)" if manifest is None else
+                 f" ({_rows(manifest['files'])})" + _reused(manifest, name, version, record.started))
+        lines.append(f"run {record.run_id}{took}: {said}" if what == "dataset" else said)
+    if record.report:
+        made_by = Path(record.report).parent.name
+        lines.append(f"report: {record.report}" + (f" (run {made_by}'s, which built the same stages)"
+                                                    if made_by != record.run_id else ""))
+    return lines
+
+
+def _rows(files: dict) -> str:
+    """A dataset's rows (its largest format's, every split), and its validation split's."""
+    per: dict[str, dict[str, int]] = {}
+    for rel, f in files.items():
+        fmt, split = rel.split("/", 1)
+        per.setdefault(fmt, {})[split.removesuffix(".parquet")] = f["rows"]
+    splits = max(per.values(), key=lambda s: sum(s.values()), default={})
+    total = sum(splits.values())
+    return f"{total} row{'s' * (total != 1)}" + (f", {splits['validation']} of them validation"
+                                                 if "validation" in splits else "")
+
+
+def _reused(manifest: dict, name: str, version: str, started: str) -> str:
+    """A build that published no new version: identical content existed (a filter change can come back to an
+    older version), and `latest` names that version now."""
+    if manifest["created"] >= started[:19] + "Z":
+        return ""
+    return f" (reused: the same content as {version}, built {manifest['created']}; datasets/{name}/latest names it now)"

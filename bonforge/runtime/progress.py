@@ -1,12 +1,12 @@
 """A stage's progress, in rows, with its rate and the time left: a rich bar on a terminal, else a log line
-(logger ``bonforge``) at every 10 % and at least once a minute, so that a log (CI, ``deploy``, a file)
+(logger ``bonforge``) at every 10 % and at least every 30 s, so that a log (CI, ``deploy``, a file)
 shows a long stage moving. ``BONFORGE_QUIET`` silences both. Stages running at once (a streaming build):
 the first has the bar, the others log lines.
 
-The rows are the stage's input rows (a sampling stage's problems, a verification stage's candidates) as its
-shards finish (a shard whose every row is reused from the store, as it is written), and, for a stage that
-reports its work, while they run (``bonforge.engine.shard_progress``). The rows of the shards
-an interrupted run had written count as done from the start, not in the rate.
+The rows are the stage's input rows (a sampling stage's problems, a verification stage's candidates; an
+export's rows written) as its shards finish (a shard whose every row is reused from the store, as it is
+written), and, for a stage that reports its work, while they run (``bonforge.engine.shard_progress``). The
+rows of the shards an interrupted run had written count as done from the start, not in the rate.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 log = logging.getLogger("bonforge")
 
 STEP = 0.1  # a log line each time another tenth of the rows is done
-EVERY_S = 60.0  # and one at least this often, even when no shard finished
+EVERY_S = 30.0  # and one at least this often, even when no shard finished
 _BAR = threading.Lock()  # held by the stage whose bar is live (stages run at once in a streaming build)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from bonforge.errors import ConfigError
 
@@ -34,8 +34,12 @@ class Result:
     detail: str | None = None
 
 
+Progress = Callable[[int], None]  # progress(k): k of the items given are scored (k only grows)
+
+
 class Scorer(Protocol):
-    def score(self, items: list[Item]) -> list[Result]: ...
+    def score(self, items: list[Item], progress: Progress | None = None) -> list[Result]:
+        """One result per item, in order; with ``progress``, told as batches (or requests) finish."""
 
     def close(self) -> None: ...
 

@@ -18,7 +18,7 @@ import re
 
 from bonforge.llm.base import Request
 from bonforge.llm.models import model_identity as _model_identity
-from bonforge.scoring.base import Item, Result, last_verdict
+from bonforge.scoring.base import Item, Progress, Result, last_verdict
 from bonforge import templates
 
 VERSION = "3"  # 3: a rating the judged answer carries is not the judge's own;
@@ -66,7 +66,8 @@ class Judge:
         self.engine = make_engine(cfg.judge)
         self.engine.start()
 
-    def score(self, items: list[Item]) -> list[Result]:
+    def score(self, items: list[Item], progress: Progress | None = None) -> list[Result]:
+        """``progress``: told as the judge's replies come (items without text count as scored at once)."""
         j = self.cfg.judge
         requests, at = [], []
         out: list[Result | None] = [None] * len(items)
@@ -79,7 +80,9 @@ class Judge:
             requests.append(Request(id=str(i), messages=({"role": "user", "content": prompt},), n=1,
                                     temperature=j.temperature, top_p=j.top_p, max_tokens=j.max_tokens, seed=j.seed))
             at.append(i)
-        for i, completions in zip(at, self.engine.generate(requests) if requests else []):
+        ready = len(items) - len(requests)
+        told = None if progress is None else lambda k: progress(ready + k)
+        for i, completions in zip(at, self.engine.generate(requests, told) if requests else []):
             if not completions:
                 out[i] = Result(None, "skipped")
                 continue

@@ -19,7 +19,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from bonforge.scoring.base import Item, Result, ScorerError
+from bonforge.scoring.base import Item, Progress, Result, ScorerError
 
 VERSION = "3"  # 3: invisible characters left out, compatibility forms folded (NFKC);
 # 2: the whole answer read in windows, value by the expected language's share
@@ -109,24 +109,29 @@ class LanguageScorer:
         self.min_share = cfg.min_share
         self.requests: dict[str, str | None] = {}
 
-    def score(self, items: list[Item]) -> list[Result]:
+    def score(self, items: list[Item], progress: Progress | None = None) -> list[Result]:
+        """``progress``: told after each answer (one may be 100,000 characters long)."""
         out = []
         for item in items:
-            if item.text is None:
-                out.append(Result(None, "no_text"))
-                continue
-            expected, source = item.language, "problem"
-            if not expected:
-                if item.question not in self.requests:
-                    self.requests[item.question] = self.detector.detect(item.question)
-                expected, source = self.requests[item.question], "request"
-            shares = self.detector.shares(item.text)
-            lang = next(iter(shares), None)
-            share = shares.get(expected, 0.0) if expected else 0.0
-            detail = json.dumps({"expected": expected, "from": source, "share": round(shares.get(lang, 0.0), 4),
-                                 "expected_share": round(share, 4)})
-            out.append(Result(float(lang is not None and share >= self.min_share), label=lang, detail=detail))
+            out.append(self._one(item))
+            if progress is not None:
+                progress(len(out))
         return out
+
+    def _one(self, item: Item) -> Result:
+        if item.text is None:
+            return Result(None, "no_text")
+        expected, source = item.language, "problem"
+        if not expected:
+            if item.question not in self.requests:
+                self.requests[item.question] = self.detector.detect(item.question)
+            expected, source = self.requests[item.question], "request"
+        shares = self.detector.shares(item.text)
+        lang = next(iter(shares), None)
+        share = shares.get(expected, 0.0) if expected else 0.0
+        detail = json.dumps({"expected": expected, "from": source, "share": round(shares.get(lang, 0.0), 4),
+                             "expected_share": round(share, 4)})
+        return Result(float(lang is not None and share >= self.min_share), label=lang, detail=detail)
 
     def close(self) -> None:
         self.requests.clear()

@@ -6,9 +6,10 @@ languages written without spaces chrF / chrF++ are the meaningful ones."""
 
 from __future__ import annotations
 
-from bonforge.scoring.base import Item, Result, ScorerError
+from bonforge.scoring.base import Item, Progress, Result, ScorerError
 
 VERSION = "1"
+PIECE = 32  # sacrebleu's answers scored between two calls of ``progress``
 
 
 def model_identity(cfg) -> dict:
@@ -41,7 +42,9 @@ class ReferenceMetric:
         self.metric = BLEU(effective_order=True) if cfg.metric == "bleu" else CHRF(
             word_order=2 if cfg.metric == "chrf++" else 0)
 
-    def score(self, items: list[Item]) -> list[Result]:
+    def score(self, items: list[Item], progress: Progress | None = None) -> list[Result]:
+        """``progress``: told after each piece of answers (an embedding model's batch; ``PIECE`` for sacrebleu:
+        the embedder's batches stay those of one call over every answer)."""
         out: list[Result | None] = [None] * len(items)
         todo = []
         for i, item in enumerate(items):
@@ -51,13 +54,16 @@ class ReferenceMetric:
                 out[i] = Result(None, "no_text")
             else:
                 todo.append(i)
-        if self.embedder is not None and todo:
-            values = self.embedder.cosine([items[i].text for i in todo], [items[i].reference for i in todo])
-            for i, v in zip(todo, values):
+        piece = self.embedder.batch_size if self.embedder is not None else PIECE
+        for start in range(0, len(todo), piece):
+            at = todo[start:start + piece]
+            texts, references = [items[i].text for i in at], [items[i].reference for i in at]
+            values = self.embedder.cosine(texts, references) if self.embedder is not None else [
+                self.metric.sentence_score(t, [r]).score for t, r in zip(texts, references)]
+            for i, v in zip(at, values):
                 out[i] = Result(float(v))
-        else:
-            for i in todo:
-                out[i] = Result(float(self.metric.sentence_score(items[i].text, [items[i].reference]).score))
+            if progress is not None:
+                progress(len(items) - len(todo) + start + len(at))
         return out  # type: ignore[return-value]
 
     def close(self) -> None:

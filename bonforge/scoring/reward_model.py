@@ -23,9 +23,10 @@ import json
 from pathlib import Path
 
 from bonforge.llm import models
-from bonforge.scoring.base import Item, Result, ScorerError
+from bonforge.scoring.base import Item, Progress, Result, ScorerError
 
 VERSION = "1"
+VLLM_PIECE = 128  # conversations per vLLM classify call (vLLM batches them itself; progress moves between)
 HEADS = ("score", "classifier")  # the head's attribute in transformers' sequence-classification models
 
 
@@ -122,11 +123,8 @@ class TransformersRM:
         self.captured = []
         getattr(model, head).register_forward_hook(lambda _m, _i, out: self.captured.append(out))
 
-    def __call__(self, batch: list[list[int]]) -> list[float]:
-        out: list[float] = []
-        for i in range(0, len(batch), self.batch_size):
-            out += self._forward(batch[i:i + self.batch_size])
-        return out
+    def __call__(self, batch: list[list[int]], progress: Progress | None = None) -> list[float]:
+        return in_pieces(self._forward, batch, self.batch_size, progress)
 
     def _forward(self, seqs: list[list[int]]) -> list[float]:
         torch = self.torch
@@ -172,11 +170,14 @@ class VLLMRM:
         self.llm = LLM(**args)
         self.label = cfg.label_index
 
-    def __call__(self, batch: list[list[int]]) -> list[float]:
+    def __call__(self, batch: list[list[int]], progress: Progress | None = None) -> list[float]:
+        return in_pieces(self._classify, batch, VLLM_PIECE, progress)
+
+    def _classify(self, seqs: list[list[int]]) -> list[float]:
         from vllm.inputs import TokensPrompt
         from vllm.pooling_params import PoolingParams
 
-        outs = self.llm.classify([TokensPrompt(prompt_token_ids=ids) for ids in batch],
+        outs = self.llm.classify([TokensPrompt(prompt_token_ids=ids) for ids in seqs],
                                  pooling_params=PoolingParams(use_activation=False), use_tqdm=False)
         return [float(o.outputs.probs[self.label]) for o in outs]
 
@@ -196,25 +197,34 @@ class PoolingRM:
         self.batch_size = cfg.batch_size
         self.client = httpx.Client(timeout=cfg.timeout_s)
 
-    def __call__(self, batch: list[list[int]]) -> list[float]:
-        out: list[float] = []
-        for i in range(0, len(batch), self.batch_size):
-            part = batch[i:i + self.batch_size]
-            body = {"model": self.model, "input": part, "use_activation": False}
-            try:
-                resp = self.client.post(self.url, json=body)
-                resp.raise_for_status()
-                data = sorted(resp.json()["data"], key=lambda d: d["index"])
-                values = [float(d["probs"][self.label]) for d in data]
-            except Exception as e:  # the server's failure, never a candidate's score
-                raise ScorerError(f"reward model server {self.url}: {type(e).__name__}: {str(e)[:300]}") from None
-            if len(values) != len(part):
-                raise ScorerError(f"reward model server {self.url}: {len(values)} scores for {len(part)} inputs")
-            out += values
-        return out
+    def __call__(self, batch: list[list[int]], progress: Progress | None = None) -> list[float]:
+        return in_pieces(self._post, batch, self.batch_size, progress)
+
+    def _post(self, part: list[list[int]]) -> list[float]:
+        body = {"model": self.model, "input": part, "use_activation": False}
+        try:
+            resp = self.client.post(self.url, json=body)
+            resp.raise_for_status()
+            data = sorted(resp.json()["data"], key=lambda d: d["index"])
+            values = [float(d["probs"][self.label]) for d in data]
+        except Exception as e:  # the server's failure, never a candidate's score
+            raise ScorerError(f"reward model server {self.url}: {type(e).__name__}: {str(e)[:300]}") from None
+        if len(values) != len(part):
+            raise ScorerError(f"reward model server {self.url}: {len(values)} scores for {len(part)} inputs")
+        return values
 
     def close(self) -> None:
         self.client.close()
+
+
+def in_pieces(run, batch: list[list[int]], size: int, progress: Progress | None) -> list[float]:
+    """``run`` over ``batch`` ``size`` sequences at a time, telling ``progress`` the sequences done after each."""
+    out: list[float] = []
+    for i in range(0, len(batch), size):
+        out += run(batch[i:i + size])
+        if progress is not None:
+            progress(len(out))
+    return out
 
 
 ENGINES = {"transformers": TransformersRM, "vllm": VLLMRM, "pooling": PoolingRM}
@@ -226,7 +236,8 @@ class RewardModel:
         self.tok = load_tokenizer(cfg.model)
         self.engine = ENGINES[cfg.engine](cfg)
 
-    def score(self, items: list[Item]) -> list[Result]:
+    def score(self, items: list[Item], progress: Progress | None = None) -> list[Result]:
+        """``progress``: told after each forward pass / request (items without text count as scored at once)."""
         out: list[Result | None] = [None] * len(items)
         todo, batch = [], []
         for i, item in enumerate(items):
@@ -236,7 +247,8 @@ class RewardModel:
             ids, cut = render(self.tok, item.question, item.text, self.cfg.max_length)
             todo.append((i, len(ids), cut))
             batch.append(ids)
-        values = self.engine(batch) if batch else []
+        ready = len(items) - len(batch)
+        values = self.engine(batch, None if progress is None else lambda k: progress(ready + k)) if batch else []
         for (i, n, cut), v in zip(todo, values):
             out[i] = Result(v, n_tokens=n, truncated=cut, detail=None if not cut else json.dumps({"cut_from": "left"}))
         return out  # type: ignore[return-value]

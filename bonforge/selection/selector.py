@@ -104,9 +104,10 @@ class Selector:
     def __init__(self, teacher: SampledTeacher, runs: int, skip_unanimous: bool, engine: Engine | None = None):
         self.teacher, self.runs, self.skip_unanimous, self.engine = teacher, runs, skip_unanimous, engine
 
-    def __call__(self, shard: pa.Table, todo: pa.Table | None = None) -> pa.Table:
+    def __call__(self, shard: pa.Table, todo: pa.Table | None = None, progress=None) -> pa.Table:
         """Every run of every prompt, or with ``todo`` (``prompt_id``, ``run``: the rows still to compute)
-        those only, asked as one request per run of consecutive missing runs (seed ``problem_seed + start``)."""
+        those only, asked as one request per run of consecutive missing runs (seed ``problem_seed + start``).
+        ``progress(done, of)``: the selections answered of those asked, as they come (``Stage.reports``)."""
         prompts = shard.to_pylist()
         wanted: dict[str, list[int]] = {p["prompt_id"]: list(range(self.runs)) for p in prompts}
         if todo is not None:
@@ -126,7 +127,9 @@ class Selector:
 
                 self.engine = make_engine(t)
             self.engine.start()
-            results = self.engine.generate([r for r, _ in planned])
+            asked = sum(r.n for r, _ in planned)
+            told = None if progress is None else lambda k: progress(k, asked)
+            results = self.engine.generate([r for r, _ in planned], told)
             if len(results) != len(planned):
                 raise EngineError(f"selector {t.model}: engine returned {len(results)} results for "
                                   f"{len(planned)} requests")

@@ -97,7 +97,8 @@ class Judging:
         if self.engine is not None:
             self.engine.close()
 
-    def compute(self, pairs: pa.Table, todo: pa.Table | None = None) -> pa.Table:
+    def compute(self, pairs: pa.Table, todo: pa.Table | None = None, progress=None) -> pa.Table:
+        """``progress(done, of)``: the games judged of those asked, as the judge's replies come."""
         cfg, j = self.params.cfg, self.params.cfg.judge
         wanted = _ids(pairs, {}, self.params) if todo is None else todo
         key = ("problem_id", "contender", "baseline")
@@ -115,7 +116,8 @@ class Judging:
 
             self.engine = make_engine(j)
             self.engine.start()
-        replies = self.engine.generate(requests) if requests else []
+        told = None if progress is None else lambda k: progress(k, len(requests))
+        replies = self.engine.generate(requests, told) if requests else []
         out = {c: [] for c in _CONTENT}
         for g, completions, x, y in zip(game, replies, a, b):
             reply = completions[0] if completions else None
@@ -179,7 +181,7 @@ def evaluation(table: pa.Table, cfg: EvaluateConfig, fusor: FusorConfig | None =
 
 
 STAGE = Stage("pairwise", VERSION, params=PairwiseParams, schema=PAIRWISE, open=Judging, table=_pairs,
-              shard_rows=512, resource=lambda p: model_resource(p.cfg.judge),
+              shard_rows=512, resource=lambda p: model_resource(p.cfg.judge), reports=True,
               summary=lambda w: {"evaluation": evaluation(w.read(), w.node.params.cfg, w.node.params.fusor)},
               rows=Rows(("problem_id", "contender", "baseline", "game"), _ids, _CONTENT, PAIRWISE,
                         {"status": games.FAILED}))

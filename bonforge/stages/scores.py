@@ -82,7 +82,10 @@ class Scoring:
             scorer.close()
         self.opened.clear()
 
-    def compute(self, candidates: pa.Table, problems: pa.Table, todo: pa.Table | None = None) -> pa.Table:
+    def compute(self, candidates: pa.Table, problems: pa.Table, todo: pa.Table | None = None,
+                progress=None) -> pa.Table:
+        """``progress(done, of)``: the rows scored of those asked, as each scorer's batches or requests finish
+        (``bonforge.stage.Stage.reports``)."""
         wanted = _ids(candidates, {"problems": problems}, self.params) if todo is None else todo
         by_id = {c: i for i, c in enumerate(candidates.column("candidate_id").to_pylist())}
         texts = candidates.column("text").to_pylist()
@@ -91,6 +94,7 @@ class Scoring:
         scorers = {s.name: s for s in self.params.scorers}
         rows: dict[str, list] = {f.name: [] for f in SCORES}
         names = wanted.column("scorer").to_pylist()
+        done = 0
         for name in dict.fromkeys(names):
             at = [i for i, s in enumerate(names) if s == name]
             cids = wanted.column("candidate_id").take(pa.array(at)).to_pylist()
@@ -101,7 +105,9 @@ class Scoring:
             if name not in self.opened:
                 self.opened[name] = scoring.open_scorer(scorers[name])
             start = time.perf_counter()
-            results = self.opened[name].score(items)
+            told = None if progress is None else lambda k, before=done: progress(before + k, len(names))
+            results = self.opened[name].score(items, told)
+            done += len(items)
             per_row = (time.perf_counter() - start) * 1000 / max(len(items), 1)
             for i, r in zip(at, results):
                 for col, value in (("candidate_id", wanted.column("candidate_id")[i].as_py()),
@@ -123,7 +129,7 @@ def _candidates(i: Inputs) -> Iterator[pa.Table]:
 
 
 STAGE = Stage("scores", VERSION, params=ScoresParams, schema=SCORES, open=Scoring, stream=_candidates,
-              stream_of="candidates", shard_rows=256, compact_rows=100_000,
+              stream_of="candidates", shard_rows=256, compact_rows=100_000, reports=True,
               context=lambda i: {"problems": i.read("problems", _PROBLEMS)},
               rows=Rows(("candidate_id", "scorer"), _ids, _CONTENT, SCORES, {"status": ("parse_error", "truncated")}),
               resource=lambda p: _resource(p.scorers))

@@ -27,6 +27,18 @@ def utc_now(at: float | None = None) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def busy(spans: list[tuple[float, float]]) -> list[list[float]]:
+    """When a stage computed shards (or a resource was busy): the union of the (begin, end) spans (seconds),
+    as disjoint [begin, end] intervals in order (a stage computing without a pause is one)."""
+    out: list[list[float]] = []
+    for began, ended in sorted(spans):
+        if out and began <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], round(ended, 3))
+        else:
+            out.append([round(began, 3), round(ended, 3)])
+    return out
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 

@@ -28,7 +28,7 @@ from bonforge.storage.store import StageStore
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "gsm8k-genselect.yaml"
 PLOTS = {"pass_rate", "teacher_accuracy", "verdict_classes", "pass_at_k", "prompts_per_problem", "prompt_length",
-         "stage_timings", "tokens_per_teacher"}
+         "stage_timings", "busy_timeline", "tokens_per_teacher"}
 pytestmark = pytest.mark.slow  # Prefect + Ray start-up
 
 

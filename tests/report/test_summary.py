@@ -77,3 +77,33 @@ def test_the_summary_counts_verdicts_without_a_label():
     assert lines[-1] == ("verdicts without a label: 3 (infra_error 2, sandbox_error 1): in no pass rate, reward or "
                          "export; the next build judges them again")
     assert len(summary_lines({"verdicts": {"passed": 3}, "correct": 3})) == 1
+
+
+def test_what_a_build_ends_with_names_each_datasets_rows_the_time_and_how_an_unpublished_run_ended(tmp_path):
+    import shutil
+
+    from bonforge.report.summary import ending_lines
+    from bonforge.storage.datasets import publish
+    from bonforge.storage.run_record import RunRecord
+    from bonforge.storage.splits import Split
+
+    store = StageStore(tmp_path)
+    stages = a_build(store)
+    parts = {"verl": pa.table({"problem_id": [f"p{i}" for i in range(40)], "x": range(40)}),
+             "plain": pa.table({"problem_id": [f"p{i}" for i in range(40)]})}
+    main = publish(tmp_path, "ds", parts, {}, validation=Split(0.25, 7))
+    rl = publish(tmp_path, "ds-rl", {"verl": pa.table({"x": [1]})}, {})
+    record = RunRecord("r1", "toy", {}, stages, {}, "succeeded", "2000-01-01T00:00:00.000000Z", wall_s=12.34,
+                       dataset=main["path"], dataset_version=1, rl_dataset=rl["path"],
+                       build_summary=build_summary(store, stages), report=str(tmp_path / "reports/r1/report.html"))
+    validation = main["files"]["verl/validation.parquet"]["rows"]
+    assert 0 < validation < 40
+    assert ending_lines(store, record) == summary_lines(record.build_summary) + [
+        f"run r1 in 12.3 s: dataset ds v1 at {main['path']} (40 rows, {validation} of them validation)",
+        f"rl dataset: {rl['path']} (1 row)", f"report: {tmp_path / 'reports/r1/report.html'}"]
+    shutil.rmtree(rl["path"])  # collected since: said, not read
+    assert ending_lines(store, record)[-2] == f"rl dataset: {rl['path']} (no longer in the store)"
+    failed = RunRecord("r2", "toy", {}, stages, {}, "failed", "2000-01-01T00:00:00.000000Z", wall_s=3.0)
+    assert ending_lines(store, failed)[-1] == "run r2 in 3.0 s: failed"
+    derived = RunRecord.derived(record.json(), "maxk", "maxk_weights", "m", "maxk_weights", False, 1.5)
+    assert ending_lines(store, derived)[-1] == f"run {derived.run_id} in 1.5 s: succeeded (maxk of run r1)"

@@ -54,8 +54,11 @@ def test_judge_scores_through_a_server_and_counts_parse_failures():
                                                            "base_url": server.url, "api_key_env": None,
                                                            "temperature": 0.0, "max_tokens": 64})
         scorer = open_scorer(cfg)
-        got = scorer.score([Item("Capital of France?", a) for a in REPLIES] + [Item("Capital of France?", None)])
+        heard: list[int] = []
+        got = scorer.score([Item("Capital of France?", a) for a in REPLIES] + [Item("Capital of France?", None)],
+                           heard.append)
         scorer.close()
+    assert heard == [2, 3, 4, 5]  # as each reply comes (the item without text counted at once)
     assert [r.value for r in got] == [8.0, 2.0, None, None, None]
     assert [r.status for r in got] == ["ok", "ok", "parse_error", "parse_error", "no_text"]
     assert json.loads(got[2].detail)["reply"] == "I cannot decide."

@@ -49,8 +49,9 @@ def test_a_body_in_another_language_behind_a_long_preamble_is_refused(scorer):
 def test_an_answer_in_the_expected_language_passes(scorer):
     code = "```python\ndef total(xs):\n    return sum(x for x in xs if x > 0)\n```\n"
     answers = [repeat(ENGLISH, 9000), repeat(ENGLISH, 3000) + code + repeat(ENGLISH, 2000), "Yes."]
-    got = scorer.score([Item("Summarise the meeting.", a) for a in answers])
-    assert [(r.value, r.label) for r in got] == [(1.0, "en")] * 3
+    heard: list[int] = []
+    got = scorer.score([Item("Summarise the meeting.", a) for a in answers], heard.append)
+    assert [(r.value, r.label) for r in got] == [(1.0, "en")] * 3 and heard == [1, 2, 3]  # after each answer
     (french,) = scorer.score([Item("Résumez la réunion.", repeat(FRENCH, 9000))])
     assert (french.value, french.label) == (1.0, "fr") and json.loads(french.detail)["from"] == "request"
 

@@ -69,7 +69,9 @@ def test_transformers_engine_equals_a_plain_forward_pass_at_batch_1_and_8(rm_dir
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    one, eight = open_scorer(cfg(batch_size=1)).score(ITEMS), local
+    heard: list[int] = []
+    one, eight = open_scorer(cfg(batch_size=1)).score(ITEMS, heard.append), local
+    assert heard == list(range(1, len(ITEMS) + 1))  # after each forward pass
     tok = AutoTokenizer.from_pretrained(rm_dir)
     model = AutoModelForSequenceClassification.from_pretrained(rm_dir, dtype=torch.float32).eval()
     for item, a, b in zip(ITEMS, one, eight):
@@ -131,9 +133,12 @@ def test_server_engine_sends_token_ids_and_reads_raw_logits(rm_dir, local):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        got = open_scorer(cfg(engine="pooling", base_url=url, served_model="rm", batch_size=3)).score(ITEMS)
+        heard: list[int] = []
+        got = open_scorer(cfg(engine="pooling", base_url=url, served_model="rm", batch_size=3)).score(
+            ITEMS + [Item("?", None)], heard.append)[:-1]
     finally:
         server.shutdown()
+    assert heard == [4, 7, 9]  # after each request (the item without text counted at once)
     assert [g.value for g in got] == pytest.approx([v.value for v in local], abs=1e-5)
     assert len(_Classify.bodies) == 3 and all(isinstance(b["input"][0][0], int) for b in _Classify.bodies)
     tok = load_tokenizer(TEST_RM)

@@ -106,7 +106,9 @@ def test_embedding_similarity_with_the_minilm_from_its_wheel():
     ref = "The cat is sleeping on the warm windowsill."
     items = [Item("q", ref, ref), Item("q", "A cat naps on the sunny window ledge.", ref),
              Item("q", "Quarterly revenue grew by eight percent.", ref), Item("q", "x", None)]
-    got = open_scorer(ReferenceScorer(kind="reference", name="sim", metric="embed_cosine")).score(items)
+    heard: list[int] = []
+    got = open_scorer(ReferenceScorer(kind="reference", name="sim", metric="embed_cosine")).score(items, heard.append)
+    assert heard == [4]  # one batch of the embedder (the item without a reference counted with it)
     assert got[0].value == pytest.approx(1.0, abs=1e-5)
     assert got[1].value > 0.6 > 0.2 > got[2].value
     assert got[3].status == "no_reference"

@@ -72,9 +72,14 @@ class Scripted:
 
     def generate(self, requests, progress=None):
         self.requests += requests
-        return [[] if r.id in self.drop else
-                [Completion(r.id, i, self.script[(r.id, i)], None, "stop", 10, 3, r.sample_seed(i), "scripted", "m")
-                 for i in range(r.n)] for r in requests]
+        out = []
+        for r in requests:
+            out.append([] if r.id in self.drop else
+                       [Completion(r.id, i, self.script[(r.id, i)], None, "stop", 10, 3, r.sample_seed(i), "scripted",
+                                   "m") for i in range(r.n)])
+            if progress is not None:  # the samples of each request, as it is answered
+                progress(sum(q.n for q in requests[:len(out)]))
+        return out
 
 
 def prompts():
@@ -90,8 +95,9 @@ def test_judge_rows_and_summary():
               ("b#0", 1): "Judgment: 0", ("c#0", 0): "Judgment: 1", ("c#0", 1): "none"}
     engine = Scripted(script)
     sel = selector_from_spec("openai:m@http://x/v1")
-    table = Selector(sel, runs=2, skip_unanimous=True, engine=engine)(prompts())
-    assert table.schema == SELECTOR_EVAL
+    heard = []
+    table = Selector(sel, runs=2, skip_unanimous=True, engine=engine)(prompts(), progress=lambda *k: heard.append(k))
+    assert table.schema == SELECTOR_EVAL and heard == [(2, 4), (4, 4)]  # the selections answered, as they come
     assert [r.id for r in engine.requests] == ["a#0", "b#0"]  # c#0 is unanimous
     rows = {(r["prompt_id"], r["run"]): r for r in table.to_pylist()}
     assert rows[("a#0", 0)]["correct"] and rows[("a#0", 0)]["seed"] == engine.requests[0].seed

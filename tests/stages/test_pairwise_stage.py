@@ -94,3 +94,24 @@ def test_a_reply_cut_at_its_token_limit_is_no_verdict_and_never_reused(tmp_path,
         asked = server.count
         _evaluate(tmp_path / "store", server.url, GPT35, GPT4, "evaluate.seed=1")
         assert server.count == asked + len(cut)
+
+
+def test_the_games_of_one_shard_are_counted_as_the_judge_replies(monkeypatch):
+    """The stage's progress moves with each reply, not once per shard of 512 pairs (a judge takes minutes)."""
+    from bonforge.config import EvaluateConfig
+    from bonforge.stages.pairwise import Judging, PairwiseParams
+    import pyarrow as pa
+
+    pairs = pa.table({"problem_id": ["p0", "p1", "p2"], "question": ["q0?", "q1?", "q2?"],
+                      "contender_id": ["p0/a/0", "p1/a/0", "p2/a/0"], "contender_text": ["long answer", "aa", "b"],
+                      "baseline_id": ["p0/b/0", "p1/b/0", "p2/b/0"], "baseline_text": ["short", "b", "cc"],
+                      "contender": ["teacher:a"] * 3, "baseline": ["teacher:b"] * 3})
+    heard = []
+    with ScriptedServer(_longer) as server:
+        judge = {"name": "arbiter", "engine": "openai", "model": "arbiter", "base_url": server.url,
+                 "api_key_env": None, "max_concurrency": 1}
+        with Judging(PairwiseParams(EvaluateConfig(judge=judge, baseline="teacher:b", contenders=["teacher:a"]))) \
+                as compute:
+            games = compute(pairs, progress=lambda *k: heard.append(k)).to_pylist()
+    assert heard == [(k, 6) for k in range(1, 7)]
+    assert [g["contender_score"] for g in games] == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]  # the longer answer wins
