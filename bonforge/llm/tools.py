@@ -41,15 +41,6 @@ class _Trajectory:
     done: bool = False
 
 
-def _shown(status: str, stdout: str, stderr: str, limit: int) -> str:
-    text = stdout + (("\n" if stdout and not stdout.endswith("\n") else "") + stderr if stderr else "")
-    if status != "ok":
-        text = f"[{status}]\n{text}"
-    if len(text) > limit:
-        text = text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
-    return text
-
-
 def _code(call: dict) -> tuple[str | None, str]:
     """The code of a call, or None and what is wrong with it."""
     function = call.get("function") if isinstance(call, dict) else None
@@ -124,8 +115,7 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
         runs = iter(run(cells))
         for t, made, code, why in pending:
             if code is not None:
-                r = next(runs)
-                why = _shown(r.status, r.stdout, r.stderr, tool.output_chars)
+                why = next(runs).shown(tool.output_chars)
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
     out = []
     for k, ts in enumerate(mine):

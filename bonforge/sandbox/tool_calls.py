@@ -58,6 +58,17 @@ class ToolRun:
     stderr: str
     cpu_s: float
 
+    def shown(self, limit: int) -> str:
+        """What the model reads: stdout, then stderr, a failed run's status first (``[timeout]``), cut to
+        ``limit`` characters with the cut said."""
+        text = self.stdout + (("\n" if self.stdout and not self.stdout.endswith("\n") else "") + self.stderr
+                              if self.stderr else "")
+        if self.status != "ok":
+            text = f"[{self.status}]\n{text}"
+        if len(text) > limit:
+            text = text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+        return text
+
 
 class PythonCalls:
     """Runs batches of calls on the build's sandbox pool (``cfg``: the recipe's ``verify.code``), each under

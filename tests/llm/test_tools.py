@@ -6,7 +6,6 @@ sample keeps its own seed on every turn."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
@@ -15,20 +14,13 @@ from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion, Request
 from bonforge.llm.config import PythonTool
 from bonforge.llm.tools import SCHEMA, sample_with_tools
+from bonforge.sandbox.tool_calls import ToolRun
 from bonforge.tables import trajectories
 
 
 def call(code=None, name="python", arguments=None, cid="x") -> dict:
     args = json.dumps({"code": code}) if arguments is None else arguments
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-@dataclass(frozen=True)
-class Run:
-    status: str
-    stdout: str
-    stderr: str = ""
-    cpu_s: float = 0.0
 
 
 class Scripted:
@@ -52,7 +44,7 @@ class Scripted:
 def ran(cells_log):
     def run(calls):
         cells_log.append(calls)
-        return [Run("ok", f"ran {len(cells)} cells: {cells[-1]}\n") for cells in calls]
+        return [ToolRun("ok", f"ran {len(cells)} cells: {cells[-1]}\n", "", 0.0) for cells in calls]
     return run
 
 
@@ -128,7 +120,7 @@ def test_a_prompt_the_engine_skips_skips_the_request_and_a_late_skip_ends_the_tr
 
 def test_output_is_cut_to_what_the_model_may_read_and_a_failed_run_says_its_status():
     def run(calls):
-        return [Run("timeout", "x" * 5000, "Traceback")]
+        return [ToolRun("timeout", "x" * 5000, "Traceback", 2.0)]
 
     def reply(r, turn):
         return ("", (call("while 1: pass"),)) if turn == 0 else ("A: ?", None)
