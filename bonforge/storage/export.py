@@ -222,7 +222,27 @@ def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     verify = {"math": recipe.verify.math, "code": code}
     counted = not recipe.problems.include_reference or recipe.filter.count_reference
     parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify, counted)
-    return parts, trainers(domain, "rl/train.parquet")
+    out = trainers(domain, "rl/train.parquet")
+    out["verl"].update(rollout_tool(recipe))
+    return parts, out
+
+
+def rollout_tool(recipe) -> dict:
+    """Where the recipe's teachers sampled with the Python tool, the tool a trainer's rollout offers the policy
+    (the same schema, limits and sandbox settings), for the manifest's verl section: ``tool_config`` (verl's
+    tool config of ``bonforge.rewards.tools``: written to a YAML file, it is what
+    ``actor_rollout_ref.rollout.multi_turn.tool_config_path`` names) and the override that turns multi-turn
+    rollouts on."""
+    from bonforge.llm.tools import SCHEMA
+    from bonforge.rewards.tools import tool_config
+
+    tool = next((t.python_tool for t in recipe.teachers if getattr(t, "python_tool", None)), None)
+    if tool is None:
+        return {}
+    sandbox = recipe.verify.code.model_dump(include={"image", "backend", "memory_mb", "output_limit_bytes"},
+                                            exclude_none=True)
+    return {"tool_config": tool_config(SCHEMA, tool.time_limit_s, tool.output_chars, sandbox),
+            "multi_turn_overrides": ["actor_rollout_ref.rollout.multi_turn.enable=true"]}
 
 
 _SFT = {"problem_id": "candidates", "question": "problems", "candidate_id": "candidates", "teacher": "candidates",

@@ -174,3 +174,27 @@ def test_verls_multi_turn_sft_dataset_reads_the_trajectories(builds, tool_lm, ve
     for row in out["rows"]:
         assert row["roles"] == ["user", "assistant", "tool", "assistant"]
         assert 0 < row["trained"] < row["tokens"]  # the model's turns are trained on, the user and tool turns not
+
+
+def test_verls_rollout_gets_the_same_tool_from_the_rl_manifest(builds, verl_python, sandbox_image, tmp_path):
+    """The RL export names the tool (verl's tool config); verl's registry builds it and its sessions behave as
+    the sampler's: state kept within a trajectory, none across, a runaway call stopped with its status."""
+    import yaml
+
+    manifest = json.loads((Path(builds[0][0]["rl_dataset"]) / "manifest.json").read_text())
+    verl = manifest["trainers"]["verl"]
+    assert verl["multi_turn_overrides"] == ["actor_rollout_ref.rollout.multi_turn.enable=true"]
+    config = verl["tool_config"]
+    assert config["tools"][0]["config"]["sandbox"]["image"] == sandbox_image
+    (tmp_path / "tools.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([verl_python, str(REPO / "tests" / "helpers" / "verl_tool_payload.py"),
+                           str(tmp_path / "tools.yaml")], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["name"] == "python"
+    (set_, s1), (other, s2), (read, s3), (loop, s4), (bad, s5) = out["calls"]
+    assert (set_, s1, read, s3) == ("set\n", "ok", "42\n", "ok")  # the session keeps its state
+    assert s2 == "runtime_error" and "NameError" in other  # another trajectory's session has none of it
+    assert s4 == "timeout" and loop.startswith("[timeout]")
+    assert bad.startswith("error: the arguments") and s5 is None
