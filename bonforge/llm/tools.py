@@ -4,7 +4,9 @@ Works over any engine that returns chat tool calls (``Completion.tool_calls``: t
 in rounds: every trajectory still going asks for its next turn in one ``generate`` call (each its own request,
 ``n=1``, the sample's own seed), then every call made in that turn runs in one batch of the sandbox
 (``run``: a trajectory's cells so far, its newest last, ``bonforge.sandbox.tool_calls``). After
-``max_calls`` calls the next turn is asked without tools, for the answer. What the server sends is hostile:
+``max_calls`` calls the next turn is asked without tools, for the answer. A call that a limit stopped
+(``KILLED``) is left out of the later calls' replays (the session goes on as a restarted one would: without its
+state), else every later call would be stopped by it again. What the server sends is hostile:
 a call to another tool, arguments that are not JSON with a ``code`` string, a missing or repeated call id
 each get a tool message saying so (nothing runs) with an id of ours, so every stored trajectory is one a
 trainer can replay (``bonforge.tables.trajectories.check`` holds for it before it is kept).
@@ -26,6 +28,7 @@ SCHEMA = {"type": "function", "function": {
     "functions of your earlier calls in this conversation are defined again before it runs.",
     "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "The code to run."}},
                    "required": ["code"]}}}  # fmt: skip
+KILLED = ("timeout", "memory_limit", "output_limit")  # statuses of a call that a limit stopped: never replayed
 
 
 @dataclass
@@ -33,7 +36,7 @@ class _Trajectory:
     request: Request
     index: int
     messages: list[dict]
-    cells: list[str] = field(default_factory=list)
+    cells: list[str | None] = field(default_factory=list)
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -112,21 +115,27 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
                 skipped.add(next(k for k, ts in enumerate(mine) if t in ts))
             else:
                 t.messages.append({"role": "assistant", "content": ""})
-                t.done, t.last = True, replace(t.last, finish_reason="length")
+                # the answer is this empty message: no earlier turn's text reaches the judges as the answer
+                t.done, t.last = True, replace(t.last, text="", reasoning=None, finish_reason="length")
             if t.done and progress is not None:
                 finished += 1
                 progress(finished)
-        cells = []
+        cells, at = [], []
         for t, _, code, _ in pending:
             if code is not None:
+                at.append(len(t.cells))
                 t.cells.append(code)
                 cells.append(list(t.cells))
-        runs = iter(run(cells))
+        runs, places = iter(run(cells)), iter(at)
         for t, made, code, why in pending:
             if code is not None:
-                r = next(runs)
+                r, place = next(runs), next(places)
                 why = _shown(r.status, r.stdout, r.stderr, tool.output_chars)
+                if r.status in KILLED:  # it would be killed again in every replay: the session goes on without it
+                    t.cells[place] = None
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
+        for t in going:
+            t.cells = [c for c in t.cells if c is not None]
     out = []
     for k, ts in enumerate(mine):
         out.append([] if k in skipped else [_completion(t) for t in ts])
