@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from bonforge.llm.base import Completion, Engine, Progress, Request
+from bonforge.llm.base import Completion, Engine, Progress, Request, valid_text
 from bonforge.llm.config import PythonTool
 from bonforge.tables import trajectories
 
@@ -45,6 +45,7 @@ class _Trajectory:
 
 
 def _shown(status: str, stdout: str, stderr: str, limit: int) -> str:
+    stdout, stderr = valid_text(stdout), valid_text(stderr)  # a program may print bytes that are no UTF-8
     text = stdout + (("\n" if stdout and not stdout.endswith("\n") else "") + stderr if stderr else "")
     if status != "ok":
         text = f"[{status}]\n{text}"
@@ -83,7 +84,7 @@ def _turn(t: _Trajectory, c: Completion, allowed: int) -> list[tuple[dict, str |
         code, why = _code(call)
         given = call.get("function") if isinstance(call, dict) else None
         given = given if isinstance(given, dict) else {}
-        name, arguments = str(given.get("name") or "?")[:200], str(given.get("arguments") or "")
+        name, arguments = valid_text(str(given.get("name") or "?")[:200]), valid_text(str(given.get("arguments") or ""))
         made = {"id": f"call_{t.calls}", "type": "function", "function": {"name": name, "arguments": arguments}}
         t.calls += 1
         out.append((made, code, why))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pytest
 
 from bonforge.config import load_recipe
@@ -189,3 +190,21 @@ def test_a_call_that_ran_out_of_its_limits_is_not_replayed_before_the_next():
     sample_with_tools(Scripted(reply), [one], run, PythonTool(max_calls=8))
     assert [batch[0] for batch in log if batch] == [["while 1: pass"], ["x = 1"], ["x = 1", "x = [0] * 10**12"],
                                            ["x = 1", "1 / 0"], ["x = 1", "1 / 0", "print(x)"]]
+
+
+def test_lone_surrogates_from_the_server_or_a_program_are_stored_as_valid_text():
+    """JSON may escape half a surrogate pair (``\\ud800``): in a call's name or arguments from the server or in
+    what a program printed, it becomes U+FFFD, so the trajectory is text a column holds; the code still runs."""
+    def run(calls):
+        return [Run("ok", "out \udcff\n", "err \ud800") for _ in calls]
+
+    def reply(r, turn):
+        return ("", (call(arguments='{"code": "print(\'\\ud800\')"}'), call(name="py\udc00"))) if turn == 0 \
+            else ("A: 1", None)
+
+    one = Request(id="p", messages=({"role": "user", "content": "q"},), n=1)
+    stored = sample_with_tools(Scripted(reply), [one], run, PythonTool())[0][0].messages
+    assert pa.array([stored]).to_pylist() == [stored]
+    messages = json.loads(stored)
+    assert messages[2]["content"] == "out \ufffd\nerr \ufffd" and "no tool named 'py\\udc00'" in messages[3]["content"]
+    assert messages[1]["tool_calls"][1]["function"]["name"] == "py\ufffd"
