@@ -94,6 +94,10 @@ def check(messages: Any) -> Facts:
         at = f"[{i}]"
         if not isinstance(message, dict):
             raise Malformed("expected a message object", at)
+        try:  # stored as JSON: a Parquet pool's bytes or dates, NaN (no JSON number) are refused here, by name
+            json.dumps(message, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise Malformed(f"a value JSON cannot hold ({str(e)[:80]})", at) from None
         role = message.get("role")
         if role not in ROLES:
             raise Malformed(f"unknown role {role!r} (one of {', '.join(ROLES)})", f"{at}.role")

@@ -105,3 +105,15 @@ def test_arguments_no_arrow_column_can_hold_are_shown_as_sent():
                     TOLD, ANSWER]
         text = tj.compact(tj.dumps(messages))
         assert text.startswith(f"[tool call python: {arguments}]") and pa.array([text]).to_pylist() == [text]
+
+
+def test_a_message_json_cannot_hold_is_refused_by_its_position():
+    """A Parquet pool's bytes or dates and NaN / infinity (valid Python JSON, no JSON number) in any field of a
+    message are refused where they are, not a traceback when the trajectory is stored; other fields stay."""
+    import datetime
+
+    for value in (float("nan"), float("inf"), b"\x00", datetime.date(2024, 1, 1), {"deep": [float("-inf")]}):
+        with pytest.raises(tj.Malformed) as e:
+            tj.check([USER, {**ANSWER, "meta": value}])
+        assert e.value.field == "[1]" and "JSON cannot hold" in e.value.message
+    assert tj.check([{**USER, "meta": {"w": 1.5, "n": 10**30}}, ANSWER]) == tj.Facts(1, 0, 0)  # control
