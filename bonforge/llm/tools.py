@@ -4,12 +4,12 @@ Works over any engine that returns chat tool calls (``Completion.tool_calls``: t
 in rounds: every trajectory still going asks for its next turn in one ``generate`` call (each its own request,
 ``n=1``, the sample's own seed), then every call made in that turn runs in one batch of the sandbox
 (``run``: a trajectory's cells so far, its newest last, ``bonforge.sandbox.tool_calls``). After
-``max_calls`` calls the next turn is asked without tools, for the answer. A call that a limit stopped
-(``KILLED``) is left out of the later calls' replays (the session goes on as a restarted one would: without its
-state), else every later call would be stopped by it again. What the server sends is hostile:
-a call to another tool, arguments that are not JSON with a ``code`` string, a missing or repeated call id
-each get a tool message saying so (nothing runs) with an id of ours, so every stored trajectory is one a
-trainer can replay (``bonforge.tables.trajectories.check`` holds for it before it is kept).
+``max_calls`` calls the next turn is asked without tools, for the answer. A call whose program did not run
+to its end (a limit, a signal, an exit: ``ToolRun.replayable``) is left out of the later calls' replays (the
+session goes on as a restarted one would: without its state), else it would end every later call too. What
+the server sends is hostile: a call to another tool, arguments that are not JSON with a ``code`` string, a
+missing or repeated call id each get a tool message saying so (nothing runs) with an id of ours, so every
+stored trajectory is one a trainer can replay (``bonforge.tables.trajectories.check`` holds for it before it is kept).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ SCHEMA = {"type": "function", "function": {
     "functions of your earlier calls in this conversation are defined again before it runs.",
     "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "The code to run."}},
                    "required": ["code"]}}}  # fmt: skip
-KILLED = ("timeout", "memory_limit", "output_limit")  # statuses of a call that a limit stopped: never replayed
 
 
 @dataclass
@@ -132,7 +131,7 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
             if code is not None:
                 r, place = next(runs), next(places)
                 why = _shown(r.status, r.stdout, r.stderr, tool.output_chars)
-                if r.status in KILLED:  # it would be killed again in every replay: the session goes on without it
+                if not r.replayable:  # it would end every later replay too: the session goes on without it
                     t.cells[place] = None
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
         for t in going:

@@ -30,6 +30,7 @@ class Run:
     stdout: str
     stderr: str = ""
     cpu_s: float = 0.0
+    replayable: bool = True
 
 
 class Scripted:
@@ -171,15 +172,16 @@ def test_a_late_skip_keeps_no_earlier_turns_text_as_the_answer():
     assert control.text == "A: 5" and control.finish_reason == "stop"
 
 
-def test_a_call_that_ran_out_of_its_limits_is_not_replayed_before_the_next():
-    """A call killed by a limit (time, memory, output) would be killed again in every replay: the session goes
-    on without it (as a restarted one would); a call that raised stays (its state up to the error)."""
+def test_a_call_that_did_not_run_to_its_end_is_not_replayed_before_the_next():
+    """A call ended by a limit or a signal would end every later replay too: the session goes on without it
+    (as a restarted one would); a call that raised stays (its state up to the error)."""
     statuses = {"while 1: pass": "timeout", "x = [0] * 10**12": "memory_limit", "1 / 0": "runtime_error"}
     log = []
 
     def run(calls):
         log.append(calls)
-        return [Run(statuses.get(cells[-1], "ok"), "") for cells in calls]
+        return [Run(statuses.get(cells[-1], "ok"), "", replayable=cells[-1] not in statuses or cells[-1] == "1 / 0")
+                for cells in calls]
 
     codes = ["while 1: pass", "x = 1", "x = [0] * 10**12", "1 / 0", "print(x)"]
 
