@@ -101,6 +101,8 @@ def check(messages: Any) -> Facts:
         role = message.get("role")
         if role not in ROLES:
             raise Malformed(f"unknown role {role!r} (one of {', '.join(ROLES)})", f"{at}.role")
+        for key in ("name", "tool_call_id"):  # fields of the trainers' typed shape (``MESSAGE``): text or absent
+            _text(message.get(key), f"{at}.{key}", optional=True)
         if role == "tool":
             call_id = _text(message.get("tool_call_id"), f"{at}.tool_call_id", optional=False)
             if call_id not in open_calls:

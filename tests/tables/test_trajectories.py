@@ -117,3 +117,15 @@ def test_a_message_json_cannot_hold_is_refused_by_its_position():
             tj.check([USER, {**ANSWER, "meta": value}])
         assert e.value.field == "[1]" and "JSON cannot hold" in e.value.message
     assert tj.check([{**USER, "meta": {"w": 1.5, "n": 10**30}}, ANSWER]) == tj.Facts(1, 0, 0)  # control
+
+
+def test_a_typed_field_that_is_not_text_is_refused_so_the_trainers_shape_holds_every_checked_trajectory():
+    """``name`` and ``tool_call_id`` are text in the typed shape the SFT exports write: a number or a list there
+    is refused where it is (was an Arrow error in the export); text or absent is read (control)."""
+    for key, value in (("name", 5), ("tool_call_id", ["c1"])):
+        with pytest.raises(tj.Malformed) as e:
+            tj.check([{**USER, key: value}, ANSWER])
+        assert e.value.field == f"[0].{key}" and "expected text" in e.value.message
+    named = [{**USER, "name": "alice"}, ASKS, {**TOLD, "name": "python"}, ANSWER]
+    tj.check(named)
+    assert pa.array([tj.typed(tj.dumps(named))], tj.MESSAGES).to_pylist()[0][0]["name"] == "alice"
