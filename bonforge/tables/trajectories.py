@@ -103,6 +103,8 @@ def check(messages: Any) -> Facts:
             raise Malformed(f"unknown role {role!r} (one of {', '.join(ROLES)})", f"{at}.role")
         for key in ("name", "tool_call_id"):  # fields of the trainers' typed shape (``MESSAGE``): text or absent
             _text(message.get(key), f"{at}.{key}", optional=True)
+        if role != "assistant" and message.get("tool_calls") is not None:
+            raise Malformed(f"a {role} message makes no tool calls", f"{at}.tool_calls")
         if role == "tool":
             call_id = _text(message.get("tool_call_id"), f"{at}.tool_call_id", optional=False)
             if call_id not in open_calls:
@@ -119,8 +121,6 @@ def check(messages: Any) -> Facts:
             ids = _calls(message["tool_calls"], f"{at}.tool_calls")
             open_calls.update(ids)
             calls += len(ids)
-        elif message.get("tool_calls") is not None and role != "assistant":
-            raise Malformed(f"a {role} message makes no tool calls", f"{at}.tool_calls")
         turns += role == "assistant"
     last = messages[-1]
     if last.get("role") != "assistant" or last.get("tool_calls") or last.get("content") is None:

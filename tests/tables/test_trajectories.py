@@ -53,6 +53,7 @@ def test_honest_trajectories_are_read_with_their_facts():
     ([USER, {"role": "assistant", "content": None, "tool_calls": [{**call("c1"), "type": "retrieval"}]}, TOLD,
       ANSWER], "[1].tool_calls[0].type", "only 'function'"),
     ([{**USER, "tool_calls": [call("c1")]}, TOLD, ANSWER], "[0].tool_calls", "makes no tool calls"),
+    ([USER, ASKS, {**TOLD, "tool_calls": 5}, ANSWER], "[2].tool_calls", "makes no tool calls"),  # a tool message
     ([USER], "[0]", "does not end with the assistant's answer"),
     ([USER, ASKS, TOLD], "[2]", "does not end with the assistant's answer"),
     ([USER, {"role": "assistant", "content": None}], "[1].content", "got null"),
