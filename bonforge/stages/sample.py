@@ -299,7 +299,10 @@ def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = 
                       shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
 
 
-def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
-    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is."""
-    return STAGE.bind(SampleParams(teacher, engine), {"fusion_pools": pools}, label=f"candidates[{teacher.name}]",
+def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None,
+               sandbox: CodeVerifyConfig | None = None) -> Node:
+    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is; ``sandbox``: as in
+    ``node``."""
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), {"fusion_pools": pools},
+                      label=f"candidates[{teacher.name}]",
                       shard_rows=teacher.shard_problems, note={"teacher": teacher.name})

@@ -145,7 +145,7 @@ def test_a_tool_teachers_samples_are_keyed_by_the_sandbox_its_calls_run_in():
     """A tool call's output depends on the sandbox's limits (memory, output cap, image): trajectories sampled
     under one are not reused under another, in the stage key and each sample's identity; the sandbox settings
     that only say how to run (pool size) and a teacher without the tool key as before; early stopping's
-    rounds run the calls in the recipe's sandbox too."""
+    rounds and the fusor run the calls in the recipe's sandbox too."""
     from bonforge.llm.config import PythonTool
     from bonforge.sandbox.config import CodeVerifyConfig
 
@@ -160,3 +160,5 @@ def test_a_tool_teachers_samples_are_keyed_by_the_sandbox_its_calls_run_in():
     for final in (False, True):
         node = sample.round_node(problems_ref, Ref("rounds", "r" * 64), tool, final, sandbox=small)
         assert node.params.sandbox is small and node.config == key_config(tool, small)
+    fusor = sample.fusor_node(Ref("fusion_pools", "f" * 64), tool, sandbox=small)  # a fusor may call the tool too
+    assert fusor.params.sandbox is small and fusor.config == key_config(tool, small)
