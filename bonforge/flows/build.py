@@ -64,7 +64,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         dataset["sft_dataset"] = run.publish(recipe.export.sft.name, export.sft_dataset(kept), export.sft_trainers())
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
-        fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
+        fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion), sandbox=recipe.verify.code))
         fused_verdicts = run(verify.node(recipe, problems, fused, domains))
         selection = recipe.fusion.selector and run(fuse.select_node(recipe, problems, pools, candidates, verdicts))
         run(fuse.fusion_node(recipe, pools, candidates, verdicts, fused, fused_verdicts, selection))
@@ -97,7 +97,7 @@ def fuse_open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list,
     """FusioN over the answers the hard filter keeps; the fused answers scored like every candidate and set
     beside Best-of-N on the same pools. Returns the fused candidates and their scores."""
     pools = run(fuse.open_pools_node(recipe, problems, candidates, scored))
-    fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
+    fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion), sandbox=recipe.verify.code))
     fused_scores = run(scores.node(recipe, problems, fused))
     run(fuse_open.node(recipe, pools, candidates, scored, fused, fused_scores))
     return fused, fused_scores

@@ -26,15 +26,16 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     """Every teacher's candidates and verdicts, drawn in rounds; and the last round's table (for
     ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
+    tools = recipe.verify.code  # where a teacher's tool calls run
     with HeldEngines(list(recipe.teachers)) as held:
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
-            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=held.engine(t)), r))
+            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=held.engine(t), sandbox=tools), r))
                      for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
             judged = [run(_in_round(verify.node(recipe, problems, c, domains), r)) for c in drawn]
             plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, judged)))
-        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t)))
+        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=held.engine(t), sandbox=tools))
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
     verdicts = [run(verify.node(recipe, problems, c, domains)) for c in candidates]

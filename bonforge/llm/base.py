@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import logging
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol, TypeVar
 
@@ -99,6 +100,15 @@ class RetryableError(TransientError):
 
     def __reduce__(self):
         return (self.__class__, (self.message, self.retry_after))
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (JSON may escape one: ``"\\ud800"``; no Arrow column holds it) as
+    U+FFFD: what a server sends is stored as valid Unicode."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds a pair as one character: any of these is lone
 
 
 def problem_seed(base: int, problem_id: str) -> int:

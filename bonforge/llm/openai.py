@@ -19,7 +19,7 @@ from typing import Any, Awaitable, TypeVar
 import httpx
 
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
-                               split_reasoning)
+                               split_reasoning, valid_text)
 from bonforge.llm.config import OpenAITeacher
 
 T = TypeVar("T")
@@ -142,7 +142,8 @@ def parse_response(data: Any, *, chat: bool, where: str) -> dict:
     usage = {k: _typed(_field(data, ["usage", k], where), int, ["usage", k], where)
              for k in ("prompt_tokens", "completion_tokens")}
     tools = {"tool_calls": tuple(calls)} if calls else {}
-    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage, **tools}
+    reasoning = None if reasoning is None else valid_text(reasoning)
+    return {"text": valid_text(text), "reasoning": reasoning, "finish_reason": finish, **usage, **tools}
 
 
 class OpenAIEngine:

@@ -4,10 +4,12 @@ Works over any engine that returns chat tool calls (``Completion.tool_calls``: t
 in rounds: every trajectory still going asks for its next turn in one ``generate`` call (each its own request,
 ``n=1``, the sample's own seed), then every call made in that turn runs in one batch of the sandbox
 (``run``: a trajectory's cells so far, its newest last, ``bonforge.sandbox.tool_calls``). After
-``max_calls`` calls the next turn is asked without tools, for the answer. What the server sends is hostile:
-a call to another tool, arguments that are not JSON with a ``code`` string, a missing or repeated call id
-each get a tool message saying so (nothing runs) with an id of ours, so every stored trajectory is one a
-trainer can replay (``bonforge.tables.trajectories.check`` holds for it before it is kept).
+``max_calls`` calls the next turn is asked without tools, for the answer. A call whose program did not run
+to its end (a limit, a signal, an exit: ``ToolRun.replayable``) is left out of the later calls' replays (the
+session goes on as a restarted one would: without its state), else it would end every later call too. What
+the server sends is hostile: a call to another tool, arguments that are not JSON with a ``code`` string, a
+missing or repeated call id each get a tool message saying so (nothing runs) with an id of ours, so every
+stored trajectory is one a trainer can replay (``bonforge.tables.trajectories.check`` holds for it before it is kept).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from bonforge.llm.base import Completion, Engine, Progress, Request
+from bonforge.llm.base import Completion, Engine, Progress, Request, valid_text
 from bonforge.llm.config import PythonTool
 from bonforge.tables import trajectories
 
@@ -33,7 +35,7 @@ class _Trajectory:
     request: Request
     index: int
     messages: list[dict]
-    cells: list[str] = field(default_factory=list)
+    cells: list[str | None] = field(default_factory=list)
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -71,7 +73,7 @@ def _turn(t: _Trajectory, c: Completion, allowed: int) -> list[tuple[dict, str |
         code, why = _code(call)
         given = call.get("function") if isinstance(call, dict) else None
         given = given if isinstance(given, dict) else {}
-        name, arguments = str(given.get("name") or "?")[:200], str(given.get("arguments") or "")
+        name, arguments = valid_text(str(given.get("name") or "?")[:200]), valid_text(str(given.get("arguments") or ""))
         made = {"id": f"call_{t.calls}", "type": "function", "function": {"name": name, "arguments": arguments}}
         t.calls += 1
         out.append((made, code, why))
@@ -103,20 +105,27 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
                 skipped.add(next(k for k, ts in enumerate(mine) if t in ts))
             else:
                 t.messages.append({"role": "assistant", "content": ""})
-                t.done, t.last = True, replace(t.last, finish_reason="length")
+                # the answer is this empty message: no earlier turn's text reaches the judges as the answer
+                t.done, t.last = True, replace(t.last, text="", reasoning=None, finish_reason="length")
             if t.done and progress is not None:
                 finished += 1
                 progress(finished)
-        cells = []
+        cells, at = [], []
         for t, _, code, _ in pending:
             if code is not None:
+                at.append(len(t.cells))
                 t.cells.append(code)
                 cells.append(list(t.cells))
-        runs = iter(run(cells))
+        runs, places = iter(run(cells)), iter(at)
         for t, made, code, why in pending:
             if code is not None:
-                why = next(runs).shown(tool.output_chars)
+                r, place = next(runs), next(places)
+                why = valid_text(r.shown(tool.output_chars))  # a program may print what is no valid text
+                if not r.replayable:  # it would end every later replay too: the session goes on without it
+                    t.cells[place] = None
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
+        for t in going:
+            t.cells = [c for c in t.cells if c is not None]
     out = []
     for k, ts in enumerate(mine):
         out.append([] if k in skipped else [_completion(t) for t in ts])

@@ -47,10 +47,19 @@ def read_template(teacher: SampledTeacher, domain: str) -> str:
                           f"teachers.{teacher.name}.prompt_template")  # fmt: skip
 
 
-def key_config(teacher: SampledTeacher) -> dict:
+# The sandbox settings (``verify.code``) that shape what a tool call prints: a teacher's tool calls run there.
+TOOL_SANDBOX = ("image", "wall_factor", "memory_mb", "output_limit_bytes", "tmpfs_mb", "pids_limit",
+                "cpus_per_container")
+
+
+def key_config(teacher: SampledTeacher, sandbox: CodeVerifyConfig | None = None) -> dict:
     """What identifies a teacher's samples: its settings minus execution-only ones, the model identity
-    and the sha256 of every prompt template it may use."""
+    and the sha256 of every prompt template it may use; with a Python tool, the ``sandbox`` settings its calls
+    run under (``TOOL_SANDBOX``)."""
     cfg = teacher.key_config()
+    if getattr(teacher, "python_tool", None) is not None:
+        keyed = (sandbox or CodeVerifyConfig()).key_config()
+        cfg["tool_sandbox"] = {k: keyed[k] for k in TOOL_SANDBOX}
     cfg["model"] = model_identity(teacher.model, teacher.revision)
     domains = ["any"] if teacher.prompt_template else ["math", "code"]
     cfg["prompt_template"] = {
@@ -60,10 +69,10 @@ def key_config(teacher: SampledTeacher) -> dict:
     return cfg
 
 
-def sample_settings(teacher: SampledTeacher) -> dict:
+def sample_settings(teacher: SampledTeacher, sandbox: CodeVerifyConfig | None = None) -> dict:
     """What shapes each sample besides its prompt, index and seed (``bonforge.identity``): the stage key's
     teacher settings without the teacher's name, ``n`` and the template (the rendered prompt covers it)."""
-    cfg = {k: v for k, v in key_config(teacher).items() if k not in ("name", "n", "prompt_template")}
+    cfg = {k: v for k, v in key_config(teacher, sandbox).items() if k not in ("name", "n", "prompt_template")}
     return {"version": SAMPLE_VERSION, **cfg}
 
 
@@ -106,7 +115,8 @@ def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
     prompt_of = np.repeat(np.arange(len(pids)), counts)
     index = (np.arange(len(prompt_of)) - np.repeat(np.cumsum(counts) - counts, counts)).astype(np.int32)
     seed = problem_seeds(t.seed, pids)[prompt_of] + index
-    ids = identity.sample_ids(identity.settings("sample", sample_settings(t)), rendered, prompt_of, index, seed)
+    settings = identity.settings("sample", sample_settings(t, params.sandbox))
+    ids = identity.sample_ids(settings, rendered, prompt_of, index, seed)
     problem = pids.take(prompt_of)
     cids = pc.binary_join_element_wise(problem, pa.scalar(t.name), pa.array(index).cast(pa.string()), "/")
     return pa.table({"candidate_id": cids, "row_id": ids, "problem_id": problem, "sample_index": index, "seed": seed,
@@ -240,7 +250,7 @@ class SampleParams(Params):
     sandbox: CodeVerifyConfig | None = unkeyed(None)  # the recipe's verify.code: where tool calls run
 
     def key_config(self) -> dict:
-        return key_config(self.teacher)
+        return key_config(self.teacher, self.sandbox)
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
@@ -279,16 +289,20 @@ def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None,
 
 
 def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,
-               engine: Engine | None = None) -> Node:
+               engine: Engine | None = None, sandbox: CodeVerifyConfig | None = None) -> Node:
     """Early stopping: the samples of ``teacher`` that the round ``plan`` draws (``final``: all the samples it
     holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
-    as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key)."""
-    return STAGE.bind(SampleParams(teacher, engine), {"problems": problems, "held" if final else "round": plan},
-                      label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems,
-                      note={"teacher": teacher.name})
+    as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key);
+    ``sandbox``: as in ``node``."""
+    inputs = {"problems": problems, "held" if final else "round": plan}
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), inputs, label=f"candidates[{teacher.name}]",
+                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
 
 
-def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
-    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is."""
-    return STAGE.bind(SampleParams(teacher, engine), {"fusion_pools": pools}, label=f"candidates[{teacher.name}]",
+def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None,
+               sandbox: CodeVerifyConfig | None = None) -> Node:
+    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is; ``sandbox``: as in
+    ``node``."""
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), {"fusion_pools": pools},
+                      label=f"candidates[{teacher.name}]",
                       shard_rows=teacher.shard_problems, note={"teacher": teacher.name})

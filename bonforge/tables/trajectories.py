@@ -15,10 +15,13 @@ an answer) with one error naming the message and field.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
+from bonforge.tables.records import load_json
 
 ROLES = ("system", "user", "assistant", "tool")
 # The trainers' typed shape of a message (TRL's tool-calling SFT, verl's multi-turn dataset): the fields both
@@ -91,9 +94,17 @@ def check(messages: Any) -> Facts:
         at = f"[{i}]"
         if not isinstance(message, dict):
             raise Malformed("expected a message object", at)
+        try:  # stored as JSON: a Parquet pool's bytes or dates, NaN (no JSON number) are refused here, by name
+            json.dumps(message, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise Malformed(f"a value JSON cannot hold ({str(e)[:80]})", at) from None
         role = message.get("role")
         if role not in ROLES:
             raise Malformed(f"unknown role {role!r} (one of {', '.join(ROLES)})", f"{at}.role")
+        for key in ("name", "tool_call_id"):  # fields of the trainers' typed shape (``MESSAGE``): text or absent
+            _text(message.get(key), f"{at}.{key}", optional=True)
+        if role != "assistant" and message.get("tool_calls") is not None:
+            raise Malformed(f"a {role} message makes no tool calls", f"{at}.tool_calls")
         if role == "tool":
             call_id = _text(message.get("tool_call_id"), f"{at}.tool_call_id", optional=False)
             if call_id not in open_calls:
@@ -110,8 +121,6 @@ def check(messages: Any) -> Facts:
             ids = _calls(message["tool_calls"], f"{at}.tool_calls")
             open_calls.update(ids)
             calls += len(ids)
-        elif message.get("tool_calls") is not None and role != "assistant":
-            raise Malformed(f"a {role} message makes no tool calls", f"{at}.tool_calls")
         turns += role == "assistant"
     last = messages[-1]
     if last.get("role") != "assistant" or last.get("tool_calls") or last.get("content") is None:
@@ -146,12 +155,19 @@ def any_in(inputs) -> bool:
 COMPACT_OUTPUT_CHARS = 400  # of each tool message, in ``compact`` (more is cut, and the cut said)
 
 
+def _fenced(tag: str, body: str) -> str:
+    """``body`` in a fence longer than any run of backticks in it, so that nothing in it closes the block (a
+    tool's output cannot step out of its block and pass for the model's own text)."""
+    fence = "`" * max([3, *(len(run) + 1 for run in re.findall("`{3,}", body))])
+    return f"{fence}{tag}\n{body}\n{fence}"
+
+
 def compact(stored: str) -> str:
     """A trajectory as one text for a reader that judges answers (a GenSelect prompt): from the model's first
     turn on, its text; each Python call as a fenced ``python`` block (another tool's call as its name and
-    arguments); each tool message as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters;
-    the final answer last. The prompt before the first assistant turn is left out (the reader has the
-    question)."""
+    arguments); each tool message as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters
+    (each fence longer than a backtick run inside it); the final answer last. The prompt before the first
+    assistant turn is left out (the reader has the question)."""
     messages = json.loads(stored)
     first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
     parts = []
@@ -159,18 +175,18 @@ def compact(stored: str) -> str:
         if m["role"] == "tool":
             out, keep = m.get("content") or "", COMPACT_OUTPUT_CHARS
             cut = f"\n[... {len(out) - keep} more characters]" if len(out) > keep else ""
-            parts.append(f"```output\n{out[:keep]}{cut}\n```")
+            parts.append(_fenced("output", f"{out[:keep]}{cut}"))
             continue
         if m.get("content"):
             parts.append(m["content"])
         for call in m.get("tool_calls") or []:
             function = call["function"]
-            try:
-                code = json.loads(function["arguments"]).get("code")
-            except (ValueError, AttributeError, RecursionError):
+            try:  # arguments are the model's text: not JSON, too deep, a lone surrogate are shown as they are
+                code = load_json(function["arguments"]).get("code")
+            except (ValueError, AttributeError):
                 code = None
             if function["name"] == "python" and isinstance(code, str):
-                parts.append(f"```python\n{code}\n```")
+                parts.append(_fenced("python", code))
             else:
                 parts.append(f"[tool call {function['name']}: {function['arguments']}]")
     return "\n\n".join(parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 import pytest
 from llm_server import ScriptedServer
 
@@ -159,3 +160,14 @@ def test_progress_counts_the_samples_as_they_finish():
         engine.generate([chat(i, n=3) for i in range(4)], lambda k: heard.append((k, server.count)))
     assert [k for k, _ in heard] == list(range(1, 13))
     assert heard[0][1] < 12  # the first sample was counted while others were still to be asked
+
+
+def test_a_lone_surrogate_in_a_reply_is_stored_as_valid_text():
+    """A reply whose JSON escapes half a surrogate pair in its text or reasoning (no Arrow column holds that)
+    reads as U+FFFD; a whole pair (an emoji) stays as it is."""
+    body = (b'{"choices": [{"message": {"content": "A: \\ud800 \\ud83d\\ude00", "reasoning_content": "\\udfff"},'
+            b' "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}')
+    with ScriptedServer(lambda n, b: (200, {}, body)) as server:
+        got = OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])[0][0]
+    assert got.text == "A: \ufffd \U0001f600" and got.reasoning == "\ufffd"
+    assert pa.array([got.text, got.reasoning]).to_pylist() == [got.text, got.reasoning]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 
 from bonforge.config import load_recipe
@@ -144,3 +145,59 @@ def test_a_tool_the_recipe_cannot_have_is_one_error_line(tmp_path):
         assert words in str(e.value) and "\n" not in str(e.value)
     (tmp_path / "r.yaml").write_text(head + "{name: t, engine: openai, model: m, python_tool: {}}\n")  # control
     assert load_recipe(tmp_path / "r.yaml").teachers[0].python_tool == PythonTool()
+
+
+def test_a_late_skip_keeps_no_earlier_turns_text_as_the_answer():
+    """The judges read ``text``: after a skipped turn it is the trajectory's last message (empty), never the
+    text a turn with calls wrote (a right answer written beside a call, then the window runs out)."""
+    def reply(r, turn):
+        if turn == 1 and r.id == "p#0":
+            return None  # the engine skips the prompt: too long for the window
+        return ("A: 5", (call("print(5)"),)) if turn == 0 else ("A: 5", None)
+
+    one = Request(id="p", messages=({"role": "user", "content": "q"},), n=2)
+    out = sample_with_tools(Scripted(reply), [one], ran([]), PythonTool())
+    skipped, control = out[0]
+    assert json.loads(skipped.messages)[-1] == {"role": "assistant", "content": ""}
+    assert skipped.text == "" and skipped.finish_reason == "length" and skipped.reasoning is None
+    assert control.text == "A: 5" and control.finish_reason == "stop"
+
+
+def test_a_call_that_did_not_run_to_its_end_is_not_replayed_before_the_next():
+    """A call ended by a limit or a signal would end every later replay too: the session goes on without it
+    (as a restarted one would); a call that raised stays (its state up to the error)."""
+    statuses = {"while 1: pass": "timeout", "x = [0] * 10**12": "memory_limit", "1 / 0": "runtime_error"}
+    log = []
+
+    def run(calls):
+        log.append(calls)
+        return [ToolRun(statuses.get(cells[-1], "ok"), "", "", 0.0,
+                        replayable=cells[-1] not in statuses or cells[-1] == "1 / 0") for cells in calls]
+
+    codes = ["while 1: pass", "x = 1", "x = [0] * 10**12", "1 / 0", "print(x)"]
+
+    def reply(r, turn):
+        return ("", (call(codes[turn]),)) if turn < len(codes) else ("A: 1", None)
+
+    one = Request(id="p", messages=({"role": "user", "content": "q"},), n=1)
+    sample_with_tools(Scripted(reply), [one], run, PythonTool(max_calls=8))
+    assert [batch[0] for batch in log if batch] == [["while 1: pass"], ["x = 1"], ["x = 1", "x = [0] * 10**12"],
+                                           ["x = 1", "1 / 0"], ["x = 1", "1 / 0", "print(x)"]]
+
+
+def test_lone_surrogates_from_the_server_or_a_program_are_stored_as_valid_text():
+    """JSON may escape half a surrogate pair (``\\ud800``): in a call's name or arguments from the server or in
+    what a program printed, it becomes U+FFFD, so the trajectory is text a column holds; the code still runs."""
+    def run(calls):
+        return [ToolRun("ok", "out \udcff\n", "err \ud800", 0.0) for _ in calls]
+
+    def reply(r, turn):
+        return ("", (call(arguments='{"code": "print(\'\\ud800\')"}'), call(name="py\udc00"))) if turn == 0 \
+            else ("A: 1", None)
+
+    one = Request(id="p", messages=({"role": "user", "content": "q"},), n=1)
+    stored = sample_with_tools(Scripted(reply), [one], run, PythonTool())[0][0].messages
+    assert pa.array([stored]).to_pylist() == [stored]
+    messages = json.loads(stored)
+    assert messages[2]["content"] == "out \ufffd\nerr \ufffd" and "no tool named 'py\\udc00'" in messages[3]["content"]
+    assert messages[1]["tool_calls"][1]["function"]["name"] == "py\ufffd"

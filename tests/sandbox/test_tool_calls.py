@@ -72,3 +72,23 @@ def test_a_hostile_earlier_call_cannot_spoil_the_next(calls):
     assert run.status == "timeout"  # the bomb replays inside the call's own limits: it costs its own call only
     (fine,) = calls([["x = 5", "print(x)"]])
     assert (fine.status, fine.stdout) == ("ok", "5\n")
+
+
+def test_what_an_earlier_call_wrote_to_the_descriptors_is_not_shown_again(calls):
+    """An earlier call's os.write, a child's output and a write past sys.stdout to the real stream are dropped
+    on replay like its prints; the new call's own descriptor writes are shown (control)."""
+    leaks = ["import os; os.write(1, b'LEAK1\\n'); os.write(2, b'LEAK2\\n')",
+             "import subprocess; subprocess.run(['echo', 'LEAK3'])", "import sys; sys.__stdout__.write('LEAK4')"]
+    (run,) = calls([[*leaks, "import os; os.write(1, b'new\\n')"]])
+    assert (run.status, run.stdout, run.stderr) == ("ok", "new\n", "")
+    (binary,) = calls([["import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok\\n')"]])
+    assert (binary.status, binary.stdout) == ("ok", "\ufffd\ufffd ok\n")  # bytes no UTF-8 holds: readable text
+
+
+def test_a_call_that_did_not_run_to_its_end_is_said_not_replayable(calls):
+    """A signal or an exit ends the program (it would end every replay after it: the tool loop leaves such a call
+    out); a call that raised ran to its end (its error caught), as did one that printed."""
+    ended = calls([["import ctypes; ctypes.string_at(0)"], ["import os; os._exit(3)"], ["import sys; sys.exit(4)"],
+                   ["x = 1\n1 / 0"], ["print(1)"]])
+    assert [(r.status, r.replayable) for r in ended] == [("runtime_error", False)] * 3 + [
+        ("runtime_error", True), ("ok", True)]

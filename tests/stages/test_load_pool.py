@@ -164,3 +164,24 @@ def test_a_malformed_trajectory_is_one_error_naming_line_and_field(tmp_path, rec
 def test_a_trajectory_pool_takes_no_text_field():
     with pytest.raises(ValueError, match="remove `text` and `language`"):
         PoolTeacher(engine="pool", name="t", source={"path": "x.jsonl"}, format="messages", text="content")
+
+
+def test_a_parquet_trajectory_with_a_value_json_cannot_hold_is_one_error(tmp_path):
+    """A Parquet pool's messages are typed: a binary field (or NaN) in a message is one error naming the
+    record and the message, not a traceback when the trajectory is stored; the same file without it comes in."""
+    import pyarrow.parquet as pq
+
+    def write(extra):
+        messages = [{"role": "user", "content": "q", "blob": extra}, {"role": "assistant", "content": "A: 1",
+                                                                       "blob": None}]
+        pq.write_table(pa.Table.from_pylist([{"name": "p1", "m": messages}]), tmp_path / "pool.parquet")
+        problems = pa.Table.from_pylist([{"problem_id": "p1", "domain": "math", "question": "q"}], schema=PROBLEMS)
+        cfg = PoolTeacher(engine="pool", name="t", source={"path": str(tmp_path / "pool.parquet")}, match="id",
+                          match_field="name", format="messages", samples="m")
+        return import_pool(cfg, tmp_path / "pool.parquet", problems)
+
+    for bad in (b"\xff\x00", float("nan")):
+        with pytest.raises(DataError) as e:
+            write(bad)
+        assert e.value.field == "m[0][0]" and "JSON cannot hold" in e.value.message
+    assert json.loads(write(None).column("messages")[0].as_py())[0]["blob"] is None  # control
