@@ -181,7 +181,7 @@ def plan(
 @app.command(cls=_ListsStages, short_help="Query a run's stage tables with DuckDB SQL.")
 def sql(
     query: str = typer.Argument(..., help="SQL over one view per stage of the run (listed below), runs and "
-                                          "run_stages."),
+                                          "run_stages; a run with trajectories adds turns and tool_calls."),
     run_id: Optional[str] = typer.Option(None, "--run", help="Run id (prefix) whose stages the views show."),
     fmt: str = typer.Option("table", "--format", help="table | csv | json | parquet"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (parquet needs one)."),

@@ -169,9 +169,11 @@ class PoolTeacher(Model):
     engine: Literal["pool"]
     name: Name
     source: DataSource
-    format: Literal["jsonl", "codet", "apps", "problem_package"] = Field(
+    format: Literal["jsonl", "codet", "apps", "problem_package", "messages"] = Field(
         "jsonl", description="'problem_package': the solutions (sol/*) of the packages the problems came from "
-        "(problems.format: problem_package), labelled by their info.toml, their language from the file's suffix.")
+        "(problems.format: problem_package), labelled by their info.toml, their language from the file's suffix. "
+        "'messages': trajectories, each an OpenAI-style message list (tool calls and tool messages included) in "
+        "the field `samples` names (default `messages`), its last assistant message the answer.")
     match: Literal["question", "id", "order"] = Field(
         "question", description="How a pool record finds its problem: same question text, same id, or row order."
     )
@@ -194,7 +196,16 @@ class PoolTeacher(Model):
     def _id_field(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("match") == "id" and "match_field" not in data:
             data = {**data, "match_field": "id"}  # a record names its problem by id in `id` unless told otherwise
+        if isinstance(data, dict) and data.get("format") == "messages" and "samples" not in data:
+            data = {**data, "samples": "messages"}
         return data
+
+    @model_validator(mode="after")
+    def _trajectories(self) -> "PoolTeacher":
+        if self.format == "messages" and (self.text or self.language):
+            raise ValueError("format: messages reads the answer from each trajectory's last assistant message "
+                             "(remove `text` and `language`)")
+        return self
 
 
 ENGINES = {"pool": PoolTeacher, "openai": OpenAITeacher, "transformers": TransformersTeacher, "vllm": VLLMTeacher}
@@ -274,12 +285,21 @@ class RLExport(Model):
         None, description="Prompt template file with {question} (default: bonforge's sample_<domain>.txt).")
 
 
+class SFTExport(Model):
+    """One correct answer per kept problem (rejection sampling), for SFT: a trajectory whole, tool calls and
+    tool messages included."""
+
+    name: Name = Field(description="Dataset name under <store>/datasets/.")
+
+
 class ExportConfig(Model):
     name: Name = Field(description="Dataset name under <store>/datasets/.")
     formats: list[Literal["verl", "plain"]] = Field(default_factory=lambda: ["verl", "plain"])
     allow_empty: bool = Field(False, description="Publish a dataset version even when no prompt is left "
                               "(else the build fails, naming why every problem was dropped).")
     rl: RLExport | None = Field(None, description="Also publish the RL dataset of the kept problems.")
+    sft: SFTExport | None = added(None, description="Also publish an SFT dataset: each kept problem's first "
+                                  "correct candidate (by candidate id) as TRL / verl multi-turn messages.")
     validation_fraction: float = added(
         0.0, ge=0, lt=1, description="Share of the problems whose rows go to a validation split "
         "(<format>/validation.parquet) in every dataset the build publishes; chosen by a hash of the recipe's "
@@ -392,6 +412,10 @@ class Recipe(Model):
             raise ValueError("fusion.problems: all fuses every problem from all its samples, but filter.early_stop "
                              "stops drawing a problem once it is certain to be dropped: set fusion.problems: kept "
                              "(exact: kept problems are drawn in full) or turn early_stop off")
+        tools = [t.name for t in self.teachers if getattr(t, "python_tool", None)]
+        if self.filter.early_stop and self.engine.streaming and tools:
+            raise ValueError(f"teachers.{tools[0]}.python_tool: early stopping without rounds (engine.streaming) "
+                             "does not run tool calls yet: set engine.streaming: false (rounds) or drop the tool")
         if self.filter.early_stop and not self.reuse:
             raise ValueError("filter.early_stop takes each round's earlier samples from the store: not with "
                              "reuse: false (--fresh)")

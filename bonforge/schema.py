@@ -57,6 +57,8 @@ CANDIDATES = pa.schema(
         pa.field("cost_usd", pa.float64()),  # what making the row cost (docs/cost.md); null: no price known
         pa.field("engine_s", pa.float64()),  # local engines: the row's share of the engine's wall time; times
         # the GPUs the engine held (the stage manifest's `cost.gpus`), its GPU-seconds
+        pa.field("messages", pa.string()),  # a trajectory (bonforge.tables.trajectories) as JSON: the whole
+        # conversation, tool calls and tool outputs included, ``text`` its final answer; null: a one-text answer
     ]
 )
 

@@ -84,6 +84,14 @@ def gsm8k_pool(request) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def verl_python() -> str:
+    """The verl venv's python, made by ``.ci/verl-venv`` (``.ci/run`` runs it)."""
+    made = subprocess.run(["bash", str(REPO / ".ci" / "verl-venv")], capture_output=True, text=True, timeout=1800)
+    assert made.returncode == 0, f"the verl venv could not be made:\n{made.stderr[-3000:]}"
+    return made.stdout.strip().splitlines()[-1]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _data_env():
     """Point BONFORGE_DATA at the mirror beside the repository when the caller did not."""

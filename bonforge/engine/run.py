@@ -286,6 +286,7 @@ def execute(dag: Dag, run: Run, recipe_dir: str, run_id: str | None, record_star
         record.rl_dataset = dataset.get("rl_dataset", {}).get("path")
         record.fusion_dataset = dataset.get("fusion_dataset", {}).get("path")
         record.preference_dataset = dataset.get("preference_dataset", {}).get("path")
+        record.sft_dataset = dataset.get("sft_dataset", {}).get("path")
         record.build_summary = _summary(store, run.record, run.cached, dataset_rows(dataset.get("files", {})))
         rejudged = [r for r in run.rows.values() if r.get("rejudged")]
         if record.build_summary is not None and rejudged:

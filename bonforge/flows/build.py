@@ -36,7 +36,7 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
         candidates, verdicts, plan = rounds.sampled(recipe, run, problems, domains)
     else:
         candidates = [run(load_pool.node(recipe_dir, problems, t) if isinstance(t, PoolTeacher)
-                          else sample.node(problems, t)) for t in recipe.teachers]
+                          else sample.node(problems, t, sandbox=recipe.verify.code)) for t in recipe.teachers]
         if recipe.problems.include_reference:
             candidates.append(run(load_pool.reference_node(problems)))
         if recipe.problems.domain == "open":
@@ -57,9 +57,14 @@ def dag(recipe: Recipe, run: engine.Run, recipe_dir: Path) -> dict:
     if recipe.export.rl:
         kept = run.inputs(problems=problems, candidates=candidates, verdicts=verdicts, problem_stats=stats)
         dataset["rl_dataset"] = run.publish(recipe.export.rl.name, *export.rl_dataset(kept, recipe))
+    if recipe.export.sft:
+        models = -1 if recipe.problems.include_reference else None  # the reference solutions are no teacher's
+        kept = run.inputs(problems=problems, candidates=candidates[:models], verdicts=verdicts[:models],
+                          problem_stats=stats)
+        dataset["sft_dataset"] = run.publish(recipe.export.sft.name, export.sft_dataset(kept), export.sft_trainers())
     if recipe.fusion:
         pools = run(fuse.pools_node(recipe, problems, candidates, verdicts, stats))
-        fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
+        fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion), sandbox=recipe.verify.code))
         fused_verdicts = run(verify.node(recipe, problems, fused, domains))
         selection = recipe.fusion.selector and run(fuse.select_node(recipe, problems, pools, candidates, verdicts))
         run(fuse.fusion_node(recipe, pools, candidates, verdicts, fused, fused_verdicts, selection))
@@ -92,7 +97,7 @@ def fuse_open_ended(recipe: Recipe, run: engine.Run, problems, candidates: list,
     """FusioN over the answers the hard filter keeps; the fused answers scored like every candidate and set
     beside Best-of-N on the same pools. Returns the fused candidates and their scores."""
     pools = run(fuse.open_pools_node(recipe, problems, candidates, scored))
-    fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion)))
+    fused = run(sample.fusor_node(pools, fuse.fusor_teacher(recipe.fusion), sandbox=recipe.verify.code))
     fused_scores = run(scores.node(recipe, problems, fused))
     run(fuse_open.node(recipe, pools, candidates, scored, fused, fused_scores))
     return fused, fused_scores

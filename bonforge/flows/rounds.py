@@ -32,6 +32,7 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     """Every teacher's candidates and verdicts, drawn in rounds; and the last round's table (for
     ``problem_stats``). The ``vllm`` and ``transformers`` teachers' engines are lent to every round's sampling stage
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
+    tools = recipe.verify.code  # where a teacher's tool calls run
     with HeldEngines(list(recipe.teachers)) as held:
         engines, judged = {t.name: held.engine(t) for t in recipe.teachers}, None
         if recipe.engine.streaming:
@@ -41,11 +42,11 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
-            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=engines[t.name]), r))
+            drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=engines[t.name], sandbox=tools), r))
                      for t in recipe.teachers if plan.manifest.extra["sampling"].get(t.name)]
             verdicts = [run(_in_round(verify.node(recipe, problems, c, domains, judged), r)) for c in drawn]
             plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems, plan, verdicts)))
-        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=engines[t.name]))
+        candidates = [run(sample.round_node(problems, plan, t, final=True, engine=engines[t.name], sandbox=tools))
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
     verdicts = [run(verify.node(recipe, problems, c, domains, judged)) for c in candidates]

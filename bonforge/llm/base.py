@@ -11,6 +11,7 @@ import hashlib
 import logging
 import random
 from collections import Counter
+import re
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol, TypeVar
 
@@ -39,6 +40,7 @@ class Request:
     max_tokens: int = 1024
     seed: int = 0
     stop: tuple[str, ...] = ()
+    tools: tuple[dict, ...] | None = None  # OpenAI-style tool definitions the model may call (chat only)
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -73,6 +75,8 @@ class Completion:
     cached_tokens: int = field(default=0, compare=False)  # prompt tokens the server read from its cache
     engine_s: float | None = field(default=None, compare=False)  # local engines: this sample's share of the
     # engine's wall time (``bonforge.llm.prices.share_time``)
+    tool_calls: tuple[dict, ...] | None = None  # the calls the model made instead of answering (chat tools)
+    messages: str | None = None  # a trajectory's whole conversation (``bonforge.tables.trajectories``), as JSON
 
 
 class Engine(Protocol):
@@ -137,6 +141,15 @@ def unfinished(results: list[list[Completion]], failed: list[tuple[str, int, str
     """The error of a batch whose samples ``failed`` (each with whether its failure was transient)."""
     kind = UnfinishedForNow if all(f[3] for f in failed) else Unfinished
     return kind(results, [f[:3] for f in failed], total)
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (JSON may escape one: ``"\\ud800"``; no Arrow column holds it) as
+    U+FFFD: what a server sends is stored as valid Unicode."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds a pair as one character: any of these is lone
 
 
 def problem_seed(base: int, problem_id: str) -> int:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from bonforge.config_model import Model, Name, exec_only
+from bonforge.config_model import Model, Name, added, exec_only
 from bonforge.llm.models import KNOWN
 from bonforge.llm.prices import Prices
 
@@ -61,10 +61,24 @@ class SampledTeacher(Model):
         return self
 
 
+class PythonTool(Model):
+    """A Python tool the model may call while it answers (OpenAI-style chat tool calls): each call runs in the
+    build's sandbox pool (``verify.code``) after the trajectory's earlier calls (``bonforge.sandbox.tool_calls``)."""
+
+    max_calls: int = Field(4, gt=0, le=64, description="Tool calls a trajectory may make; the turn after the "
+                                                         "last one is asked without tools, for the answer.")
+    output_chars: int = Field(2000, gt=0, le=100_000, description="Characters of a call's output the model "
+                                                                   "reads (the rest cut, and the cut said).")
+    time_limit_s: float = Field(5.0, gt=0, le=60, description="CPU seconds of one call (the earlier calls it "
+                                                              "replays included).")
+
+
 class OpenAITeacher(SampledTeacher):
     """Any OpenAI-compatible server: vLLM serve, SGLang, a hosted API."""
 
     engine: Literal["openai"]
+    python_tool: PythonTool | None = added(None, description="Let the model call a Python tool while it answers: "
+                                           "each sample is a trajectory (candidates.messages).")
     base_url: str = exec_only("http://localhost:8000/v1", description="Server URL up to and including /v1.")
     api_key_env: str | None = exec_only("OPENAI_API_KEY", description="Env var holding the API key (None: no key).")
     max_concurrency: int = exec_only(32, gt=0, description="Requests in flight at once.")

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, TypeVar
 import httpx
 
 from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
-                               split_reasoning, unfinished)
+                               split_reasoning, unfinished, valid_text)
 from bonforge.llm.budget import Bill
 from bonforge.llm.config import OpenAITeacher
 from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Closed, Slots, Window
@@ -97,6 +97,8 @@ def request_body(teacher: OpenAITeacher, request: Request, index: int) -> dict:
     }
     if request.stop:
         body["stop"] = list(request.stop)
+    if request.tools:
+        body["tools"] = list(request.tools)
     if request.messages is not None:
         body["messages"] = list(request.messages)
     else:
@@ -128,11 +130,16 @@ def _typed(value: Any, kind: type | tuple, path: list, where: str) -> Any:
 def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None = None,
                    max_prompt: int | None = None) -> dict:
     """Text, reasoning, finish reason and token counts (``usage_counts``) of a (chat) completion response
-    body."""
+    body, and the tool calls of a chat answer that made some."""
+    calls = None
     if chat:
         message = _typed(_field(data, ["choices", 0, "message"], where), dict, ["choices", 0, "message"], where)
         content = message.get("content")
         thought = message.get("reasoning_content", message.get("reasoning"))
+        calls = message.get("tool_calls")
+        if calls:  # checked where they are used (``bonforge.llm.tools``): a server's calls are hostile text
+            _typed(calls, list, ["choices", 0, "message", "tool_calls"], where)
+            content = content or ""
         if content is None and thought is None:
             raise EngineError(f"{where}: malformed response, field 'choices[0].message.content' is missing")
         _typed(content if content is not None else "", str, ["choices", 0, "message", "content"], where)
@@ -145,7 +152,9 @@ def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None 
                                                  ["choices", 0, "text"], where))
     finish = _typed(_field(data, ["choices", 0, "finish_reason"], where), str, ["choices", 0, "finish_reason"], where)
     usage = usage_counts(data, max_tokens, max_prompt, where)
-    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage}
+    tools = {"tool_calls": tuple(calls)} if calls else {}
+    reasoning = None if reasoning is None else valid_text(reasoning)
+    return {"text": valid_text(text), "reasoning": reasoning, "finish_reason": finish, **usage, **tools}
 
 
 INT32 = 2**31 - 1

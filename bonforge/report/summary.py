@@ -97,7 +97,7 @@ def ending_lines(store: StageStore, record) -> list[str]:
     took = f" in {record.wall_s:.1f} s" if record.wall_s is not None else ""
     published = [] if record.kind else [(w, p) for w, p in (
         ("dataset", record.dataset), ("rl dataset", record.rl_dataset), ("fusion dataset", record.fusion_dataset),
-        ("preference dataset", record.preference_dataset)) if p]
+        ("preference dataset", record.preference_dataset), ("sft dataset", record.sft_dataset)) if p]
     if not published:
         lines.append(f"run {record.run_id}{took}: {record.status}" + (f" ({record.kind} of run {record.base_run})"
                                                                        if record.kind else ""))

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bonforge.selection import judged_pool
+from bonforge.tables import trajectories
 from bonforge.config import GenSelectConfig, Recipe
 from bonforge.tables.ordering import sort_by
 from bonforge.selection.draws import SMALL, draw_many
@@ -306,8 +307,18 @@ _POOL = {"problem_id": "candidates", "question": "problems", "domain": "problems
 
 
 def _pool(i: Inputs) -> Iterator[pa.Table]:
-    """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems."""
-    return judged_pool.chunks(i, _POOL)
+    """The kept problems' candidates with their texts, verdicts and questions, in chunks of whole problems; a
+    trajectory's text is its compact form (``trajectories.compact``: its calls and their outputs, then the
+    answer). Changing that form changes prompts: bump VERSION with it."""
+    if not trajectories.any_in(i):
+        return judged_pool.chunks(i, _POOL)
+    return (_compacted(t) for t in judged_pool.chunks(i, {**_POOL, "messages": "candidates"}))
+
+
+def _compacted(t: pa.Table) -> pa.Table:
+    texts = [trajectories.compact(m) if m is not None else x
+             for m, x in zip(t.column("messages").to_pylist(), t.column("text").to_pylist())]
+    return t.set_column(t.column_names.index("text"), "text", pa.array(texts, pa.string())).drop_columns(["messages"])
 
 
 def _dropped_too_long(w: Written) -> dict:

@@ -18,6 +18,7 @@ from bonforge.schema import BON
 from bonforge.selection.best_of_n import excluded, pick
 from bonforge.stage import Inputs, Node, Params, Ref, Stage, whole_key
 from bonforge.selection.sft import sft_messages
+from bonforge.tables import trajectories
 
 VERSION = "1"
 
@@ -78,12 +79,14 @@ def node(recipe: Recipe, scores: list[Ref]) -> Node:
 def sft_parts(i: Inputs) -> dict[str, pa.Table]:
     """The Best-of-N SFT dataset: each problem's pick over all teachers (``i``: problems, candidates, bon),
     as TRL ``messages`` and a plain table with the scorer and its value."""
-    t = i.sql("SELECT b.problem_id, p.question, b.candidate_id, c.teacher, c.text, b.scorer, b.value "
-              "FROM bon b JOIN candidates c USING (candidate_id) JOIN problems p ON p.problem_id = b.problem_id "
+    acted = trajectories.any_in(i)
+    t = i.sql(f"SELECT b.problem_id, p.question, b.candidate_id, c.teacher, c.text, b.scorer, b.value"
+              f"{', c.messages' if acted else ''} FROM bon b JOIN candidates c USING (candidate_id) "
+              "JOIN problems p ON p.problem_id = b.problem_id "
               "WHERE b.pool = '*' AND b.candidate_id IS NOT NULL ORDER BY b.problem_id")
     messages = sft_messages(t, {"problem_id": pa.string(), "candidate_id": pa.string(), "scorer": pa.string(),
                                 "value": pa.float64()})
-    return {"trl": messages, "plain": t}
+    return {"trl": messages, "plain": t.drop_columns(["messages"]) if acted else t}
 
 
 _PAIR = ("problem_id", "chosen_id", "rejected_id", "scorer", "score_chosen", "score_rejected")

@@ -12,6 +12,7 @@ from bonforge import identity
 from bonforge.sources import data
 from bonforge.config import PoolTeacher
 from bonforge.errors import DataError
+from bonforge.tables import trajectories
 from bonforge.tables.records import get_field, read_records, require_str
 from bonforge.schema import CANDIDATES, REFERENCE_TEACHER, conform, text_chars
 from bonforge.stage import Node, Params, Ref, Stage, unkeyed
@@ -34,13 +35,33 @@ def _languages(rec: dict, teacher: PoolTeacher, n: int, src: str, where: str) ->
     return [load_code.program_language(v, Where(src, where), f"{teacher.language}[{i}]") for i, v in enumerate(value)]
 
 
+def _trajectory_label(rec: dict, teacher: PoolTeacher, i: int, n: int, src: str, where: str) -> bool | None:
+    """A trajectory's published label: the record's ``label`` field, one value for all its trajectories or a
+    list beside them (a trajectory is a list of messages: it has no fields of its own)."""
+    value = get_field(rec, teacher.label, source=src, record=where, default=None)
+    field = teacher.label
+    if isinstance(value, list):
+        if len(value) != n:
+            raise DataError(f"{len(value)} labels for {n} trajectories ({teacher.samples})", src, where, field)
+        value, field = value[i], f"{field}[{i}]"
+    if value is not None and not isinstance(value, bool):
+        raise DataError(f"label must be true/false, got {value!r}", src, where, field)
+    return value
+
+
+def _one_trajectory(value) -> bool:
+    """Whether a ``messages`` pool record's samples field holds one trajectory (a list of message objects)
+    rather than a list of them."""
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict)
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
 def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Table:
     """Candidates of one teacher from a pool file, matched to ``problems``."""
-    if teacher.format != "jsonl":
+    if teacher.format not in ("jsonl", "messages"):
         if teacher.format == "problem_package":
             from bonforge.sources.problem_package import package_candidates
 
@@ -77,7 +98,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
                 continue  # a pool may cover more problems than the recipe loads
         matched += 1
         samples = get_field(rec, teacher.samples, source=src, record=where)
-        if not isinstance(samples, list):
+        if teacher.format == "messages" and _one_trajectory(samples) or not isinstance(samples, list):
             samples = [samples]
         languages = _languages(rec, teacher, len(samples), src, where)
         start = taken.get(pid, 0)
@@ -87,7 +108,14 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
             if languages[i] is load_code.UNRUNNABLE:
                 continue
             field = f"{teacher.samples}[{i}]"
-            if teacher.text:
+            messages = None
+            if teacher.format == "messages":
+                try:
+                    trajectories.check(sample)
+                except trajectories.Malformed as e:
+                    raise DataError(f"not a trajectory: {e.message}", src, where, field + e.field) from None
+                text, messages = trajectories.answer(sample), trajectories.dumps(sample)
+            elif teacher.text:
                 if not isinstance(sample, dict):
                     raise DataError(f"expected an object with {teacher.text!r}", src, where, field)
                 field += f".{teacher.text}"
@@ -98,7 +126,9 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
                 text = sample
             text = require_str(text, source=src, record=where, field=field, allow_empty=True)
             label = teacher.reference_correct
-            if teacher.label:
+            if teacher.label and teacher.format == "messages":
+                label = _trajectory_label(rec, teacher, i, len(samples), src, where)
+            elif teacher.label:
                 label = get_field(sample, teacher.label, source=src, record=where, default=None)
                 if label is not None and not isinstance(label, bool):
                     raise DataError(f"label must be true/false, got {label!r}", src, where,
@@ -106,7 +136,7 @@ def import_pool(teacher: PoolTeacher, path: Path, problems: pa.Table) -> pa.Tabl
             number = start + i  # a problem's samples are numbered in file order, across its records
             for name, value in (("candidate_id", f"{pid}/{teacher.name}/{number}"), ("problem_id", pid),
                                 ("teacher", teacher.name), ("sample_index", number), ("text", text),
-                                ("reference_correct", label), ("language", languages[i])):
+                                ("reference_correct", label), ("language", languages[i]), ("messages", messages)):
                 rows[name].append(value)
     if matched == 0:
         seen = "" if first is None else f"; the first record's is {first[:80]!r}"

@@ -28,6 +28,9 @@ from bonforge import templates
 from bonforge.errors import DataError, TransientError
 from bonforge.llm.base import Engine, EngineError, Request, Unfinished, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
+from bonforge.llm.tools import sample_with_tools
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.tool_calls import PythonCalls
 from bonforge.llm.models import model_identity, model_resource
 from bonforge.llm.prices import completion_cost
 from bonforge.llm.window import Window
@@ -47,10 +50,19 @@ def read_template(teacher: SampledTeacher, domain: str) -> str:
                           f"teachers.{teacher.name}.prompt_template")  # fmt: skip
 
 
-def key_config(teacher: SampledTeacher) -> dict:
+# The sandbox settings (``verify.code``) that shape what a tool call prints: a teacher's tool calls run there.
+TOOL_SANDBOX = ("image", "wall_factor", "memory_mb", "output_limit_bytes", "tmpfs_mb", "pids_limit",
+                "cpus_per_container")
+
+
+def key_config(teacher: SampledTeacher, sandbox: CodeVerifyConfig | None = None) -> dict:
     """What identifies a teacher's samples: its settings minus execution-only ones, the model identity
-    and the sha256 of every prompt template it may use."""
+    and the sha256 of every prompt template it may use; with a Python tool, the ``sandbox`` settings its calls
+    run under (``TOOL_SANDBOX``)."""
     cfg = teacher.key_config()
+    if getattr(teacher, "python_tool", None) is not None:
+        keyed = (sandbox or CodeVerifyConfig()).key_config()
+        cfg["tool_sandbox"] = {k: keyed[k] for k in TOOL_SANDBOX}
     cfg["model"] = model_identity(teacher.model, teacher.revision)
     domains = ["any"] if teacher.prompt_template else ["math", "code"]
     cfg["prompt_template"] = {
@@ -60,10 +72,10 @@ def key_config(teacher: SampledTeacher) -> dict:
     return cfg
 
 
-def sample_settings(teacher: SampledTeacher) -> dict:
+def sample_settings(teacher: SampledTeacher, sandbox: CodeVerifyConfig | None = None) -> dict:
     """What shapes each sample besides its prompt, index and seed (``bonforge.identity``): the stage key's
     teacher settings without the teacher's name, ``n`` and the template (the rendered prompt covers it)."""
-    cfg = {k: v for k, v in key_config(teacher).items() if k not in ("name", "n", "prompt_template")}
+    cfg = {k: v for k, v in key_config(teacher, sandbox).items() if k not in ("name", "n", "prompt_template")}
     return {"version": SAMPLE_VERSION, **cfg}
 
 
@@ -106,7 +118,8 @@ def _ids(shard: pa.Table, _context: dict, params: SampleParams) -> pa.Table:
     prompt_of = np.repeat(np.arange(len(pids)), counts)
     index = (np.arange(len(prompt_of)) - np.repeat(np.cumsum(counts) - counts, counts)).astype(np.int32)
     seed = problem_seeds(t.seed, pids)[prompt_of] + index
-    ids = identity.sample_ids(identity.settings("sample", sample_settings(t)), rendered, prompt_of, index, seed)
+    settings = identity.settings("sample", sample_settings(t, params.sandbox))
+    ids = identity.sample_ids(settings, rendered, prompt_of, index, seed)
     problem = pids.take(prompt_of)
     cids = pc.binary_join_element_wise(problem, pa.scalar(t.name), pa.array(index).cast(pa.string()), "/")
     return pa.table({"candidate_id": cids, "row_id": ids, "problem_id": problem, "sample_index": index, "seed": seed,
@@ -141,6 +154,7 @@ def candidates(teacher: SampledTeacher, drawn: list[tuple[str, int, list]]) -> p
             rows["reference_correct"].append(None)
             rows["cost_usd"].append(completion_cost(prices, c, gpus))
             rows["engine_s"].append(c.engine_s)
+            rows["messages"].append(c.messages)
     return identity.with_digests(conform(pa.table(rows), CANDIDATES))
 
 
@@ -148,9 +162,10 @@ class Sampler:
     """The stage's compute function: a problems shard → its candidates. Creates the engine on first use
     and keeps it for later shards; counts the tokens and generation time of this process."""
 
-    def __init__(self, teacher: SampledTeacher, engine: Engine | None = None):
+    def __init__(self, teacher: SampledTeacher, engine: Engine | None = None, sandbox: CodeVerifyConfig | None = None):
         self.teacher = teacher
         self.engine = engine
+        self.sandbox = sandbox or CodeVerifyConfig()  # where a teacher's tool calls run
         self.templates: dict[str, str] = {}
         self.stats = {"prompt_tokens": 0, "completion_tokens": 0, "generate_s": 0.0, "skipped_requests": 0,
                       "spent_usd": 0.0, "unpriced": 0}
@@ -185,9 +200,15 @@ class Sampler:
         requests = [r for r, _ in planned]
         t0 = time.perf_counter()
         samples = sum(r.n for r in requests)
+        report = None if progress is None else lambda k: progress(k, samples)
+        tool = getattr(self.teacher, "python_tool", None)
         short: Unfinished | None = None
         try:
-            results = self.engine.generate(requests, None if progress is None else lambda k: progress(k, samples))
+            if tool is None:
+                results = self.engine.generate(requests, report)
+            else:
+                results = sample_with_tools(self.engine, requests, PythonCalls(self.sandbox, tool.time_limit_s),
+                                            tool, report)
         except Unfinished as e:  # each failed sample fails alone: the rows received are kept
             results, short = e.results, e
         secs = time.perf_counter() - t0
@@ -254,17 +275,20 @@ def _summary(w: Written) -> dict:
 class SampleParams(Params):
     teacher: SampledTeacher
     engine: Engine | None = unkeyed(None)  # an engine already started (tests, the warm builder)
+    sandbox: CodeVerifyConfig | None = unkeyed(None)  # the recipe's verify.code: where tool calls run
 
     def key_config(self) -> dict:
-        return key_config(self.teacher)
+        return key_config(self.teacher, self.sandbox)
 
 
 ROWS = Rows("candidate_id", _ids, ("text", "reasoning", "finish_reason", "prompt_tokens", "completion_tokens",
-                                   "reference_correct", "text_digest", "language", "cost_usd", "engine_s"), CANDIDATES,
-            optional=("text_digest", "language", "cost_usd", "engine_s"))  # null: verification hashes the text;
-# the fence names the language; no cost recorded (rows made before costs were)
+                                   "reference_correct", "text_digest", "language", "cost_usd", "engine_s",
+                                   "messages"), CANDIDATES,
+            optional=("text_digest", "language", "cost_usd", "engine_s", "messages"))  # null: verification hashes
+# the text; the fence names the language; no cost recorded (rows made before costs were); no trajectory (a reused
+# trajectory keeps its tool outputs: they are never run again)
 STAGE = Stage("candidates", VERSION, params=SampleParams, schema=CANDIDATES,
-              open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine)),
+              open=lambda p: contextlib.closing(Sampler(p.teacher, p.engine, p.sandbox)),
               table=lambda i: _requests(i), summary=_summary, rows=ROWS, reports=True,
               resource=lambda p: model_resource(p.teacher))
 
@@ -285,24 +309,30 @@ def _requests(i: Inputs) -> pa.Table:
     return i.read("problems", ["problem_id", "domain", "question"])
 
 
-def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
+def node(problems: Ref, teacher: SampledTeacher, engine: Engine | None = None,
+         sandbox: CodeVerifyConfig | None = None) -> Node:
     """``teacher.n`` candidates per problem of ``problems``; the manifest's ``tokens`` / ``throughput`` give the
-    token totals and this run's tokens/s."""
-    return STAGE.bind(SampleParams(teacher, engine), {"problems": problems}, label=f"candidates[{teacher.name}]",
-                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
-
-
-def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,
-               engine: Engine | None = None) -> Node:
-    """Early stopping: the samples of ``teacher`` that the round ``plan`` draws (``final``: all the samples it
-    holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
-    as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key)."""
-    return STAGE.bind(SampleParams(teacher, engine), {"problems": problems, "held" if final else "round": plan},
+    token totals and this run's tokens/s; ``sandbox``: where a teacher's tool calls run (``verify.code``)."""
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), {"problems": problems},
                       label=f"candidates[{teacher.name}]", shard_rows=teacher.shard_problems,
                       note={"teacher": teacher.name})
 
 
-def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None) -> Node:
-    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is."""
-    return STAGE.bind(SampleParams(teacher, engine), {"fusion_pools": pools}, label=f"candidates[{teacher.name}]",
+def round_node(problems: Ref, plan: Ref, teacher: SampledTeacher, final: bool = False,
+               engine: Engine | None = None, sandbox: CodeVerifyConfig | None = None) -> Node:
+    """Early stopping: the samples of ``teacher`` that the round ``plan`` draws (``final``: all the samples it
+    holds after the last round, every one already drawn), each problem's first ``draws`` (seeds and identities
+    as in ``node``: those drawn before are reused); ``engine``: one lent to every round (not in the key);
+    ``sandbox``: as in ``node``."""
+    inputs = {"problems": problems, "held" if final else "round": plan}
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), inputs, label=f"candidates[{teacher.name}]",
+                      shard_rows=teacher.shard_problems, note={"teacher": teacher.name})
+
+
+def fusor_node(pools: Ref, teacher: SampledTeacher, engine: Engine | None = None,
+               sandbox: CodeVerifyConfig | None = None) -> Node:
+    """The fusor's one answer per fusion pool, asked the pool's rendered ``prompt`` as it is; ``sandbox``: as in
+    ``node``."""
+    return STAGE.bind(SampleParams(teacher, engine, sandbox), {"fusion_pools": pools},
+                      label=f"candidates[{teacher.name}]",
                       shard_rows=teacher.shard_problems, note={"teacher": teacher.name})

@@ -9,6 +9,7 @@ stage.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Iterable
 
 import pyarrow as pa
@@ -51,6 +52,8 @@ def connect(store: StageStore, run_id: str | None = None):
     views = {r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     if {"candidates", "problem_stats"} <= views and "cost_usd" in con.sql("SELECT * FROM candidates LIMIT 0").columns:
         con.sql(PROBLEM_COST)
+    if run.stages.get("candidates") and "messages" in con.sql("SELECT * FROM candidates LIMIT 0").columns:
+        con.execute(TRAJECTORY_VIEWS)
     return con
 
 
@@ -61,6 +64,11 @@ SELECT c.problem_id, c.teacher, count(*) AS candidates, sum(c.prompt_tokens) AS 
        count(*) - count(c.cost_usd) AS unpriced, any_value(s.keep) AS kept
 FROM candidates c LEFT JOIN problem_stats s ON s.problem_id = c.problem_id AND s.teacher = '*'
 GROUP BY c.problem_id, c.teacher"""
+
+
+# Trajectories (``candidates.messages``) row by row: ``turns``, one row per message, and ``tool_calls``, one row
+# per call with its code and the tool message that answered it.
+TRAJECTORY_VIEWS = (Path(__file__).parent / "trajectory_views.sql").read_text()
 
 
 RUN_STAGES = pa.schema(

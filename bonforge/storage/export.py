@@ -17,7 +17,9 @@ RL dataset (``export.rl``): the kept problems themselves.
   ``extra_info.verify`` holds the recipe's checking settings so that ``bonforge.rewards.math`` / ``.code``
   check exactly as the verdicts stage did.
 * ``candidates``: the kept problems' candidates with their verdicts (``reward`` = the fraction of tests
-  passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N.
+  passed for code), joinable with ``bonforge maxk`` weights by ``candidate_id`` for off-policy best-of-N;
+  where the build holds trajectories, a ``messages`` column with each one as stored (JSON, null for a plain
+  answer).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bonforge.tables.ordering import sort_by
 from bonforge.errors import DataError
 from bonforge.judging.math_rules import gold_answer
 from bonforge.schema import NO_LABEL, REFERENCE_TEACHER
+from bonforge.tables import trajectories
 from bonforge.templates import render
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -198,10 +201,13 @@ def rl_parts(i, data_source: str, templates: dict[str, str], verify: dict,
     if not start:
         yield {"rl": to_rl(i.sql(query), data_source, templates, verify)}  # the schema of an empty file
     order = [("problem_id", "ascending"), ("candidate_id", "ascending")]
+    columns, schema = KEPT_CANDIDATES, RL_CANDIDATES_SCHEMA
+    if trajectories.any_in(i):  # the trajectories as stored (JSON: every message and field, tool outputs too)
+        columns, schema = {**columns, "messages": "candidates"}, schema.append(pa.field("messages", pa.string()))
     labelled = (t.filter(pc.invert(pc.fill_null(pc.is_in(t.column("status"), value_set=pa.array(NO_LABEL)), False)))
-                for t in judged_pool.chunks(i, KEPT_CANDIDATES))  # a verdict without a label is no training row
+                for t in judged_pool.chunks(i, columns))  # a verdict without a label is no training row
     for part in judged_pool.rebatched((t.sort_by(order) for t in labelled), _BATCH):
-        yield {"candidates": part.cast(RL_CANDIDATES_SCHEMA)}
+        yield {"candidates": part.cast(schema)}
 
 
 def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
@@ -216,7 +222,57 @@ def rl_dataset(i, recipe) -> tuple[Iterator[dict[str, pa.Table]], dict]:
     verify = {"math": recipe.verify.math, "code": code}
     counted = not recipe.problems.include_reference or recipe.filter.count_reference
     parts = rl_parts(i, f"bonforge/{recipe.problems.name}", {domain: prompt}, verify, counted)
-    return parts, trainers(domain, "rl/train.parquet")
+    out = trainers(domain, "rl/train.parquet")
+    out["verl"].update(rollout_tool(recipe))
+    return parts, out
+
+
+def rollout_tool(recipe) -> dict:
+    """Where the recipe's teachers sampled with the Python tool, the tool a trainer's rollout offers the policy
+    (the same schema, limits and sandbox settings), for the manifest's verl section: ``tool_config`` (verl's
+    tool config of ``bonforge.rewards.tools``: written to a YAML file, it is what
+    ``actor_rollout_ref.rollout.multi_turn.tool_config_path`` names) and the override that turns multi-turn
+    rollouts on."""
+    from bonforge.llm.tools import SCHEMA
+    from bonforge.rewards.tools import tool_config
+
+    tool = next((t.python_tool for t in recipe.teachers if getattr(t, "python_tool", None)), None)
+    if tool is None:
+        return {}
+    sandbox = recipe.verify.code.model_dump(include={"image", "backend", "memory_mb", "output_limit_bytes"},
+                                            exclude_none=True)
+    return {"tool_config": tool_config(SCHEMA, tool.time_limit_s, tool.output_chars, sandbox),
+            "multi_turn_overrides": ["actor_rollout_ref.rollout.multi_turn.enable=true"]}
+
+
+_SFT = {"problem_id": "candidates", "question": "problems", "candidate_id": "candidates", "teacher": "candidates",
+        "text": "candidates", "correct": "verdicts"}
+_SFT_BESIDE = {"problem_id": pa.string(), "candidate_id": pa.string(), "teacher": pa.string()}
+
+
+def sft_dataset(i) -> Iterator[dict[str, pa.Table]]:
+    """The SFT dataset (``export.sft``) from inputs with ``problems``, ``candidates``, ``verdicts`` and
+    ``problem_stats``: each kept problem's first correct candidate by candidate id, as TRL ``messages`` (a
+    trajectory whole, in the typed shape of ``trajectories.MESSAGES``) and a plain table, in problem_id order."""
+    from bonforge.selection import judged_pool
+    from bonforge.selection.sft import sft_messages
+
+    acted = trajectories.any_in(i)
+    columns = {**_SFT, "messages": "candidates"} if acted else _SFT
+    empty = True
+    for t in judged_pool.chunks(i, columns):
+        t = t.filter(pc.fill_null(t.column("correct"), False)).sort_by([("problem_id", "ascending"),
+                                                                         ("candidate_id", "ascending")])
+        pids = t.column("problem_id").to_numpy(zero_copy_only=False)
+        first = t.take(pa.array(np.flatnonzero(np.r_[True, pids[1:] != pids[:-1]] if len(pids) else [])))
+        if first.num_rows or empty:
+            empty = False
+            plain = first.drop_columns(["correct"] + (["messages"] if acted else []))
+            yield {"trl": sft_messages(first, _SFT_BESIDE), "plain": plain}
+    if empty:  # no kept problem: the files' schemas
+        none = pa.table({"question": pa.array([], pa.string()), "text": pa.array([], pa.string()),
+                         **{k: pa.array([], kind) for k, kind in _SFT_BESIDE.items()}})
+        yield {"trl": sft_messages(none, _SFT_BESIDE), "plain": none}
 
 
 def genselect_trainers(recipe) -> dict | None:
@@ -227,7 +283,8 @@ def genselect_trainers(recipe) -> dict | None:
 
 
 def sft_trainers() -> dict:
-    """The FusioN SFT dataset's ``trainers`` section."""
+    """An SFT dataset's ``trainers`` section (FusioN's, ``export.sft``'s): TRL's SFTTrainer and verl's
+    multi-turn SFT dataset read the same ``messages`` file."""
     return trainers(None, "trl/train.parquet", sft=True)
 
 
@@ -244,7 +301,9 @@ def trainers(reward: str | None, train_file: str, max_prompt_tokens: int | None 
     ``data.max_prompt_length`` of 512 would drop most GenSelect prompts); ``sft``: a TRL ``messages`` file
     for SFTTrainer instead."""
     if sft:
-        return {"trl": {"trainer": "SFTTrainer", "train_file": train_file, "format": "messages"}}
+        return {"trl": {"trainer": "SFTTrainer", "train_file": train_file, "format": "messages"},
+                "verl": {"dataset": "verl.utils.dataset.multiturn_sft_dataset.MultiTurnSFTDataset",
+                         "train_file": train_file, "overrides": ["data.messages_key=messages"]}}
     module = f"bonforge.rewards.{reward}"
     pairs = [("path", f"pkg://{module}"), ("name", "compute_score")]
     data = ["data.reward_fn_key=data_source"]

@@ -64,6 +64,7 @@ class RunRecord(Mapping):
     rl_dataset: str | None = None
     fusion_dataset: str | None = None
     preference_dataset: str | None = None  # open-ended Best-of-N: the preference pairs
+    sft_dataset: str | None = None  # export.sft: one correct answer (or trajectory) per kept problem
     error: str | None = None
     kind: str | None = None  # a derived run: "eval-selector", "maxk"
     base_run: str | None = None

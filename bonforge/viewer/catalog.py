@@ -37,7 +37,7 @@ from bonforge.storage.catalog import connect
 from bonforge.storage.store import StageStore
 
 log = logging.getLogger("bonforge")
-COPY_VERSION = "3"  # 3: candidates carry their published label (reference_correct)
+COPY_VERSION = "4"  # 3: candidates carry their published label (reference_correct); 4: trajectories (messages)
 ROW_GROUP = 2048
 MAX_OPEN = 4  # runs whose connection (and problem index, ~100 MB at 100K problems) stay open at once
 VERDICT_COLUMNS = ("extracted", "correct", "reward", "status", "tests_passed", "tests_total", "detail", "latency_ms")
@@ -45,6 +45,12 @@ STATUSES = tuple(dict.fromkeys(MATH_STATUSES + CODE_STATUSES))
 SNIPPET = 240  # characters of a question in the problem list
 CANDIDATE_COLUMNS = ("candidate_id", "teacher", "sample_index", "text", "reasoning", "finish_reason", "prompt_tokens",
                      "completion_tokens", "reference_correct")
+
+
+def messages_column(have: set[str], alias: str = "c.") -> str:
+    """The candidates' trajectories (``messages``) where the run has any (its catalog then has the ``turns``
+    view), else a null column of that name."""
+    return f"{alias}messages" if "turns" in have else "NULL::VARCHAR AS messages"
 
 
 class NotFound(StoreError):
@@ -214,7 +220,7 @@ def _copy_queries(have: set[str]) -> dict[str, str]:
     out = {"problems": "SELECT problem_id, * EXCLUDE (problem_id) FROM problems ORDER BY problem_id",
            "stats": "SELECT problem_id, * EXCLUDE (problem_id) FROM problem_stats ORDER BY problem_id, teacher"}
     if {"candidates", "verdicts"} <= have:
-        cols = ", ".join([*(f"c.{c}" for c in ("problem_id", *CANDIDATE_COLUMNS)),
+        cols = ", ".join([*(f"c.{c}" for c in ("problem_id", *CANDIDATE_COLUMNS)), messages_column(have),
                           *(f"v.{c}" for c in VERDICT_COLUMNS)])
         out["cands"] = (f"SELECT {cols} FROM candidates c LEFT JOIN verdicts v USING (candidate_id) "
                         "ORDER BY c.problem_id, c.teacher, c.sample_index, c.candidate_id")

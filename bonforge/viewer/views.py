@@ -14,7 +14,7 @@ from bonforge.selection.attribution import MULTIPLE, UNMATCHED, attribute
 from bonforge.errors import BonforgeError
 from bonforge.viewer import open_views
 from bonforge.viewer.catalog import (CANDIDATE_COLUMNS, MAJORITY_WRONG, SNIPPET, STATUSES, VERDICT_COLUMNS, NotFound,
-                                     need)
+                                     messages_column, need)
 
 SORTS = {"pass_rate": "rate", "n": "n", "n_correct": "n_correct", "problem_id": "problem_id",
          "domain": "domain", "keep": "keep"}
@@ -237,11 +237,11 @@ def candidates_table(cat, run: dict, problem_id: str) -> pa.Table:
     imported pool published disagrees with our verdict (``label_disagrees``)."""
     need(cat, run, "candidates")
     disagrees = f"{labels.DISAGREES} AS label_disagrees"
-    cols = ", ".join(CANDIDATE_COLUMNS + VERDICT_COLUMNS + (disagrees,))
+    cols = ", ".join(CANDIDATE_COLUMNS + ("messages",) + VERDICT_COLUMNS + (disagrees,))
     source, key = cat.sorted_source(run, "cands", problem_id), "problem_id"
     if source is None:
         key = "c.problem_id"
-        cols = ", ".join(f"c.{c}" for c in CANDIDATE_COLUMNS)
+        cols = ", ".join([*(f"c.{c}" for c in CANDIDATE_COLUMNS), messages_column(cat.views(run))])
         if "verdicts" in cat.views(run):
             cols += ", " + ", ".join([*(f"v.{c}" for c in VERDICT_COLUMNS), disagrees])
             source = "candidates c LEFT JOIN (SELECT * FROM verdicts WHERE problem_id = $id) v USING (candidate_id)"

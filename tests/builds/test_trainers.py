@@ -60,14 +60,6 @@ def model(tmp_path_factory, math_build) -> str:
     return tiny_lm(tmp_path_factory.mktemp("tiny-lm"), corpus)
 
 
-@pytest.fixture(scope="module")
-def verl_python() -> str:
-    """The verl venv's python, made by ``.ci/verl-venv`` (``.ci/run`` runs it)."""
-    made = subprocess.run(["bash", str(REPO / ".ci" / "verl-venv")], capture_output=True, text=True, timeout=1800)
-    assert made.returncode == 0, f"the verl venv could not be made:\n{made.stderr[-3000:]}"
-    return made.stdout.strip().splitlines()[-1]
-
-
 def test_manifests_name_the_reward_for_each_trainer_and_the_report_counts_the_length_cut(math_build, code_build):
     genselect, rl = manifest(math_build["dataset"]), manifest(math_build["rl_dataset"])
     overrides = genselect["trainers"]["verl"]["overrides"]

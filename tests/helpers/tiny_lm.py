@@ -9,9 +9,16 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# The same with tool calls (a trajectory's assistant turns): each call written after the turn's text.
+TOOLS_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] %}{{ m['content'] }}{% endif %}"
+    "{% for c in m['tool_calls'] or [] %}<tool_call>{{ c['function']['name'] }} {{ c['function']['arguments'] }}"
+    "</tool_call>{% endfor %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
-def tiny_lm(root: Path, corpus: list[str], vocab_size: int = 1000, max_positions: int = 8192) -> str:
+def tiny_lm(root: Path, corpus: list[str], vocab_size: int = 1000, max_positions: int = 8192,
+            chat_template: str = CHAT_TEMPLATE) -> str:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -24,7 +31,7 @@ def tiny_lm(root: Path, corpus: list[str], vocab_size: int = 1000, max_positions
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>", eos_token="<|im_end|>",
                                   pad_token="<|endoftext|>")  # fmt: skip
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = chat_template
     tok.save_pretrained(root)
     torch.manual_seed(0)
     config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 import pytest
 from llm_server import LimitedServer, ScriptedServer
 
@@ -269,3 +270,14 @@ def test_an_answer_in_flight_when_the_batch_stops_is_received_and_kept():
                                              r"HTTP 400 .*\); the first: request p1 sample 0: HTTP 400") as e:
             OpenAIEngine(teacher(server.url)).generate([chat(0), chat(1, seed=7), chat(2, seed=20)])
     assert [[c.index for c in cs] for cs in e.value.results] == [[0, 1], [], []] and server.count == 3
+
+
+def test_a_lone_surrogate_in_a_reply_is_stored_as_valid_text():
+    """A reply whose JSON escapes half a surrogate pair in its text or reasoning (no Arrow column holds that)
+    reads as U+FFFD; a whole pair (an emoji) stays as it is."""
+    body = (b'{"choices": [{"message": {"content": "A: \\ud800 \\ud83d\\ude00", "reasoning_content": "\\udfff"},'
+            b' "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}')
+    with ScriptedServer(lambda n, b: (200, {}, body)) as server:
+        got = OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])[0][0]
+    assert got.text == "A: \ufffd \U0001f600" and got.reasoning == "\ufffd"
+    assert pa.array([got.text, got.reasoning]).to_pylist() == [got.text, got.reasoning]

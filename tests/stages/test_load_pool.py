@@ -107,3 +107,81 @@ def test_a_language_that_names_nothing_is_one_clear_error(tmp_path, lang, match)
     with pytest.raises(DataError, match=match) as e:
         _pool(tmp_path, [{"name": "p1", "s": ["x", "y"], "lang": lang}], samples="s", language="lang")
     assert "pool.jsonl" in str(e.value) and "line 1" in str(e.value) and "lang" in str(e.value)
+
+
+def _trajectory(k: int) -> list[dict]:
+    """A tool-using trajectory whose messages differ by ``k`` (unicode, an extra field, empty tool output)."""
+    call = {"id": f"call_{k}", "type": "function", "function": {"name": "python",
+                                                                "arguments": json.dumps({"code": f"print({k}*2)"})}}
+    return [{"role": "system", "content": "Use the tool."}, {"role": "user", "content": f"Double {k} — ×2?"},
+            {"role": "assistant", "content": None if k % 2 else "Running it.", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{k}", "content": "" if k % 7 == 0 else str(2 * k)},
+            {"role": "assistant", "content": f"A: {2 * k}", **({"reasoning_content": "doubled"} if k % 3 else {})}]
+
+
+def test_a_thousand_trajectories_come_in_whole(tmp_path):
+    """1,000 trajectories over the two problems, one or several a record: every message and field of each is
+    in ``messages`` in file order, its last answer in ``text``; a plain pool has no trajectory (control)."""
+    records = [{"name": f"p{1 + k % 2}", "m": _trajectory(k)} for k in range(600)]
+    records += [{"name": "p1", "m": [_trajectory(k) for k in range(600 + j, 600 + j + 4)]} for j in range(0, 400, 4)]
+    out = _pool(tmp_path, records, format="messages", samples="m").to_pylist()
+    assert len(out) == 1000
+    want = {"p1": [], "p2": []}
+    for r in records:
+        want[r["name"]] += [r["m"]] if isinstance(r["m"][0], dict) else r["m"]
+    got = {"p1": [], "p2": []}
+    for row in out:
+        got[row["problem_id"]].append((row["sample_index"], json.loads(row["messages"]), row["text"]))
+    for pid in got:
+        got[pid].sort(key=lambda r: r[0])
+        assert [m for _, m, _ in got[pid]] == want[pid]
+        assert [t for _, _, t in got[pid]] == [m[-1]["content"] for m in want[pid]]
+    plain = _pool(tmp_path, [{"name": "p1", "s": ["A: 1"]}], samples="s")
+    assert plain.column("messages").to_pylist() == [None]
+
+
+def test_trajectory_labels_come_from_the_record(tmp_path):
+    out = _pool(tmp_path, [{"name": "p1", "m": [_trajectory(1), _trajectory(2)], "ok": [True, False]},
+                           {"name": "p2", "m": _trajectory(3), "ok": True}], format="messages", samples="m", label="ok")
+    assert out.column("reference_correct").to_pylist() == [True, False, True]
+
+
+@pytest.mark.parametrize("record, field, words", [
+    ({"name": "p1", "m": [{"role": "user", "content": "hi"}]}, "m[0][0]", "does not end with the assistant's answer"),
+    ({"name": "p1", "m": [[{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": ""},
+                           {"role": "assistant", "content": "A: 1"}]]}, "m[0][1].tool_call_id", "answers no open"),
+    ({"name": "p1", "m": "A: 1"}, "m[0]", "non-empty list"),
+    ({"name": "p1", "m": [_trajectory(1), 7]}, "m[1]", "non-empty list"),
+    ({"name": "p1", "m": [_trajectory(1)], "ok": [True, False]}, "ok", "2 labels for 1 trajectories"),
+])
+def test_a_malformed_trajectory_is_one_error_naming_line_and_field(tmp_path, record, field, words):
+    with pytest.raises(DataError) as e:
+        _pool(tmp_path, [{"name": "p2", "m": _trajectory(0)}, record], format="messages", samples="m",
+              label="ok" if "ok" in record else None)
+    assert e.value.record == "line 2" and e.value.field == field and words in e.value.message
+
+
+def test_a_trajectory_pool_takes_no_text_field():
+    with pytest.raises(ValueError, match="remove `text` and `language`"):
+        PoolTeacher(engine="pool", name="t", source={"path": "x.jsonl"}, format="messages", text="content")
+
+
+def test_a_parquet_trajectory_with_a_value_json_cannot_hold_is_one_error(tmp_path):
+    """A Parquet pool's messages are typed: a binary field (or NaN) in a message is one error naming the
+    record and the message, not a traceback when the trajectory is stored; the same file without it comes in."""
+    import pyarrow.parquet as pq
+
+    def write(extra):
+        messages = [{"role": "user", "content": "q", "blob": extra}, {"role": "assistant", "content": "A: 1",
+                                                                       "blob": None}]
+        pq.write_table(pa.Table.from_pylist([{"name": "p1", "m": messages}]), tmp_path / "pool.parquet")
+        problems = pa.Table.from_pylist([{"problem_id": "p1", "domain": "math", "question": "q"}], schema=PROBLEMS)
+        cfg = PoolTeacher(engine="pool", name="t", source={"path": str(tmp_path / "pool.parquet")}, match="id",
+                          match_field="name", format="messages", samples="m")
+        return import_pool(cfg, tmp_path / "pool.parquet", problems)
+
+    for bad in (b"\xff\x00", float("nan")):
+        with pytest.raises(DataError) as e:
+            write(bad)
+        assert e.value.field == "m[0][0]" and "JSON cannot hold" in e.value.message
+    assert json.loads(write(None).column("messages")[0].as_py())[0]["blob"] is None  # control

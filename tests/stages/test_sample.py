@@ -176,3 +176,26 @@ def test_a_sample_refused_past_its_retries_costs_only_its_own_row(tmp_path):
     assert fresh.key == man.key
     want = fresh_store.read("candidates", fresh.key).sort_by("candidate_id")
     assert got.equals(want)
+
+
+def test_a_tool_teachers_samples_are_keyed_by_the_sandbox_its_calls_run_in():
+    """A tool call's output depends on the sandbox's limits (memory, output cap, image): trajectories sampled
+    under one are not reused under another, in the stage key and each sample's identity; the sandbox settings
+    that only say how to run (pool size) and a teacher without the tool key as before; early stopping's
+    rounds and the fusor run the calls in the recipe's sandbox too."""
+    from bonforge.llm.config import PythonTool
+    from bonforge.sandbox.config import CodeVerifyConfig
+
+    tool, plain = openai_teacher(python_tool=PythonTool()), openai_teacher()
+    small, big = CodeVerifyConfig(memory_mb=256), CodeVerifyConfig(memory_mb=4096)
+    assert key_config(tool, small) != key_config(tool, big)
+    assert sample.sample_settings(tool, small) != sample.sample_settings(tool, big)
+    assert sample.sample_settings(tool, small) == sample.sample_settings(tool, CodeVerifyConfig(memory_mb=256,
+                                                                                                 pool_size=3))
+    assert key_config(plain, small) == key_config(plain, big) == key_config(plain)  # control
+    problems_ref = Ref("problems", "k" * 64)
+    for final in (False, True):
+        node = sample.round_node(problems_ref, Ref("rounds", "r" * 64), tool, final, sandbox=small)
+        assert node.params.sandbox is small and node.config == key_config(tool, small)
+    fusor = sample.fusor_node(Ref("fusion_pools", "f" * 64), tool, sandbox=small)  # a fusor may call the tool too
+    assert fusor.params.sandbox is small and fusor.config == key_config(tool, small)

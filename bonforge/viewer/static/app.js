@@ -188,6 +188,35 @@ function textBlock(text, kind) {
   return wrap;
 }
 
+// A trajectory (the candidate's stored messages, JSON) turn by turn from the model's first turn: its text, its
+// tool calls (Python code highlighted), each tool's output folded. Anything unreadable: the stored text as is.
+function trajectory(stored, kind) {
+  let messages;
+  try { messages = JSON.parse(stored); } catch (e) { return textBlock(stored, "plain"); }
+  if (!Array.isArray(messages)) return textBlock(stored, "plain");
+  const first = messages.findIndex((m) => m && m.role === "assistant");
+  const calls = messages.reduce((n, m) => n + (m && Array.isArray(m.tool_calls) ? m.tool_calls.length : 0), 0);
+  const turns = messages.slice(Math.max(first, 0)).map((m) => {
+    if (!m || typeof m !== "object") return null;
+    const content = typeof m.content === "string" ? m.content : "";
+    if (m.role === "tool") {
+      return h("details", { class: "turn tool" }, h("summary", {}, `tool output ${String(m.tool_call_id ?? "")} (${content.length} chars)`),
+        h("pre", { class: "prose" }, content));
+    }
+    const made = (Array.isArray(m.tool_calls) ? m.tool_calls : []).map((c) => {
+      const f = (c && c.function) || {};
+      let code = null;
+      try { const a = JSON.parse(f.arguments); code = a && typeof a.code === "string" ? a.code : null; } catch (e) { code = null; }
+      return h("div", { class: "call" }, h("div", { class: "who" }, `calls ${String(f.name ?? "?")} (${String(c && c.id)})`),
+        code !== null && f.name === "python" ? highlight(code) : h("pre", { class: "prose" }, String(f.arguments ?? "")));
+    });
+    return h("div", { class: `turn ${m.role === "assistant" ? "model" : "prompt"}` }, h("div", { class: "who" }, String(m.role)),
+      content ? textBlock(content, kind) : null, made);
+  });
+  return h("div", { class: "trajectory" }, h("div", { class: "facts" },
+    `trajectory: ${messages.filter((m) => m && m.role === "assistant").length} turns, ${calls} tool call${calls === 1 ? "" : "s"}`), turns);
+}
+
 // Word diff (longest common subsequence over words; lines past a size limit).
 function diffTokens(a, b) {
   let x = a.split(/(\s+)/).filter((t) => t);
@@ -443,7 +472,8 @@ async function viewProblem(p) {
     c.detail ? h("details", { class: "detail" }, h("summary", {}, "error detail"), h("pre", {}, c.detail)) : null,
     c.reasoning ? h("details", { class: "reasoning" }, h("summary", {}, `reasoning (${c.reasoning.length} chars)`),
       textBlock(c.reasoning, "plain")) : null,
-    textBlock(c.text, kind === "code" ? "code" : kind === "math" ? "math" : "plain"));
+    c.messages ? trajectory(c.messages, kind === "math" ? "math" : "plain")
+      : textBlock(c.text, kind === "code" ? "code" : kind === "math" ? "math" : "plain"));
   const groups = new Map();
   for (const c of data.candidates.filter((x) => !onlyDisagree || x.label_disagrees)) {
     const k = groupKey(c, by);
