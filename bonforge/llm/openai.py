@@ -88,6 +88,8 @@ def request_body(teacher: OpenAITeacher, request: Request, index: int) -> dict:
         body["stop"] = list(request.stop)
     if request.tools:
         body["tools"] = list(request.tools)
+    if request.continue_final:  # vLLM serve's (and SGLang's) extension: go on with the last assistant message
+        body |= {"continue_final_message": True, "add_generation_prompt": False}
     if request.messages is not None:
         body["messages"] = list(request.messages)
     else:
@@ -142,7 +144,9 @@ def parse_response(data: Any, *, chat: bool, where: str) -> dict:
     usage = {k: _typed(_field(data, ["usage", k], where), int, ["usage", k], where)
              for k in ("prompt_tokens", "completion_tokens")}
     tools = {"tool_calls": tuple(calls)} if calls else {}
-    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage, **tools}
+    stop = data["choices"][0].get("stop_reason")  # vLLM serve's extension: the stop string that matched
+    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage, **tools,
+            "stop_reason": stop if isinstance(stop, str) else None}
 
 
 class OpenAIEngine:

@@ -41,13 +41,18 @@ class _Trajectory:
     done: bool = False
 
 
-def _shown(status: str, stdout: str, stderr: str, limit: int) -> str:
+def shown(status: str, stdout: str, stderr: str, limit: int) -> str:
     text = stdout + (("\n" if stdout and not stdout.endswith("\n") else "") + stderr if stderr else "")
     if status != "ok":
         text = f"[{status}]\n{text}"
     if len(text) > limit:
         text = text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
     return text
+
+
+def call_message(k: int, name: str, arguments: str) -> dict:
+    """A trajectory's ``k``-th call as stored, with the id we give it."""
+    return {"id": f"call_{k}", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def _code(call: dict) -> tuple[str | None, str]:
@@ -81,7 +86,7 @@ def _turn(t: _Trajectory, c: Completion, allowed: int) -> list[tuple[dict, str |
         given = call.get("function") if isinstance(call, dict) else None
         given = given if isinstance(given, dict) else {}
         name, arguments = str(given.get("name") or "?")[:200], str(given.get("arguments") or "")
-        made = {"id": f"call_{t.calls}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        made = call_message(t.calls, name, arguments)
         t.calls += 1
         out.append((made, code, why))
     t.messages.append({"role": "assistant", "content": c.text or None, "tool_calls": [m for m, _, _ in out]})
@@ -125,16 +130,18 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
         for t, made, code, why in pending:
             if code is not None:
                 r = next(runs)
-                why = _shown(r.status, r.stdout, r.stderr, tool.output_chars)
+                why = shown(r.status, r.stdout, r.stderr, tool.output_chars)
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
     out = []
     for k, ts in enumerate(mine):
-        out.append([] if k in skipped else [_completion(t) for t in ts])
+        out.append([] if k in skipped else [completion(t) for t in ts])
     return out
 
 
-def _completion(t: _Trajectory) -> Completion:
+def completion(t) -> Completion:
+    """A finished trajectory (``_Trajectory`` or ``bonforge.llm.fenced``'s) as its sample's completion."""
     trajectories.check(t.messages)  # ours by construction: a failure here is a bug, never a stored row
     return replace(t.last, request_id=t.request.id, index=t.index, seed=t.request.sample_seed(t.index),
+                   text=trajectories.answer(t.messages),
                    tool_calls=None, prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
                    messages=trajectories.dumps(t.messages))

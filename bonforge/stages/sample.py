@@ -28,6 +28,7 @@ from bonforge import templates
 from bonforge.errors import DataError
 from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
+from bonforge.llm.fenced import sample_fenced
 from bonforge.llm.tools import sample_with_tools
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.tool_calls import PythonCalls
@@ -42,8 +43,11 @@ SAMPLE_VERSION = "1"  # what shapes a sample's content (its identity), apart fro
 
 
 def read_template(teacher: SampledTeacher, domain: str) -> str:
-    """The teacher's prompt template, or bonforge's default for the domain."""
-    return templates.load(teacher.prompt_template, f"sample_{domain}.txt", ("{question}",),
+    """The teacher's prompt template, or bonforge's default for the domain (for maths with fenced Python
+    blocks, one that says how they run)."""
+    tool = teacher.python_tool
+    fenced = "_fenced" if domain == "math" and tool is not None and tool.style == "fenced" else ""
+    return templates.load(teacher.prompt_template, f"sample_{domain}{fenced}.txt", ("{question}",),
                           f"teachers.{teacher.name}.prompt_template")  # fmt: skip
 
 
@@ -168,7 +172,8 @@ class Sampler:
             results = self.engine.generate(requests, report)
         else:
             calls = PythonCalls(self.sandbox, tool.time_limit_s)
-            results = sample_with_tools(self.engine, requests, calls, tool, report)
+            loop = sample_fenced if tool.style == "fenced" else sample_with_tools
+            results = loop(self.engine, requests, calls, tool, report)
         secs = time.perf_counter() - t0
         if len(results) != len(requests):
             raise EngineError(f"teacher {self.teacher.name}: engine returned {len(results)} results for "
