@@ -149,7 +149,7 @@ COMPACT_OUTPUT_CHARS = 400  # of each tool message, in ``compact`` (more is cut,
 def compact(stored: str) -> str:
     """A trajectory as one text for a reader that judges answers (a GenSelect prompt): from the model's first
     turn on, its text; each Python call as a fenced ``python`` block (another tool's call as its name and
-    arguments); each tool message as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters;
+    arguments; a call whose block the text already holds, as in a fenced trajectory, once); each tool message as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters;
     the final answer last. The prompt before the first assistant turn is left out (the reader has the
     question)."""
     messages = json.loads(stored)
@@ -170,7 +170,8 @@ def compact(stored: str) -> str:
             except (ValueError, AttributeError, RecursionError):
                 code = None
             if function["name"] == "python" and isinstance(code, str):
-                parts.append(f"```python\n{code}\n```")
+                if f"```python\n{code}" not in (m.get("content") or ""):  # a fenced block shows it already
+                    parts.append(f"```python\n{code}\n```")
             else:
                 parts.append(f"[tool call {function['name']}: {function['arguments']}]")
     return "\n\n".join(parts)

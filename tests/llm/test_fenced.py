@@ -195,3 +195,10 @@ def test_style_chat_on_an_engine_without_chat_tools_is_one_error_line_and_old_ke
     tool = load_recipe(tmp_path / "r.yaml").teachers[0].python_tool
     assert tool.key_config() == {"max_calls": 2, "output_chars": 2000, "time_limit_s": 5.0}  # the old key
     assert PythonTool(style="fenced").key_config()["style"] == "fenced"
+
+
+def test_the_compact_form_shows_a_fenced_block_once():
+    out = sample_fenced(Writer(tir), [REQ], ran([]), PythonTool(style="fenced"))
+    shown = trajectories.compact(out[0][0].messages)
+    assert shown.count("x = 2 + 3") == 2 and shown.count("```python") == 1  # the block, then its output
+    assert shown.endswith(ANSWER)
