@@ -150,8 +150,8 @@ def compact(stored: str) -> str:
     """A trajectory as one text for a reader that judges answers (a GenSelect prompt): from the model's first
     turn on, its text; each Python call as a fenced ``python`` block (another tool's call as its name and
     arguments; a call whose block the text already holds, as in a fenced trajectory, once); each tool message
-    as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters; the final answer last. The prompt before the first assistant turn is left out (the reader has the
-    question)."""
+    as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters; the final answer last.
+    The prompt before the first assistant turn is left out (the reader has the question)."""
     messages = json.loads(stored)
     first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
     parts = []
