@@ -202,3 +202,31 @@ def test_the_compact_form_shows_a_fenced_block_once():
     shown = trajectories.compact(out[0][0].messages)
     assert shown.count("x = 2 + 3") == 2 and shown.count("```python") == 1  # the block, then its output
     assert shown.endswith(ANSWER)
+
+
+def test_an_openai_compatible_server_continues_the_final_message_in_place():
+    """vLLM serve's way, scripted: the request carries the text so far as the last assistant message with
+    ``continue_final_message``; the server names the stop that matched (``stop_reason``)."""
+    from llm_server import ScriptedServer
+
+    from bonforge.llm.config import OpenAITeacher
+    from bonforge.llm.openai import OpenAIEngine
+
+    def script(n, body):
+        so_far = body["messages"][-1]["content"] if body.get("continue_final_message") else ""
+        text = tir(so_far)[len(so_far):]
+        stop = next((s for s in body.get("stop", []) if s in text), None)
+        text = text[:text.index(stop)] if stop else text
+        return 200, {}, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                                      "stop_reason": stop}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
+
+    with ScriptedServer(script) as server:
+        engine = OpenAIEngine(OpenAITeacher(engine="openai", name="t", model="m", base_url=server.url,
+                                            api_key_env=None))
+        out = sample_fenced(engine, [REQ], ran([]), PythonTool(style="fenced"))
+    messages = json.loads(out[0][0].messages)
+    assert out[0][0].text == ANSWER and messages[1]["content"] == HEAD and trajectories.check(messages).calls == 1
+    later = [b for b in server.bodies if b.get("continue_final_message")]
+    assert len(later) == 2 and all(b["add_generation_prompt"] is False for b in later)
+    assert later[0]["messages"][-1] == {"role": "assistant", "content": inline(messages[1:3])}
+    assert all("continue_final_message" not in b for b in server.bodies if b not in later)  # the first asks

@@ -1,0 +1,54 @@
+"""Fenced blocks on a real engine: SmolLM2-135M in transformers, on CPU, its blocks run in the real sandbox. The
+prompt shows one worked example of a block and its output (the 135M model writes blocks after it; its answers
+may be wrong, which is fine): the engine stops at the closing fence, the block runs in the sandbox, the output
+block is appended and the same sequence goes on, continued in place by the chat template."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from real_models import Kept
+
+from bonforge.llm.base import Request
+from bonforge.llm.config import PythonTool, TransformersTeacher
+from bonforge.llm.fenced import FENCE, inline, open_python, sample_fenced
+from bonforge.sandbox.config import CodeVerifyConfig
+from bonforge.sandbox.pool import close_shared_pools
+from bonforge.sandbox.tool_calls import PythonCalls
+from bonforge.tables import trajectories
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+PROMPT = ("Use Python to compute. Example:\nQuestion: What is 6 * 7?\n```python\nprint(6 * 7)\n```\n```output\n42\n"
+          "```\nThe answer is 42.\n\nQuestion: What is 12 * 13?")
+
+
+@pytest.fixture(scope="module")
+def calls(sandbox_image):
+    yield PythonCalls(CodeVerifyConfig(image=sandbox_image, pool_size=1, time_limit_s=5.0), 5.0)
+    close_shared_pools()
+
+
+def test_smollm2_pauses_at_its_block_the_sandbox_runs_it_and_the_same_sequence_goes_on(smollm2, calls):
+    from bonforge.llm.transformers_engine import TransformersEngine
+
+    real = TransformersEngine(TransformersTeacher(engine="transformers", name="smol", model="smollm2-135m-instruct",
+                                                  dtype="float32", max_tokens=160))
+    engine = Kept(real)
+    request = Request(id="q", messages=({"role": "user", "content": PROMPT},), temperature=0.0, max_tokens=160)
+    try:
+        (got,), = sample_fenced(engine, [request], calls, PythonTool(style="fenced", max_calls=2))
+    finally:
+        real.close()
+    messages = json.loads(got.messages)
+    facts = trajectories.check(messages)
+    assert facts.calls >= 1 and facts.tool_messages == facts.calls
+    code = json.loads(messages[1]["tool_calls"][0]["function"]["arguments"])["code"]
+    assert messages[1]["content"].endswith(FENCE) and open_python(messages[1]["content"][:-len(FENCE)]) == code
+    assert not messages[2]["content"].startswith("[sandbox_error]")  # it ran in the sandbox
+    first, second = engine.requests[0], engine.requests[1]
+    assert FENCE in first.stop and not first.continue_final
+    assert second.continue_final and second.messages[-1] == {"role": "assistant",
+                                                             "content": inline(messages[1:3])}
+    assert got.completion_tokens > 0 and inline(messages[1:]).startswith(second.messages[-1]["content"])
+    print("trajectory:", json.dumps(messages[1:], indent=1))
