@@ -33,9 +33,9 @@ def test_smollm2_pauses_at_its_block_the_sandbox_runs_it_and_the_same_sequence_g
     from bonforge.llm.transformers_engine import TransformersEngine
 
     real = TransformersEngine(TransformersTeacher(engine="transformers", name="smol", model="smollm2-135m-instruct",
-                                                  dtype="float32", max_tokens=160))
+                                                  dtype="float32", max_tokens=48))
     engine = Kept(real)
-    request = Request(id="q", messages=({"role": "user", "content": PROMPT},), temperature=0.0, max_tokens=160)
+    request = Request(id="q", messages=({"role": "user", "content": PROMPT},), temperature=0.0, max_tokens=48)
     try:
         (got,), = sample_fenced(engine, [request], calls, PythonTool(style="fenced", max_calls=2))
     finally:
