@@ -1,6 +1,6 @@
 """Fenced blocks on a real engine: SmolLM2-135M in transformers, on CPU, its blocks run in the real sandbox. The
-prompt shows one worked example of a block and its output (the 135M model writes blocks after it; its answers
-may be wrong, which is fine): the engine stops at the closing fence, the block runs in the sandbox, the output
+prompt is a conversation whose first answer is a worked block and its output (with a plain instruction the 135M
+model writes no block; after the example it does; its answers may be wrong, which is fine): the engine stops at the closing fence, the block runs in the sandbox, the output
 block is appended and the same sequence goes on, continued in place by the chat template."""
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from bonforge.sandbox.tool_calls import PythonCalls
 from bonforge.tables import trajectories
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
-PROMPT = ("Use Python to compute. Example:\nQuestion: What is 6 * 7?\n```python\nprint(6 * 7)\n```\n```output\n42\n"
-          "```\nThe answer is 42.\n\nQuestion: What is 12 * 13?")
+EXAMPLE = "```python\nprint(6 * 7)\n```\n```output\n42\n```\nThe answer is 42."
+# Greedy, the model answers the second question with "```python\nprint(12 * 13)\n```\n```output\n186\n```..."
+# when nothing stops it: it writes the block, then forges a wrong output.
+PROMPT = ({"role": "user", "content": "What is 6 * 7? Use Python."}, {"role": "assistant", "content": EXAMPLE},
+          {"role": "user", "content": "What is 12 * 13? Use Python."})
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def test_smollm2_pauses_at_its_block_the_sandbox_runs_it_and_the_same_sequence_g
     real = TransformersEngine(TransformersTeacher(engine="transformers", name="smol", model="smollm2-135m-instruct",
                                                   dtype="float32", max_tokens=48))
     engine = Kept(real)
-    request = Request(id="q", messages=({"role": "user", "content": PROMPT},), temperature=0.0, max_tokens=48)
+    request = Request(id="q", messages=PROMPT, temperature=0.0, max_tokens=48)
     try:
         (got,), = sample_fenced(engine, [request], calls, PythonTool(style="fenced", max_calls=2))
     finally:
@@ -43,12 +46,12 @@ def test_smollm2_pauses_at_its_block_the_sandbox_runs_it_and_the_same_sequence_g
     messages = json.loads(got.messages)
     facts = trajectories.check(messages)
     assert facts.calls >= 1 and facts.tool_messages == facts.calls
-    code = json.loads(messages[1]["tool_calls"][0]["function"]["arguments"])["code"]
-    assert messages[1]["content"].endswith(FENCE) and open_python(messages[1]["content"][:-len(FENCE)]) == code
-    assert not messages[2]["content"].startswith("[sandbox_error]")  # it ran in the sandbox
+    code = json.loads(messages[3]["tool_calls"][0]["function"]["arguments"])["code"]
+    assert messages[3]["content"].endswith(FENCE) and open_python(messages[3]["content"][:-len(FENCE)]) == code
+    assert code == "print(12 * 13)\n" and messages[4]["content"] == "156\n"  # ran in the sandbox, not forged
     first, second = engine.requests[0], engine.requests[1]
     assert FENCE in first.stop and not first.continue_final
     assert second.continue_final and second.messages[-1] == {"role": "assistant",
-                                                             "content": inline(messages[1:3])}
-    assert got.completion_tokens > 0 and inline(messages[1:]).startswith(second.messages[-1]["content"])
-    print("trajectory:", json.dumps(messages[1:], indent=1))
+                                                             "content": inline(messages[3:5])}
+    assert got.completion_tokens > 0 and inline(messages[3:]).startswith(second.messages[-1]["content"])
+    print("trajectory:", json.dumps(messages[3:], indent=1))
