@@ -1,7 +1,8 @@
-"""Fenced blocks on a real engine: SmolLM2-135M in transformers, on CPU, its blocks run in the real sandbox. The
-prompt is a conversation whose first answer is a worked block and its output (with a plain instruction the 135M
-model writes no block; after the example it does; its answers may be wrong, which is fine): the engine stops at the closing fence, the block runs in the sandbox, the output
-block is appended and the same sequence goes on, continued in place by the chat template."""
+"""Fenced blocks on a real engine: SmolLM2-135M in transformers, on CPU, its blocks run in the real sandbox.
+The prompt is a conversation whose first answer is a worked block and its output (with a plain instruction the
+135M model writes no block; after the example it does; its answers may be wrong, which is fine): the engine
+stops at the closing fence, the block runs in the sandbox, the output block is appended and the same sequence
+goes on, continued in place by the chat template."""
 
 from __future__ import annotations
 
