@@ -85,7 +85,8 @@ class FakeLLM:
         self.calls.append((prompts, params))
         return [SimpleNamespace(prompt_token_ids=p["prompt_token_ids"],
                                 outputs=[SimpleNamespace(text=f"seed {sp['seed']}", token_ids=[0] * 3,
-                                                         finish_reason="stop", stop_reason=None)]) for p, sp in zip(prompts, params)]
+                                                         finish_reason="stop", stop_reason=None)])
+                for p, sp in zip(prompts, params)]
 
 
 def test_a_continued_request_goes_on_with_the_last_message_in_place():
