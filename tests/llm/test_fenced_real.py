@@ -33,17 +33,24 @@ def calls(sandbox_image):
     close_shared_pools()
 
 
-def test_smollm2_pauses_at_its_block_the_sandbox_runs_it_and_the_same_sequence_goes_on(smollm2, calls):
+def test_smollm2_in_transformers_pauses_at_its_block_the_sandbox_runs_it_and_the_sequence_goes_on(smollm2, calls):
     from bonforge.llm.transformers_engine import TransformersEngine
 
     real = TransformersEngine(TransformersTeacher(engine="transformers", name="smol", model="smollm2-135m-instruct",
                                                   dtype="float32", max_tokens=48))
-    engine = Kept(real)
-    request = Request(id="q", messages=PROMPT, temperature=0.0, max_tokens=48)
     try:
-        (got,), = sample_fenced(engine, [request], calls, PythonTool(style="fenced", max_calls=2))
+        paused_ran_and_went_on(Kept(real), calls)
     finally:
         real.close()
+
+
+def test_smollm2_in_vllm_on_cpu_pauses_at_its_block_the_sandbox_runs_it_and_the_sequence_goes_on(smol_vllm, calls):
+    paused_ran_and_went_on(Kept(smol_vllm), calls)
+
+
+def paused_ran_and_went_on(engine: Kept, calls: PythonCalls) -> None:
+    request = Request(id="q", messages=PROMPT, temperature=0.0, max_tokens=48)
+    (got,), = sample_fenced(engine, [request], calls, PythonTool(style="fenced", max_calls=2))
     messages = json.loads(got.messages)
     facts = trajectories.check(messages)
     assert facts.calls >= 1 and facts.tool_messages == facts.calls
