@@ -41,6 +41,7 @@ class Request:
     seed: int = 0
     stop: tuple[str, ...] = ()
     tools: tuple[dict, ...] | None = None  # OpenAI-style tool definitions the model may call (chat only)
+    continue_final: bool = False  # chat: the model goes on with the last (assistant) message's text, no new turn
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -77,6 +78,7 @@ class Completion:
     # engine's wall time (``bonforge.llm.prices.share_time``)
     tool_calls: tuple[dict, ...] | None = None  # the calls the model made instead of answering (chat tools)
     messages: str | None = None  # a trajectory's whole conversation (``bonforge.tables.trajectories``), as JSON
+    stop_reason: str | None = None  # the stop string that ended the sample, where the engine says which
 
 
 class Engine(Protocol):
@@ -205,10 +207,10 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     return None, text
 
 
-def truncate_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
-    """Cut ``text`` before the earliest stop string; says whether one was found."""
-    cut = min((i for s in stop if (i := text.find(s)) >= 0), default=-1)
-    return (text[:cut], True) if cut >= 0 else (text, False)
+def truncate_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
+    """Cut ``text`` before the earliest stop string; says which one was found (None: none)."""
+    cut, found = min(((i, s) for s in stop if (i := text.find(s)) >= 0), default=(-1, None))
+    return (text[:cut], found) if cut >= 0 else (text, None)
 
 
 def retry_delay(attempt: int, hint: float | None, base_delay: float = 0.5, max_delay: float = 30.0) -> float:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, model_validator
 
@@ -25,6 +25,26 @@ def model_needs(known: bool, extra: str = "hf") -> dict[str, str]:
 SHARD_BYTES_MAX, BYTES_PER_TOKEN = 1 << 30, 4
 
 
+class PythonTool(Model):
+    """A Python tool the model may use while it answers: each call runs in the build's sandbox pool
+    (``verify.code``) after the trajectory's earlier calls (``bonforge.sandbox.tool_calls``). ``style: chat``:
+    OpenAI-style chat tool calls (``bonforge.llm.tools``); ``style: fenced``: the model writes ```python blocks
+    and generation pauses at each block's end, the output is appended, and the same sequence goes on
+    (``bonforge.llm.fenced``)."""
+
+    style: Literal["chat", "fenced"] = added("chat", description="chat: the model calls a `python` tool (an "
+                                              "engine returning chat tool calls: openai); fenced: it writes "
+                                              "```python blocks that run where it closes them (any engine).")
+
+    max_calls: int = Field(4, gt=0, le=64, description="Tool calls a trajectory may make; the turn after the "
+                                                         "last one is asked without tools, for the answer (fenced: "
+                                                         "each pause at a fence counts, whether it ran code or not).")
+    output_chars: int = Field(2000, gt=0, le=100_000, description="Characters of a call's output the model "
+                                                                   "reads (the rest cut, and the cut said).")
+    time_limit_s: float = Field(5.0, gt=0, le=60, description="CPU seconds of one call (the earlier calls it "
+                                                              "replays included).")
+
+
 class SampledTeacher(Model):
     """What every sampling engine shares: the model, the sampling parameters and the prompt."""
 
@@ -40,6 +60,8 @@ class SampledTeacher(Model):
     prompt_template: str | None = Field(
         None, description="Template file with a `{question}` placeholder (default: bonforge's "
                           "sample_math.txt / sample_code.txt by problem domain).")
+    python_tool: PythonTool | None = added(None, description="Let the model use a Python tool while it answers: "
+                                           "each sample is a trajectory (candidates.messages).")
     shard_problems: int = exec_only(64, gt=0, description="Problems per stage shard (one shard is lost at most; "
                                                           "with n and max_tokens, under 1 GiB of completions).")
     prices: Prices | None = exec_only(None, description="What the endpoint charges (docs/cost.md); each row records "
@@ -59,26 +81,21 @@ class SampledTeacher(Model):
                              f"tokens may hold {self.shard_problems * per_problem / (1 << 30):.1f} GiB of completions "
                              f"in memory, over the 1 GiB a shard may hold: at most {most} problems a shard here")
         return self
+    chat_tools: ClassVar[bool] = False  # whether the engine returns chat tool calls (python_tool style chat)
 
-
-class PythonTool(Model):
-    """A Python tool the model may call while it answers (OpenAI-style chat tool calls): each call runs in the
-    build's sandbox pool (``verify.code``) after the trajectory's earlier calls (``bonforge.sandbox.tool_calls``)."""
-
-    max_calls: int = Field(4, gt=0, le=64, description="Tool calls a trajectory may make; the turn after the "
-                                                         "last one is asked without tools, for the answer.")
-    output_chars: int = Field(2000, gt=0, le=100_000, description="Characters of a call's output the model "
-                                                                   "reads (the rest cut, and the cut said).")
-    time_limit_s: float = Field(5.0, gt=0, le=60, description="CPU seconds of one call (the earlier calls it "
-                                                              "replays included).")
+    @model_validator(mode="after")
+    def _tool_style(self) -> "SampledTeacher":
+        if self.python_tool is not None and self.python_tool.style == "chat" and not self.chat_tools:
+            raise ValueError(f"python_tool: style chat needs an engine that returns chat tool calls (openai); "
+                             f"on {self.engine} use style: fenced")
+        return self
 
 
 class OpenAITeacher(SampledTeacher):
     """Any OpenAI-compatible server: vLLM serve, SGLang, a hosted API."""
 
     engine: Literal["openai"]
-    python_tool: PythonTool | None = added(None, description="Let the model call a Python tool while it answers: "
-                                           "each sample is a trajectory (candidates.messages).")
+    chat_tools: ClassVar[bool] = True
     base_url: str = exec_only("http://localhost:8000/v1", description="Server URL up to and including /v1.")
     api_key_env: str | None = exec_only("OPENAI_API_KEY", description="Env var holding the API key (None: no key).")
     max_concurrency: int = exec_only(32, gt=0, description="Requests in flight at once.")

@@ -99,6 +99,8 @@ def request_body(teacher: OpenAITeacher, request: Request, index: int) -> dict:
         body["stop"] = list(request.stop)
     if request.tools:
         body["tools"] = list(request.tools)
+    if request.continue_final:  # vLLM serve's (and SGLang's) extension: go on with the last assistant message
+        body |= {"continue_final_message": True, "add_generation_prompt": False}
     if request.messages is not None:
         body["messages"] = list(request.messages)
     else:
@@ -154,7 +156,9 @@ def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None 
     usage = usage_counts(data, max_tokens, max_prompt, where)
     tools = {"tool_calls": tuple(calls)} if calls else {}
     reasoning = None if reasoning is None else valid_text(reasoning)
-    return {"text": valid_text(text), "reasoning": reasoning, "finish_reason": finish, **usage, **tools}
+    stop = data["choices"][0].get("stop_reason")  # vLLM serve's extension: the stop string that matched
+    return {"text": valid_text(text), "reasoning": reasoning, "finish_reason": finish, **usage, **tools,
+            "stop_reason": stop if isinstance(stop, str) else None}
 
 
 INT32 = 2**31 - 1

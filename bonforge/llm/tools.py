@@ -47,6 +47,11 @@ class _Trajectory:
     done: bool = False
 
 
+def call_message(k: int, name: str, arguments: str) -> dict:
+    """A trajectory's ``k``-th call as stored, with the id we give it."""
+    return {"id": f"call_{k}", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _code(call: dict) -> tuple[str | None, str]:
     """The code of a call, or None and what is wrong with it."""
     function = call.get("function") if isinstance(call, dict) else None
@@ -80,7 +85,7 @@ def _turn(t: _Trajectory, c: Completion, allowed: int) -> list[tuple[dict, str |
         given = call.get("function") if isinstance(call, dict) else None
         given = given if isinstance(given, dict) else {}
         name, arguments = valid_text(str(given.get("name") or "?")[:200]), valid_text(str(given.get("arguments") or ""))
-        made = {"id": f"call_{t.calls}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        made = call_message(t.calls, name, arguments)
         t.calls += 1
         out.append((made, code, why))
     t.messages.append({"role": "assistant", "content": c.text or None, "tool_calls": [m for m, _, _ in out]})
@@ -142,15 +147,17 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
         for t in going:
             t.cells = [c for c in t.cells if c is not None]
-    out = [[] if k in skipped else [_completion(t) for t in ts if not t.failed] for k, ts in enumerate(mine)]
+    out = [[] if k in skipped else [completion(t) for t in ts if not t.failed] for k, ts in enumerate(mine)]
     failed = [(t.request.id, t.index, t.failed, transient) for ts in mine for t in ts if t.failed]
     if failed:  # as the engine says of a batch: the trajectories that ended are kept, the failed ones named
         raise unfinished(out, failed, sum(len(ts) for ts in mine))
     return out
 
 
-def _completion(t: _Trajectory) -> Completion:
+def completion(t) -> Completion:
+    """A finished trajectory (``_Trajectory`` or ``bonforge.llm.fenced``'s) as its sample's completion."""
     trajectories.check(t.messages)  # ours by construction: a failure here is a bug, never a stored row
     return replace(t.last, request_id=t.request.id, index=t.index, seed=t.request.sample_seed(t.index),
+                   text=trajectories.answer(t.messages),
                    tool_calls=None, prompt_tokens=t.prompt_tokens, completion_tokens=t.completion_tokens,
                    messages=trajectories.dumps(t.messages))

@@ -90,7 +90,9 @@ class TransformersEngine:
             raise ConfigError(f"teachers.{self.teacher.name}.model: {self.teacher.model} has no chat template; "
                               "add one to its tokenizer_config.json")
         # tokenize=False returns the rendered string (with tokenize=True, transformers 5 returns a dict)
-        return self.tokenizer.apply_chat_template(list(request.messages), tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(list(request.messages), tokenize=False,
+                                                 add_generation_prompt=not request.continue_final,
+                                                 continue_final_message=request.continue_final)
 
     def generate(self, requests: list[Request], progress: Progress | None = None) -> list[list[Completion]]:
         self.start()
@@ -141,13 +143,13 @@ class TransformersEngine:
             end = next((k for k, token in enumerate(ids) if token in self.eos_ids), None)
             if end is not None:
                 ids, finish = ids[: end + 1], "stop"
-            text, stopped = truncate_at_stop(tok.decode(ids, skip_special_tokens=True), req.stop)
+            text, stop = truncate_at_stop(tok.decode(ids, skip_special_tokens=True), req.stop)
             reasoning, final = split_reasoning(text)
             completions.append(Completion(
                 request_id=req.id, index=index, text=final, reasoning=reasoning,
-                finish_reason="stop" if stopped else finish, prompt_tokens=int(prompt_lens[row]),
+                finish_reason="stop" if stop else finish, prompt_tokens=int(prompt_lens[row]),
                 completion_tokens=len(ids), seed=req.sample_seed(index), engine=self.name,
-                model=self.teacher.model, latency_s=latency,
+                model=self.teacher.model, latency_s=latency, stop_reason=stop,
             ))
         return share_time(completions, latency)
 

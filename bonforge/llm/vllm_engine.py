@@ -91,7 +91,7 @@ def sampling_kwargs(request: Request, index: int) -> dict:
 def job(request: Request, index: int) -> dict:
     """What an actor needs for one sample: the prompt (chat messages or text) and its sampling arguments."""
     prompt = {"messages": list(request.messages)} if request.messages is not None else {"prompt": request.prompt}
-    return {**prompt, "params": sampling_kwargs(request, index)}
+    return {**prompt, "params": sampling_kwargs(request, index), "continue": request.continue_final}
 
 
 def output_fields(output: Any) -> dict:
@@ -102,6 +102,7 @@ def output_fields(output: Any) -> dict:
         "finish_reason": sample.finish_reason or "unknown",
         "prompt_tokens": len(output.prompt_token_ids),
         "completion_tokens": len(sample.token_ids),
+        "stop_reason": sample.stop_reason if isinstance(sample.stop_reason, str) else None,
     }
 
 
@@ -125,7 +126,9 @@ class Worker:
 
     def _token_ids(self, item: dict, cache: dict) -> list[int]:
         if "messages" in item:
-            text = self.tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=True)
+            going = item.get("continue", False)  # go on with the last (assistant) message's text
+            text = self.tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=not going,
+                                                      continue_final_message=going)
             special = False  # the template already holds the special tokens
         else:
             text, special = item["prompt"], True
@@ -382,6 +385,7 @@ def to_completions(requests: list[Request], results: list[dict], model: str, lat
                 request_id=r.id, index=i, text=text, reasoning=reasoning, finish_reason=res["finish_reason"],
                 prompt_tokens=res["prompt_tokens"], completion_tokens=res["completion_tokens"],
                 seed=r.sample_seed(i), engine="vllm", model=model, latency_s=latency,
+                stop_reason=res.get("stop_reason"),
             ))
         out.append(comps)
     shared = iter(share_time([c for comps in out for c in comps], latency))

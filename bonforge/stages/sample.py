@@ -28,6 +28,7 @@ from bonforge import templates
 from bonforge.errors import DataError, TransientError
 from bonforge.llm.base import Engine, EngineError, Request, Unfinished, consecutive, problem_seed, problem_seeds
 from bonforge.llm.config import SampledTeacher
+from bonforge.llm.fenced import sample_fenced
 from bonforge.llm.tools import sample_with_tools
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.tool_calls import PythonCalls
@@ -45,8 +46,11 @@ SAMPLE_VERSION = "1"  # what shapes a sample's content (its identity), apart fro
 
 
 def read_template(teacher: SampledTeacher, domain: str) -> str:
-    """The teacher's prompt template, or bonforge's default for the domain."""
-    return templates.load(teacher.prompt_template, f"sample_{domain}.txt", ("{question}",),
+    """The teacher's prompt template, or bonforge's default for the domain (for maths with fenced Python
+    blocks, one that says how they run)."""
+    tool = teacher.python_tool
+    fenced = "_fenced" if domain == "math" and tool is not None and tool.style == "fenced" else ""
+    return templates.load(teacher.prompt_template, f"sample_{domain}{fenced}.txt", ("{question}",),
                           f"teachers.{teacher.name}.prompt_template")  # fmt: skip
 
 
@@ -207,8 +211,9 @@ class Sampler:
             if tool is None:
                 results = self.engine.generate(requests, report)
             else:
-                results = sample_with_tools(self.engine, requests, PythonCalls(self.sandbox, tool.time_limit_s),
-                                            tool, report)
+                calls = PythonCalls(self.sandbox, tool.time_limit_s)
+                loop = sample_fenced if tool.style == "fenced" else sample_with_tools
+                results = loop(self.engine, requests, calls, tool, report)
         except Unfinished as e:  # each failed sample fails alone: the rows received are kept
             results, short = e.results, e
         secs = time.perf_counter() - t0

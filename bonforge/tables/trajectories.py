@@ -165,9 +165,10 @@ def _fenced(tag: str, body: str) -> str:
 def compact(stored: str) -> str:
     """A trajectory as one text for a reader that judges answers (a GenSelect prompt): from the model's first
     turn on, its text; each Python call as a fenced ``python`` block (another tool's call as its name and
-    arguments); each tool message as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters
-    (each fence longer than a backtick run inside it); the final answer last. The prompt before the first
-    assistant turn is left out (the reader has the question)."""
+    arguments; a call whose block the text already holds, as in a fenced trajectory, once); each tool message
+    as a fenced ``output`` block of at most ``COMPACT_OUTPUT_CHARS`` characters (each fence longer than a
+    backtick run inside it); the final answer last. The prompt before the first assistant turn is left out
+    (the reader has the question)."""
     messages = json.loads(stored)
     first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
     parts = []
@@ -186,7 +187,8 @@ def compact(stored: str) -> str:
             except (ValueError, AttributeError):
                 code = None
             if function["name"] == "python" and isinstance(code, str):
-                parts.append(_fenced("python", code))
+                if f"```python\n{code}" not in (m.get("content") or ""):  # a fenced block shows it already
+                    parts.append(_fenced("python", code))
             else:
                 parts.append(f"[tool call {function['name']}: {function['arguments']}]")
     return "\n\n".join(parts)

@@ -43,9 +43,9 @@ def test_split_reasoning_keeps_the_final_answer(reasoning, final):
 
 
 def test_truncate_at_stop_takes_the_earliest():
-    assert truncate_at_stop("abc###def<end>", ("<end>", "###")) == ("abc", True)
-    assert truncate_at_stop("abc", ("x",)) == ("abc", False)
-    assert truncate_at_stop("abc", ()) == ("abc", False)
+    assert truncate_at_stop("abc###def<end>", ("<end>", "###")) == ("abc", "###")
+    assert truncate_at_stop("abc", ("x",)) == ("abc", None)
+    assert truncate_at_stop("abc", ()) == ("abc", None)
 
 
 def test_errors_pickle_and_keep_their_kind():

@@ -109,12 +109,12 @@ def test_a_prompt_the_engine_skips_skips_the_request_and_a_late_skip_ends_the_tr
     def reply(r, turn):
         if "skip me" in r.messages[0]["content"]:
             return None
-        return None if turn == 1 and r.id == "p2#1" else ("", (call("1"),)) if turn == 0 else ("A: 2", None)
+        return None if turn == 1 and r.id == "p2#1" else ("Run.", (call("1"),)) if turn == 0 else ("A: 2", None)
 
     skipped = Request(id="p0", messages=({"role": "user", "content": "skip me"},), n=2, seed=0)
     other = Request(id="p2", messages=({"role": "user", "content": "go"},), n=2, seed=7)
     out = sample_with_tools(Scripted(reply), [skipped, other], ran([]), PythonTool())
-    assert out[0] == [] and [c.text for c in out[1]] == ["A: 2", ""]
+    assert out[0] == [] and [c.text for c in out[1]] == ["A: 2", ""]  # never the earlier turn's text
     assert out[1][1].finish_reason == "length" and out[1][1].index == 1
     trajectories.check(json.loads(out[1][1].messages))
 
@@ -134,7 +134,7 @@ def test_output_is_cut_to_what_the_model_may_read_and_a_failed_run_says_its_stat
 
 def test_a_tool_the_recipe_cannot_have_is_one_error_line(tmp_path):
     head = "name: x\nproblems: {name: toy, source: {path: p.jsonl}}\nexport: {name: x}\nteachers:\n  - "
-    cases = {"{name: t, engine: vllm, model: m, python_tool: {max_calls: 2}}": "python_tool: unknown field",
+    cases = {"{name: t, engine: vllm, model: m, python_tool: {max_calls: 2}}": "python_tool: style chat needs",
              "{name: t, engine: openai, model: m, python_tool: {max_calls: 0}}": "max_calls: Input should be greater",
              "{name: t, engine: openai, model: m, python_tool: {shell: true}}": "python_tool.shell: unknown field",
              "{name: t, engine: openai, model: m, python_tool: {output_chars: -1}}": "output_chars"}

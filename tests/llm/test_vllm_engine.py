@@ -33,10 +33,12 @@ def test_fits_leaves_room_for_max_tokens():
 
 
 def test_output_fields_from_a_request_output():
-    sample = SimpleNamespace(text="<think>hmm</think>42", token_ids=[5, 6, 7], finish_reason="stop")
+    sample = SimpleNamespace(text="<think>hmm</think>42", token_ids=[5, 6, 7], finish_reason="stop", stop_reason="##")
     out = SimpleNamespace(prompt_token_ids=[1, 2, 3, 4], outputs=[sample])
     assert output_fields(out) == {"text": "<think>hmm</think>42", "finish_reason": "stop", "prompt_tokens": 4,
-                                  "completion_tokens": 3}
+                                  "completion_tokens": 3, "stop_reason": "##"}  # the stop string that matched
+    eos = SimpleNamespace(prompt_token_ids=[1], outputs=[SimpleNamespace(**{**vars(sample), "stop_reason": 2})])
+    assert output_fields(eos)["stop_reason"] is None  # a stop token id is no stop string
 
 
 def test_to_completions_regroups_and_reports_skipped(caplog):
@@ -65,9 +67,10 @@ def test_engine_args_from_teacher():
 
 
 class FakeTokenizer:
-    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
-        assert tokenize is False and add_generation_prompt
-        return "<user>" + messages[0]["content"] + "<assistant>"
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt, continue_final_message=False):
+        assert tokenize is False and add_generation_prompt != continue_final_message
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + ("" if continue_final_message
+                                                                             else "<assistant>")
 
     def encode(self, text, add_special_tokens):
         assert add_special_tokens is False  # the chat template holds them
@@ -82,7 +85,17 @@ class FakeLLM:
         self.calls.append((prompts, params))
         return [SimpleNamespace(prompt_token_ids=p["prompt_token_ids"],
                                 outputs=[SimpleNamespace(text=f"seed {sp['seed']}", token_ids=[0] * 3,
-                                                         finish_reason="stop")]) for p, sp in zip(prompts, params)]
+                                                         finish_reason="stop", stop_reason=None)])
+                for p, sp in zip(prompts, params)]
+
+
+def test_a_continued_request_goes_on_with_the_last_message_in_place():
+    worker = Worker.__new__(Worker)
+    worker.tokenizer = FakeTokenizer()
+    going = Request(id="c", messages=({"role": "user", "content": "q"}, {"role": "assistant", "content": "so far"}),
+                    continue_final=True)
+    assert worker._token_ids(job(going, 0), {}) == list(range(len("<user>q<assistant>so far")))
+    assert job(req("a"), 0)["continue"] is False
 
 
 def test_worker_skips_long_prompts_without_aborting_the_batch(monkeypatch):
