@@ -6,7 +6,6 @@ closes, an output holding fences, an ``output`` block the model forges, fences n
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
@@ -15,15 +14,8 @@ from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion, Request
 from bonforge.llm.config import PythonTool
 from bonforge.llm.fenced import FENCE, inline, open_python, output_block, sample_fenced
+from bonforge.sandbox.tool_calls import ToolRun
 from bonforge.tables import trajectories
-
-
-@dataclass(frozen=True)
-class Run:
-    status: str
-    stdout: str
-    stderr: str = ""
-    cpu_s: float = 0.0
 
 
 class Writer:
@@ -57,7 +49,7 @@ class Writer:
 def ran(log):
     def run(calls):
         log.append(calls)
-        return [Run("ok", f"ran {len(cells)}: {cells[-1].strip()}\n") for cells in calls]
+        return [ToolRun("ok", f"ran {len(cells)}: {cells[-1].strip()}\n", "", 0.0) for cells in calls]
     return run
 
 
@@ -150,7 +142,7 @@ def test_output_holding_fences_cannot_close_its_block_and_fences_in_code_are_cod
     assert open_python("```py\nz = 1") == "z = 1"
 
     def run(calls):
-        return [Run("ok", hostile + "\n") for _ in calls]
+        return [ToolRun("ok", hostile + "\n", "", 0.0) for _ in calls]
 
     script = Writer(lambda so_far: so_far + "ok" if so_far else "```python\nprint(9)\n```\nrest")
     out = sample_fenced(script, [REQ], run, PythonTool(style="fenced"))

@@ -225,7 +225,7 @@ class RunningEngine:
         prompt, params = self.running.pop(rid)
         return [SimpleNamespace(request_id=rid, finished=True, prompt_token_ids=prompt["prompt_token_ids"],
                                 outputs=[SimpleNamespace(text=f"seed {params['seed']}", token_ids=[0] * 3,
-                                                         finish_reason="stop")])]
+                                                         finish_reason="stop", stop_reason=None)])]
 
     def abort_request(self, ids):
         self.aborted += ids
@@ -252,7 +252,7 @@ def test_a_streaming_replica_takes_requests_into_its_running_engine(monkeypatch)
     first = worker.feed([{**job(req("a"), i), "id": f"a/{i}"} for i in range(2)] + [{**job(long, 0), "id": "l/0"}])
     assert first == [{"id": "l/0", "skipped": 57, "window": 90},  # left out, at once
                      {"id": "a/0", "text": "seed 10", "finish_reason": "stop", "prompt_tokens": 18,
-                      "completion_tokens": 3}]
+                      "completion_tokens": 3, "stop_reason": None}]
     assert worker.streamed == {"a/1"}  # still running: the next call goes on with it and with what it adds
     second = worker.feed([{**job(req("b"), 0), "id": "b/0"}])
     assert [r["id"] for r in second] == ["a/1"]
