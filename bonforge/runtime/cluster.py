@@ -31,10 +31,36 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
             return ray
         kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "configure_logging": False}
         if address:
-            _init(ray, address=address, **kwargs)
+            kwargs["address"] = address
         else:
-            _init(ray, num_cpus=num_cpus, include_dashboard=False, **kwargs)
+            kwargs.update(num_cpus=num_cpus, include_dashboard=False)
+        if threading.current_thread() is threading.main_thread():
+            _init(ray, **kwargs)
+        else:
+            _init_on_keeper(ray, kwargs)
     return ray
+
+
+def _init_on_keeper(ray: Any, kwargs: dict) -> None:
+    """``_init`` from a thread that lives as long as the process: the local cluster's processes (GCS, raylet)
+    are made to die with the *thread* that started them (Linux's parent-death signal follows the thread), so a
+    cluster started by a stage's thread of a streaming build was killed when that stage ended, and the build
+    with it (``Failed to connect to GCS``)."""
+    done, failed = threading.Event(), []
+
+    def keep() -> None:
+        try:
+            _init(ray, **kwargs)
+        except BaseException as e:  # noqa: BLE001 (raised in the caller's thread)
+            failed.append(e)
+        finally:
+            done.set()
+        threading.Event().wait()  # never set: the thread, and the cluster's processes with it, last
+
+    threading.Thread(target=keep, name="bonforge-ray-keeper", daemon=True).start()
+    done.wait()
+    if failed:
+        raise failed[0]
 
 
 def _init(ray: Any, **kwargs: Any) -> None:

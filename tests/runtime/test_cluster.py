@@ -126,3 +126,25 @@ def test_a_local_start_leaves_sigterm_to_the_process_and_says_nothing_of_it(wher
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["kept", "True"]
     assert "SIGTERM" not in out.stderr, out.stderr[-3000:]
+
+
+OUTLIVES = """
+import threading, time
+from bonforge.runtime.cluster import ensure_ray
+t = threading.Thread(target=ensure_ray, kwargs={'num_cpus': 1}); t.start(); t.join()  # the stage's thread ends
+time.sleep(3)
+import ray
+print('answer', ray.get(ray.remote(lambda: 42).remote(), timeout=120), flush=True)
+ray.shutdown()
+"""
+
+
+def test_a_cluster_a_thread_starts_outlives_the_thread():
+    """A streaming build's stage thread may be the one that starts the local cluster; the cluster's processes
+    die with the thread that started them (the parent-death signal follows the thread): they are started from
+    a thread that lasts as long as the process, so the build goes on after the stage ends (before: ``Failed to
+    connect to GCS`` and the build's process gone with exit 1, a minute later)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", OUTLIVES], env={**env, "PYTHONPATH": str(REPO)},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["answer", "42"], out.stderr[-3000:]
