@@ -70,14 +70,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "0eda26153dc75350a536"
         ],
         "verdicts": [
-            "2cff2e27c8ffc90f0023",
-            "bc25835a092f61238ce8"
+            "ed0065bfa8c343a807d4",
+            "c11d74e6e3c3ca090b34"
         ],
         "problem_stats": [
-            "97bb551f0df93c080b7d"
+            "8eb14c01a0173f25cad0"
         ],
         "genselect": [
-            "b874da85ce38e5da72f2"
+            "5cf0b3264bd5811bc4fc"
         ]
     },
     "humaneval-genselect": {
@@ -89,14 +89,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "92ffbeeb8dfb168a39c6"
         ],
         "verdicts": [
-            "a6b4b4cdc44c72532d26",
-            "688b0936356f24f4cd5f"
+            "602619ca15b3e4fc595f",
+            "25de784010761f5e2439"
         ],
         "problem_stats": [
-            "c10323be6fc134328089"
+            "83b0b94da05bacb371c1"
         ],
         "genselect": [
-            "308eb15071f491f47f1c"
+            "7b17bf0cc79fa0c6bce9"
         ]
     },
     "gsm8k-fusion": {
