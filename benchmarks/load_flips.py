@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from _common import DATA
 from bonforge.judging.code import verify_code
 from bonforge.sandbox import testlib
-from bonforge.sandbox.check_host import close_shared_checkers
+from bonforge.sandbox.check_host import close_check_hosts
 from bonforge.sandbox.config import CodeVerifyConfig
 from bonforge.sandbox.image import build_image
 from bonforge.sandbox.pool import SandboxPool
@@ -125,7 +125,7 @@ def codet(args, image: str) -> None:
         idle = judged("idle", problems, cands, cfg, pool)
         with busy(args.busy_per_core):
             loaded = judged("loaded", problems, cands, cfg, pool)
-    close_shared_checkers()
+    close_check_hosts()
     compare(idle, loaded)
 
 

@@ -114,6 +114,7 @@ def run(
 
     try:
         with stoppable():
+            budget = budget if isinstance(budget, str) else None  # (the warm builder calls without the option)
             result, _, st = _build(recipe, set_ + ([f"budget={budget}"] if budget is not None else []), store,
                                    debug, fresh)
     except Interrupted as e:  # Ctrl-C or SIGTERM: one line, the shell's exit code (130, 143)

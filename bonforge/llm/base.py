@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import random
 from collections import Counter
@@ -25,6 +26,7 @@ log = logging.getLogger("bonforge")
 T = TypeVar("T")
 Progress = Callable[[int], None]  # ``generate``'s report: the samples done so far
 TEMPLATE_TOKENS = 16  # a chat template's tokens around one message, at most (role markers, turn ends)
+TEMPLATE_OWN_TOKENS = 512  # what a chat template may add of its own (a default system prompt: SmolLM2's, Qwen's)
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,14 @@ class Request:
         return self.seed + index
 
     def prompt_bound(self) -> int:
-        """The most tokens the prompt can be: one per byte, plus ``TEMPLATE_TOKENS`` per message."""
-        texts = [m.get("content") or "" for m in self.messages] if self.messages is not None else [self.prompt]
-        return sum(len(str(t).encode()) + TEMPLATE_TOKENS for t in texts)
+        """The most tokens the prompt can be: one per byte, plus ``TEMPLATE_TOKENS`` per message and, for chat,
+        ``TEMPLATE_OWN_TOKENS`` and the tools' definitions (a server's template adds its own text: a count past
+        the bytes alone was taken as untrusted, and vLLM serve's every SmolLM2 count was lost)."""
+        if self.messages is None:
+            return len(str(self.prompt).encode()) + TEMPLATE_TOKENS
+        texts = [m.get("content") or "" for m in self.messages]
+        tools = len(json.dumps(self.tools).encode()) if self.tools else 0
+        return sum(len(str(t).encode()) + TEMPLATE_TOKENS for t in texts) + TEMPLATE_OWN_TOKENS + tools
 
 
 @dataclass(frozen=True)

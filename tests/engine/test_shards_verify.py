@@ -26,7 +26,7 @@ RECIPE = Recipe.model_validate({"name": "s", "problems": {"name": "s", "source":
                                 "teachers": [{"name": "t", "engine": "pool", "source": SRC}]})
 
 
-def _judged(candidates, problems, cfg, todo=None, progress=None):
+def _judged(candidates, problems, cfg, todo=None, progress=None, known=None):
     n = candidates.num_rows
     return conform(pa.table({"candidate_id": candidates.column("candidate_id"),
                              "problem_id": candidates.column("problem_id"), "teacher": candidates.column("teacher"),
@@ -106,7 +106,7 @@ def test_a_shard_without_its_piece_is_committed_and_its_rows_are_not_offered(tmp
     store = _store(tmp_path)
     calls = []
 
-    def interrupted(candidates, problems, cfg, todo=None, progress=None):
+    def interrupted(candidates, problems, cfg, todo=None, progress=None, known=None):
         calls.append(candidates.num_rows)
         if len(calls) == 2:
             raise KeyboardInterrupt

@@ -85,6 +85,7 @@ problems: {{name: toy, source: {{path: problems.jsonl}}, fields: {{id: id}}}}
 teachers:
 {lines}
 filter: {{max_pass_rate: 0.5, early_stop: true}}
+engine: {{streaming: false}}  # in rounds unless a test streams (--set engine.streaming=true)
 export: {{name: toy-genselect, allow_empty: true, rl: {{name: toy-rl}}}}
 """)
     return path

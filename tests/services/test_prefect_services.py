@@ -78,7 +78,7 @@ folder = Path(sys.argv[1])
 recipe = {"name": "small", "problems": {"name": "small", "source": {"path": "problems.jsonl"}},
           "teachers": [{"name": "t", "engine": "pool", "source": {"path": "pool.jsonl"}}],
           "verify": {"math": {"patterns": ["A:\\\\s*(.+?)\\\\s*$"]}}, "export": {"name": "small"}}
-record = bonforge.build(recipe, store=folder / "store", recipe_dir=folder)
+record = bonforge.build(recipe, store=folder / "store", recipe_dir=folder, show=False)
 ray = sys.modules.get("ray")
 print(record.status, record.dataset_version, ray is not None and ray.is_initialized())
 """
