@@ -328,8 +328,18 @@ def runs(
         if run.status == "failed":
             _fail(BonforgeError(f"run {run.run_id} failed: {error}"))
         return
+    st = _store(store)
+    priced = any(r.get("spent_usd") is not None for r in _cost_rows(st))
+    cost = "spent_usd, per_kept_row_usd, " if priced else ""  # the columns a narrow terminal cuts first: where known
     sql("SELECT run_id, recipe, status, started, wall_s, rows_computed AS computed, rows_reused AS reused, "
-        "spent_usd, per_kept_row_usd, dataset FROM runs ORDER BY started, run_id", None, "table", None, store, None)
+        f"{cost}dataset FROM runs ORDER BY started, run_id", None, "table", None, store, None)
+
+
+def _cost_rows(st) -> list[dict]:
+    """The runs table's cost columns (``storage.catalog``), to know whether any run has a cost."""
+    from bonforge.storage.catalog import connect
+
+    return connect(st).sql("SELECT spent_usd FROM runs").to_arrow_table().to_pylist()
 
 
 @app.command(short_help="Compare two runs' verdicts or scores, candidate by candidate.")
