@@ -99,6 +99,9 @@ class OpenAITeacher(SampledTeacher):
     base_url: str = exec_only("http://localhost:8000/v1", description="Server URL up to and including /v1.")
     api_key_env: str | None = exec_only("OPENAI_API_KEY", description="Env var holding the API key (None: no key).")
     max_concurrency: int = exec_only(32, gt=0, description="Requests in flight at once.")
+    start_concurrency: int = exec_only(1, gt=0, description="The request window's size at the start (it grows "
+                                       "while answers come back fine, up to max_concurrency): from 1, one slow "
+                                       "first answer holds back every other request until it comes.")
     requests_per_minute: float | None = exec_only(None, gt=0, description="Cap on request starts per minute.")
     timeout_s: float = exec_only(600.0, gt=0, description="Per-request timeout; a timeout is retried.")
     max_retries: int = exec_only(6, ge=0, description="Retries after 429/5xx/timeouts (backoff, Retry-After).")

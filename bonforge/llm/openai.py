@@ -192,7 +192,7 @@ class OpenAIEngine:
 
     def __init__(self, teacher: OpenAITeacher):
         self.teacher = teacher
-        self.window = Window(teacher.max_concurrency)  # kept from batch to batch: what it learnt holds
+        self.window = Window(teacher.max_concurrency, initial=teacher.start_concurrency)  # kept from batch to batch
 
     def start(self) -> None:
         """Nothing to load: the server holds the model."""

@@ -39,17 +39,20 @@ class Ticket:
     outcome: str = NEUTRAL
 
 
+INITIAL = 1  # the window a batch starts with, by default (slow start from there; a teacher's start_concurrency)
+
+
 class Window:
     """The adaptive window of one endpoint (``ceiling``: the most requests in flight)."""
 
-    def __init__(self, ceiling: int, clock: Callable[[], float] = time.time):
+    def __init__(self, ceiling: int, clock: Callable[[], float] = time.time, initial: int = INITIAL):
         self.ceiling, self.clock = ceiling, clock
-        self.size = 1.0
+        self.size = float(min(ceiling, initial))
         self.slow_start = True
         self.in_flight = self.epoch = 0
         self.peak = 0.0  # the size at the last refusal
         self.refused = self.answered = 0
-        self.history: list[list[float]] = [[round(clock(), 3), 1]]  # [epoch seconds, window]
+        self.history: list[list[float]] = [[round(clock(), 3), self.allowed]]  # [epoch seconds, window]
 
     @property
     def allowed(self) -> int:

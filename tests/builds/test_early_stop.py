@@ -52,7 +52,8 @@ def write(folder: Path, url: str, n: int = 4, early: bool = True, window: int = 
     (folder / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = folder / "recipe.yaml"
     teacher = (f'engine: openai, base_url: "{url}", api_key_env: null, max_tokens: 32, shard_problems: 5, '
-               f'max_concurrency: {window}')
+               f'max_concurrency: {window}, start_concurrency: {min(window, 8)}')  # no slow start: a slow answer
+    # at a window of 1 would hold every other request back (the streaming tests measure what the stream holds)
     path.write_text(f"""
 name: early
 problems: {{name: toy, source: {{path: problems.jsonl}}, fields: {{id: id}}}}

@@ -67,7 +67,7 @@ def test_the_engine_stops_within_one_request_of_the_budget_and_pays_for_every_an
     limit = 10.5 * worst
     with ScriptedServer(delay_s=0.01) as server, spending(limit) as budget:
         with pytest.raises(Unfinished, match="not sent: over the budget") as stopped:
-            OpenAIEngine(teacher(server.url, max_concurrency=concurrency)).generate([chat(i) for i in range(20)])
+            OpenAIEngine(teacher(server.url, max_concurrency=concurrency)).generate([chat(i) for i in range(400)])
     assert budget.spent_usd <= limit and limit - budget.spent_usd < worst  # stopped within one worst case
     received = sum(len(c) for c in stopped.value.results)  # every answer received is kept, the rest unasked
     assert received == server.count and not isinstance(stopped.value, UnfinishedForNow)  # a retry cannot help
