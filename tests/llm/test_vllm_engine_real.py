@@ -144,7 +144,8 @@ def test_killed_run_resumes_without_regenerating_finished_shards(engine, tmp_pat
     assert man["key"] == key and man["shards_resumed"] == len(done) and man["rows"] == 4 * 3
 
     clean = sample_stage(StageStore(tmp_path / "clean"), problems(), teacher(shard_problems=1), engine=engine)
-    rows = lambda st, k: st.read(STAGE, k).sort_by("candidate_id").to_pylist()  # noqa: E731
+    rows = lambda st, k: st.read(STAGE, k).drop_columns(["engine_s"]).sort_by("candidate_id").to_pylist()  # noqa: E731
+    # (engine_s, a row's share of the engine's wall time, is a measurement: every other column is the same)
     assert rows(store, key) == rows(StageStore(tmp_path / "clean"), clean["key"])
 
 
