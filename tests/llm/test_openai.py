@@ -145,7 +145,8 @@ def test_usage_the_client_cannot_trust_is_an_unknown_count_and_the_answer_is_kep
 
 def test_concurrency_is_bounded_and_used():
     with ScriptedServer(delay_s=0.05) as server:
-        out = OpenAIEngine(teacher(server.url, max_concurrency=4)).generate([chat(i, n=4) for i in range(10)])
+        out = OpenAIEngine(teacher(server.url, max_concurrency=4, start_concurrency=4)).generate(
+            [chat(i, n=4) for i in range(10)])  # the window starts at its ceiling: the bound, not slow start
     assert sum(len(cs) for cs in out) == 40 == server.count
     assert server.max_in_flight == 4  # the bound is reached, never passed
 
