@@ -25,10 +25,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from bonforge.errors import TransientError
-from bonforge.llm.base import Completion, Engine, Progress, Request, Unfinished, unfinished, valid_text
+from bonforge.llm.base import Completion, Engine, Progress, Request, valid_text
 from bonforge.llm.config import PythonTool
-from bonforge.llm.tools import NAME, call_message, completion
+from bonforge.llm.tools import NAME, answers_of, call_message, ended
 
 FENCE = "```\n"
 _LINE = re.compile(r"(?m)^ {0,3}(`{3,})([^`\n]*)$")  # a fence line: its backticks and its info string
@@ -136,14 +135,8 @@ def sample_fenced(engine: Engine, requests: list[Request], run: Callable[[list[l
             break
         ran: list[_Sequence] = []
         asks = [s.ask(tool) for _, s in going]
-        try:
-            answers = engine.generate(asks)
-        except Unfinished as e:  # a request that failed past its retries ends its sequence only (``failed``)
-            answers, lost = e.results, {rid: why for rid, _, why in e.failed}
-            transient = transient and isinstance(e, TransientError)
-            for (_, s), ask in zip(going, asks):
-                if ask.id in lost:
-                    s.failed, s.done = lost[ask.id], True
+        answers, ok = answers_of(engine, [s for _, s in going], asks)
+        transient = transient and ok
         for (k, s), got in zip(going, answers):
             if s.failed:
                 continue
@@ -162,9 +155,5 @@ def sample_fenced(engine: Engine, requests: list[Request], run: Callable[[list[l
                                "content": valid_text(r.shown(tool.output_chars))})
             if not r.replayable:  # it would end every later replay too: the session goes on without it
                 s.cells.pop()
-    out = [[] if k in skipped else [completion(s) for s in ss if not s.failed] for k, ss in enumerate(mine)]
-    failed = [(s.request.id, s.index, s.failed, transient) for ss in mine for s in ss if s.failed]
-    if failed:  # as the engine says of a batch: the sequences that ended are kept, the failed ones named
-        raise unfinished(out, failed, sum(len(ss) for ss in mine))
-    return out
+    return ended(mine, skipped, transient)
 

@@ -109,14 +109,8 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
                         seed=t.request.sample_seed(t.index), tools=(SCHEMA,) if t.calls < tool.max_calls else None)
                 for t in going]
         pending: list[tuple[_Trajectory, dict, str | None, str]] = []
-        try:
-            answers = engine.generate(asks)
-        except Unfinished as e:  # a turn that failed alone ends its trajectory only (``failed``)
-            answers, lost = e.results, {rid: why for rid, _, why in e.failed}
-            transient = transient and isinstance(e, TransientError)
-            for t, ask in zip(going, asks):
-                if ask.id in lost:
-                    t.failed, t.done = lost[ask.id], True
+        answers, ok = answers_of(engine, going, asks)
+        transient = transient and ok
         for t, got in zip(going, answers):
             if t.failed:
                 continue
@@ -147,9 +141,29 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
             t.messages.append({"role": "tool", "tool_call_id": made["id"], "content": why})
         for t in going:
             t.cells = [c for c in t.cells if c is not None]
+    return ended(mine, skipped, transient)
+
+
+def answers_of(engine: Engine, going: list, asks: list[Request]) -> tuple[list[list[Completion]], bool]:
+    """``engine.generate(asks)`` for the trajectories ``going`` (one ask each); a turn that failed past its
+    retries ends its trajectory only (its ``failed``, the engine's reason): (the answers, whether every such
+    failure was transient)."""
+    try:
+        return engine.generate(asks), True
+    except Unfinished as e:
+        lost = {rid: why for rid, _, why in e.failed}
+        for t, ask in zip(going, asks):
+            if ask.id in lost:
+                t.failed, t.done = lost[ask.id], True
+        return e.results, isinstance(e, TransientError)
+
+
+def ended(mine: list[list], skipped: set[int], transient: bool) -> list[list[Completion]]:
+    """Each request's finished trajectories as completions (none for a skipped request); where some failed,
+    ``Unfinished`` with them, as the engine says of a batch: those that ended are kept, the failed ones named."""
     out = [[] if k in skipped else [completion(t) for t in ts if not t.failed] for k, ts in enumerate(mine)]
     failed = [(t.request.id, t.index, t.failed, transient) for ts in mine for t in ts if t.failed]
-    if failed:  # as the engine says of a batch: the trajectories that ended are kept, the failed ones named
+    if failed:
         raise unfinished(out, failed, sum(len(ts) for ts in mine))
     return out
 
