@@ -27,7 +27,7 @@ from typing import Callable
 
 from bonforge.llm.base import Completion, Engine, Progress, Request, valid_text
 from bonforge.llm.config import PythonTool
-from bonforge.llm.tools import NAME, answers_of, call_message, ended
+from bonforge.llm.tools import NAME, add_tokens, answers_of, call_message, ended
 
 FENCE = "```\n"
 _LINE = re.compile(r"(?m)^ {0,3}(`{3,})([^`\n]*)$")  # a fence line: its backticks and its info string
@@ -96,9 +96,7 @@ class _Sequence:
 
 def _read(s: _Sequence, c: Completion, tool: PythonTool) -> str | None:
     """Adds ``c`` to ``s``; returns the code to run when it paused inside a python block."""
-    s.prompt_tokens = None if s.prompt_tokens is None or c.prompt_tokens is None else s.prompt_tokens + c.prompt_tokens
-    s.completion_tokens = (None if s.completion_tokens is None or c.completion_tokens is None
-                           else s.completion_tokens + c.completion_tokens)
+    add_tokens(s, c)
     s.spent = s.request.max_tokens if c.completion_tokens is None else s.spent + c.completion_tokens
     s.last, s.segment = c, s.segment + (c.text if c.reasoning is None else f"<think>{c.reasoning}</think>{c.text}")
     code = open_python(s.segment)

@@ -70,10 +70,7 @@ def _code(call: dict) -> tuple[str | None, str]:
 def _turn(t: _Trajectory, c: Completion, allowed: int) -> list[tuple[dict, str | None, str]]:
     """Adds ``c`` to ``t``: the answer (the trajectory is done) or an assistant turn with its first ``allowed``
     calls; returns each call as (its message with the id we give it, its code, or None and why it cannot run)."""
-    # a count a server did not give (or gave past reason) is unknown: so is the trajectory's total
-    t.prompt_tokens = None if t.prompt_tokens is None or c.prompt_tokens is None else t.prompt_tokens + c.prompt_tokens
-    t.completion_tokens = (None if t.completion_tokens is None or c.completion_tokens is None
-                           else t.completion_tokens + c.completion_tokens)
+    add_tokens(t, c)
     t.last = c
     if not (allowed and c.tool_calls):
         t.messages.append({"role": "assistant", "content": c.text})
@@ -142,6 +139,14 @@ def sample_with_tools(engine: Engine, requests: list[Request], run: Callable[[li
         for t in going:
             t.cells = [c for c in t.cells if c is not None]
     return ended(mine, skipped, transient)
+
+
+def add_tokens(t, c: Completion) -> None:
+    """Adds a turn's token counts to its trajectory's (``t``); a count the server did not give (or gave past
+    reason) is unknown, and so is the trajectory's total from then on."""
+    for k in ("prompt_tokens", "completion_tokens"):
+        mine, more = getattr(t, k), getattr(c, k)
+        setattr(t, k, None if mine is None or more is None else mine + more)
 
 
 def answers_of(engine: Engine, going: list, asks: list[Request]) -> tuple[list[list[Completion]], bool]:
