@@ -38,8 +38,9 @@ class FixedWindow(Window):
     server's own limit of each moment, as a client told it would keep (the best any window can do here)."""
 
     def __init__(self, size: int, told: LimitedServer | None = None):
+        self.told = told  # read by ``allowed``, which Window.__init__ records
         super().__init__(size)
-        self.size, self.history, self.told = float(size), [[time.time(), size]], told
+        self.size, self.history = float(size), [[time.time(), self.allowed]]
 
     @property
     def allowed(self) -> int:
