@@ -1,14 +1,17 @@
 """A build's budget (``bonforge run --budget USD``, ``budget:`` in a recipe; docs/cost.md): no request is sent
 that could take the spend over it.
 
-Every request to an endpoint with token prices (``bonforge.llm.prices``) holds its worst case while it is in
-flight (and while it waits to be tried again): its prompt at one token per byte plus ``TEMPLATE_TOKENS`` per
-message, and ``max_tokens`` of output, all uncached. A request goes out only when what was spent, what the
-requests in flight hold and its own worst case fit in the budget; while they do not, it waits for the requests
-in flight to settle (each then counts what it cost: its reported tokens, or its worst case where the server
-reported none it could trust). When nothing is in flight and it still does not fit, the budget is exhausted:
-that request and every later one fail with ``OverBudget`` and the build stops, having kept what it finished.
-What is left then is less than one request's worst case.
+Every try of a request to an endpoint with token prices (``bonforge.llm.prices``) holds its worst case while it
+is in flight: its prompt at one token per byte plus ``TEMPLATE_TOKENS`` per message, and ``max_tokens`` of
+output, all uncached. A try goes out only when what was spent, what the tries in flight hold and its own worst
+case fit in the budget; while they do not, it waits for the tries in flight to settle (each then counts what it
+cost: its reported tokens; nothing when the server refused it with an HTTP error or it was never sent; its worst
+case where the server may have billed it without an answer bonforge could read: usage it cannot trust, a body
+that is not an answer, a time-out or a connection lost after sending, a cancel). A request waiting to be tried
+again holds nothing: a try waiting for room holds a slot of the window, so a hold kept over the wait would
+leave both waiting for each other. When nothing is in flight and a try still does not fit, the budget is
+exhausted: that try and every later one fail with ``OverBudget`` and the build stops, having kept what it
+finished. What is left then is less than one request's worst case.
 """
 
 from __future__ import annotations
@@ -118,9 +121,10 @@ def request_worst(prices: Prices | None, request: Request) -> float:
 
 
 class Bill:
-    """One sample's charge against the active budget, if any: ``reserve`` before each try is sent (holding once
-    over its tries), ``paid`` with what the server answered; the block ``async with bill`` settles it (a sample
-    stopped mid-request may have been billed: its worst case)."""
+    """One sample's charges against the active budget, if any, one try at a time: ``async with bill.trying()``
+    around each try holds its worst case from ``reserve`` (called once the try has its window slot) to the
+    try's end, and then counts what it cost: its worst case, unless the server refused it (``unbilled``) or
+    answered (``paid``)."""
 
     def __init__(self, prices: Prices | None, request: Request, where: str):
         self.budget = active() if prices is not None and prices.input is not None and prices.output is not None \
@@ -132,21 +136,25 @@ class Bill:
     async def reserve(self) -> None:
         if self.budget is not None and not self.held:
             await self.budget.reserve(self.worst, self.where)
-            self.held = True
+            self.held, self.cost = True, self.worst
+
+    def unbilled(self) -> None:
+        """The server refused this try with an HTTP error, or it was never sent: it cost nothing."""
+        self.cost = 0.0
 
     def paid(self, fields: dict) -> dict:
         """``fields`` (a parsed answer) as they are; the charge is what their tokens cost, or the worst case
         where the server reported none it could trust (a prompt refused as too long costs nothing)."""
-        if "rejected" not in fields:
-            cost = token_cost(self.prices, fields.get("prompt_tokens"), fields.get("completion_tokens"),
-                              fields.get("cached_tokens", 0))
-            self.cost = self.worst if cost is None else cost
+        cost = 0.0 if "rejected" in fields else token_cost(
+            self.prices, fields.get("prompt_tokens"), fields.get("completion_tokens"), fields.get("cached_tokens", 0))
+        self.cost = self.worst if cost is None else cost
         return fields
 
-    async def __aenter__(self) -> Bill:
-        return self
-
-    async def __aexit__(self, kind, error, trace) -> None:
-        if self.held:
-            self.budget.settle(self.worst, self.worst if kind is asyncio.CancelledError else self.cost)
-            self.held = False
+    @contextlib.asynccontextmanager
+    async def trying(self):
+        try:
+            yield self
+        finally:
+            if self.held:
+                self.budget.settle(self.worst, self.cost)
+                self.held = False

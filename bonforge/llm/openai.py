@@ -33,6 +33,10 @@ from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Closed, Slots, Window
 T = TypeVar("T")
 _RETRY_STATUS = {408, 409, 425, 429}
 _CONGESTED_STATUS = {429, 503}  # the server says "too many": the window shrinks
+# A request that failed with one of these never reached the server (a budget counts it at nothing; any other
+# transport error, a read time-out above all, may have been billed: its worst case)
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
+             httpx.LocalProtocolError, httpx.ProxyError)
 log = logging.getLogger("bonforge")
 
 
@@ -64,7 +68,7 @@ def retry_after_seconds(value: str | None) -> float | None:
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a year past what a date holds overflows
         return None
     return max(when.timestamp() - time.time(), 0.0)
 
@@ -270,37 +274,42 @@ class OpenAIEngine:
         bill = Bill(self.teacher.prices, request, where)  # the budget's hold on this sample, if a budget is set
 
         async def attempt() -> dict:
+            async with bill.trying():  # this try's hold on the budget, if any
+                return await once()
+
+        async def once() -> dict:
             async with slots.held() as ticket:
                 await bill.reserve()
                 if limiter:
                     await limiter.wait()
                 try:
                     resp = await client.post(path, json=body)
-                except httpx.TimeoutException as e:
-                    ticket.outcome = CONGESTED
-                    raise RetryableError(f"{where}: timed out ({type(e).__name__})") from None
                 except httpx.TransportError as e:
+                    if isinstance(e, _NOT_SENT):
+                        bill.unbilled()
+                    if isinstance(e, httpx.TimeoutException):
+                        ticket.outcome = CONGESTED
+                        raise RetryableError(f"{where}: timed out ({type(e).__name__})") from None
                     raise RetryableError(f"{where}: {type(e).__name__}: {e}") from None
                 status = resp.status_code
                 ticket.outcome = CONGESTED if status in _CONGESTED_STATUS else OK if status < 400 else NEUTRAL
-            if resp.status_code in _RETRY_STATUS or resp.status_code >= 500:
-                raise RetryableError(f"{where}: HTTP {resp.status_code}",
-                                     retry_after_seconds(resp.headers.get("retry-after")))
-            if too_long(resp.status_code, resp.text):
+            if status >= 400:  # refused: not billed
+                bill.unbilled()
+            if status in _RETRY_STATUS or status >= 500:
+                raise RetryableError(f"{where}: HTTP {status}", retry_after_seconds(resp.headers.get("retry-after")))
+            if too_long(status, resp.text):
                 return {"rejected": resp.text}
-            if resp.status_code >= 400:
-                raise EngineError(f"{where}: HTTP {resp.status_code} from {client.base_url}{path}: {resp.text[:500]}")
+            if status >= 400:
+                raise EngineError(f"{where}: HTTP {status} from {client.base_url}{path}: {resp.text[:500]}")
             try:
                 data = resp.json()
             except ValueError:
                 raise EngineError(f"{where}: response is not JSON: {resp.text[:200]!r}") from None
-            return parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens,
-                                  max_prompt=request.prompt_bound())
+            return bill.paid(parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens,
+                                            max_prompt=request.prompt_bound()))
 
         t0 = time.perf_counter()
-        async with bill:
-            fields = bill.paid(await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where,
-                                                 said=said))
+        fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where, said=said)
         if "rejected" in fields:
             return fields["rejected"]
         return Completion(request_id=request.id, index=index, seed=request.sample_seed(index), engine=self.name,

@@ -55,9 +55,10 @@ def token_cost(prices: Prices | None, prompt: int | None, completion: int | None
 
 
 def worst_case(prices: Prices | None, prompt: int, max_tokens: int) -> float:
-    """The most one request of ``prompt`` tokens may cost: every token uncached, ``max_tokens`` generated (0
-    where the prices are unknown: nothing to count)."""
-    return token_cost(prices, prompt, max_tokens) or 0.0
+    """The most one request of ``prompt`` tokens may cost: every token at the dearer of the input and cached
+    prices, ``max_tokens`` generated (0 where the prices are unknown: nothing to count)."""
+    dearer = prices is not None and (prices.cached_input or 0) > (prices.input or 0)  # a cache that costs more
+    return token_cost(prices, prompt, max_tokens, cached=prompt if dearer else 0) or 0.0
 
 
 def gpu_cost(prices: Prices | None, gpu_s: float | None) -> float | None:

@@ -30,11 +30,13 @@ def chat(i: int, n: int = 4) -> Request:
     return Request(id=f"p{i}", messages=({"role": "user", "content": f"question {i}"},), n=n, max_tokens=32, seed=i)
 
 
-def paid(server: ScriptedServer) -> float:
-    """What the requests the server answered cost, by the usage it reported (``llm_server.answer``)."""
+def paid(server: ScriptedServer, skip: int = 0) -> float:
+    """What the requests the server answered cost, by the usage it reported (``llm_server.answer``), the first
+    ``skip`` left out."""
     import json
 
-    return sum(token_cost(PRICES, len(json.dumps(b["messages"], sort_keys=True)) // 4, 7) for b in server.bodies)
+    return sum(token_cost(PRICES, len(json.dumps(b["messages"], sort_keys=True)) // 4, 7)
+               for b in server.bodies[skip:])
 
 
 def test_a_budget_holds_requests_in_flight_at_their_worst_case():
@@ -147,3 +149,95 @@ def test_bad_prices_and_budgets_are_one_error_line_before_any_work(tmp_path, arg
     assert out.exit_code == 2 and said in out.output, out.output
     assert [line for line in out.output.splitlines() if line.strip()][0].startswith("error: ")
     assert len(out.output.strip().splitlines()) == 1 and not (tmp_path / "store").exists()
+
+
+def generate_within(engine: OpenAIEngine, requests: list[Request], seconds: float = 60.0):
+    """``engine.generate(requests)`` in a thread: its result or error, or AssertionError when it hangs."""
+    import threading
+
+    out: dict = {}
+
+    def go():
+        try:
+            out["result"] = engine.generate(requests)
+        except BaseException as e:  # noqa: BLE001 (handed to the test)
+            out["error"] = e
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the batch hangs"
+    return out
+
+
+@pytest.mark.parametrize("room", [1.5, 10.5])
+def test_a_sample_waiting_to_be_retried_never_deadlocks_the_window(room):
+    """A sample refused (429) waits for its next try holding no window slot; a sample holding the window's only
+    slot waits for room in the budget. Held over the wait, the first's worst case left the second no room and
+    the second's slot left the first no try: the batch hung. The control (room for ten): same answers."""
+    def script(n, body):
+        return (429, {"Retry-After": "0"}, {"error": "busy"}) if n == 0 else (200, {}, None)
+
+    with ScriptedServer(script) as server, spending(room * request_worst(PRICES, chat(0))) as budget:
+        out = generate_within(OpenAIEngine(teacher(server.url, max_concurrency=1, max_retries=2)),
+                              [chat(i, n=1) for i in range(3)])
+    assert "error" not in out and [len(c) for c in out["result"]] == [1, 1, 1]
+    assert server.count == 4 and budget.spent_usd == pytest.approx(paid(server, skip=1))  # the 429 not billed
+    assert budget.in_flight == 0 and budget.held_usd == 0
+
+
+def test_a_try_that_timed_out_counts_its_worst_case_and_the_budget_holds_what_the_server_may_bill():
+    """A read time-out leaves the server generating (and billing) an answer nobody reads: every try it received
+    counts its worst case, so what it may bill stays in the budget (it was counted as nothing, and each try of
+    each sample went out)."""
+    worst = request_worst(PRICES, chat(0))
+    slow = teacher("", timeout_s=0.2, max_retries=3, max_concurrency=4)
+    with ScriptedServer(delay_s=1.0) as server, spending(2.5 * worst) as budget:
+        out = generate_within(OpenAIEngine(slow.model_copy(update={"base_url": server.url})),
+                              [chat(i, n=1) for i in range(6)])
+    assert isinstance(out["error"], Unfinished)
+    assert server.count == 2 and budget.spent_usd == pytest.approx(server.count * worst) <= 2.5 * worst + 1e-12
+    assert "not sent: over the budget" in str(out["error"])
+
+
+def test_a_request_that_never_reached_the_server_costs_nothing():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with spending(2.5 * request_worst(PRICES, chat(0))) as budget:
+        out = generate_within(OpenAIEngine(teacher(url, max_retries=1)), [chat(0, n=2)])
+    assert "ConnectError" in str(out["error"]) and budget.spent_usd == 0 and not budget.exhausted
+
+
+@pytest.mark.parametrize("body", [{"error": {"message": "quota"}}, b"<html>oops</html>", None])
+def test_an_http_200_that_is_no_answer_counts_its_worst_case(body):
+    """The server said 200 (it may bill) but sent an error body or no JSON: its worst case (was nothing). The
+    control (an answer): its reported usage."""
+    with ScriptedServer(lambda n, b: (200, {}, body)) as server, spending(1.0) as budget:
+        out = generate_within(OpenAIEngine(teacher(server.url)), [chat(0, n=1)])
+    expected = paid(server) if body is None else request_worst(PRICES, chat(0))
+    assert server.count == 1 and budget.spent_usd == pytest.approx(expected) and ("error" in out) == (body is not None)
+
+
+def test_a_cached_price_above_the_input_price_cannot_take_the_spend_over_the_budget():
+    """Prompt tokens read from the cache at a dearer price cost more than the worst case counted them at (all
+    uncached): spent $0.0100 of a $0.0028 budget. The control: a cache cheaper than input keeps the old bound."""
+    from llm_server import answer
+
+    def all_cached(n, body):
+        reply = answer(body)
+        reply["usage"]["prompt_tokens_details"] = {"cached_tokens": reply["usage"]["prompt_tokens"]}
+        return 200, {}, reply
+
+    dear = Prices(input=1.0, output=1.0, cached_input=1000.0)
+    worst = request_worst(dear, chat(0))
+    assert worst == pytest.approx(token_cost(dear, chat(0).prompt_bound(), 32, cached=chat(0).prompt_bound()))
+    cheap = Prices(input=1.0, output=1.0, cached_input=0.5)
+    assert request_worst(cheap, chat(0)) == pytest.approx(token_cost(cheap, chat(0).prompt_bound(), 32))
+    limit = 5 * token_cost(dear, chat(0).prompt_bound(), 32)  # five requests' worst case, all uncached
+    with ScriptedServer(all_cached) as server, spending(limit) as budget:
+        out = generate_within(OpenAIEngine(teacher(server.url, prices=dear, max_concurrency=1)),
+                              [chat(i, n=1) for i in range(20)])
+    assert "not sent: over the budget" in str(out["error"]) and budget.spent_usd <= limit

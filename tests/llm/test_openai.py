@@ -61,6 +61,19 @@ def test_retries_5xx_and_429_with_retry_after():
     assert elapsed >= 0.3  # the Retry-After hint was waited out
 
 
+@pytest.mark.parametrize("hint", ["Mon, 01 Jan 99999999999 00:00:00 GMT", "1e400", "-5", "nan", "soon", "3" * 5000])
+def test_a_hostile_retry_after_is_ignored_and_the_sample_retried(hint):
+    """A date past what a datetime holds raised OverflowError out of the batch (every answer lost, a traceback);
+    the control: the other hostile hints, ignored (backoff instead)."""
+    from bonforge.llm.openai import retry_after_seconds
+
+    assert retry_after_seconds(hint) in (None, 0.0)
+    with ScriptedServer(lambda n, body: (429, {"Retry-After": hint}, {"error": "busy"}) if n == 0 else
+                        (200, {}, None)) as server:
+        out = OpenAIEngine(teacher(server.url, max_concurrency=1)).generate([chat(0, n=2)])
+    assert server.count == 3 and [c.index for c in out[0]] == [0, 1]
+
+
 def test_gives_up_after_max_retries_with_a_transient_error():
     with ScriptedServer(lambda n, body: (502, {"Retry-After": "0"}, {"error": "bad gateway"})) as server:
         with pytest.raises(TransientError, match=r"request p0 sample 0: HTTP 502"):
