@@ -196,7 +196,8 @@ def test_a_try_that_timed_out_counts_its_worst_case_and_the_budget_holds_what_th
         out = generate_within(OpenAIEngine(slow.model_copy(update={"base_url": server.url})),
                               [chat(i, n=1) for i in range(6)])
     assert isinstance(out["error"], Unfinished)
-    assert server.count == 2 and budget.spent_usd == pytest.approx(server.count * worst) <= 2.5 * worst + 1e-12
+    assert server.count == 2 and budget.spent_usd == pytest.approx(server.count * worst)
+    assert budget.spent_usd <= budget.limit_usd
     assert "not sent: over the budget" in str(out["error"])
 
 
