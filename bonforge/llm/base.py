@@ -27,6 +27,13 @@ T = TypeVar("T")
 Progress = Callable[[int], None]  # ``generate``'s report: the samples done so far
 TEMPLATE_TOKENS = 16  # a chat template's tokens around one message, at most (role markers, turn ends)
 TEMPLATE_OWN_TOKENS = 512  # what a chat template may add of its own (a default system prompt: SmolLM2's, Qwen's)
+MOST_TOKEN_BYTES = 256  # the longest token of a tokenizer in use, in UTF-8 bytes, with room to spare
+
+
+def least_tokens(*texts: object) -> int:
+    """The fewest tokens the texts can be (``MOST_TOKEN_BYTES`` each at most; no token spans two texts; what is
+    not a string, an image part say, counts none)."""
+    return sum(-(-len(t.encode()) // MOST_TOKEN_BYTES) for t in texts if isinstance(t, str))
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,11 @@ class Request:
 
     def sample_seed(self, index: int) -> int:
         return self.seed + index
+
+    def prompt_least(self) -> int:
+        """The fewest tokens the prompt can be (``least_tokens`` of its texts)."""
+        return least_tokens(self.prompt) if self.messages is None else least_tokens(
+            *(m.get("content") for m in self.messages))
 
     def prompt_bound(self) -> int:
         """The most tokens the prompt can be: one per byte, plus ``TEMPLATE_TOKENS`` per message and, for chat,

@@ -24,8 +24,8 @@ from typing import Any, Awaitable, TypeVar
 
 import httpx
 
-from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, retry_async,
-                               split_reasoning, unfinished, valid_text)
+from bonforge.llm.base import (Completion, EngineError, Progress, Request, RetryableError, least_tokens,
+                               retry_async, split_reasoning, unfinished, valid_text)
 from bonforge.llm.budget import Bill
 from bonforge.llm.config import OpenAITeacher
 from bonforge.llm.window import CONGESTED, NEUTRAL, OK, Closed, Slots, Window
@@ -134,7 +134,7 @@ def _typed(value: Any, kind: type | tuple, path: list, where: str) -> Any:
 
 
 def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None = None,
-                   max_prompt: int | None = None) -> dict:
+                   max_prompt: int | None = None, least_prompt: int = 0) -> dict:
     """Text, reasoning, finish reason and token counts (``usage_counts``) of a (chat) completion response
     body, and the tool calls of a chat answer that made some."""
     calls = None
@@ -157,30 +157,33 @@ def parse_response(data: Any, *, chat: bool, where: str, max_tokens: int | None 
         reasoning, text = split_reasoning(_typed(_field(data, ["choices", 0, "text"], where), str,
                                                  ["choices", 0, "text"], where))
     finish = _typed(_field(data, ["choices", 0, "finish_reason"], where), str, ["choices", 0, "finish_reason"], where)
-    usage = usage_counts(data, max_tokens, max_prompt, where)
+    text, reasoning = valid_text(text), None if reasoning is None else valid_text(reasoning)
+    usage = usage_counts(data, max_tokens, max_prompt, where, least=(least_prompt, least_tokens(text, reasoning)))
     tools = {"tool_calls": tuple(calls)} if calls else {}
-    reasoning = None if reasoning is None else valid_text(reasoning)
     stop = data["choices"][0].get("stop_reason")  # vLLM serve's extension: the stop string that matched
-    return {"text": valid_text(text), "reasoning": reasoning, "finish_reason": finish, **usage, **tools,
+    return {"text": text, "reasoning": reasoning, "finish_reason": finish, **usage, **tools,
             "stop_reason": stop if isinstance(stop, str) else None}
 
 
 INT32 = 2**31 - 1
 
 
-def usage_counts(data: dict, max_tokens: int | None, max_prompt: int | None, where: str) -> dict:
+def usage_counts(data: dict, max_tokens: int | None, max_prompt: int | None, where: str,
+                 least: tuple[int, int] = (0, 0)) -> dict:
     """The token counts a response reports (``usage``). A count that is missing, not an integer, negative,
-    past 32 bits, or past what the request can hold (output: its ``max_tokens``; prompt: ``max_prompt``,
-    ``Request.prompt_bound``) is unknown: None, and the answer is kept (its cost is unknown; a budget counts it
-    at its worst case, ``bonforge.llm.budget``)."""
+    past 32 bits, past what the request can hold (output: its ``max_tokens``; prompt: ``max_prompt``,
+    ``Request.prompt_bound``) or under what its text must be (``least``: prompt, output; ``least_tokens``: a
+    server that says 0 tokens for a page of text) is unknown: None, and the answer is kept (its cost is
+    unknown; a budget counts it at its worst case, ``bonforge.llm.budget``)."""
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     out = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
-    bound = {"prompt_tokens": min(max_prompt or INT32, INT32), "completion_tokens": min(max_tokens or INT32, INT32)}
+    bound = {"prompt_tokens": (least[0], min(max_prompt or INT32, INT32)),
+             "completion_tokens": (least[1], min(max_tokens or INT32, INT32))}
     for k, v in out.items():
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= bound[k]:
+        if not isinstance(v, int) or isinstance(v, bool) or not bound[k][0] <= v <= bound[k][1]:
             log.debug("%s: usage.%s is %r: token count unknown", where, k, v)
             out[k] = None
     ok = isinstance(cached, int) and not isinstance(cached, bool) and 0 <= cached <= (out["prompt_tokens"] or 0)
@@ -306,7 +309,7 @@ class OpenAIEngine:
             except ValueError:
                 raise EngineError(f"{where}: response is not JSON: {resp.text[:200]!r}") from None
             return bill.paid(parse_response(data, chat=chat, where=where, max_tokens=request.max_tokens,
-                                            max_prompt=request.prompt_bound()))
+                                            max_prompt=request.prompt_bound(), least_prompt=request.prompt_least()))
 
         t0 = time.perf_counter()
         fields = await retry_async(attempt, attempts=self.teacher.max_retries + 1, what=where, said=said)

@@ -87,7 +87,8 @@ def test_without_a_budget_or_without_prices_nothing_is_held():
 
 
 @pytest.mark.parametrize("usage", [None, {"prompt_tokens": -5, "completion_tokens": 7},
-                                   {"prompt_tokens": 5, "completion_tokens": 10**9}])
+                                   {"prompt_tokens": 5, "completion_tokens": 10**9},
+                                   {"prompt_tokens": 0, "completion_tokens": 0}])  # was free: no budget held
 def test_an_answer_without_usable_usage_is_counted_at_its_worst_case(usage):
     def script(n, body):
         reply = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}

@@ -140,20 +140,23 @@ USAGE = {  # usage as a server reports it -> (prompt, completion, cached) as cou
     "past 32 bits": ({"prompt_tokens": 2**40, "completion_tokens": 7}, (None, 7, 0)),
     "past max_tokens": ({"prompt_tokens": 3, "completion_tokens": 33}, (3, None, 0)),
     "past what the prompt holds": ({"prompt_tokens": 10**6, "completion_tokens": 7}, (None, 7, 0)),
+    "none for a text": ({"prompt_tokens": 0, "completion_tokens": 0}, (None, None, 0)),  # was (0, 0): free
+    "one for a page": ({"prompt_tokens": 3, "completion_tokens": 1}, (3, None, 0), "x" * 3000),  # was 1
+    "the fewest a page can be": ({"prompt_tokens": 3, "completion_tokens": 12}, (3, 12, 0), "x" * 3000),
 }
 
 
 @pytest.mark.parametrize("case", USAGE)
 def test_usage_the_client_cannot_trust_is_an_unknown_count_and_the_answer_is_kept(case):
-    usage, counted = USAGE[case]
+    usage, counted, text = (*USAGE[case], "hi")[:3]
 
     def script(n, body):
-        reply = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+        reply = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}
         return 200, {}, reply if usage is None else {**reply, "usage": usage}
 
     with ScriptedServer(script) as server:
         [[c]] = OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])
-    assert c.text == "hi" and (c.prompt_tokens, c.completion_tokens, c.cached_tokens) == counted
+    assert c.text == text and (c.prompt_tokens, c.completion_tokens, c.cached_tokens) == counted
 
 
 def test_concurrency_is_bounded_and_used():
