@@ -41,7 +41,9 @@ def plan(recipe: Recipe, recipe_dir: Path, store: StageStore) -> dict:
     teachers = [teacher_plan(t, problems, store) for t in recipe.teachers if not isinstance(t, PoolTeacher)]
     total = {k: sum(t[k] or 0.0 for t in teachers) if any(t[k] is not None for t in teachers) else None
              for k in ("low_usd", "expected_usd", "high_usd", "saved_usd")}
-    return {"recipe": recipe.name, "problems": problems.num_rows, "teachers": teachers, **total}
+    unpriced = [t["teacher"] for t in teachers if t["high_usd"] is None and t["requests"]]  # not in the total
+    return {"recipe": recipe.name, "problems": problems.num_rows, "teachers": teachers, **total,
+            "unpriced_teachers": unpriced}
 
 
 def teacher_plan(teacher, problems: pa.Table, store: StageStore) -> dict:
@@ -64,8 +66,8 @@ def teacher_plan(teacher, problems: pa.Table, store: StageStore) -> dict:
            "low_usd": cost(n * (seen["min"] if seen["min"] is not None else 0)),
            "expected_usd": cost(n * seen["mean"]) if seen["mean"] is not None else None,
            "high_usd": cost(n * most)}
-    saved = stored.column("cost_usd")
-    out["saved_usd"] = pc.sum(saved).as_py() or 0.0 if len(saved) - saved.null_count else None
+    saved = stored.column("cost_usd")  # unknown where a reused row has no cost; nothing reused saves nothing
+    out["saved_usd"] = None if saved.null_count else pc.sum(saved).as_py() or 0.0
     return out
 
 
@@ -157,5 +159,7 @@ def plan_lines(p: dict) -> list[str]:
                   f"{t['requests']} to request; {t['prompt_tokens']:,} prompt tokens "
                   f"({t['prompt_tokens_counted_by']}); output tokens per sample: {seen}at most {out['max_tokens']}",
                   f"  cost: {_range(t)}"]
-    lines.append(f"total: {_range(p)}")
+    left_out = f"; not counted: {', '.join(p['unpriced_teachers'])} (no prices stated)" if p["unpriced_teachers"] \
+        else ""
+    lines.append(f"total: {_range(p)}{left_out}")
     return lines

@@ -44,14 +44,14 @@ def server_for(gold: dict[str, str]) -> ScriptedServer:
     return ScriptedServer(script)
 
 
-def recipe(tmp_path: Path, url: str) -> Path:
+def recipe(tmp_path: Path, url: str, extra: str = "") -> Path:
     path = tmp_path / "recipe.yaml"
     path.write_text(f"""
 name: gsm8k-planned
 problems: {{name: gsm8k, source: {{path: problems.jsonl}}, fields: {{question: question, answer: ground_truth}}}}
 teachers:
   - {{name: served, engine: openai, model: m, base_url: "{url}", api_key_env: null, n: {N}, max_tokens: 256,
-     max_retries: 0, prices: {{input: {IN}, output: {OUT}}}}}
+     max_retries: 0, prices: {{input: {IN}, output: {OUT}}}}}{extra}
 verify: {{math: {{patterns: ['(?m)^A:\\s*(.+?)\\s*$']}}}}
 export: {{name: gsm8k-planned}}
 """)
@@ -98,3 +98,20 @@ def test_the_plan_in_words_and_without_prices(tmp_path):
     assert "none observed yet, at most 256" in said.output and "total: $0.0" in said.output
     unpriced = plan_of(path, tmp_path / "store", "teachers.0.prices=null")
     assert unpriced["high_usd"] is None
+
+
+def test_a_teacher_without_prices_is_named_as_left_out_of_the_total(tmp_path):
+    """The total summed the priced teachers and said nothing of a teacher with 4,000 samples and no prices (it
+    read as free); reusing nothing saved "unknown". The control: the priced teacher alone, nothing left out."""
+    gsm8k(tmp_path)
+    path = recipe(tmp_path, "http://127.0.0.1:9/v1", """
+  - {name: unpriced, engine: openai, model: m2, base_url: "http://127.0.0.1:9/v1", api_key_env: null, n: 4}""")
+    said = CliRunner().invoke(app, ["plan", str(path), "--store", str(tmp_path / "store")])
+    assert said.exit_code == 0, said.output
+    assert said.output.splitlines()[-1].endswith("; not counted: unpriced (no prices stated)"), said.output
+    both = plan_of(path, tmp_path / "store")
+    served, unpriced = both["teachers"]
+    assert both["unpriced_teachers"] == ["unpriced"] and unpriced["high_usd"] is None
+    assert both["high_usd"] == served["high_usd"] and served["saved_usd"] == 0.0 == both["saved_usd"]
+    alone = plan_of(recipe(tmp_path, "http://127.0.0.1:9/v1"), tmp_path / "store")
+    assert alone["unpriced_teachers"] == [] and alone["high_usd"] == served["high_usd"]
