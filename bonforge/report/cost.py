@@ -43,19 +43,29 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}" if value < 100 else f"${value:,.2f}"
 
 
+def _of(part: dict, key: str) -> str:
+    """``part[key]`` in dollars: "at least" where some of its rows have a price and some none (those count
+    nothing in it)."""
+    value, some = part.get(key), part.get("unpriced_rows") and part.get("rows_usd") is not None
+    return f"at least {_usd(value)}" if value is not None and some else _usd(value)
+
+
+def _unpriced(part: dict) -> str:
+    return f", {part['unpriced_rows']} rows without a price" if part.get("unpriced_rows") else ""
+
+
 def cost_lines(cost: dict) -> list[str]:
     """The cost in words: one line in all, one per teacher."""
-    unpriced = f", {cost['unpriced_rows']} rows without a price" if cost.get("unpriced_rows") else ""
-    kept = (f", {_usd(cost['per_kept_row_usd'])} per kept row ({cost['kept_rows']} rows)"
+    kept = (f", {_of(cost, 'per_kept_row_usd')} per kept row ({cost['kept_rows']} rows)"
             if cost.get("per_kept_row_usd") is not None else "")
-    spent = (f"; spent in this build {_usd(cost['spent_usd'])} (reused rows cost nothing now)"
+    spent = (f"; spent in this build {_of(cost, 'spent_usd')} (reused rows cost nothing now)"
              if "spent_usd" in cost else "")
-    lines = [f"cost: {_usd(cost.get('rows_usd'))} of rows{kept}{spent}{unpriced}"]
+    lines = [f"cost: {_of(cost, 'rows_usd')} of rows{kept}{spent}{_unpriced(cost)}"]
     for name, t in cost.get("teachers", {}).items():
-        per = f", {_usd(t['per_kept_row_usd'])} per kept row" if t.get("per_kept_row_usd") is not None else ""
+        per = f", {_of(t, 'per_kept_row_usd')} per kept row" if t.get("per_kept_row_usd") is not None else ""
         gpu = f", {t['gpu_s']:.1f} GPU-s" if t.get("gpu_s") else ""
-        spent = f", spent {_usd(t['spent_usd'])}" if "spent_usd" in t else ""
-        lines.append(f"  teacher {name}: {_usd(t.get('rows_usd'))}{per}{spent}{gpu}")
+        spent = f", spent {_of(t, 'spent_usd')}" if "spent_usd" in t else ""
+        lines.append(f"  teacher {name}: {_of(t, 'rows_usd')}{per}{spent}{gpu}{_unpriced(t)}")
     return lines
 
 
@@ -68,7 +78,7 @@ def cost_section(cost: dict | None) -> str:
     rows = [("all", cost)] + [(f"teacher {n}", t) for n, t in cost.get("teachers", {}).items()] + [
         (f"stage {n}", st) for n, st in cost.get("stages", {}).items()]
     body = "".join(f"<tr><td>{html.escape(name)}</td>" + "".join(
-        f"<td>{_usd(part.get(k)) if k in part else ''}</td>" for k in ("rows_usd", "per_kept_row_usd", "spent_usd"))
+        f"<td>{_of(part, k) if k in part else ''}</td>" for k in ("rows_usd", "per_kept_row_usd", "spent_usd"))
         + "</tr>" for name, part in rows)
     kept = f" over {cost['kept_rows']} kept rows" if cost.get("kept_rows") else ""
     return (f'<section id="cost"><h2>Cost{kept}</h2><table><tr>{head}</tr>{body}</table><details><summary>what '

@@ -118,3 +118,20 @@ def test_a_store_from_before_costs_has_no_cost(tmp_path):
     line = cost_lines({"rows_usd": None, "spent_usd": 0.0, "unpriced_rows": 3, "teachers": {}})
     assert line == ["cost: unknown of rows; spent in this build $0.0000 (reused rows cost nothing now), 3 rows "
                     "without a price"]
+
+
+def test_a_figure_that_leaves_rows_without_a_price_out_says_at_least():
+    """Rows whose server reported no usable usage count nothing in the sums: the words gave $0.0100 per kept row
+    for a teacher half of whose rows had no price, as if it were the cost. The control: every row priced."""
+    def cost(unpriced: int) -> dict:
+        part = {"rows_usd": 0.5, "spent_usd": 0.5, "unpriced_rows": unpriced, "per_kept_row_usd": 0.01}
+        return {**part, "kept_rows": 50, "teachers": {"a": dict(part)}, "stages": {"candidates": dict(part)}}
+
+    lines = cost_lines(cost(40))
+    assert lines == ["cost: at least $0.5000 of rows, at least $0.0100 per kept row (50 rows); spent in this build "
+                     "at least $0.5000 (reused rows cost nothing now), 40 rows without a price",
+                     "  teacher a: at least $0.5000, at least $0.0100 per kept row, spent at least $0.5000, 40 rows "
+                     "without a price"]
+    assert cost_section(cost(40)).count("at least $0.0100") == 3  # in all, the teacher, the stage
+    assert not any("at least" in line or "without a price" in line for line in cost_lines(cost(0)))
+    assert "at least" not in cost_section(cost(0)) and "$0.0100" in cost_section(cost(0))
