@@ -115,7 +115,7 @@ def run(
     try:
         with stoppable():
             budget = budget if isinstance(budget, str) else None  # (the warm builder calls without the option)
-            result, _, st = _build(recipe, set_ + ([f"budget={budget}"] if budget is not None else []), store,
+            result, _, st = _build(recipe, set_ + ([f"budget={_usd(budget)}"] if budget is not None else []), store,
                                    debug, fresh)
     except Interrupted as e:  # Ctrl-C or SIGTERM: one line, the shell's exit code (130, 143)
         say(interrupt_message(e.signum))
@@ -128,6 +128,16 @@ def run(
         typer.echo(budget_line(result.extra["budget"]))
     for line in ending_lines(st, result):
         typer.echo(line)
+
+
+def _usd(text: str) -> str:
+    """``--budget``'s value as the recipe reads it: a number in any form Python reads (YAML took ``1e2`` for a
+    string, and the budget was "not a valid number"), anything else as it was written (refused, named)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return repr(value) if value == value and abs(value) != float("inf") else text
 
 
 def _build(recipe: Path, set_: list[str], store: Optional[str], debug: bool, fresh: bool):
