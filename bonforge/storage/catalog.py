@@ -31,7 +31,7 @@ def connect(store: StageStore, run_id: str | None = None):
             man = store.manifest(stage, key) if store.exists(stage, key) else None
             cached = key in run.cached.get(stage, [])
             computed, reused = (0, 0) if cached else man.counts() if man else (None, 0)
-            cost = (man and man.extra.get("cost")) or {}
+            cost = _mapping(man and man.extra.get("cost"))
             stage_rows.append(
                 {
                     "run_id": run.run_id,
@@ -44,8 +44,8 @@ def connect(store: StageStore, run_id: str | None = None):
                     "cached": cached,
                     "rows_computed": computed,
                     "rows_reused": reused,
-                    "cost_usd": cost.get("rows_usd"),
-                    "spent_usd": 0.0 if cached and cost else cost.get("spent_usd"),
+                    "cost_usd": usd(cost.get("rows_usd")),
+                    "spent_usd": 0.0 if cached and cost else usd(cost.get("spent_usd")),
                 }
             )
     con.register("run_stages", pa.Table.from_pylist(stage_rows, schema=RUN_STAGES))
@@ -98,8 +98,22 @@ def add_view(con, store: StageStore, name: str, outputs: Iterable[tuple[str, str
 
 
 def _cost(run) -> dict:
-    """A run's cost (``bonforge.report.cost``): its build summary's, or what a build its budget stopped spent."""
-    return (run.build_summary or {}).get("cost") or {"spent_usd": run.extra.get("budget", {}).get("spent_usd")}
+    """A run's cost (``bonforge.report.cost``): its build summary's, or what a build its budget stopped spent;
+    each figure ``usd`` (a record is read as written, maybe by hand)."""
+    cost = _mapping(_mapping(run.build_summary).get("cost")) or {
+        "spent_usd": _mapping(_mapping(run.extra).get("budget")).get("spent_usd")}
+    return {k: usd(cost.get(k)) for k in ("spent_usd", "rows_usd", "per_kept_row_usd")}
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def usd(value) -> float | None:
+    """A dollar figure a record or manifest states: a number >= 0, or None (unknown) for anything else (a string,
+    NaN, a negative sum): one bad record never stops the listing of the others."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+    return float(value) if ok else None
 
 
 def _runs_table(runs: list[dict]) -> pa.Table:
