@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from bonforge.config import Recipe
 from bonforge.engine import reuse
-from bonforge.llm.base import Completion, Request, consecutive, problem_seed
+from bonforge.llm.base import Completion, Request, Unfinished, consecutive, problem_seed
 from bonforge.llm.stream import open_stream
 from bonforge.schema import NO_LABEL
 from bonforge.stage import Ref
@@ -65,6 +65,7 @@ class Drawn:
     judged: verify.Judged  # lent to the rounds' verdicts stages
     engine_s: float = 0.0
     tokens: int = 0
+    failed: Unfinished | None = None  # the first sample that failed alone: drawing stopped there
 
 
 class Tagged:
@@ -146,17 +147,21 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     try:
         nxt = 0
         while nxt < len(ids) or open_:
-            while nxt < len(ids) and len(open_) < OPEN:
+            while got.failed is None and nxt < len(ids) and len(open_) < OPEN:
                 open_[ids[nxt]] = Problem([t.n for t in teachers], [[] for _ in teachers])
                 decide(ids[nxt], open_[ids[nxt]])
                 nxt += 1
+            if got.failed is not None and not any(p.flying for p in open_.values()):
+                log.warning("early stopping without rounds: %s; drawing stopped with every answer received kept: the "
+                            "rounds' sampling stages ask for the rest", got.failed)
+                break
             if not ready and open_:
                 items = [out.get()]
                 while not out.empty():
                     items.append(out.get())
                 for k, item in items:
                     last = _answered(k, item, teachers[k], open_, got, ready)
-            judging, ready[:] = list(ready), []
+            judging, ready[:] = ([] if got.failed else list(ready)), []
             if judging:
                 judge([(pid, open_[pid]) for pid in judging], got)
                 for pid in judging:
@@ -173,10 +178,13 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
 
 def _answered(k: int, item, teacher, open_: dict, got: Drawn, ready: list) -> float:
     """Takes one answer of teacher ``k``'s stream (or raises the stream's failure); when it is the last its
-    problem waited for, the problem is ready to be judged."""
+    problem waited for, the problem is ready to be judged. A request some of whose samples failed alone gives
+    the others (``got.failed``: the first such failure)."""
     if isinstance(item, BaseException):
         raise item
     request, comps = item
+    if isinstance(comps, Unfinished):
+        got.failed, comps = got.failed or comps, comps.results[0]
     p = open_[request.id]
     p.flying -= 1
     start = request.seed - problem_seed(teacher.seed, request.id)
@@ -271,19 +279,33 @@ class Prefetched:
         pass
 
     def generate(self, requests: list[Request], progress=None) -> list[list[Completion]]:
+        """The samples drawn; those the stream did not draw asked of the engine (only those: a drawn sample is
+        never paid for twice). Unfinished, with every sample there is, when some of those fail alone."""
         got = self.drawing.get()
         samples, skipped = got.samples[self.teacher.name], got.skipped[self.teacher.name]
         base = {r.id: problem_seed(self.teacher.seed, r.id) for r in requests}
-        out: list = [[] if r.id in skipped else [samples.get((r.id, r.seed - base[r.id] + i)) for i in range(r.n)]
-                     for r in requests]
-        missing = [k for k, comps in enumerate(out) if None in comps]
-        if missing:
-            log.info("teacher %s: %d requests the stream did not draw", self.teacher.name, len(missing))
-            for k, comps in zip(missing, self._engine().generate([requests[k] for k in missing])):
-                out[k] = comps
+        out = [{} if r.id in skipped else {i: c for i in range(r.n) if (c := samples.get((r.id, r.seed - base[r.id]
+                                                                                            + i)))}
+               for r in requests]
+        asks = [(k, start, n) for k, r in enumerate(requests) if r.id not in skipped
+                for start, n in consecutive([i for i in range(r.n) if i not in out[k]])]
+        short = None
+        if asks:
+            log.info("teacher %s: %d samples the stream did not draw", self.teacher.name, sum(n for *_, n in asks))
+            try:
+                answers = self._engine().generate([replace(requests[k], seed=requests[k].seed + start, n=n)
+                                                   for k, start, n in asks])
+            except Unfinished as e:  # each failed sample fails alone: the others are kept
+                answers, short = e.results, e
+            for (k, start, _), comps in zip(asks, answers):
+                out[k].update({start + c.index: c for c in comps})
         if progress is not None:
             progress(sum(map(len, out)))
-        return [[replace(c, request_id=r.id, index=i) for i, c in enumerate(comps)] for r, comps in zip(requests, out)]
+        result = [[replace(c, request_id=r.id, index=i) for i, c in sorted(comps.items())]
+                  for r, comps in zip(requests, out)]
+        if short is not None:
+            raise type(short)(result, short.failed, sum(r.n for r in requests))
+        return result
 
     def _engine(self):
         if self.fallback is None and self.own is None:

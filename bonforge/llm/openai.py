@@ -194,6 +194,11 @@ def _where(request: Request, index: int) -> str:
     return f"request {request.id} sample {index}"
 
 
+def _failure(request: Request, index: int, e: BaseException) -> tuple[str, int, str, bool]:
+    """A sample that failed alone, as ``unfinished`` takes it."""
+    return request.id, index, str(e).removeprefix(f"{_where(request, index)}: "), isinstance(e, RetryableError)
+
+
 class OpenAIEngine:
     name = "openai"
 
@@ -239,8 +244,7 @@ class OpenAIEngine:
                 try:
                     out = await self._sample(client, slots, limiter, request, index, said)
                 except (EngineError, RetryableError) as e:  # fails alone
-                    why = str(e).removeprefix(f"{_where(request, index)}: ")
-                    failed.append((request.id, index, why, isinstance(e, RetryableError)))
+                    failed.append(_failure(request, index, e))
                     if not isinstance(e, RetryableError):  # a retry cannot fix it: no new request is sent, the
                         await slots.close()  # answers in flight are received
                     out = None
@@ -331,8 +335,10 @@ def _grouped(request: Request, samples: list) -> list[Completion]:
 
 class Stream:
     """The engine's requests sent as they are put, on one event loop (a thread of its own) with one connection
-    pool, window and start limiter; ``(request, completions)`` put in ``out`` as each request's samples are in,
-    or the exception that failed one (then the stream stops)."""
+    pool, window and start limiter; ``(request, completions)`` put in ``out`` as each request's samples are in.
+    A sample that fails alone (refused past its retries, over the budget) puts ``(request, Unfinished)``, with
+    the request's other samples received; the stream goes on. Any other exception is put as it is, and the
+    stream stops."""
 
     def __init__(self, engine: OpenAIEngine, out):
         self.engine, self.out = engine, out
@@ -364,16 +370,18 @@ class Stream:
         task.add_done_callback(self.tasks.discard)
 
     async def _one(self, request: Request) -> None:
-        try:
-            samples = await asyncio.gather(*(self.engine._sample(self.client, self.slots, self.limiter, request, i,
-                                                                 self.said) for i in range(request.n)))
-        except asyncio.CancelledError:
-            raise
-        except BaseException as e:  # noqa: BLE001 (the reader raises it)
-            self.out.put(e)
+        samples = await asyncio.gather(*(self.engine._sample(self.client, self.slots, self.limiter, request, i,
+                                                             self.said) for i in range(request.n)),
+                                       return_exceptions=True)  # each sample fails alone
+        errors = [(i, e) for i, e in enumerate(samples) if isinstance(e, BaseException)]
+        odd = next((e for _, e in errors if not isinstance(e, (EngineError, RetryableError))), None)
+        if odd is not None:  # the reader raises it
+            self.out.put(odd)
             self.stop.set()
             return
-        self.out.put((request, _grouped(request, samples)))
+        got = _grouped(request, [m for m in samples if not isinstance(m, BaseException)])
+        self.out.put((request, unfinished([got], [_failure(request, i, e) for i, e in errors], request.n)
+                      if errors else got))
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from bonforge.config import load_recipe
 from bonforge.flows import early
@@ -90,3 +91,100 @@ def test_a_sample_without_a_label_is_unknown_and_judged_again(tmp_path, monkeypa
     asked, judged = drawn(tmp_path, monkeypatch, {0})
     assert asked == [0, 1, 2, 3, 4]
     assert sorted(judged) == [0, 0, 1, 2, 3, 4]
+
+
+def served(folder: Path, url: str, problems: int):
+    """A recipe drawing ``problems`` toy problems from a priced teacher at ``url`` (never right: each is drawn in
+    full, 8 samples)."""
+    (folder / "p.jsonl").write_text("".join(f'{{"id": "p{i}", "question": "What is 1 + {i}?", "answer": "x"}}\n'
+                                            for i in range(problems)))
+    (folder / "recipe.yaml").write_text(f"""
+name: served
+problems: {{name: toy, source: {{path: p.jsonl}}, fields: {{id: id}}}}
+teachers:
+  - {{name: t, engine: openai, base_url: "{url}", api_key_env: null, model: m, n: 8, max_tokens: 32, max_retries: 0,
+     max_concurrency: 4, prices: {{input: 100, output: 1000}}}}
+filter: {{max_pass_rate: 0.25, early_stop: true}}
+export: {{name: toy-genselect}}
+""")
+    recipe = load_recipe(folder / "recipe.yaml")
+    table = pa.table({"problem_id": [f"p{i}" for i in range(problems)], "domain": ["math"] * problems,
+                      "question": [f"What is 1 + {i}?" for i in range(problems)], "answer": ["x"] * problems,
+                      "tests": pa.nulls(problems, pa.string())})
+    return recipe, table
+
+
+def test_a_sample_that_fails_alone_stops_the_drawing_and_every_answer_received_is_kept(tmp_path):
+    """The budget refuses a sample mid-draw: the draw raised, and every answer it had received (paid for) was
+    lost with it, to be asked and paid for again. Now it stops drawing, waits for what is in flight and keeps it
+    all. The control: without a budget, every problem is drawn in full."""
+    from llm_server import ScriptedServer
+
+    from bonforge.llm.base import Request
+    from bonforge.llm.budget import request_worst, spending
+    from bonforge.llm.openai import OpenAIEngine
+
+    with ScriptedServer() as server:
+        r, problems = served(tmp_path, server.url, 6)
+        worst = request_worst(r.teachers[0].prices, Request(id="p0", messages=(
+            {"role": "user", "content": early.sample.prompts(problems, r.teachers[0], {})[0][1]},), max_tokens=32))
+        with spending(4 * worst) as budget:
+            got = early.draw(r, StageStore(tmp_path / "store"), problems, {"t": OpenAIEngine(r.teachers[0])},
+                             {"math"})
+        stopped = server.count
+        assert budget.exhausted and "not sent: over the budget" in str(got.failed)
+        assert 4 <= len(got.samples["t"]) == stopped < 48  # every answer received is held, nothing twice
+        whole = early.draw(r, StageStore(tmp_path / "other"), problems, {"t": OpenAIEngine(r.teachers[0])},
+                           {"math"})
+    assert whole.failed is None and len(whole.samples["t"]) == 48 == server.count - stopped
+
+
+class Drawn:
+    """A drawing that drew samples 0, 1 and 3 of problem p (of 6)."""
+
+    def __init__(self, teacher):
+        base = problem_seed(teacher.seed, "p")
+        self.got = early.Drawn({teacher.name: {("p", i): Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i,
+                                                                     "e", "m") for i in (0, 1, 3)}},
+                               {teacher.name: set()}, None)
+
+    def get(self):
+        return self.got
+
+
+class Refusing(Engine):
+    """Answers every sample but the one of seed offset 4 (refused past its retries)."""
+
+    def generate(self, requests, progress=None):
+        from bonforge.llm.base import Unfinished
+
+        base = problem_seed(self.teacher.seed, "p")
+        out, failed = [], []
+        for r in requests:
+            self.asked += [r.seed - base + i for i in range(r.n)]
+            out.append([Completion(r.id, i, f"asked {r.seed - base + i}", None, "stop", 5, 3, r.seed + i, "e", "m")
+                        for i in range(r.n) if r.seed - base + i != 4])
+            failed += [(r.id, i, "HTTP 429") for i in range(r.n) if r.seed - base + i == 4]
+        if failed:
+            raise Unfinished(out, failed, sum(r.n for r in requests))
+        return out
+
+
+def test_the_rounds_ask_only_for_the_samples_not_drawn_and_keep_the_drawn_when_one_fails(tmp_path):
+    """The samples the stream did not draw: the whole request was asked again (the drawn ones paid twice), and
+    an engine's Unfinished for them lost the drawn ones (its results covered the asked requests only: the stage
+    failed, "engine returned 1 results for 2 requests"). The control: a request drawn in full asks nothing."""
+    from bonforge.llm.base import Request, Unfinished
+
+    teacher = recipe(tmp_path).teachers[0]
+    engine = Refusing(teacher)
+    prefetched = early.Prefetched(teacher, Drawn(teacher), engine)
+    base = problem_seed(teacher.seed, "p")
+    whole, rest = Request(id="p", prompt="q", n=2, seed=base), Request(id="p", prompt="q", n=4, seed=base + 2)
+    with pytest.raises(Unfinished) as e:
+        prefetched.generate([whole, rest])
+    assert engine.asked == [2, 4, 5]  # never 0, 1 or 3
+    assert [[c.text for c in comps] for comps in e.value.results] == [["drawn 0", "drawn 1"],
+                                                                      ["asked 2", "drawn 3", "asked 5"]]
+    assert [[c.index for c in comps] for comps in e.value.results] == [[0, 1], [0, 1, 3]]
+    assert prefetched.generate([whole])[0][1].text == "drawn 1" and engine.asked == [2, 4, 5]
