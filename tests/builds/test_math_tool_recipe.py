@@ -5,7 +5,8 @@
   run in the real Docker sandbox, and its answers read what the sandbox printed. Per problem its eight samples
   are: right through the tool; the tool prints the gold answer boxed but the final answer is wrong; the gold
   answer hidden in the block's code (the call's arguments) and no final answer; a block left open at the token
-  limit (never run); right without the tool; wrong through the tool (three). Verdicts come from the final answer
+  limit (never run; its code ends in the gold, which a last-number rule would take for the answer); right
+  without the tool; wrong through the tool (three). Verdicts come from the final answer
   only; the GenSelect prompts show the trajectories in their compact form; the Best-of-N dataset (the verifier's
   pick, `export.sft`) holds a correct trajectory per problem, whole, which TRL's SFTTrainer takes a step on and
   verl's multi-turn SFT dataset reads;
@@ -28,6 +29,7 @@ from tiny_lm import TOOLS_TEMPLATE, tiny_lm
 
 from bonforge.config import load_recipe
 from bonforge.flows.build import build
+from bonforge.judging.math import check_answer
 from bonforge.llm.fenced import FENCE, inline
 from bonforge.sandbox import tool_calls
 from bonforge.schema import MATH_STATUSES
@@ -47,6 +49,13 @@ def output_of(so_far: str) -> str | None:
     return found and found[1].strip()
 
 
+def cut_block(gold: str) -> str:
+    """A text cut at the token limit inside a block that never ran, whose code ends in the gold when it is a
+    number (MATH-500's fourth problem: 9)."""
+    loop = f"for k in range({gold}):" if gold.isdigit() else "while True:"
+    return f"I will check with code.\n```python\n{loop}\n"
+
+
 def tir(golds: dict[str, str]):
     """The scripted model: sample kind ``seed % 8`` (the eight seeds of a problem's samples are consecutive)."""
 
@@ -57,7 +66,7 @@ def tir(golds: dict[str, str]):
         block = {0: f"answer = r'''{gold}'''\nprint(answer)\n", 1: f"print(r'''\\boxed{{{gold}}}''')\n",
                  2: f"# the answer is \\boxed{{{gold}}}\nprint(2 + 2)\n"}.get(kind, "print(7 * 6 * 1000003)\n")
         if kind == 3:
-            return "I will check with code.\n```python\nfor i in range(10**9):\n", "length"
+            return cut_block(gold), "length"
         if kind == 4:
             return f"Without the tool: $\\boxed{{{gold}}}$."
         if out is None:  # what follows the fence is the model's own guess: the server stops at the fence
@@ -120,6 +129,10 @@ def test_trajectories_run_in_the_sandbox_and_are_judged_by_their_final_answers(s
             assert messages[2]["content"] == printed + "\n"
     status = {(kind(r), r["status"], r["finish_reason"]) for r in pool if kind(r) in (1, 2, 3)}
     assert status == {(1, "wrong_answer", "stop"), (2, "no_answer", "stop"), (3, "no_answer", "length")}
+    # the block cut inside its loop: the last number of its code is the gold, which the default extraction takes
+    # for the answer; the recipe's `verify.math.last_number: false` reads no answer there
+    (cut,) = [r for r in pool if kind(r) == 3 and r["gold"] == "9"]
+    assert cut["text"] == cut_block("9") and check_answer(cut["text"], "9").status == "correct"
     assert len(runs) == PROBLEMS * 6 and all(len(cells) == 1 for cells in runs)
     assert len(bodies) == PROBLEMS * (6 * 2 + 2)  # a block: two requests (the second continues); else one
     later = [b for b in bodies if b.get("continue_final_message")]
@@ -129,8 +142,9 @@ def test_trajectories_run_in_the_sandbox_and_are_judged_by_their_final_answers(s
 def test_genselect_prompts_show_trajectories_in_their_compact_form(scripted):
     result, golds, _, _, _ = scripted
     prompts = rows(result["dataset"], "plain")
-    assert {r["problem_id"] for r in prompts} == {r["problem_id"] for r in rows(result["rl_dataset"], "rl")}
-    assert len({r["problem_id"] for r in prompts}) == PROBLEMS  # 2 of 8 right: every problem kept
+    kept = {r["extra_info"]["problem_id"] for r in rows(result["rl_dataset"], "rl")}
+    assert {r["problem_id"] for r in prompts} == kept and len(kept) == PROBLEMS  # 2 of 8 right: every one kept
+    assert len(prompts) == PROBLEMS * 4 and all(r["correct_indices"] for r in prompts)
     for row in prompts:
         assert "```output\n" in row["prompt"] and '"tool_calls"' not in row["prompt"]
         assert "Solve the following math problem" not in row["prompt"]  # the question, not the sampling prompt
