@@ -140,15 +140,19 @@ def test_trajectories_run_in_the_sandbox_and_are_judged_by_their_final_answers(s
 
 
 def test_genselect_prompts_show_trajectories_in_their_compact_form(scripted):
-    result, golds, _, _, _ = scripted
+    result, _, _, _, judged_rows = scripted
+    pool = {r["candidate_id"]: r for r in judged_rows}
     prompts = rows(result["dataset"], "plain")
     kept = {r["extra_info"]["problem_id"] for r in rows(result["rl_dataset"], "rl")}
     assert {r["problem_id"] for r in prompts} == kept and len(kept) == PROBLEMS  # 2 of 8 right: every one kept
-    assert len(prompts) == PROBLEMS * 4 and all(r["correct_indices"] for r in prompts)
+    assert len(prompts) == PROBLEMS * 4
     for row in prompts:
-        assert "```output\n" in row["prompt"] and '"tool_calls"' not in row["prompt"]
-        assert "Solve the following math problem" not in row["prompt"]  # the question, not the sampling prompt
-        assert any(q in row["prompt"] for q in golds)
+        shown = [pool[c] for c in row["candidate_ids"]]
+        assert row["correct_indices"] == [i for i, c in enumerate(shown) if c["correct"]] != []
+        for c in shown:  # its calls as python blocks, their outputs as output blocks, then its final answer
+            assert trajectories.compact(c["messages"]) in row["prompt"]
+        assert '"tool_calls"' not in row["prompt"] and "Solve the following" not in row["prompt"]  # no prompt
+    assert any("```output\n" in r["prompt"] for r in prompts)
 
 
 def test_the_best_of_n_dataset_holds_a_correct_trajectory_per_problem_whole(scripted):
