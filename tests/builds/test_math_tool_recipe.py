@@ -185,7 +185,7 @@ def test_trl_sft_takes_a_step_and_verl_reads_the_best_of_n_trajectories(scripted
 # -- the real engine ----------------------------------------------------------------------------------------
 # Two MATH-500 problems, four samples of at most 192 tokens each (a trajectory's budget: tool outputs not
 # counted). SmolLM2 writes a ```python block in most samples, and closes one within the budget in about one in
-# three (7 of 24 over the first six problems at this temperature); these eight samples close and run 3.
+# three (7 of 24 over the first six problems at this temperature); of these eight, two ran a block (measured).
 REAL = ["problems.limit=2", "teachers.tir.n=4", "teachers.tir.max_tokens=192"]
 
 
