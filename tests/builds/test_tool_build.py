@@ -8,7 +8,6 @@ trajectory per problem asks only for that one, and the stored trajectories' tool
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import subprocess
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from llm_server import ScriptedServer
+from sft_loads import trl_sft_step, verl_multiturn_rows
 from tiny_lm import TOOLS_TEMPLATE, tiny_lm
 
 from bonforge.config import load_recipe
@@ -147,31 +147,17 @@ def tool_lm(builds, tmp_path_factory) -> str:
 
 
 def test_trl_sft_takes_a_step_on_trajectories(builds, tool_lm, tmp_path):
-    import datasets
-    from trl import SFTConfig, SFTTrainer
-
     path = Path(builds[0][0]["sft_dataset"]) / "trl" / "train.parquet"
-    ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
-    assert ds[0]["messages"][1]["tool_calls"][0]["function"]["name"] == "python"
-    args = SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, per_device_train_batch_size=2, max_steps=1,
-                     logging_steps=1, max_length=1024, report_to=[], save_strategy="no", seed=0,
-                     assistant_only_loss=False)  # fmt: skip
-    trainer = SFTTrainer(model=tool_lm, args=args, train_dataset=ds)
-    text = trainer.processing_class.apply_chat_template(ds[0]["messages"], tokenize=False)
+    assert pq.read_table(path).to_pylist()[0]["messages"][1]["tool_calls"][0]["function"]["name"] == "python"
+    text = trl_sft_step(path, tool_lm, tmp_path)
     assert "<tool_call>python" in text and '"code"' in text  # the calls reach the tokens trained on
-    result = trainer.train()
-    assert trainer.state.global_step == 1 and math.isfinite(result.training_loss) and result.training_loss > 0
 
 
 def test_verls_multi_turn_sft_dataset_reads_the_trajectories(builds, tool_lm, verl_python, tmp_path):
-    path = Path(builds[0][0]["sft_dataset"]) / "trl" / "train.parquet"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([verl_python, str(REPO / "tests" / "helpers" / "verl_sft_payload.py"), tool_lm, str(path)],
-                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["verl"] == "0.9.1" and len(out["rows"]) == PROBLEMS
-    for row in out["rows"]:
+    rows = verl_multiturn_rows(verl_python, tool_lm, Path(builds[0][0]["sft_dataset"]) / "trl" / "train.parquet",
+                               tmp_path)
+    assert len(rows) == PROBLEMS
+    for row in rows:
         assert row["roles"] == ["user", "assistant", "tool", "assistant"]
         assert 0 < row["trained"] < row["tokens"]  # the model's turns are trained on, the user and tool turns not
 

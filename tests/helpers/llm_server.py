@@ -41,6 +41,28 @@ def adder(text: str) -> Callable[[int, dict], Step]:
     return script
 
 
+
+def continuing(model: Callable[[dict, str], str | tuple[str, str]]) -> Callable[[int, dict], Step]:
+    """A script for a server that continues the final message in place, as vLLM serve does for fenced tool
+    blocks: ``model(body, so_far)`` gives the model's whole text (it must start with ``so_far``: the last
+    assistant message of a ``continue_final_message`` request, else ""), or ``(text, "length")`` for a text cut
+    at the token limit. The reply is the part after ``so_far`` up to the earliest stop string of the request
+    (cut, and named in ``stop_reason``), finish reason ``stop``, else the whole part (EOS: ``stop_reason`` null)."""
+
+    def script(n: int, body: dict) -> Step:
+        so_far = body["messages"][-1]["content"] if body.get("continue_final_message") else ""
+        whole, finish = (got if isinstance(got := model(body, so_far), tuple) else (got, "stop"))
+        assert whole.startswith(so_far), "the sequence must go on where it stopped"
+        text, stop = whole[len(so_far):], None
+        if finish == "stop":
+            cut = min(((i, s) for s in body.get("stop") or [] if (i := text.find(s)) >= 0), default=None)
+            text, stop = (text[:cut[0]], cut[1]) if cut else (text, None)
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish,
+                  "stop_reason": stop}
+        return 200, {}, {"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
+
+    return script
+
 class ScriptedServer:
     """``script(n, body)`` decides the reply of the n-th request (0-based); default: always answer.
 

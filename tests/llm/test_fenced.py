@@ -199,20 +199,12 @@ def test_the_compact_form_shows_a_fenced_block_once():
 def test_an_openai_compatible_server_continues_the_final_message_in_place():
     """vLLM serve's way, scripted: the request carries the text so far as the last assistant message with
     ``continue_final_message``; the server names the stop that matched (``stop_reason``)."""
-    from llm_server import ScriptedServer
+    from llm_server import ScriptedServer, continuing
 
     from bonforge.llm.config import OpenAITeacher
     from bonforge.llm.openai import OpenAIEngine
 
-    def script(n, body):
-        so_far = body["messages"][-1]["content"] if body.get("continue_final_message") else ""
-        text = tir(so_far)[len(so_far):]
-        stop = next((s for s in body.get("stop", []) if s in text), None)
-        text = text[:text.index(stop)] if stop else text
-        return 200, {}, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                                      "stop_reason": stop}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
-
-    with ScriptedServer(script) as server:
+    with ScriptedServer(continuing(lambda body, so_far: tir(so_far))) as server:
         engine = OpenAIEngine(OpenAITeacher(engine="openai", name="t", model="m", base_url=server.url,
                                             api_key_env=None))
         out = sample_fenced(engine, [REQ], ran([]), PythonTool(style="fenced"))

@@ -163,6 +163,27 @@ def test_a_late_skip_keeps_no_earlier_turns_text_as_the_answer():
     assert control.text == "A: 5" and control.finish_reason == "stop"
 
 
+
+def test_an_answer_hidden_in_a_calls_arguments_is_never_the_answer():
+    """The model puts the right answer only in its calls' code: beside a call that runs (sample 0), and in a call
+    on the turn asked without tools (sample 1, where the call is dropped). Neither text holds it, so the maths
+    judge finds no answer; the control answers in its text (sample 2)."""
+    from bonforge.judging.math import check_answer
+
+    def reply(r, turn):
+        hidden = call("print(1)  # \\boxed{5}")
+        if r.seed == 102:
+            return "So it is \\boxed{5}.", None
+        if r.tools is not None:
+            return "", (hidden,)
+        return ("I am not sure.", None) if r.seed == 100 else ("", (hidden,))
+
+    three = Request(id="p", messages=({"role": "user", "content": "Add 2 and 3."},), n=3, seed=100, max_tokens=50)
+    out = sample_with_tools(Scripted(reply), [three], ran([]), PythonTool(max_calls=1))[0]
+    assert [c.text for c in out] == ["I am not sure.", "", "So it is \\boxed{5}."]
+    assert all("boxed" in json.loads(c.messages)[1]["tool_calls"][0]["function"]["arguments"] for c in out[:2])
+    assert [check_answer(c.text, "5").status for c in out] == ["no_answer", "no_answer", "correct"]
+
 def test_a_call_that_did_not_run_to_its_end_is_not_replayed_before_the_next():
     """A call ended by a limit or a signal would end every later replay too: the session goes on without it
     (as a restarted one would); a call that raised stays (its state up to the error)."""
