@@ -79,6 +79,26 @@ def _unterminated_block(text: str, tags=_OPEN_TAGS) -> tuple[str, str] | None:
     return None
 
 
+def before_open_block(text: str) -> str:
+    """``text`` up to the opening fence line of a block it ends inside, whatever its tag: a response cut at its
+    token limit in the middle of a program states no answer there (the last number of ``for k in range(9):``
+    is not a 9), nor does a block the model opened and never closed. A text whose blocks are all closed is
+    returned whole. Depends on nothing outside this module (it is part of the maths judge's fingerprint)."""
+    lines = list(_fence_lines(text))
+    closers: dict[str, list[int]] = {"```": [], "~~~": []}
+    for k, (_, _, line) in enumerate(lines):
+        closers.get(line.strip(" \t"), []).append(k)
+    i = 0
+    while i < len(lines):
+        m = _OPENER.fullmatch(lines[i][2])
+        after = closers[m.group(1)]
+        j = bisect.bisect_right(after, i)
+        if j == len(after):
+            return text[: lines[i][0]]
+        i = after[j] + 1
+    return text
+
+
 def extract_program(text: str | None, question: str | None, kind: str, mode: str = "auto") -> str:
     """The program of a candidate's text (``extract_code`` without its language)."""
     return extract_code(text, question, kind, mode)[0]

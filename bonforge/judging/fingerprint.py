@@ -3,6 +3,7 @@ problem's data. It enters every verdict's identity and the verdicts stage key (`
 a changed judge judges again and an unchanged one never does.
 
 * **maths**: the judging sources (``judging/math_rules.py``: extraction, rewrites, the comparison;
+  ``judging/extract.py``: where a code block the text ends inside begins;
   ``judging/math.py``: the killable checker children that run them) and the
   installed versions of math-verify, its LaTeX parser (latex2sympy2_extended, with the ANTLR runtime it
   parses with) and sympy;
@@ -35,7 +36,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent  # the bonforge package these sources belong to
 
 SOURCES = {
-    "math": ("judging/math.py", "judging/math_rules.py"),
+    "math": ("judging/math.py", "judging/math_rules.py", "judging/extract.py"),
     "code": ("judging/code*.py", "judging/compare.py", "judging/extract.py", "judging/passes.py", "judging/spec.py",
              "sandbox/**/*.py", "sandbox/Dockerfile"),
 }

@@ -28,7 +28,8 @@ from bonforge.judging.config import MathVerifyConfig
 from bonforge.judging.math_rules import MathResult, judge
 from bonforge.schema import VERDICTS
 
-VERSION = "5"  # 5: a pair's word after a negation ("not even") is not stated;
+VERSION = "6"  # 6: a code block the text ends inside (cut at the token limit) states no answer;
+# 5: a pair's word after a negation ("not even") is not stated;
 # 4: one-word answers of a closed pair (yes/no, true/false, odd/even) read in plain text and in
 # sentences; a one-word reply read as a one-word gold is; a NaN gold ("nan", pandas' missing value) is an error;
 # the judge's fingerprint (``bonforge.judging.fingerprint``) in the verdicts key and every verdict's identity

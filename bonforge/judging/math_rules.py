@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from bonforge.judging.config import MathVerifyConfig
+from bonforge.judging.extract import before_open_block
 
 MAX_EXTRACTED_CHARS = 1000  # the verdict row keeps at most this much of the extracted answer
 
@@ -302,7 +303,7 @@ def judge(text: str, gold: str, cfg_json: str) -> tuple[str, str | None, str | N
     gold_parsed = _parse_gold(gold, cfg_json)
     if not gold_parsed:
         return "error", None, f"math-verify cannot read the gold answer {gold[:200]!r}"
-    pred, why = _extract(_normalised(text), rules)
+    pred, why = _extract(_normalised(before_open_block(text)), rules)
     if not pred:
         return "no_answer", None, why
     key = (gold, cfg_json, _exact_form(pred))  # a problem's candidates often give the same answer: verified once

@@ -229,3 +229,18 @@ def test_checker_parses_latex_sll_first_with_the_same_trees():
     got = json.loads(out.stdout)
     assert got["same"] and got["ll_full"] > 0 and got["sll_full"] == 0
     assert None not in got["ll"][:-1] and got["ll"][-1] is None
+
+
+def test_a_text_cut_inside_a_code_block_states_no_answer_there():
+    """A trajectory cut at its token limit inside a block it never ran: the last number of its code (the gold
+    9 of ``range(9)``) was read as the answer, under the default last-number fallback and math-verify's own
+    reading of ``answer = 9`` alike. Controls: the answer stated before the open block, and a closed block
+    followed by the stated answer, are read as before."""
+    cut = "Let me count with code.\n```python\ncount = 0\nfor k in range(9):\n"
+    assert check_answer(cut, "9").status == "no_answer"
+    assert check_answer("We try it.\n```python\nanswer = 9\n", "9").status == "no_answer"
+    assert check_answer("~~~\n$x = 9$", "9").status == "no_answer"  # any fence, any tag
+    assert check_answer("So the answer is $\\boxed{9}$.\n```python\nfor k in range(3):\n", "9").correct
+    closed = "```python\nprint(3 ** 2)\n```\n```output\n9\n```\nThe answer is 9."
+    assert check_answer(closed, "9").correct
+    assert check_answer(closed.replace("is 9", "is 8"), "9").status == "wrong_answer"
