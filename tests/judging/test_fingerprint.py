@@ -85,8 +85,8 @@ def test_the_same_sources_elsewhere_give_the_same_parts(tmp_path):
 def test_each_domain_covers_its_own_judge(tmp_path):
     copy = _copy(tmp_path)
     math_before, code_before = fp.parts("math", package=copy), fp.parts("code", package=copy)
-    assert {"source:judging/math.py", "source:judging/math_rules.py", "source:judging/extract.py", "library:math-verify",
-            "library:latex2sympy2_extended",
+    assert {"source:judging/math.py", "source:judging/math_rules.py", "source:judging/extract.py",
+            "library:math-verify", "library:latex2sympy2_extended",
             "library:sympy"} <= set(math_before)
     assert {"source:judging/code.py", "source:judging/compare.py", "source:judging/extract.py",
             "source:judging/spec.py", "source:sandbox/runner.py", "source:sandbox/pool.py",
