@@ -26,16 +26,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "9c00a4ccaaadfffd0f29"
         ],
         "verdicts": [
-            "9dc515e8161b102b5739",
-            "037c21fa93e1779fd270",
-            "52df723dd4def5cac59b",
-            "2c9422f9bd3bd1cf613a"
+            "db6290e84875d65be7bd",
+            "70bde53c4b84fb99ef57",
+            "46141c8cf9f33b55ecc7",
+            "19aa68991d6ee13639e5"
         ],
         "problem_stats": [
-            "c7cd5dfee3474716c655"
+            "28f8129b4feddca6332f"
         ],
         "genselect": [
-            "1a7be077309fc9dd247b"
+            "4c53ab41fc11cafb39cb"
         ]
     },
     "gsm8k-genselect-looser": {
@@ -49,16 +49,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "9c00a4ccaaadfffd0f29"
         ],
         "verdicts": [
-            "9dc515e8161b102b5739",
-            "037c21fa93e1779fd270",
-            "52df723dd4def5cac59b",
-            "2c9422f9bd3bd1cf613a"
+            "db6290e84875d65be7bd",
+            "70bde53c4b84fb99ef57",
+            "46141c8cf9f33b55ecc7",
+            "19aa68991d6ee13639e5"
         ],
         "problem_stats": [
-            "231bc1e2339fb4ab2f8a"
+            "9f83e92f441e0830b2fc"
         ],
         "genselect": [
-            "c730b778ca94b731bb60"
+            "b5e24a5683e491b2f7cb"
         ]
     },
     "apps-genselect": {
@@ -70,14 +70,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "0eda26153dc75350a536"
         ],
         "verdicts": [
-            "ed0065bfa8c343a807d4",
-            "c11d74e6e3c3ca090b34"
+            "8195882069d5f0e2115f",
+            "8c703f2470f74acdc0e1"
         ],
         "problem_stats": [
-            "8eb14c01a0173f25cad0"
+            "77169a1c95bb1acb6a3d"
         ],
         "genselect": [
-            "5cf0b3264bd5811bc4fc"
+            "5b1ffabff1f51dd796f6"
         ]
     },
     "humaneval-genselect": {
@@ -89,14 +89,14 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "92ffbeeb8dfb168a39c6"
         ],
         "verdicts": [
-            "602619ca15b3e4fc595f",
-            "25de784010761f5e2439"
+            "ae2e63089ad2de86a669",
+            "5558cc12522d5bc29ed2"
         ],
         "problem_stats": [
-            "83b0b94da05bacb371c1"
+            "06630529611029a1fb14"
         ],
         "genselect": [
-            "7b17bf0cc79fa0c6bce9"
+            "ca4c80b50d89e938af5b"
         ]
     },
     "gsm8k-fusion": {
@@ -108,29 +108,29 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "644dec186c763b5c43d5",
             "f9e70818bdb9399e335c",
             "553edab68acdfb5e5ca7",
-            "fd043e240f619a40ef13"
+            "156567cc90190df59739"
         ],
         "verdicts": [
-            "2a09cd6ef2224fab6afb",
-            "cb3468112c7a0dc81691",
-            "8f442926e3321e2a236d",
-            "3e9a89ce712472ac2c47",
-            "b64353c1fc992fd3cfe0"
+            "5f4c36312e4a127a5056",
+            "dbd96459f9b57b843290",
+            "574518dc0a94195e6bdb",
+            "869045a71c640777018e",
+            "6017016d679356e2d003"
         ],
         "problem_stats": [
-            "b182bbcf5709ef34b807"
+            "d3ee186873de15d992cb"
         ],
         "genselect": [
-            "23ce189141c5aa8fcb15"
+            "9c77b7d5b953e4226a15"
         ],
         "fusion_pools": [
-            "8486c05117b5d6d4630d"
+            "35832861921f4ee7f64a"
         ],
         "fusion_select": [
-            "1d82dcad2de7b1476d82"
+            "0ea9642e1a80430ba870"
         ],
         "fusion": [
-            "3f2d39fcb012a94706b1"
+            "40504f47c283e43a84e7"
         ]
     },
     "gsm8k-300-maxk": {
@@ -141,22 +141,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1c134782a49b61ced78e"
         ],
         "genselect": [
-            "3f79c30b378d618ddaca"
+            "4fa867bafd516035470e"
         ],
         "maxk_weights": [
-            "b4a12fb604a9a4de1d2e"
+            "a399c8b897377ab58844"
         ],
         "problem_stats": [
-            "bb4634d3cc2013405a91"
+            "4641ce892c9e007a044e"
         ],
         "problems": [
             "287f79990f3b46587862"
         ],
         "verdicts": [
-            "f24923651e5c7af457ae",
-            "513f434535357bfb43b6",
-            "e19508eef32528b2b131",
-            "7453d6732d52cddbda58"
+            "0ec3a67ab3aa8e664cbe",
+            "b137b55f9d6d37c5af7a",
+            "a247967fcde79b21b43e",
+            "429edda7754e10ef0281"
         ]
     },
     "sampled": {
@@ -164,16 +164,16 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "8f2de485b2551c1ab239"
         ],
         "genselect": [
-            "d1f4989819bf9786104b"
+            "74cf1c5600ca4c119cdf"
         ],
         "problem_stats": [
-            "ff1c86fc272c561b632f"
+            "ea0895c0574b34fafebe"
         ],
         "problems": [
             "2d96c2eca998e4f0e5ce"
         ],
         "verdicts": [
-            "a5d07638ccd364a5bec9"
+            "21c0be152e02c9a2c7b7"
         ]
     },
     "gsm8k-300-selector-eval": {
@@ -184,22 +184,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1c134782a49b61ced78e"
         ],
         "genselect": [
-            "3f79c30b378d618ddaca"
+            "4fa867bafd516035470e"
         ],
         "problem_stats": [
-            "bb4634d3cc2013405a91"
+            "4641ce892c9e007a044e"
         ],
         "problems": [
             "287f79990f3b46587862"
         ],
         "selector_eval": [
-            "949afec33cdb3c831c2e"
+            "10a1f0f6d2014f0508dc"
         ],
         "verdicts": [
-            "f24923651e5c7af457ae",
-            "513f434535357bfb43b6",
-            "e19508eef32528b2b131",
-            "7453d6732d52cddbda58"
+            "0ec3a67ab3aa8e664cbe",
+            "b137b55f9d6d37c5af7a",
+            "a247967fcde79b21b43e",
+            "429edda7754e10ef0281"
         ]
     },
     "gsm8k-300-selector-eval-pool": {
@@ -210,22 +210,22 @@ GOLDEN: dict[str, dict[str, list[str]]] = {
             "1c134782a49b61ced78e"
         ],
         "genselect": [
-            "3f79c30b378d618ddaca"
+            "4fa867bafd516035470e"
         ],
         "problem_stats": [
-            "bb4634d3cc2013405a91"
+            "4641ce892c9e007a044e"
         ],
         "problems": [
             "287f79990f3b46587862"
         ],
         "selector_eval": [
-            "b1b15a63a336b133d0de"
+            "553c6b741cb16e1a3f48"
         ],
         "verdicts": [
-            "f24923651e5c7af457ae",
-            "513f434535357bfb43b6",
-            "e19508eef32528b2b131",
-            "7453d6732d52cddbda58"
+            "0ec3a67ab3aa8e664cbe",
+            "b137b55f9d6d37c5af7a",
+            "a247967fcde79b21b43e",
+            "429edda7754e10ef0281"
         ]
     }
 }
