@@ -268,9 +268,12 @@ class OpenAIEngine:
         path = "chat/completions" if chat else "completions"
 
         bill = Bill(self.teacher.prices, request, where)  # the budget's hold on this sample, if a budget is set
+        tries = 0
 
         async def attempt() -> dict:
-            async with slots.held() as ticket:
+            nonlocal tries
+            tries += 1
+            async with slots.held(again=tries > 1) as ticket:
                 await bill.reserve()
                 if limiter:
                     await limiter.wait()
@@ -281,15 +284,15 @@ class OpenAIEngine:
                     raise RetryableError(f"{where}: timed out ({type(e).__name__})") from None
                 except httpx.TransportError as e:
                     raise RetryableError(f"{where}: {type(e).__name__}: {e}") from None
-                status = resp.status_code
+                status, hint = resp.status_code, retry_after_seconds(resp.headers.get("retry-after"))
                 ticket.outcome = CONGESTED if status in _CONGESTED_STATUS else OK if status < 400 else NEUTRAL
-            if resp.status_code in _RETRY_STATUS or resp.status_code >= 500:
-                raise RetryableError(f"{where}: HTTP {resp.status_code}",
-                                     retry_after_seconds(resp.headers.get("retry-after")))
-            if too_long(resp.status_code, resp.text):
+                ticket.retry_after = hint
+            if status in _RETRY_STATUS or status >= 500:
+                raise RetryableError(f"{where}: HTTP {status}", hint)
+            if too_long(status, resp.text):
                 return {"rejected": resp.text}
-            if resp.status_code >= 400:
-                raise EngineError(f"{where}: HTTP {resp.status_code} from {client.base_url}{path}: {resp.text[:500]}")
+            if status >= 400:
+                raise EngineError(f"{where}: HTTP {status} from {client.base_url}{path}: {resp.text[:500]}")
             try:
                 data = resp.json()
             except ValueError:
