@@ -15,9 +15,9 @@ From then on:
 
 Refusals of requests sent before the last shrink do not shrink it again (one overload, one decrease). A refusal of
 a request sent after it, before any such request was answered, says that shrink was not enough (the server's
-limit fell): the window halves. A lone refusal below ``peak`` keeps ``peak`` (a server that counts an answered
-request in flight a moment longer refuses one at its own limit now and then; if the limit did fall, the next
-refusal halves). The recipe's ``max_concurrency`` is the ceiling.
+limit fell): the window halves. An overload below ``peak`` leaves ``peak`` as it was, the next one in a row
+lowers it (a server that counts an answered request in flight a moment longer refuses one at its own limit now
+and then; a server whose limit fell refuses again). The recipe's ``max_concurrency`` is the ceiling.
 
 A refused request waits out its delay (``Retry-After``) outside the window, then goes before every request not
 sent yet (``Slots``). Asking for a size the server refused costs a refused request that delay, so the window does
@@ -74,6 +74,7 @@ class Window:
         self.peak = 0.0  # the fewest requests in flight at a refusal of the last overload
         self.cut = BETA  # the share of them the window kept at the last overload
         self.unproven = False  # no request sent since the last shrink has been answered yet
+        self.doubted = False  # the last overload came below ``peak`` and left it as it was
         self.waiting = 0  # requests waiting for a place (kept by ``Slots``)
         self.rtt = 0.0  # seconds from sending a request to its answer (moving average)
         self.back = 0.0  # the longest the last refused request waits before it is sent again
@@ -112,8 +113,10 @@ class Window:
     def _shrink(self, ticket: Ticket) -> None:
         if ticket.epoch == self.epoch:  # the first refusal since the last shrink: a new overload
             self.cut = 0.5 if self.unproven else BETA
-            if self.slow_start or self.unproven or ticket.load >= self.peak:  # else maybe a race: the next says
-                self.peak = float(ticket.load)
+            if self.slow_start or self.doubted or ticket.load >= self.peak:
+                self.peak, self.doubted = float(ticket.load), False
+            else:  # below the limit known: maybe a race; the next overload says
+                self.doubted = True
             self.size = max(1.0, ticket.load * self.cut)
             self.slow_start = False
             self.unproven = True

@@ -156,6 +156,27 @@ def test_a_lone_refusal_below_the_known_limit_keeps_it_and_a_second_one_halves()
     assert win.size == pytest.approx(3.5) and win.peak == 7  # half of it
 
 
+def test_a_refusal_at_the_limit_right_after_a_shrink_halves_but_keeps_the_limit_known():
+    """The server refused the ninth in flight (the window keeps 8.1), then, before any request sent since was
+    answered, the eighth (it still counted an answered one): half, but the limit known stays 9, so the window
+    regrows to 8 at one per window of answers and waits there, not at 7."""
+    win = Window(64, clock=Clock())
+    win.size, win.slow_start, win.peak = 9.0, False, 9.0
+    held = full(win)
+    end(win, CONGESTED, held[-1])
+    assert win.peak == 9 and win.size == pytest.approx(8.1)
+    end(win, OK, held[0])
+    sent = win.take()  # the eighth in flight again
+    end(win, CONGESTED, sent)
+    assert win.size == pytest.approx(4.0) and win.peak == 9
+    win.waiting, win.rtt = 10**6, 1.0
+    while win.in_flight:
+        end(win, OK, held[win.in_flight])  # the rest answered
+    for _ in range(60):
+        end(win, OK)
+    assert win.allowed == 8
+
+
 def test_refusals_of_requests_sent_before_a_shrink_do_not_shrink_it_again():
     win = Window(64)
     win.size, win.slow_start, win.peak = 20.0, False, 20.0
