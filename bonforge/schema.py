@@ -236,6 +236,8 @@ SELECTOR_EVAL = pa.schema(
         pa.field("completion_tokens", pa.int32()),
         pa.field("finish_reason", pa.string()),
         pa.field("response", pa.string()),  # the selector's final text (truncated)
+        pa.field("cost_usd", pa.float64()),  # what the selector's call cost (docs/cost.md); a prompt not sent or
+        # not answered costs nothing; null: no price known
     ]
 )
 

@@ -232,13 +232,14 @@ def truncate_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]
     return (text[:cut], found) if cut >= 0 else (text, None)
 
 
-def retry_delay(attempt: int, hint: float | None, base_delay: float = 0.5, max_delay: float = 30.0) -> float:
+def retry_delay(attempt: int, hint: float | None, base_delay: float = 0.5, max_delay: float = 30.0,
+                spread: float | None = None) -> float:
     """Seconds to wait before try ``attempt + 1``: the exponential backoff or the server's hint, whichever is
     longer (a ``Retry-After: 0`` does not make a busy server's clients come back at once), at most
-    ``max_delay``, then stretched by up to half at random: requests told the same second do not come back
-    together."""
+    ``max_delay``, then stretched by up to half at random (``spread``, 0 to 1: drawn unless given; 1 is the
+    longest wait): requests told the same second do not come back together."""
     wanted = max(hint or 0.0, base_delay * 2 ** (attempt - 1))
-    return min(wanted, max_delay) * (1.0 + 0.5 * random.random())
+    return min(wanted, max_delay) * (1.0 + 0.5 * (random.random() if spread is None else spread))
 
 
 async def retry_async(

@@ -279,13 +279,16 @@ class OpenAIEngine:
         path = "chat/completions" if chat else "completions"
 
         bill = Bill(self.teacher.prices, request, where)  # the budget's hold on this sample, if a budget is set
+        tries = 0
 
         async def attempt() -> dict:
+            nonlocal tries
+            tries += 1
             async with bill.trying():  # this try's hold on the budget, if any
-                return await once()
+                return await once(again=tries > 1)
 
-        async def once() -> dict:
-            async with slots.held() as ticket:
+        async def once(again: bool) -> dict:
+            async with slots.held(again=again) as ticket:
                 await bill.reserve()
                 if limiter:
                     await limiter.wait()
@@ -298,12 +301,13 @@ class OpenAIEngine:
                         ticket.outcome = CONGESTED
                         raise RetryableError(f"{where}: timed out ({type(e).__name__})") from None
                     raise RetryableError(f"{where}: {type(e).__name__}: {e}") from None
-                status = resp.status_code
+                status, hint = resp.status_code, retry_after_seconds(resp.headers.get("retry-after"))
                 ticket.outcome = CONGESTED if status in _CONGESTED_STATUS else OK if status < 400 else NEUTRAL
+                ticket.retry_after = hint
             if status >= 400:  # refused: not billed
                 bill.unbilled()
             if status in _RETRY_STATUS or status >= 500:
-                raise RetryableError(f"{where}: HTTP {status}", retry_after_seconds(resp.headers.get("retry-after")))
+                raise RetryableError(f"{where}: HTTP {status}", hint)
             if too_long(status, resp.text):
                 return {"rejected": resp.text}
             if status >= 400:

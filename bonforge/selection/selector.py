@@ -27,8 +27,10 @@ from bonforge.llm.base import Engine, EngineError, Request, consecutive, problem
 from bonforge.config_model import load_yaml
 from bonforge.llm.config import OpenAITeacher, SampledTeacher, TransformersTeacher, VLLMTeacher
 from bonforge.llm.models import model_identity
+from bonforge.llm.prices import completion_cost, token_cost
 from bonforge.schema import SELECTOR_EVAL
-from bonforge.stage import Rows
+from bonforge.stage import Rows, Written
+from bonforge.tables.cost import cost_summary
 
 _SPEC = re.compile(r"^(?P<engine>openai|transformers|vllm):(?P<model>[^@]+)(?:@(?P<url>\S+))?$")
 _Config = TypeAdapter(Annotated[OpenAITeacher | TransformersTeacher | VLLMTeacher, Field(discriminator="engine")])
@@ -95,14 +97,22 @@ def rows(settings: Callable[[dict], tuple[SampledTeacher, int, bool]]) -> Rows:
     """Row reuse for a stage whose compute is a ``Selector``; ``settings(params)``: its teacher, runs and
     ``skip_unanimous``. A stored row of the same identity is taken as it is; only the missing runs are asked."""
     return Rows(("prompt_id", "run"), lambda shard, _context, params: selection_ids(shard, *settings(params)),
-                tuple(n for n in SELECTOR_EVAL.names if n not in ("prompt_id", "run", "problem_id")), SELECTOR_EVAL)
+                tuple(n for n in SELECTOR_EVAL.names if n not in ("prompt_id", "run", "problem_id")), SELECTOR_EVAL,
+                optional=("cost_usd",))
+
+
+def spent(w: Written) -> dict:
+    """What a ``Selector`` stage's calls cost (``bonforge.tables.cost``)."""
+    return {"cost": cost_summary(w.each(["cost_usd"]), w.compute.spent_usd if w.compute is not None else 0.0)}
 
 
 class Selector:
-    """A shard of prompts → SELECTOR_EVAL rows. Creates the engine on first use and keeps it."""
+    """A shard of prompts → SELECTOR_EVAL rows, each with what its call cost at the selector's prices. Creates the
+    engine on first use and keeps it; ``spent_usd``: what the calls it made cost."""
 
     def __init__(self, teacher: SampledTeacher, runs: int, skip_unanimous: bool, engine: Engine | None = None):
         self.teacher, self.runs, self.skip_unanimous, self.engine = teacher, runs, skip_unanimous, engine
+        self.spent_usd = 0.0
 
     def __call__(self, shard: pa.Table, todo: pa.Table | None = None, progress=None) -> pa.Table:
         """Every run of every prompt, or with ``todo`` (``prompt_id``, ``run``: the rows still to compute)
@@ -139,7 +149,10 @@ class Selector:
         for p in prompts:
             asked = not (self.skip_unanimous and unanimous(p["answer_groups"]))
             for run in sorted(wanted[p["prompt_id"]]):
-                rows.append(_row(p, run, not asked, answers.get(p["prompt_id"], {}).get(run)))
+                comp = answers.get(p["prompt_id"], {}).get(run)
+                cost = completion_cost(t.prices, comp, t.gpus) if comp else token_cost(t.prices, 0, 0)
+                rows.append({**_row(p, run, not asked, comp), "cost_usd": cost})
+                self.spent_usd += cost or 0.0
         return pa.Table.from_pylist(rows, schema=SELECTOR_EVAL)
 
     def close(self) -> None:

@@ -280,7 +280,7 @@ def _selector(p: SelectParams) -> contextlib.closing:
 
 
 SELECT_STAGE = Stage("fusion_select", SELECT_VERSION, params=SelectParams, schema=SELECTOR_EVAL, open=_selector,
-                     table=_selection_prompts, reports=True,
+                     table=_selection_prompts, reports=True, summary=selector.spent,
                      rows=selector.rows(lambda p: (p.selector, 1, False)))  # a pool selected before: not asked
 
 

@@ -118,7 +118,7 @@ class SelectEvalParams(Params):
 READS = {"genselect": ("genselect", "verdicts"), "pool": ("problems", "candidates", "verdicts")}
 STAGE = Stage("selector_eval", VERSION, params=SelectEvalParams, schema=SELECTOR_EVAL,
               open=lambda p: contextlib.closing(Selector(p.teacher, p.runs, p.skip_unanimous, p.engine)),
-              table=_prompts, shard_rows=256, reports=True,
+              table=_prompts, shard_rows=256, reports=True, summary=selector.spent,
               rows=selector.rows(lambda p: (p.teacher, p.runs, p.skip_unanimous)))
 
 

@@ -5,6 +5,8 @@ setting or ``--fresh`` asks everything, and a build that reuses rows writes what
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from llm_server import ScriptedServer, answer
 
 from bonforge.config import Recipe
@@ -78,6 +80,34 @@ def test_more_runs_ask_only_the_new_runs_and_change_nothing(tmp_path):
         assert server.count == PROMPTS * 8
         assert store.read("selector_eval", more["key"]).equals(scratch.read("selector_eval", fresh["key"]))
         assert store.read("selector_eval", same["key"]).equals(scratch.read("selector_eval", fresh["key"]))
+
+
+def test_the_selector_stages_record_what_their_calls_cost(tmp_path):
+    """Every row its call's cost at the selector's prices; the manifest what the rows cost and what this build
+    paid: more runs pay for the new runs only, the reused rows keep their cost."""
+    store, prices = StageStore(tmp_path), {"input": 1.0, "output": 2.0}
+    with ScriptedServer(judge) as server:
+        first = evaluate(store, "g1", selector(server.url, prices=prices), runs=1)
+        rows = store.read("selector_eval", first["key"])
+        bodies = {(b["messages"][0]["content"], b["seed"]) for b in server.bodies}
+        assert len(bodies) == PROMPTS and rows.column("cost_usd").null_count == 0
+        call = rows.column("cost_usd")[0].as_py()
+        assert call == pytest.approx((rows.column("prompt_tokens")[0].as_py() + 2 * 7) / 1e6)  # 7 answer tokens
+        cost = store.manifest("selector_eval", first["key"]).extra["cost"]
+        assert cost["rows_usd"] == pytest.approx(sum(rows.column("cost_usd").to_pylist()))
+        assert cost["spent_usd"] == pytest.approx(cost["rows_usd"]) and cost["unpriced_rows"] == 0
+        more = evaluate(store, "g1", selector(server.url, prices=prices), runs=2)
+        again = store.manifest("selector_eval", more["key"]).extra["cost"]
+        new = store.read("selector_eval", more["key"]).filter(pc.field("run") == 1)
+        assert again["rows_usd"] == pytest.approx(2 * cost["rows_usd"])  # each run's prompts cost the same
+        assert again["spent_usd"] == pytest.approx(sum(new.column("cost_usd").to_pylist()))  # the new run only
+
+        engine = {"engine": "openai", "base_url": server.url, "api_key_env": None}
+        recipe = Recipe.model_validate({**RECIPE.model_dump(exclude_none=True), "fusion": {
+            "teachers": {"t": 3}, "export": {"name": "f"}, "fusor": {"name": "fusor", "model": "f", **engine},
+            "selector": {"name": "selector", "model": "judge", "max_tokens": 32, "prices": prices, **engine}}})
+        picked = run_node(store, fusion_select(store, recipe, 2))
+        assert store.manifest("fusion_select", picked["key"]).extra["cost"]["priced_rows"] == 2
 
 
 def test_a_changed_setting_or_fresh_asks_every_run_again(tmp_path):

@@ -207,15 +207,15 @@ def test_progress_counts_the_samples_as_they_finish():
 
 
 def test_a_server_that_takes_8_then_16_at_once_serves_every_sample_once():
-    """max_concurrency 64 against a server that refuses (429, Retry-After: 1) past 8 in flight, then past 16:
-    every sample comes back, none is asked again after its answer, and the window found both limits."""
-    with LimitedServer(8, delay_s=0.05, at_answers={128: 16}) as server:
+    """max_concurrency 64 against a server that refuses (429, Retry-After: 0, so a refused request waits 0.5 to
+    0.75 s) past 8 in flight, then past 16: every sample comes back, none is asked again after its answer, and the
+    window found both limits (it ends at the second: the first refusal took it to about 8)."""
+    with LimitedServer(8, delay_s=0.1, retry_after="0", at_answers={128: 16}) as server:
         engine = OpenAIEngine(teacher(server.url, max_concurrency=64, max_retries=6))
-        out = engine.generate([chat(i, n=8) for i in range(32)])
-    assert sum(len(cs) for cs in out) == 256 == server.answered  # each answer asked for once, none lost
-    assert server.count == 256 + server.refused and server.refused < 64
-    sizes = [size for _, size in engine.window.history]
-    assert max(sizes) >= 16 and engine.window.refused == server.refused
+        out = engine.generate([chat(i, n=8) for i in range(64)])
+    assert sum(len(cs) for cs in out) == 512 == server.answered  # each answer asked for once, none lost
+    assert server.count == 512 + server.refused and server.refused < 64
+    assert engine.window.allowed >= 15 and engine.window.refused == server.refused
 
 
 def test_a_sample_refused_past_its_retries_fails_alone():

@@ -4,6 +4,7 @@ import pytest
 from bonforge.config import GenSelectConfig
 from bonforge.errors import ConfigError
 from bonforge.llm.base import Completion
+from bonforge.llm.prices import Prices
 from bonforge.schema import SELECTOR_EVAL
 from bonforge.judging.judgment import parse_judgment
 from bonforge.selection.prompts import answer_groups
@@ -120,6 +121,19 @@ def test_a_prompt_the_engine_skipped_counts_as_unparsed():
                   engine=Scripted({("a#0", 0): "Judgment: 1", ("c#0", 0): "Judgment: 0"}, drop={"b#0"}))(prompts())
     b = [r for r in table.to_pylist() if r["prompt_id"] == "b#0"][0]
     assert not b["parsed"] and not b["skipped"] and b["response"] is None and b["seed"] is None
+
+
+def test_each_row_records_what_its_call_cost_at_the_selector_prices():
+    """10 prompt and 3 completion tokens an answer at $2 / $10 per million: $0.00005 a call; a prompt not sent
+    (unanimous) or not answered costs nothing; without prices every cost is unknown (null)."""
+    script = {("a#0", 0): "Judgment: 1", ("c#0", 0): "Judgment: 0"}
+    priced = selector_from_spec("openai:m@http://x/v1").model_copy(update={"prices": Prices(input=2.0, output=10.0)})
+    sel = Selector(priced, runs=1, skip_unanimous=True, engine=Scripted(script, drop={"b#0"}))
+    cost = {r["prompt_id"]: r["cost_usd"] for r in sel(prompts()).to_pylist()}
+    assert cost == {"a#0": pytest.approx(5e-5), "b#0": 0.0, "c#0": 0.0} and sel.spent_usd == pytest.approx(5e-5)
+    unpriced = Selector(selector_from_spec("openai:m@http://x/v1"), runs=1, skip_unanimous=True,
+                        engine=Scripted(script, drop={"b#0"}))
+    assert unpriced(prompts()).column("cost_usd").null_count == 3 and unpriced.spent_usd == 0.0
 
 
 def test_pool_prompts_take_reliable_candidates_up_to_the_limit():
