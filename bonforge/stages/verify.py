@@ -218,10 +218,14 @@ def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str], know
                       shard_rows=_shard_rows(stage, recipe, teacher))
 
 
+MIN_SHARD_ROWS = 64  # a shard's fixed costs (its task, its file; a second shard starts Ray): not for fewer
+
+
 def _shard_rows(stage: Stage, recipe: Recipe, teacher: str) -> int:
     """The stage's shard rows, or fewer: a shard holds at most one sampling shard's candidates (``shard_problems``
-    x ``n`` of a sampled teacher), so that in a streaming build each sampling shard is verified once written, not
-    once the next ones make up a shard (the last ones' wait after the sampling would be the build's tail)."""
+    x ``n`` of a sampled teacher; ``MIN_SHARD_ROWS`` at least), so that in a streaming build each sampling shard is
+    verified once written, not once the next ones make up a shard (the last ones' wait after the sampling would
+    be the build's tail)."""
     t = next((t for t in recipe.teachers if t.name == teacher), None)
     problems = getattr(t, "shard_problems", None)
-    return min(stage.shard_rows, problems * t.n) if problems else stage.shard_rows
+    return min(stage.shard_rows, max(MIN_SHARD_ROWS, problems * t.n)) if problems else stage.shard_rows

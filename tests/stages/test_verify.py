@@ -87,8 +87,9 @@ def test_code_progress_counts_each_program_as_it_is_judged():
 
 def test_a_verification_shard_holds_at_most_one_sampling_shard(tmp_path):
     """A streaming build verifies a sampling shard as soon as it is written: a verification shard never waits for
-    the next sampling shards to fill it. Control: a teacher with larger sampling shards keeps the stage's 256,
-    and so do candidates that no sampled teacher made (a pool); the key is the same whatever the shard size."""
+    the next sampling shards to fill it (nor holds fewer than ``MIN_SHARD_ROWS``). Control: a teacher with larger
+    sampling shards keeps the stage's 256, and so do candidates that no sampled teacher made (a pool); the key is
+    the same whatever the shard size."""
     from bonforge.config import load_recipe
     from bonforge.stage import Pending, Ref
 
@@ -100,6 +101,8 @@ teachers:
   - {name: small, engine: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: null, model: m, n: 8,
      shard_problems: 8}
   - {name: large, engine: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: null, model: m, n: 8}
+  - {name: tiny, engine: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: null, model: m, n: 4,
+     shard_problems: 2}
 export: {name: toy-genselect}
 """)
     recipe = load_recipe(tmp_path / "recipe.yaml")
@@ -110,4 +113,5 @@ export: {name: toy-genselect}
         return node.stage.shard_rows, node.key
 
     assert rows("small")[0] == 64 and rows("large")[0] == 256 and rows("pool")[0] == 256
+    assert rows("tiny")[0] == verify.MIN_SHARD_ROWS  # not shards of 8: a small build stays one shard (no Ray)
     assert len({key for _, key in map(rows, ("small", "large", "pool"))}) == 1
