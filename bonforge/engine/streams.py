@@ -77,6 +77,7 @@ class _Reader:
     _batches: Iterator[pa.Table]
     _buf: pa.Table | None = None
     exhausted = False
+    whole = False  # each batch ends a problem: rows at most ``hi`` never follow a batch that ends at ``hi``
 
     def _fill(self) -> bool:
         if self._buf is None and not self.exhausted:
@@ -98,6 +99,8 @@ class _Reader:
                 break
             parts.append(buf)
             self._buf = None
+            if self.whole and hi is not None and buf.column("problem_id")[-1].as_py() == hi:
+                break  # not read on (a growing output's next shard may not be written yet)
         return parts
 
 
@@ -132,6 +135,8 @@ class Growing(_Reader):
     written, in shard order: a shard is whole problems, and the shards of a stage follow one another in
     problem_id order (``plan_shards``, ``cut``); each is sorted by problem_id when read. Waits for the first
     shard (its schema)."""
+
+    whole = True  # a shard is whole problems
 
     def __init__(self, store: StageStore, ref: Pending, columns: list[str]):
         self.store, self.ref, self.columns = store, ref, columns
