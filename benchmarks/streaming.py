@@ -15,7 +15,8 @@ shards' spans, from the verdicts' manifests); both times over the busier resourc
 generator's idle share between its first request and its last answer; when each stage computed (its first shard's
 start to its last's end, from the build's start); whether both builds published the same dataset bytes.
 
-    python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 8]
+    python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 8] [--shards]
+                                   [--builds barrier streaming]
 
 A smoke run (minutes on a loaded machine, no figure meant): ``--problems 4 --shard-problems 2``.
 """
