@@ -15,7 +15,8 @@ shards' spans, from the verdicts' manifests); both times over the busier resourc
 generator's idle share between its first request and its last answer; when each stage computed (its first shard's
 start to its last's end, from the build's start); whether both builds published the same dataset bytes.
 
-    python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 8]
+    python benchmarks/streaming.py [--latency 0.5] [--rate 40] [--problems 164] [--shard-problems 8] [--shards]
+                                   [--builds barrier streaming]
 
 A smoke run (minutes on a loaded machine, no figure meant): ``--problems 4 --shard-problems 2``.
 """
@@ -45,7 +46,7 @@ class SimulatedGPU:
     """OpenAI's chat completions over HTTP/1.1 (keep-alive), answered from ``samples`` (model -> problem ->
     texts; the prompt names the problem, ``prompts``: prompt -> problem id; the seed less the problem's seed the
     sample) after ``latency`` seconds, at most ``rate`` requests started a second. ``spans``: each request's
-    (arrival, answer) on the monotonic clock."""
+    (arrival, answer, model) on the monotonic clock."""
 
     def __init__(self, seeds: dict, latency: float, rate: float):
         self.samples: dict = {}
@@ -96,7 +97,7 @@ class SimulatedGPU:
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: " + str(len(raw)).encode() + b"\r\n\r\n" + raw)
                 await writer.drain()
-                self.spans.append((arrival, time.monotonic()))
+                self.spans.append((arrival, time.monotonic(), body["model"]))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -106,7 +107,7 @@ class SimulatedGPU:
 def union(spans: list[tuple[float, float]]) -> float:
     """The length of the union of ``spans``."""
     total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
+    for a, b, *_ in sorted(spans):
         if b > end:
             total += b - max(a, end)
             end = b
@@ -152,6 +153,21 @@ export: {{name: humaneval-streaming, allow_empty: true}}  # a smoke run's few pr
     return recipe
 
 
+def traced() -> list:
+    """Each shard computed by this process's build, as it finishes: (node, shard, rows, began, ended)."""
+    import bonforge.engine.shards as shards
+
+    out, computed = [], shards._computed
+
+    def tracing(store, node, *args):
+        for i, rows, began, ended, *rest in computed(store, node, *args):
+            out.append((node.label, i, rows, began, ended))
+            yield (i, rows, began, ended, *rest)
+
+    shards._computed = tracing
+    return out
+
+
 def child(mode: str, recipe: str, store: str) -> None:
     """One build (``engine.streaming`` = ``mode``); prints its figures as JSON."""
     from bonforge.config import load_recipe
@@ -159,6 +175,7 @@ def child(mode: str, recipe: str, store: str) -> None:
     from bonforge.storage.store import StageStore
 
     r = load_recipe(recipe, [f"engine.streaming={mode}"])
+    computed = traced()
     t0 = time.monotonic()
     record = build(r, store, str(Path(recipe).parent)).json()
     s = StageStore(store)
@@ -169,9 +186,10 @@ def child(mode: str, recipe: str, store: str) -> None:
     begin = time.time() - (time.monotonic() - t0)  # the build's start on the epoch clock of the spans
     timeline = {stage: [round(min(a for a, _ in v) - begin, 1), round(max(b for _, b in v) - begin, 1)]
                 for stage, v in spans.items() if v}
+    shards = [[label, i, rows, round(a - begin, 1), round(b - begin, 1)] for label, i, rows, a, b in computed]
     print(json.dumps({"wall": time.monotonic() - t0, "sandbox_busy": union(spans["verdicts"]),
                       "stages": max(b for _, b in every) - min(a for a, _ in every), "timeline": timeline,
-                      "content": dataset["content_sha256"]}))
+                      "content": dataset["content_sha256"], "shards": shards, "t0": t0}))
 
 
 def main() -> None:
@@ -180,6 +198,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=40.0, help="most requests started a second")
     ap.add_argument("--problems", type=int, default=164)
     ap.add_argument("--shard-problems", type=int, default=8, help="problems per sampling shard (both builds)")
+    ap.add_argument("--builds", nargs="+", choices=("barrier", "streaming"), default=["barrier", "streaming"],
+                    help="the builds to run (both: their dataset bytes compared)")
+    ap.add_argument("--shards", action="store_true", help="also print each shard's rows and span")
     ap.add_argument("--child", nargs=3, metavar=("MODE", "RECIPE", "STORE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -193,7 +214,7 @@ def main() -> None:
         print(f"{'build':<10} {'wall s':>7} {'stages s':>9} {'generator s':>12} {'sandbox s':>10} "
               f"{'wall/busier':>12} {'stages/busier':>14} {'wall/sum':>9} {'gen. idle':>10}")
         contents = {}
-        for mode in ("false", "true"):
+        for mode in [m for m, name in (("false", "barrier"), ("true", "streaming")) if name in args.builds]:
             gpu.spans.clear()
             out = subprocess.run([sys.executable, __file__, "--child", mode, str(recipe), str(folder / mode)],
                                  capture_output=True, text=True, env={**os.environ, "BONFORGE_QUIET": "1"})
@@ -202,7 +223,7 @@ def main() -> None:
             res = json.loads(out.stdout.strip().splitlines()[-1])
             spans = list(gpu.spans)
             generator = union(spans)
-            window = max(b for _, b in spans) - min(a for a, _ in spans)
+            window = max(b for _, b, _ in spans) - min(a for a, _, _ in spans)
             busier, total = max(generator, res["sandbox_busy"]), generator + res["sandbox_busy"]
             name = "streaming" if mode == "true" else "barrier"
             contents[name] = res["content"]
@@ -211,6 +232,15 @@ def main() -> None:
                   f"{res['wall'] / total:>8.2f}x {1 - generator / window:>9.0%}")
             print(" " * 11 + "from the build's start (s): " + ", ".join(
                 f"{stage} {a:g}-{b:g}" for stage, (a, b) in res["timeline"].items()))
+            if args.shards:
+                for model in sorted({m for *_, m in spans}):
+                    mine = [(a - res["t0"], b - res["t0"]) for a, b, m in spans if m == model]
+                    print(" " * 11 + f"{model}: {len(mine)} requests, {min(a for a, _ in mine):.1f}-"
+                          f"{max(b for _, b in mine):.1f} s, busy {union(mine):.1f} s")
+                for label, i, rows, a, b in sorted(res["shards"], key=lambda s: s[3]):
+                    print(" " * 11 + f"{label:<16} shard {i:>3} {rows:>5} rows {a:>6.1f}-{b:>6.1f} s")
+        if len(contents) < 2:
+            return
         same = contents["streaming"] == contents["barrier"]
         print(f"same dataset bytes: {'yes' if same else 'NO'} ({contents['streaming'][:16]})")
         if not same:

@@ -77,6 +77,7 @@ class _Reader:
     _batches: Iterator[pa.Table]
     _buf: pa.Table | None = None
     exhausted = False
+    whole = False  # each batch ends a problem: rows at most ``hi`` never follow a batch that ends at ``hi``
 
     def _fill(self) -> bool:
         if self._buf is None and not self.exhausted:
@@ -98,6 +99,8 @@ class _Reader:
                 break
             parts.append(buf)
             self._buf = None
+            if self.whole and hi is not None and buf.column("problem_id")[-1].as_py() == hi:
+                break  # not read on (a growing output's next shard may not be written yet)
         return parts
 
 
@@ -132,6 +135,8 @@ class Growing(_Reader):
     written, in shard order: a shard is whole problems, and the shards of a stage follow one another in
     problem_id order (``plan_shards``, ``cut``); each is sorted by problem_id when read. Waits for the first
     shard (its schema)."""
+
+    whole = True  # a shard is whole problems
 
     def __init__(self, store: StageStore, ref: Pending, columns: list[str]):
         self.store, self.ref, self.columns = store, ref, columns
@@ -233,7 +238,9 @@ def _row_bytes(t: pa.Table) -> np.ndarray:
 def cut(chunks: Iterable[pa.Table], shard_rows: int | None, shard_bytes: int | None) -> Iterator[pa.Table]:
     """Shards of whole problems from ``chunks`` (tables of whole problems, each after the last in problem
     order): a shard closes at the first problem that starts once it holds ``shard_rows`` rows or
-    ``shard_bytes`` bytes of strings. Without either limit, one shard. An empty input is one empty shard."""
+    ``shard_bytes`` bytes of strings. Without either limit, one shard. An empty input is one empty shard.
+    A chunk ends a problem, so a shard full at a chunk's end closes there, before the next chunk is asked for
+    (a streaming build's next upstream shard: its verification need not wait for the next sampling shard)."""
     carry: pa.Table | None = None
     yielded = False
     for chunk in chunks:
@@ -249,7 +256,7 @@ def cut(chunks: Iterable[pa.Table], shard_rows: int | None, shard_bytes: int | N
             zero_copy_only=False)) + 1 if len(pid) > 1 else np.zeros(0, dtype=np.int64)
         size = np.r_[0, np.cumsum(_row_bytes(t))] if shard_bytes else None
         begin = 0
-        for s in starts.tolist():
+        for s in [*starts.tolist(), t.num_rows]:  # the chunk's end starts the next problem (if any comes)
             if (shard_rows and s - begin >= shard_rows) or (shard_bytes and size[s] - size[begin] >= shard_bytes):
                 yield t.slice(begin, s - begin)
                 yielded = True

@@ -9,14 +9,16 @@ them (``bonforge.flows.rounds``): ``Prefetched`` gives each round's sampling sta
 ``verify.Judged`` each verdicts stage the verdicts already judged, so the stages, their keys, tables and bytes
 are those of the rounds, and neither an engine nor the judge is asked twice.
 
-At most ``OPEN`` problems are open at once (problems start in their order as others close). What is drawn and
-judged is held in memory until the rounds' stages write it (and the verdicts travel with each verification task):
-a build killed meanwhile draws it again."""
+At most ``OPEN`` problems are open at once (problems start in their order as others close). What is drawn is
+written as it comes, a sampling shard's rows at a time (``Journal``), so a build killed meanwhile asks again only
+for what was in flight; what is judged is held in memory until the rounds' verdicts stages write it (and travels
+with each verification task): a build killed meanwhile judges it again."""
 
 from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -68,14 +70,90 @@ class Drawn:
     failed: Unfinished | None = None  # the first sample that failed alone: drawing stopped there
 
 
-class Tagged:
-    """What a teacher's stream puts goes to the shared queue with the teacher's position."""
+class Journal:
+    """The samples the streams drew, written as they come beside the first round's table (``plan``: its ref), in
+    files ``drawn-<teacher>-<n>.parquet`` of a sampling shard's rows (``shard_problems`` x ``n``) each, with
+    their piece of the row index as a stage's shard has (``bonforge.engine.reuse``): a rerun after a kill finds
+    them (``stored``) and asks the engines for what was in flight only. Removed (``forget``) once every teacher's
+    final candidates are committed, which hold them then."""
 
-    def __init__(self, out: queue.Queue, k: int):
-        self.out, self.k = out, k
+    NAME = re.compile(r"^drawn-.+-(\d+)\.parquet$")
+
+    def __init__(self, store: StageStore, plan: Ref, teachers: list):
+        self.store, self.key, self.folder = store, plan.key, store.stage_dir("rounds", plan.key)
+        self.teachers = {t.name: t for t in teachers}
+        self.held: dict[str, list[Completion]] = {t.name: [] for t in teachers}
+        self.lock = threading.Lock()  # the streams' threads add
+        self.count = 1 + max((int(m.group(1)) for m in map(self.NAME.match, store.loc.names(self.folder)) if m),
+                             default=-1)
+
+    def files(self) -> list:
+        return [self._path(name) for name in sorted(self.store.loc.names(self.folder)) if self.NAME.match(name)]
+
+    def _path(self, name: str):
+        return self.store.loc.path("stages", "rounds", self.key, name)
+
+    def add(self, teacher, comps: list[Completion], problems: pa.Table) -> None:
+        """Samples of ``teacher`` drawn (``index``: the sample index); written once a shard's rows wait."""
+        with self.lock:
+            held = self.held[teacher.name]
+            held += comps
+            if len(held) >= teacher.shard_problems * teacher.n:
+                self._write(teacher, held, problems)
+                self.held[teacher.name] = []
+
+    def write(self, problems: pa.Table) -> None:
+        """Every sample waiting, one file per teacher (``problems``: what their prompts and identities read)."""
+        with self.lock:
+            for name, held in self.held.items():
+                if held:
+                    self._write(self.teachers[name], held, problems)
+                    self.held[name] = []
+
+    def _write(self, teacher, comps: list[Completion], problems: pa.Table) -> None:
+        by_problem: dict[str, list[Completion]] = {}
+        for c in comps:
+            by_problem.setdefault(c.request_id, []).append(c)
+        rows = sample.candidates(teacher, [(pid, 0, sorted(cs, key=lambda c: c.index))
+                                           for pid, cs in sorted(by_problem.items())])
+        draws = {pid: 1 + max(c.index for c in cs) for pid, cs in by_problem.items()}
+        shard = problems.filter(pc.is_in(problems.column("problem_id"), value_set=pa.array(sorted(draws))))
+        shard = shard.append_column("draws", pa.array([draws[p] for p in shard.column("problem_id").to_pylist()]))
+        ids = sample.ROWS.ids(shard, {}, sample.SampleParams(teacher))
+        ids = ids.take(pc.index_in(rows.column("candidate_id"), value_set=ids.column("candidate_id")))
+        notes = reuse.notes(reuse.Part(ids), rows, sample.ROWS)
+        self.store.loc.write_parquet(rows, self._path(f"drawn-{teacher.name}-{self.count:05d}.parquet"), notes)
+        self.count += 1
+
+    def forget(self) -> None:
+        for path in self.files():
+            self.store.loc.remove(path)
+
+
+class Tagged:
+    """What a teacher's stream puts goes to the shared queue with the teacher's position; its samples (each with
+    its sample index) go to the ``journal`` first, as they come."""
+
+    def __init__(self, out: queue.Queue, k: int, teacher, journal: Journal | None, problems: pa.Table):
+        self.out, self.k, self.teacher, self.journal, self.problems = out, k, teacher, journal, problems
 
     def put(self, item) -> None:
+        if not isinstance(item, BaseException):  # (request, its completions or the Unfinished of its samples)
+            request, comps = item
+            failed = comps if isinstance(comps, Unfinished) else None
+            item = (request, _indexed(self.teacher, request, failed.results[0] if failed else comps), failed)
+            try:
+                if self.journal is not None:
+                    self.journal.add(self.teacher, item[1], self.problems)
+            except Exception as e:  # noqa: BLE001 (a full disk: the reader raises it, as a stream's failure)
+                item = e
         self.out.put((self.k, item))
+
+
+def _indexed(teacher, request: Request, comps: list[Completion]) -> list[Completion]:
+    """The completions of ``request``, each ``index`` the sample's own (from the request's seed)."""
+    start = request.seed - problem_seed(teacher.seed, request.id)
+    return [replace(c, index=start + c.index) for c in comps]
 
 
 class Drawing:
@@ -87,6 +165,16 @@ class Drawing:
         self.recipe, self.store, self.problems, self.lent, self.domains = recipe, store, problems, lent, domains
         self.judged = verify.Judged()  # lent to the rounds' verdicts stages
         self.lock, self.got = threading.Lock(), None
+        self.journal: Journal | None = None  # set once the first round's table is committed (``begins``)
+
+    def begins(self, plan: Ref) -> None:
+        """The first round's table is ``plan``: the journal of what is drawn goes beside it."""
+        self.journal = Journal(self.store, plan, list(self.recipe.teachers))
+
+    def forget(self) -> None:
+        """Every teacher's final candidates are committed: the journal's samples are there."""
+        if self.journal is not None:
+            self.journal.forget()
 
     def get(self) -> Drawn:
         with self.lock:
@@ -96,7 +184,7 @@ class Drawing:
                 engines = {t.name: self.lent[t.name] or llm.make_engine(t) for t in self.recipe.teachers}
                 table = self.store.read("problems", self.problems.key, verify.JUDGED["problems"])
                 try:
-                    self.got = draw(self.recipe, self.store, table, engines, self.domains, self.judged)
+                    self.got = draw(self.recipe, self.store, table, engines, self.domains, self.judged, self.journal)
                 finally:
                     for engine in engines.values():
                         engine.close()  # a lent engine stays loaded where it is held
@@ -104,20 +192,21 @@ class Drawing:
 
 
 def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, domains: set,
-         judged: verify.Judged | None = None) -> Drawn:
+         judged: verify.Judged | None = None, journal: Journal | None = None) -> Drawn:
     """Every sample early stopping draws from ``problems`` (``problem_id``, ``domain``, ``question`` and what
     the judge reads), the teachers' ``engines`` by name (a teacher's stream opens at its first request). The
-    samples and verdicts ``store`` holds already are taken from there (``bonforge.engine.reuse``), as the rounds'
-    stages take them: the engines and the judge are asked only for the others; those it judges go to
-    ``judged``."""
+    samples and verdicts ``store`` holds already (and the samples of ``journal``) are taken from there
+    (``bonforge.engine.reuse``), as the rounds' stages take them: the engines and the judge are asked only for
+    the others; those it judges go to ``judged``, those drawn to ``journal``."""
     teachers, cfg = list(recipe.teachers), recipe.filter
     order = rounds.interleaved(tuple(t.n for t in teachers))
     ids = problems.column("problem_id").to_pylist()
     prompts = [dict(sample.prompts(problems, t, {})) for t in teachers]
     judge = Judge(recipe, store, problems, domains, teachers)
     out: queue.Queue = queue.Queue()
-    got = Drawn({t.name: stored(store, t, problems) for t in teachers}, {t.name: set() for t in teachers},
-                judged or verify.Judged())
+    drawn_before = journal.files() if journal is not None else []
+    got = Drawn({t.name: stored(store, t, problems, drawn_before) for t in teachers},
+                {t.name: set() for t in teachers}, judged or verify.Judged())
     open_: dict[str, Problem] = {}
     streams: dict[int, object] = {}
     ready: list[str] = []
@@ -133,13 +222,16 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
         for k, d, n in asked:
             t, held = teachers[k], got.samples[teachers[k].name]
             p.fresh += [(k, i, 1) for i in range(d, n) if (pid, i) in held]
-            for start, count in consecutive([i for i in range(d, n) if (pid, i) not in held]):
-                if k not in streams:
-                    streams[k] = open_stream(engines[t.name], Tagged(out, k))
-                streams[k].put([Request(id=pid, messages=({"role": "user", "content": prompts[k][pid]},), n=count,
-                                        temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
-                                        seed=problem_seed(t.seed, pid) + start, stop=tuple(t.stop))])
-                p.flying += 1
+            missing = [i for i in range(d, n) if (pid, i) not in held]
+            if not missing:
+                continue
+            if k not in streams:
+                streams[k] = open_stream(engines[t.name], Tagged(out, k, t, journal, problems))
+            # a request per sample (its seed the sample's, as every engine draws it): each is written as it comes
+            streams[k].put([Request(id=pid, messages=({"role": "user", "content": prompts[k][pid]},), n=1,
+                                    temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
+                                    seed=problem_seed(t.seed, pid) + i, stop=tuple(t.stop)) for i in missing])
+            p.flying += len(missing)
         if not p.flying:
             ready.append(pid)
 
@@ -169,6 +261,8 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     finally:
         for stream in streams.values():
             stream.close()
+    if journal is not None:
+        journal.write(problems)
     got.engine_s = last - started
     samples = sum(map(len, got.samples.values()))
     log.info("early stopping without rounds: %d samples held, %d completion tokens drawn in %.1fs (%.0f tokens/s)",
@@ -177,23 +271,22 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
 
 
 def _answered(k: int, item, teacher, open_: dict, got: Drawn, ready: list) -> float:
-    """Takes one answer of teacher ``k``'s stream (or raises the stream's failure); when it is the last its
-    problem waited for, the problem is ready to be judged. A request some of whose samples failed alone gives
-    the others (``got.failed``: the first such failure)."""
+    """Takes one answer of teacher ``k``'s stream (its completions indexed by ``_indexed``; or raises the stream's
+    failure); when it is the last its problem waited for, the problem is ready to be judged. A request whose
+    sample failed alone (``failed``) stops the drawing (``got.failed``: the first such failure); it is no skip."""
     if isinstance(item, BaseException):
         raise item
-    request, comps = item
-    if isinstance(comps, Unfinished):
-        got.failed, comps = got.failed or comps, comps.results[0]
+    request, comps, failed = item
+    got.failed = got.failed or failed
     p = open_[request.id]
     p.flying -= 1
     start = request.seed - problem_seed(teacher.seed, request.id)
     for c in comps:
-        got.samples[teacher.name][(request.id, start + c.index)] = replace(c, index=start + c.index)
+        got.samples[teacher.name][(request.id, c.index)] = c
         got.tokens += c.completion_tokens
     if comps:
         p.fresh.append((k, start, len(comps)))
-    else:  # the engine skipped the prompt: this teacher holds what it has (as in the rounds)
+    elif failed is None:  # the engine skipped the prompt: this teacher holds what it has (as in the rounds)
         got.skipped[teacher.name].add(request.id)
         p.caps[k] = len(p.labels[k])
     if p.flying == 0:
@@ -201,10 +294,11 @@ def _answered(k: int, item, teacher, open_: dict, got: Drawn, ready: list) -> fl
     return time.perf_counter()
 
 
-def stored(store: StageStore, teacher, problems: pa.Table) -> dict[tuple[str, int], Completion]:
-    """The samples of ``teacher`` that some committed candidates output holds, by (problem, index)."""
+def stored(store: StageStore, teacher, problems: pa.Table, drawn: list = ()) -> dict[tuple[str, int], Completion]:
+    """The samples of ``teacher`` that some committed candidates output, or the files ``drawn`` (a ``Journal``'s),
+    hold, by (problem, index)."""
     ids = sample.ROWS.ids(problems, {}, sample.SampleParams(teacher))
-    found, content = reuse.find(store, "candidates", sample.ROWS, ids.column("row_id"))
+    found, content = reuse.find(store, "candidates", sample.ROWS, ids.column("row_id"), list(drawn))
     held = ids.filter(pa.array(found))
     cols = {c: held.column(c).to_pylist() for c in ("problem_id", "sample_index", "seed")}
     cols.update({c: content.column(c).to_pylist() for c in ("text", "reasoning", "finish_reason", "prompt_tokens",

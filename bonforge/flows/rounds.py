@@ -34,12 +34,14 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
     and closed when the rounds end or fail (``bonforge.llm.held``: when they are held)."""
     tools = recipe.verify.code  # where a teacher's tool calls run
     with HeldEngines(list(recipe.teachers)) as held:
-        engines, judged = {t.name: held.engine(t) for t in recipe.teachers}, None
+        engines, judged, drawing = {t.name: held.engine(t) for t in recipe.teachers}, None, None
         if recipe.engine.streaming:
             drawing = early.Drawing(recipe, run.store, problems, engines, domains)
             engines = {t.name: early.Prefetched(t, drawing, engines[t.name]) for t in recipe.teachers}
             judged = drawing.judged
         plan = run.wait(run(rounds.node(recipe.teachers, recipe.filter, problems)))
+        if drawing is not None:
+            drawing.begins(plan)
         while plan.manifest.extra["sampling"]:
             r = plan.manifest.extra["round"]
             drawn = [run(_in_round(sample.round_node(problems, plan, t, engine=engines[t.name], sandbox=tools), r))
@@ -49,6 +51,8 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
         candidates = [run(sample.round_node(problems, plan, t, final=True, engine=engines[t.name], sandbox=tools))
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
+        if drawing is not None:
+            drawing.forget()
     verdicts = [run(verify.node(recipe, problems, c, domains, judged)) for c in candidates]
     return candidates, verdicts, plan
 

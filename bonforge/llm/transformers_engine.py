@@ -107,15 +107,17 @@ class TransformersEngine:
         def params(job: tuple) -> tuple:
             return job[0].temperature, job[0].top_p, job[0].max_tokens
 
-        done: dict[tuple[str, int], Completion] = {}
+        # by the request itself, not its id: several requests of one problem (other sample indices) may come at once
+        done: dict[tuple[int, int], Completion] = {}
         for key, group in groupby(sorted(jobs, key=params), key=params):
             group = list(group)
             for start in range(0, len(group), self.teacher.batch_size):
-                for c in self._batch(group[start: start + self.teacher.batch_size], *key):
-                    done[(c.request_id, c.index)] = c
+                batch = group[start: start + self.teacher.batch_size]
+                for (r, i, _), c in zip(batch, self._batch(batch, *key)):
+                    done[(id(r), i)] = c
                 if progress is not None:
                     progress(len(done))
-        return [[done[(r.id, i)] for i in range(r.n)] if ok else [] for r, ok in zip(requests, keep)]
+        return [[done[(id(r), i)] for i in range(r.n)] if ok else [] for r, ok in zip(requests, keep)]
 
     def _batch(self, jobs: list[tuple[Request, int, str]], temperature: float, top_p: float,
                max_tokens: int) -> list[Completion]:

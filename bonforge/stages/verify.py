@@ -1,6 +1,7 @@
 """Stage ``verdicts``: one per candidates stage, by math-verify (``verify_math``) or in the code sandbox
 (``verify_code``), chosen by the problems' domain. The candidates are read in problem_id order a bounded
-batch at a time (streamed); shards of 256 candidates run as Ray tasks; readers get files of 100,000 verdicts.
+batch at a time (streamed); shards of 256 candidates (at most a sampling shard's: ``node``) run as Ray tasks;
+readers get files of 100,000 verdicts.
 
 A verdict's content identity (``bonforge.identity``) is the verification settings, the judge's fingerprint
 (``bonforge.judging.fingerprint``: its sources, the verifier libraries' versions, for code the backend), the
@@ -213,4 +214,18 @@ def node(recipe: Recipe, problems: Ref, candidates: Ref, domains: set[str], know
     stage, cfg = (CODE, recipe.verify.code) if domains == {"code"} else (MATH, recipe.verify.math)
     teacher = candidates.extra.get("teacher", "")
     return stage.bind(VerifyParams(cfg, known), {"problems": problems, "candidates": candidates},
-                      label=f"verdicts[{teacher}]", note={"teacher": teacher})
+                      label=f"verdicts[{teacher}]", note={"teacher": teacher},
+                      shard_rows=_shard_rows(stage, recipe, teacher))
+
+
+MIN_SHARD_ROWS = 64  # a shard's fixed costs (its task, its file; a second shard starts Ray): not for fewer
+
+
+def _shard_rows(stage: Stage, recipe: Recipe, teacher: str) -> int:
+    """The stage's shard rows, or fewer: a shard holds at most one sampling shard's candidates (``shard_problems``
+    x ``n`` of a sampled teacher; ``MIN_SHARD_ROWS`` at least), so that in a streaming build each sampling shard is
+    verified once written, not once the next ones make up a shard (the last ones' wait after the sampling would
+    be the build's tail)."""
+    t = next((t for t in recipe.teachers if t.name == teacher), None)
+    problems = getattr(t, "shard_problems", None)
+    return min(stage.shard_rows, max(MIN_SHARD_ROWS, problems * t.n)) if problems else stage.shard_rows

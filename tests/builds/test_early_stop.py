@@ -46,12 +46,12 @@ def script(n: int, body: dict):
     return 200, {}, reply
 
 
-def write(folder: Path, url: str, n: int = 4, early: bool = True, window: int = 32) -> Path:
+def write(folder: Path, url: str, n: int = 4, early: bool = True, window: int = 32, shard: int = 5) -> Path:
     rows = [{"id": f"q{i:03d}", "question": f"What is {i} + {2 * i}?", "answer": str(3 * i)}
             for i in range(1, PROBLEMS + 1)]
     (folder / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = folder / "recipe.yaml"
-    teacher = (f'engine: openai, base_url: "{url}", api_key_env: null, max_tokens: 32, shard_problems: 5, '
+    teacher = (f'engine: openai, base_url: "{url}", api_key_env: null, max_tokens: 32, shard_problems: {shard}, '
                f'max_concurrency: {window}, start_concurrency: {min(window, 8)}')  # no slow start: a slow answer
     # at a window of 1 would hold every other request back (the streaming tests measure what the stream holds)
     path.write_text(f"""
@@ -200,8 +200,35 @@ def test_a_build_killed_inside_a_round_resumes_to_the_same_dataset(tmp_path):
         kill_group(child)
         resumed = forks.run([str(store), str(recipe)])
         assert contents(store, resumed) == contents(tmp_path / "reference", reference)
-        # the rerun asked again for the shard in flight at most, never for the committed rounds
-        assert server.count - asked <= asked + 5 * 4  # a shard: 5 problems, at most 4 samples each
+        # the killed build had drawn every sample (its stream draws them all before the rounds' stages write them)
+        # and written them as they came: the rerun asked for none
+        assert server.count - asked == asked
+
+
+def test_a_build_killed_while_it_draws_asks_again_only_for_what_was_in_flight(tmp_path):
+    """Early stopping's stream writes what it draws as it comes (``early.Journal``, a shard's rows at a time: here
+    one problem's 4 samples): a build killed halfway through its draws asks its rerun for the requests that were
+    in flight and the samples not yet written (fewer than a shard per teacher), not for every sample drawn; the
+    rerun's dataset is the reference's, and a finished build leaves no journal behind."""
+    window = 2
+    with ScriptedServer(script, delay_s=0.1) as server, Forks(env(), tmp_path / "logs") as forks:
+        recipe = write(tmp_path, server.url, window=window, shard=1)
+        reference = forks.run([str(tmp_path / "reference"), str(recipe)])
+        want = server.count  # what a build draws (exactly the rule's minimum)
+        store = tmp_path / "store"
+        child = forks.start([str(store), str(recipe)])
+        deadline = time.monotonic() + 120
+        while child.poll() is None and time.monotonic() < deadline and server.count - want < want // 2:
+            time.sleep(0.005)
+        kill_group(child)
+        asked = server.count - want
+        assert want // 2 <= asked < want, f"killed after {asked} of {want} requests: not halfway through its draws"
+        resumed = forks.run([str(store), str(recipe)])
+        again = server.count - want - asked
+        assert contents(store, resumed) == contents(tmp_path / "reference", reference)
+        redone = asked + again - want
+        assert 0 <= redone <= 2 * window + 2 * 3, (asked, again, want)  # in flight; unwritten: < 4 per teacher
+    assert not list((store / "stages" / "rounds").glob("*/drawn-*"))
 
 
 def _inside_later_round(store: Path) -> bool:

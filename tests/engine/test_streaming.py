@@ -105,6 +105,34 @@ def test_growing_reads_each_shard_as_it_is_written_and_cuts_as_the_committed_rea
                                {"problem_id": "p0", "candidate_id": "p0/t/1"}]
 
 
+def test_a_growing_input_gives_each_shard_s_chunk_before_the_next_shard_is_written(tmp_path):
+    """A chunk ends where its shard does (a shard is whole problems): the reader does not wait for the next shard
+    to learn that it holds none of the chunk's problems. Control: the rows are all read, once, in order."""
+    store = StageStore(tmp_path)
+    out = Output("candidates[t]")
+    ref = Pending("candidates", "k", output=out)
+    taken, second = threading.Event(), threading.Event()
+
+    def go():
+        store.write_shard("candidates", "k", 0, candidates(["p0", "p1"]))
+        out.wrote(0)
+        taken.wait(10)  # the reader has the first chunk (or gave up waiting)
+        second.set()
+        store.write_shard("candidates", "k", 1, candidates(["p2"]))
+        out.wrote(1)
+        out.last(2)
+
+    threading.Thread(target=go, daemon=True).start()
+    with opened(store, {"candidates": [ref]}, {"candidates": ["problem_id", "candidate_id"]}) as readers:
+        chunks = aligned(readers)
+        first = next(chunks)["candidates"]
+        early = not second.is_set()
+        taken.set()
+        rest = [c["candidates"] for c in chunks]
+    assert early and first.column("problem_id").to_pylist() == ["p0", "p0", "p1", "p1"]
+    assert [p for c in rest for p in c.column("problem_id").to_pylist()] == ["p2", "p2"]
+
+
 def test_shards_out_of_problem_order_are_refused_not_misread(tmp_path):
     store = StageStore(tmp_path)
     out = Output("candidates[t]")

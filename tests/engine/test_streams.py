@@ -35,6 +35,25 @@ def test_cut_makes_the_shards_plan_shards_makes(shard_rows):
     assert got == want
 
 
+@pytest.mark.parametrize("limits", [(4, None), (None, 20)])
+def test_a_shard_full_at_a_chunks_end_closes_before_the_next_chunk_is_asked_for(limits):
+    """A chunk ends a problem: a streaming build verifies a full shard without waiting for the next sampling
+    shard. Control: the shards are those of the whole table cut at once."""
+    chunks = [_table(["p0", "p0", "p1", "p1"]), _table(["p2", "p3"]), _table(["p3", "p4", "p4", "p5"])[1:]]
+    asked = []
+
+    def coming():
+        for i, chunk in enumerate(chunks):
+            asked.append(i)
+            yield chunk
+
+    shards = cut(coming(), *limits)
+    assert next(shards).column("problem_id").to_pylist() == ["p0", "p0", "p1", "p1"] and asked == [0]
+    rest = [s.column("problem_id").to_pylist() for s in shards]
+    whole = [s.column("problem_id").to_pylist() for s in cut([pa.concat_tables(chunks)], *limits)]
+    assert [["p0", "p0", "p1", "p1"], *rest] == whole and asked == [0, 1, 2]
+
+
 def test_a_shard_closes_once_its_strings_hold_shard_bytes():
     table = _table([f"p{i // 2:03d}" for i in range(200)], text="y" * 100)
     shards = list(cut([table], None, 1000))

@@ -91,6 +91,17 @@ def test_one_sample_regenerates_alone_with_its_seed(tiny_model):
     assert alone.text == batch[2].text
 
 
+def test_requests_of_one_problem_in_one_call_each_get_their_own_samples(tiny_model):
+    """Early stopping asks a request per sample, and a stage resumed asks one per run of missing indices: several
+    requests of one problem may come in one call. Control: each as asked alone."""
+    engine = TransformersEngine(teacher(tiny_model, batch_size=4))
+    seeds = (40, 41, 43)
+    together = engine.generate([req(3, s, n=1) for s in seeds])
+    alone = [engine.generate([req(3, s, n=1)])[0][0] for s in seeds]
+    assert [(cs[0].seed, cs[0].text) for cs in together] == [(c.seed, c.text) for c in alone]
+    assert len({c.seed for cs in together for c in cs}) == 3
+
+
 def test_progress_counts_each_batch_as_it_is_done(tiny_model):
     heard: list[int] = []
     TransformersEngine(teacher(tiny_model, batch_size=2)).generate([req(1, 10), req(2, 20)], heard.append)

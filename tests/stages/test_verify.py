@@ -83,3 +83,35 @@ def test_code_progress_counts_each_program_as_it_is_judged():
         out = verify_code(problems, cands, cfg, pool=counted)
     assert out.column("status").to_pylist() == ["passed", "wrong_answer", "passed", "wrong_answer"]
     assert heard == [(1, 4), (2, 4), (3, 4)]  # three programs run (one twice asked): the write gives the 4th
+
+
+def test_a_verification_shard_holds_at_most_one_sampling_shard(tmp_path):
+    """A streaming build verifies a sampling shard as soon as it is written: a verification shard never waits for
+    the next sampling shards to fill it (nor holds fewer than ``MIN_SHARD_ROWS``). Control: a teacher with larger
+    sampling shards keeps the stage's 256, and so do candidates that no sampled teacher made (a pool); the key is
+    the same whatever the shard size."""
+    from bonforge.config import load_recipe
+    from bonforge.stage import Pending, Ref
+
+    (tmp_path / "p.jsonl").write_text('{"id": "p", "question": "What is 1 + 2?", "answer": "3"}\n')
+    (tmp_path / "recipe.yaml").write_text("""
+name: shards
+problems: {name: toy, source: {path: p.jsonl}, fields: {id: id}}
+teachers:
+  - {name: small, engine: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: null, model: m, n: 8,
+     shard_problems: 8}
+  - {name: large, engine: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: null, model: m, n: 8}
+  - {name: tiny, engine: openai, base_url: "http://127.0.0.1:9/v1", api_key_env: null, model: m, n: 4,
+     shard_problems: 2}
+export: {name: toy-genselect}
+""")
+    recipe = load_recipe(tmp_path / "recipe.yaml")
+    problems = Ref("problems", "p" * 64)
+
+    def rows(teacher: str) -> tuple[int, str]:
+        node = verify.node(recipe, problems, Pending("candidates", "c" * 64, note={"teacher": teacher}), {"math"})
+        return node.stage.shard_rows, node.key
+
+    assert rows("small")[0] == 64 and rows("large")[0] == 256 and rows("pool")[0] == 256
+    assert rows("tiny")[0] == verify.MIN_SHARD_ROWS  # not shards of 8: a small build stays one shard (no Ray)
+    assert len({key for _, key in map(rows, ("small", "large", "pool"))}) == 1
