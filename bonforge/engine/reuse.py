@@ -127,7 +127,9 @@ def locate(store: StageStore, stage: str, wanted: pa.Array, partials: list = (),
             break
         try:
             if key is None:
-                index, files = _pieces(store, partials), list(partials)
+                index, files = _pieces(store, partials)
+                if not files:
+                    continue
                 columns = store.read_schema(files[0]).names
             else:
                 index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
@@ -144,10 +146,17 @@ def locate(store: StageStore, stage: str, wanted: pa.Array, partials: list = (),
     return sources
 
 
-def _pieces(store: StageStore, files: list) -> pa.Table:
-    """The row index of ``files`` from the pieces in their footers."""
-    return pa.concat_tables([_piece(pq.read_metadata(store.loc.key(f), filesystem=store.loc.fs).metadata or {})
-                             for f in files], promote_options="permissive")
+def _pieces(store: StageStore, files: list) -> tuple[pa.Table | None, list]:
+    """The row index of ``files`` from the pieces in their footers, and the files it covers: one whose footer
+    cannot be read (a zero-byte or cut file) is left out, its rows computed again, not every file's."""
+    pieces, kept = [], []
+    for f in files:
+        try:
+            pieces.append(_piece(pq.read_metadata(store.loc.key(f), filesystem=store.loc.fs).metadata or {}))
+            kept.append(f)
+        except _UNREADABLE as e:
+            log.warning("%s is unreadable (%s): its rows are computed again", f, e)
+    return (pa.concat_tables(pieces, promote_options="permissive") if pieces else None), kept
 
 
 def _piece(meta: dict) -> pa.Table:
@@ -178,22 +187,22 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[list, l
     blocks: list[tuple[np.ndarray, pa.Table]] = []  # (positions in wanted, ascending; their content)
     for files, columns, row_keys, positions in sources:
         read = [c for c in rows.content if c in columns or c not in rows.optional]
-        try:
-            for path in files:
+        for path in files:
+            try:
                 pos = match(row_keys, rows.row_keys(store.read_file(path, list(rows.keys))))
                 hit = np.flatnonzero(pos >= 0)
                 if not len(hit):
                     continue
                 hit = hit[np.argsort(positions[hit], kind="stable")]
                 data = store.read_file(path, read).take(pa.array(pos[hit]))
-                blocks.append((positions[hit], pa.table(
-                    {c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
-                     else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content})))
-                found[positions[hit]] = True
-                row_keys, positions = row_keys.filter(pa.array(pos < 0)), positions[pos < 0]
-        except (*_UNREADABLE, duckdb.Error) as e:
-            log.warning("%s: files %s are unreadable (%s): those rows are computed again", stage, files[:1], e)
-            continue  # the rows of files read before the error stay found
+            except (*_UNREADABLE, duckdb.Error) as e:  # its rows are looked for in the next files, else computed
+                log.warning("%s: %s is unreadable (%s): its rows are computed again", stage, path, e)
+                continue
+            blocks.append((positions[hit], pa.table(
+                {c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
+                 else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content})))
+            found[positions[hit]] = True
+            row_keys, positions = row_keys.filter(pa.array(pos < 0)), positions[pos < 0]
     if not blocks:
         return found, pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})
     at = np.concatenate([b[0] for b in blocks])

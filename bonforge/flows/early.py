@@ -261,8 +261,8 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     finally:
         for stream in streams.values():
             stream.close()
-    if journal is not None:
-        journal.write(problems)
+        if journal is not None:  # also when the drawing failed: what it drew is paid for, a rerun asks the rest
+            journal.write(problems)
     got.engine_s = last - started
     samples = sum(map(len, got.samples.values()))
     log.info("early stopping without rounds: %d samples held, %d completion tokens drawn in %.1fs (%.0f tokens/s)",

@@ -188,3 +188,71 @@ def test_the_rounds_ask_only_for_the_samples_not_drawn_and_keep_the_drawn_when_o
                                                                       ["asked 2", "drawn 3", "asked 5"]]
     assert [[c.index for c in comps] for comps in e.value.results] == [[0, 1], [0, 1, 3]]
     assert prefetched.generate([whole])[0][1].text == "drawn 1" and engine.asked == [2, 4, 5]
+
+
+# -- the journal of draws, attacked ---------------------------------------------------------------------------
+class Plan:
+    key = "rounds-key"
+
+
+def journaled(tmp_path: Path, teacher, indexes: list[list[int]]) -> tuple[StageStore, early.Journal]:
+    """A journal of ``teacher``'s samples of problem p, one file per list of ``indexes``."""
+    store = StageStore(tmp_path / "store")
+    journal = early.Journal(store, Plan(), [teacher])
+    base = problem_seed(teacher.seed, "p")
+    for part in indexes:
+        journal._write(teacher, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", teacher.model)
+                                 for i in part], PROBLEMS)
+    return store, journal
+
+
+def test_one_unreadable_journal_file_loses_its_samples_only(tmp_path):
+    """A zero-byte journal file (a store that lost it, a copy cut short) sorted before the others made every
+    journal file unread (one row index over them all): every sample drawn was asked and paid for again. Now the
+    others' samples are found. The controls: every file readable, all found; another temperature (same rounds
+    key) finds none of them, nor does a problem of the same id whose question differs."""
+    teacher = recipe(tmp_path).teachers[0]
+    store, journal = journaled(tmp_path, teacher, [[0, 1], [2]])
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 0), ("p", 1), ("p", 2)]
+    hotter = teacher.model_copy(update={"temperature": teacher.temperature + 0.1})
+    assert early.stored(store, hotter, PROBLEMS, journal.files()) == {}
+    other = PROBLEMS.set_column(2, "question", pa.array(["What is 2 + 2?"]))
+    assert early.stored(store, teacher, other, journal.files()) == {}
+    (journal.folder / "drawn-t-00000.parquet").write_bytes(b"")
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 2)]
+
+
+def test_a_journal_file_whose_data_is_cut_leaves_the_next_files_found(tmp_path):
+    """A journal file whose footer reads but whose data does not: the files after it were not read at all."""
+    teacher = recipe(tmp_path).teachers[0]
+    store, journal = journaled(tmp_path, teacher, [[0], [1], [2]])
+    first = journal.folder / "drawn-t-00000.parquet"
+    raw = first.read_bytes()
+    first.write_bytes(raw[:4] + b"\0" * (len(raw) - 4 - 1024) + raw[-1024:])  # its pages zeroed, its footer kept
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 1), ("p", 2)]
+
+
+class Failing(Engine):
+    """Answers its first call, then fails as no retry can fix."""
+
+    def generate(self, requests, progress=None):
+        if self.asked:
+            raise RuntimeError("the engine died")
+        return super().generate(requests, progress)
+
+
+def test_a_drawing_that_fails_keeps_in_its_journal_what_it_drew(tmp_path):
+    """The samples held for the journal (less than a shard's rows) were dropped when the drawing raised: paid for,
+    then asked again by the rerun. The control: a drawing that ends writes them too, once."""
+    r = recipe(tmp_path)
+    teacher = r.teachers[0]
+    store = StageStore(tmp_path / "store")
+    journal = early.Journal(store, Plan(), [teacher])
+    with pytest.raises(RuntimeError, match="the engine died"):
+        early.draw(r, store, PROBLEMS, {"t": Failing(teacher)}, {"math"}, journal=journal)
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 0), ("p", 1), ("p", 2)]
+    journal.forget()
+    got = early.draw(r, store, PROBLEMS, {"t": Engine(teacher)}, {"math"}, journal=early.Journal(store, Plan(),
+                                                                                                 [teacher]))
+    assert len(journal.files()) == 1 and sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(
+        got.samples["t"]) == [("p", i) for i in range(4)]
