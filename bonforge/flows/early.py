@@ -126,8 +126,10 @@ class Journal:
         self.count += 1
 
     def forget(self) -> None:
+        """The journal's files, and the temp files of its writes that a kill cut short (a dead writer's)."""
         for path in self.files():
             self.store.loc.remove(path)
+        self.store.loc.remove_dead_temps(self.folder)
 
 
 class Tagged:

@@ -256,3 +256,24 @@ def test_a_drawing_that_fails_keeps_in_its_journal_what_it_drew(tmp_path):
                                                                                                  [teacher]))
     assert len(journal.files()) == 1 and sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(
         got.samples["t"]) == [("p", i) for i in range(4)]
+
+
+def test_forgetting_the_journal_removes_the_writes_a_kill_cut_short(tmp_path):
+    """A build killed while it wrote a journal file left its temp file (a shard's rows) in the first round's
+    folder, which no later build removed. The controls: a live writer's temp and the round's own files stay."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    teacher = recipe(tmp_path).teachers[0]
+    store, journal = journaled(tmp_path, teacher, [[0]])
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    cut = journal.folder / f".drawn-t-00001.parquet.tmp-{host}-{dead.stdout.strip()}"
+    live = journal.folder / f".drawn-t-00002.parquet.tmp-{host}-{os.getpid()}"
+    own = journal.folder / "part-00000.parquet"
+    for f in (cut, live, own):
+        f.write_bytes(b"x")
+    journal.forget()
+    assert sorted(p.name for p in journal.folder.iterdir()) == sorted([live.name, own.name])
