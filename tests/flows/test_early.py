@@ -209,13 +209,16 @@ def journaled(tmp_path: Path, teacher, indexes: list[list[int]]) -> tuple[StageS
 def test_one_unreadable_journal_file_loses_its_samples_only(tmp_path):
     """A zero-byte journal file (a store that lost it, a copy cut short) sorted before the others made every
     journal file unread (one row index over them all): every sample drawn was asked and paid for again. Now the
-    others' samples are found. The controls: every file readable, all found; another temperature (same rounds
-    key) finds none of them, nor does a problem of the same id whose question differs."""
+    others' samples are found. The controls: every file readable, all found; a teacher of other settings (the
+    same rounds key: it covers names and n only) finds none of them, nor does a problem of the same id whose
+    question differs."""
     teacher = recipe(tmp_path).teachers[0]
     store, journal = journaled(tmp_path, teacher, [[0, 1], [2]])
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 0), ("p", 1), ("p", 2)]
-    hotter = teacher.model_copy(update={"temperature": teacher.temperature + 0.1})
-    assert early.stored(store, hotter, PROBLEMS, journal.files()) == {}
+    (tmp_path / "template.txt").write_text("Solve: {question}")
+    for change in ({"temperature": 0.7}, {"max_tokens": 99}, {"seed": 1}, {"model": "m2"}, {"top_p": 0.5},
+                   {"prompt_template": str(tmp_path / "template.txt")}):
+        assert early.stored(store, teacher.model_copy(update=change), PROBLEMS, journal.files()) == {}, change
     other = PROBLEMS.set_column(2, "question", pa.array(["What is 2 + 2?"]))
     assert early.stored(store, teacher, other, journal.files()) == {}
     (journal.folder / "drawn-t-00000.parquet").write_bytes(b"")
