@@ -298,3 +298,40 @@ def test_a_lone_surrogate_in_a_reply_is_stored_as_valid_text():
         got = OpenAIEngine(teacher(server.url)).generate([chat(0, n=1)])[0][0]
     assert got.text == "A: \ufffd \U0001f600" and got.reasoning == "\ufffd"
     assert pa.array([got.text, got.reasoning]).to_pylist() == [got.text, got.reasoning]
+
+
+def test_a_server_whose_limit_falls_to_one_then_to_none_ends_with_the_rest_failed():
+    """Limit 4, then 1 after 10 answers, then 0 after 20 (every request refused, Retry-After: 0): the batch ends,
+    its 20 answers kept and the others failed past their retries; nothing is left in the window."""
+    with LimitedServer(4, delay_s=0.02, retry_after="0", at_answers={10: 1, 20: 0}) as server:
+        engine = OpenAIEngine(teacher(server.url, max_concurrency=16, max_retries=2))
+        with pytest.raises(UnfinishedForNow, match=r"of 40 samples failed \(HTTP 429: \d+\)") as e:
+            engine.generate([chat(i, n=4) for i in range(10)])
+    assert 10 <= sum(map(len, e.value.results)) == server.answered <= 20
+    assert engine.window.allowed == 1 and engine.window.in_flight == engine.window.waiting == 0
+
+
+def test_a_stream_closed_while_requests_wait_leaves_the_next_batch_every_place():
+    """A stream closed with 38 samples waiting for the window (2 places, a start window of 8 above that ceiling)
+    and 2 out: none of the 38 is sent, the window holds nothing, and the next batch on the same engine gets both
+    places."""
+    import queue
+
+    def script(n, body):
+        if n < 2:
+            time.sleep(3.0)  # still out when the stream closes
+        return 200, {}, None
+
+    with ScriptedServer(script) as server:
+        engine = OpenAIEngine(teacher(server.url, max_concurrency=2, start_concurrency=8, max_retries=1))
+        stream = engine.stream(queue.Queue())
+        stream.put([chat(i) for i in range(20)])
+        for _ in range(100):
+            if engine.window.waiting == 38:
+                break
+            time.sleep(0.05)
+        assert engine.window.in_flight == 2 and engine.window.waiting == 38
+        stream.close()
+        assert engine.window.in_flight == engine.window.waiting == 0 and server.count == 2
+        out = engine.generate([chat(i) for i in range(4)])
+    assert sum(map(len, out)) == 8 and server.count == 10 and engine.window.allowed == 2

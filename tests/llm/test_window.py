@@ -367,3 +367,52 @@ def test_past_the_last_refusal_it_grows_faster_each_round_trip():
     before = win.size
     end(win, OK)
     assert abs(win.size - before - 1.0 / before) < 1e-9
+
+
+def test_a_clock_that_jumps_back_and_ahead_neither_breaks_nor_stalls_the_window():
+    """The wall clock set back an hour, then ahead a day, while requests are out: a round trip is never negative,
+    the window still doubles in slow start, keeps its ceiling and ends with nothing in flight."""
+    clock = Clock()
+    win = Window(16, clock=clock)
+    for jump in (-3600.0, 86_400.0, -86_400.0, 0.5):
+        tickets = full(win)
+        clock.now += jump
+        for ticket in tickets:
+            end(win, OK, ticket)
+        assert win.rtt >= 0
+    assert win.allowed == 16 and win.in_flight == 0 and win.answered == 1 + 2 + 4 + 8
+    assert [p[1] for p in win.history] == list(range(1, 17))  # each change kept, whatever its time
+
+
+def test_thousands_of_waiters_are_each_woken_once():
+    """5000 requests through a window of 4, a third of them cancelled while they wait: every other one gets one
+    place, and the places handed out are counted, not timed (no waiter is looked at again and again)."""
+    win = Window(4, initial=4)
+    looks = {"open": 0}
+    is_open = win.open
+
+    def counted() -> bool:
+        looks["open"] += 1
+        return is_open()
+
+    win.open = counted
+    served: list[int] = []
+
+    async def main() -> None:
+        slots = Slots(win)
+
+        async def one(i: int) -> None:
+            async with slots.held() as ticket:
+                await asyncio.sleep(0)
+                served.append(i)
+                ticket.outcome = OK
+
+        tasks = [asyncio.create_task(one(i)) for i in range(5000)]
+        await _settle()
+        for task in tasks[10::3]:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
+    assert sorted(served) == [i for i in range(5000) if i < 10 or (i - 10) % 3] and win.in_flight == win.waiting == 0
+    assert looks["open"] < 4 * 5000
