@@ -280,3 +280,21 @@ def test_forgetting_the_journal_removes_the_writes_a_kill_cut_short(tmp_path):
         f.write_bytes(b"x")
     journal.forget()
     assert sorted(p.name for p in journal.folder.iterdir()) == sorted([live.name, own.name])
+
+
+def test_a_journal_of_odd_rows_gives_each_sample_once_and_as_written(tmp_path):
+    """A journal file holding a sample twice (the second text another) and a sample of a problem not in the set,
+    another a text with a NUL and one of 1 MB: each sample of p is found once (the twice-written one as one of its
+    two writes), the texts byte for byte; the foreign problem's row is never found."""
+    teacher = recipe(tmp_path).teachers[0]
+    store = StageStore(tmp_path / "store")
+    journal = early.Journal(store, Plan(), [teacher])
+
+    def drawn(pid: str, i: int, text: str) -> Completion:
+        return Completion(pid, i, text, None, "stop", 5, 3, problem_seed(teacher.seed, pid) + i, "e", teacher.model)
+
+    journal._write(teacher, [drawn("p", 0, "first"), drawn("p", 0, "second"), drawn("q", 1, "foreign")], PROBLEMS)
+    journal._write(teacher, [drawn("p", 1, "a\0b"), drawn("p", 2, "x" * 1_000_000)], PROBLEMS)
+    got = early.stored(store, teacher, PROBLEMS, journal.files())
+    assert sorted(got) == [("p", 0), ("p", 1), ("p", 2)] and got[("p", 0)].text in ("first", "second")
+    assert got[("p", 1)].text == "a\0b" and got[("p", 2)].text == "x" * 1_000_000
