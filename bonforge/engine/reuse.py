@@ -187,6 +187,7 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[list, l
     blocks: list[tuple[np.ndarray, pa.Table]] = []  # (positions in wanted, ascending; their content)
     for files, columns, row_keys, positions in sources:
         read = [c for c in rows.content if c in columns or c not in rows.optional]
+        unread = []
         for path in files:
             try:
                 pos = match(row_keys, rows.row_keys(store.read_file(path, list(rows.keys))))
@@ -196,13 +197,16 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[list, l
                 hit = hit[np.argsort(positions[hit], kind="stable")]
                 data = store.read_file(path, read).take(pa.array(pos[hit]))
             except (*_UNREADABLE, duckdb.Error) as e:  # its rows are looked for in the next files, else computed
-                log.warning("%s: %s is unreadable (%s): its rows are computed again", stage, path, e)
+                unread.append((path, e))
                 continue
             blocks.append((positions[hit], pa.table(
                 {c: data.column(c).cast(rows.schema.field(c).type) if c in data.column_names
                  else pa.nulls(data.num_rows, rows.schema.field(c).type) for c in rows.content})))
             found[positions[hit]] = True
             row_keys, positions = row_keys.filter(pa.array(pos < 0)), positions[pos < 0]
+        if unread:
+            log.warning("%s: %d of %d files unreadable (%s: %s): their rows are computed again", stage, len(unread),
+                        len(files), *unread[0])
     if not blocks:
         return found, pa.table({c: pa.array([], rows.schema.field(c).type) for c in rows.content})
     at = np.concatenate([b[0] for b in blocks])
