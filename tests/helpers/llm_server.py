@@ -90,6 +90,7 @@ class ScriptedServer:
                     server.auth.append(self.headers.get("Authorization"))
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                counted = True
                 try:
                     refused = server.admit()
                     if refused is None:
@@ -98,6 +99,9 @@ class ScriptedServer:
                     if payload is None:
                         payload = answer(body)
                     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                    with server.lock:  # answered: the client may send its next request as soon as it reads the
+                        server.in_flight -= 1  # answer, before this thread would get to its ``finally``
+                        counted = False
                     self.send_response(status)
                     for k, v in {"Content-Type": "application/json", **headers}.items():
                         self.send_header(k, v)
@@ -107,8 +111,9 @@ class ScriptedServer:
                     if status == 200:
                         server.served()
                 finally:
-                    with server.lock:
-                        server.in_flight -= 1
+                    if counted:
+                        with server.lock:
+                            server.in_flight -= 1
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 128
