@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
 import sys
 import tempfile
@@ -233,6 +234,8 @@ def builds(folder: Path, engine: Counting) -> dict[str, dict]:
 
     figures = {}
     for label, sets in BUILDS.items():
+        if label == "one batch again":  # between the two one-batch builds, as they are: drift shows in their mean
+            figures["ceiling"] = ceiling(load_recipe(folder / "recipe.yaml"), figures["one batch"], engine)
         store = StageStore(folder / label.replace(" ", "-"))
         before = (engine.completions, engine.tokens, engine.seconds)
         t0 = time.perf_counter()
@@ -244,6 +247,43 @@ def builds(folder: Path, engine: Counting) -> dict[str, dict]:
                           "build_s": time.perf_counter() - t0, "record": record, "store": store,
                           "rounds": len(record["stages"].get("rounds", []))}
     return figures
+
+
+def ceiling(recipe, full: dict, engine: Counting) -> dict:
+    """The most tokens/s any exact early stopping can get of ``engine``: the rule asks at most ``T`` samples of a
+    problem at once (``T``: the fewest right that decide it, ``rounds.threshold``; it asks ``T - c`` more, or
+    fewer when fewer are left; all the rest from round ``rounds.MAX_ROUNDS`` on, which 8 samples never reach), so
+    no more than problems x ``T`` samples are ever in flight. The one batch's
+    samples (``full``'s requests, their seeds) drawn through the engine's stream with at most that many in
+    flight, each finished one replaced at once: the rule's concurrency without its verdicts and its order."""
+    from bonforge.llm.base import Request, problem_seed
+    from bonforge.stages import sample
+
+    (teacher,) = recipe.teachers
+    (key,) = full["record"]["stages"]["problems"]
+    table = full["store"].read("problems", key, ["problem_id", "domain", "question"])
+    cap = table.num_rows * (rounds.threshold(teacher.n, recipe.filter) or teacher.n)
+    todo = [Request(id=pid, messages=({"role": "user", "content": prompt},), n=1, temperature=teacher.temperature,
+                    top_p=teacher.top_p, max_tokens=teacher.max_tokens, seed=problem_seed(teacher.seed, pid) + i,
+                    stop=tuple(teacher.stop))
+            for i in range(teacher.n) for pid, prompt in sample.prompts(table, teacher, {})]
+    before, tokens, out = engine.completions, engine.tokens, queue.Queue()
+    stream = engine.stream(out)
+    sent = min(cap, len(todo))
+    stream.put(todo[:sent])
+    for _ in todo:
+        item = out.get()
+        if isinstance(item, BaseException):
+            raise item
+        if sent < len(todo):
+            stream.put([todo[sent]])
+            sent += 1
+    t0 = engine.seconds
+    stream.close()
+    seconds = engine.seconds - t0
+    done = engine.tokens - tokens
+    return {"completions": engine.completions - before, "tokens": done, "engine_s": seconds,
+            "tokens_per_s": done / seconds if seconds else 0.0, "build_s": seconds, "rounds": 0, "cap": cap}
 
 
 def compare(figures: dict[str, dict], cfg: FilterConfig, target: float) -> float:
@@ -258,6 +298,7 @@ def compare(figures: dict[str, dict], cfg: FilterConfig, target: float) -> float
     best = sum(one_at_a_time([p], cfg) for p in by_problem.values())
     saved, potential = full["completions"] - early["completions"], full["completions"] - best
     share = saved / potential if potential else 1.0
+    cap = figures.pop("ceiling")
     same = len({_content(f) for f in figures.values()}) == 1
     exact = figures["rounds"]["completions"] == early["completions"]
     print(f"{'':15} {'completions':>11} {'tokens':>8} {'engine s':>8} {'tokens/s':>9} {'rounds':>6} {'build s':>7}")
@@ -272,6 +313,10 @@ def compare(figures: dict[str, dict], cfg: FilterConfig, target: float) -> float
               for label in ("no rounds", "rounds")}
     print(f"tokens/s / one batch (the mean of before and after): without rounds {ratios['no rounds']:.2f}x "
           f"(target {target:.2f}x), rounds {ratios['rounds']:.2f}x")
+    print(f"the rule's ceiling (the one batch's samples, at most {cap['cap']} in flight): {cap['tokens_per_s']:.1f} "
+          f"tokens/s = {cap['tokens_per_s'] / one_batch if one_batch else 0.0:.2f}x one batch; without rounds "
+          f"{early['tokens_per_s'] / cap['tokens_per_s'] if cap['tokens_per_s'] else 0.0:.2f}x the ceiling, rounds "
+          f"{figures['rounds']['tokens_per_s'] / cap['tokens_per_s'] if cap['tokens_per_s'] else 0.0:.2f}x")
     return min(share, ratios["no rounds"] / target * 0.95) if same and exact else 0.0
 
 

@@ -20,6 +20,7 @@ side with their ratios and whether both published the same dataset bytes.
 
     python benchmarks/scale.py                      # 10,000 and 100,000 problems
     python benchmarks/scale.py --sizes 100000 1000000
+    python benchmarks/scale.py --sizes 100000 1000000 --streaming     # every stage at once, as a build runs them
     python benchmarks/scale.py --baseline ../bonforge-main
     python benchmarks/scale.py --sizes 100000 --texts realistic
     python benchmarks/scale.py --sizes 100000 1000000 --lookup
@@ -224,8 +225,24 @@ def direct_run(store, rec):
     return Direct(store, rec)
 
 
-def stages(store_root: str) -> dict:
-    """Run the DAG on the prepared store; returns timings, peak RSS and the catalog query time."""
+def streaming_run(store, rec):
+    """Every node started at once, each in this process on a thread of its own, as soon as what it reads exists
+    (``engine.streaming``): one peak for the whole build (the stages overlap: no stage's own)."""
+    from bonforge.engine.run import StreamingRun
+
+    class Direct(StreamingRun):
+        quiet = True
+
+        cpu: dict[str, float] = {}
+
+        rss: dict[str, int] = {}
+
+    return Direct(store, rec)
+
+
+def stages(store_root: str, streaming: bool = False) -> dict:
+    """Run the DAG on the prepared store (``streaming``: every stage started at once); returns timings, peak RSS
+    and the catalog query time."""
     import resource
 
     from bonforge.flows.build import dag
@@ -234,9 +251,10 @@ def stages(store_root: str) -> dict:
     from bonforge.storage.store import StageStore
 
     store, rec = StageStore(store_root), recipe()
-    run = direct_run(store, rec)
+    run = (streaming_run if streaming else direct_run)(store, rec)
     t0, c0 = time.perf_counter(), time.process_time()
     dataset = dag(rec, run, Path("."))
+    run.join()
     run.rss["export"] = _peak_mb()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     build_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the catalog queries below
@@ -249,10 +267,11 @@ def stages(store_root: str) -> dict:
                          "GROUP BY teacher ORDER BY teacher").fetchall()
     t3 = time.perf_counter()
     prompt_bytes = con.sql("SELECT sum(strlen(prompt)) FROM genselect").fetchall()[0][0] or 0
-    run.timings["export"] = round(wall - sum(run.timings.values()), 2)
-    run.cpu["export"] = round(cpu - sum(run.cpu.values()), 2)
+    if not streaming:  # what ran after the last node; a streaming build's nodes overlap: their times do not add
+        run.timings["export"] = round(wall - sum(run.timings.values()), 2)
+        run.cpu["export"] = round(cpu - sum(run.cpu.values()), 2)
     return {"wall_s": round(wall, 2), "timings": {k: v for k, v in run.timings.items() if v >= 0.05},
-            "cpu_s": round(cpu, 2), "cpu": {k: run.cpu[k] for k in run.timings if run.timings[k] >= 0.05},
+            "cpu_s": round(cpu, 2), "cpu": {k: v for k, v in run.cpu.items() if run.timings.get(k, 0) >= 0.05},
             # the stages' marks count too: resetting the mark (per stage) resets ru_maxrss as well
             "peak_rss_mb": max([round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), *run.rss.values()]),
             "build_rss_mb": max([round(build_rss / 1024), *run.rss.values()]),
@@ -290,7 +309,8 @@ def prompt_rate(r: dict) -> float:
 
 def _line(label: str, r: dict) -> str:
     peak = r.get("stage_rss_mb", {})
-    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'][k]}s, peak {peak.get(k, '?')} MB)" for k, v in r["timings"].items())
+    stages = ", ".join(f"{k} {v}s (cpu {r['cpu'].get(k, '?')}s, peak {peak.get(k, '?')} MB)"
+                       for k, v in r["timings"].items())
     return (f"         {label}: stages {r['wall_s']:.1f}s, cpu {r['cpu_s']:.1f}s ({stages}); "
             f"peak RSS {r['peak_rss_mb']} MB (target <= 2048; {r.get('build_rss_mb', '?')} MB before the catalog "
             f"queries); {r['prompts']} prompts, "
@@ -305,6 +325,8 @@ def main() -> None:
                     help="candidate texts of 400 characters, or a chain-of-thought-like spread of lengths")
     ap.add_argument("--lookup", action="store_true",
                     help="also time the row-reuse look-up (benchmarks/incremental.py) for each size, up to 1.6 M rows")
+    ap.add_argument("--streaming", action="store_true",
+                    help="start every stage at once (engine.streaming), as a build does by default: one peak")
     args = ap.parse_args()
     results = {}
     for n in args.sizes:
@@ -320,7 +342,7 @@ def main() -> None:
                 base["report"] = json.loads(_child("report", copy, code=args.baseline.resolve()))
                 shutil.rmtree(copy)
             load = os.getloadavg()[0]
-            r = json.loads(_child("stages", root))
+            r = json.loads(_child("stages", root, *(["streaming"] if args.streaming else [])))
             rep = json.loads(_child("report", root))
         results[n] = r
         print(f"{n:>7} problems x {TEACHERS * SAMPLES} candidates ({args.texts} texts, "
@@ -356,7 +378,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "generate":
         print(generate(sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "short"))
     elif len(sys.argv) > 1 and sys.argv[1] == "stages":
-        print(json.dumps(stages(sys.argv[2])))
+        print(json.dumps(stages(sys.argv[2], streaming=sys.argv[3:] == ["streaming"])))
     elif len(sys.argv) > 1 and sys.argv[1] == "report":
         print(json.dumps(report(sys.argv[2])))
     else:
