@@ -163,6 +163,10 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+# PyYAML reads ``1e2`` and ``1.5e3`` (an exponent without a dot or without a sign) as strings, YAML 1.2 and every
+# JSON reader as numbers: a recipe's ``budget: 1e2`` means a hundred dollars (quoted, it stays a string)
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+$"), list("-+.0123456789"))
 
 
 def _expanded(node, sizes: dict, open_: set) -> tuple[int, int]:

@@ -99,3 +99,14 @@ def test_error_messages_quote_a_huge_value_cut():
     assert len(huge) < 120 and huge.endswith("... (2,000,000 characters)")
     assert shown(10**5000) == "an integer of 16,610 bits"  # repr would raise past 4,300 digits
     assert shown(list(range(100_000))).endswith("characters as text)")
+
+
+def test_a_number_with_an_exponent_and_no_dot_is_a_number():
+    """PyYAML reads ``1e2`` and ``1.5e3`` as strings (a recipe's ``budget: 1e2`` was refused as not a number);
+    they are read as YAML 1.2 and JSON read them. Quoted, it stays a string; what PyYAML read as numbers reads the
+    same."""
+    data = parse_yaml("budget: 1e2\nsmall: -2E-3\nbig: +5e+6\nquoted: '1e2'\ndotted: 1.5e3\nword: 1e2x\nint: 12\n"
+                      "point: .5e1\nplain: 0.25\n", "s")
+    assert data == {"budget": 100.0, "small": -0.002, "big": 5e6, "quoted": "1e2", "dotted": 1500.0, "word": "1e2x",
+                    "int": 12, "point": 5.0, "plain": 0.25}
+    assert isinstance(data["budget"], float) and isinstance(data["int"], int)
