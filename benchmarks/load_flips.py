@@ -23,12 +23,10 @@ gets). The busy processes are pinned one core each, each in a session of its own
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,24 +45,15 @@ from bonforge.sandbox.pool import SandboxPool
 from bonforge.sources.code import import_codet_pool, load_humaneval
 from bonforge.sources.problem_package import load_package, load_packages, package_candidates, package_folders
 
-BUSY = "import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))  # the tests' busy processes
+import procs  # noqa: E402
+
 LOWERED = {"factorial": "2.0", "factorize": "4.0"}  # as tests/builds/test_cp_packages.py (its docstring: why)
 
 
-@contextlib.contextmanager
 def busy(per_core: int):
     """``per_core`` busy processes on each core this process may use, each pinned there, in a session of its own."""
-    cpus = sorted(os.sched_getaffinity(0))
-    procs = [subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=c)], start_new_session=True)
-             for c in cpus for _ in range(per_core)]  # fmt: skip
-    try:
-        time.sleep(0.5 if procs else 0)
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait()
+    return procs.busy(per_core, sorted(os.sched_getaffinity(0)))
 
 
 def load() -> str:
