@@ -132,17 +132,23 @@ class Journal:
         """The journal's files whose every sample the committed ``candidates`` (each teacher's final ones) hold:
         this build's, and those of any writer that drew the same samples (a build killed earlier, or one drawing
         beside this one: a rerun of either finds them in ``candidates``); not those of teachers of other
-        settings. A file that cannot be read goes too. And the temp files of writes a kill cut short."""
-        held = [self.store.read_file(self.store.loc.path("stages", "candidates", c.key, c.manifest.row_index),
-                                     ["row_id"]) for c in candidates if c.manifest.row_index]
+        settings. A file whose footer is no Parquet's, or has no piece of the index, goes too (no reader can use
+        it); one that cannot be reached stays. And the temp files of writes a kill cut short."""
+        held = []
+        for c in candidates:
+            try:
+                held.append(self.store.read_file(self.store.loc.path("stages", "candidates", c.key,
+                                                                     c.manifest.row_index), ["row_id"]))
+            except reuse.UNREADABLE as e:  # the journal's files stay for a later build
+                log.warning("candidates %s: row index unreadable (%s): the journal's files stay", c.key, e)
         held = pa.concat_tables(held).column("row_id") if held else pa.array([], pa.binary())
         for path in self.files():
             try:
                 done = bool((reuse.match(reuse.footer_piece(self.store, path).column("row_id"), held) >= 0).all())
-            except FileNotFoundError:  # another build forgot it meanwhile
+            except OSError:  # gone (another build forgot it meanwhile), or out of reach for now
                 continue
             except reuse.UNREADABLE:
-                done = True  # its samples are lost to every reader
+                done = True
             if done:
                 self.store.loc.remove(path)
         self.store.loc.remove_dead_temps(self.folder)
