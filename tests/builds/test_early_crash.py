@@ -20,8 +20,8 @@ import pytest
 from crash_build import Forks, build, contents
 from llm_server import ScriptedServer
 from procs import kill_group
-from test_early_stop import env, script, write
-from test_reuse_crash import assert_consistent, pause
+from test_early_stop import PROBLEMS, env, exact, script, write
+from test_reuse_crash import assert_consistent
 
 pytestmark = pytest.mark.slow
 WINDOW, SHARD, N = 2, 1, 4  # each teacher's requests in flight at once, problems per journal file, samples each
@@ -40,40 +40,73 @@ def held(store: Path, stages: bool = True) -> set[str]:
     return {c for f in files for c in pq.read_table(f, columns=["candidate_id"]).column("candidate_id").to_pylist()}
 
 
+PHASES = ("before sampling", "drawing", "rounds' stages", "after the rounds")
+
+
 def phase(store: Path, asked: int, want: int) -> str:
+    """Where a build is, from the requests it asked and its journal (forgotten once the final candidates commit:
+    then verification, the stats and the export run)."""
     if asked == 0:
-        return "before sampling"
+        return PHASES[0]
     if asked < want:
-        return "drawing"
-    return "rounds' stages" if journal(store) else "after the rounds"  # forgotten once the final candidates commit
+        return PHASES[1]
+    return PHASES[2] if journal(store) else PHASES[3]
+
+
+def watch(child, store: Path, server: ScriptedServer, want: int, stop=lambda where, since, asked: False) -> dict:
+    """When each phase of the build of ``child`` began (seconds from now) and, ``end``, when it ended; once
+    ``stop(phase, seconds in it, requests asked)`` says so, the build is killed instead (no ``end``)."""
+    t0, start, began = time.perf_counter(), server.count, {}
+    while child.poll() is None:
+        asked = server.count - start
+        where, now = phase(store, asked, want), time.perf_counter() - t0
+        began.setdefault(where, now)
+        if stop(where, now - began[where], asked):
+            kill_group(child)
+            return began
+        time.sleep(0.01)
+    return {**began, "end": time.perf_counter() - t0}
+
+
+def moment(aim: str, share: float, want: int, length: dict):
+    """A kill's ``stop`` for ``watch``: ``share`` of the way through phase ``aim`` (of its ``length`` in seconds, or
+    of the ``want`` requests while drawing), or at once in a later phase."""
+
+    def stop(where: str, since: float, asked: int) -> bool:
+        if where != aim:
+            return PHASES.index(where) > PHASES.index(aim)
+        return asked >= max(1, share * want) if aim == PHASES[1] else since >= share * length[aim]
+
+    return stop
 
 
 def test_sigkill_at_random_moments_redoes_at_most_what_was_in_flight(tmp_path):
-    """Each killed build asks a server of its own (``first``), its rerun and the build never killed another
-    (``then``): what each asked is counted apart, a request of the killed build that arrives late included."""
+    """Kill i aims at phase i mod 4, at a random moment of it (seeded): a random share of the phase's length in
+    the build never killed, or while drawing a random share of the requests; a kill that comes late lands in a
+    later phase and counts there. Each killed build asks a server of its own (``first``), its rerun and the
+    build never killed another (``then``): what each asked is counted apart, a request of the killed build that
+    arrives late included."""
     rng = random.Random(int(os.environ.get("BONFORGE_CRASH_SEED", "11")))
+    want = exact([f"q{i:03d}" for i in range(1, PROBLEMS + 1)], N)
     with ScriptedServer(script, delay_s=0.1) as first, ScriptedServer(script, delay_s=0.1) as then, \
             Forks(env(), tmp_path / "logs") as forks:
         recipe = write(tmp_path, then.url, n=N, window=WINDOW, shard=SHARD)
-        t0 = time.perf_counter()
-        reference = contents(tmp_path / "reference", forks.run([str(tmp_path / "reference"), str(recipe)]))
-        span, want = time.perf_counter() - t0, then.count
-        kills, hit, tries, slots = 0, {}, 0, 24
-        while kills < slots and tries < 3 * slots:
+        child = forks.start([str(tmp_path / "reference"), str(recipe)])
+        began = watch(child, tmp_path / "reference", then, want)
+        assert child.wait() == 0 and then.count == want and list(began) == [*PHASES, "end"], began
+        reference = contents(tmp_path / "reference", json.loads(child.log.read_text().strip().splitlines()[-1]))
+        length = {p: began[q] - began[p] for p, q in zip(began, list(began)[1:])}
+        kills, hit, tries = 0, dict.fromkeys(PHASES, 0), 0
+        while kills < 24 and tries < 60:
             tries += 1
-            store = tmp_path / f"store-{tries}"
-            # each kill in a slot of its own of the build's span (seeded): spread over the whole build
-            wait = span * (kills + rng.random()) / slots
+            store, aim, share = tmp_path / f"store-{tries}", PHASES[kills % 4], rng.random()
             asked, again = first.count, then.count
             child = forks.start([str(store), str(recipe), *served_by(first)])
-            pause(child, wait)
-            if child.poll() is not None:  # it finished first (a lighter load): later kills come earlier
-                span = wait
-                continue
-            kill_group(child)
+            if "end" in watch(child, store, first, want, moment(aim, share, want, length)):
+                continue  # it ended first (a lighter load): another try
             kills += 1
             where = phase(store, first.count - asked, want)
-            hit[where] = hit.get(where, 0) + 1
+            hit[where] += 1
             assert_consistent(store)
             kept = held(store)
             rerun = forks.run([str(store), str(recipe)])
@@ -83,9 +116,8 @@ def test_sigkill_at_random_moments_redoes_at_most_what_was_in_flight(tmp_path):
             assert contents(store, rerun) == reference, where
             assert_consistent(store)
             assert journal(store) == [], where
-    assert kills >= 20, f"only {kills} of {tries} builds were still running when killed"
-    assert set(hit) == {"before sampling", "drawing", "rounds' stages", "after the rounds"}, hit
-    assert hit["drawing"] >= 3, hit
+    assert kills >= 24, f"only {kills} of {tries} builds were still running when killed"
+    assert min(hit.values()) >= 3, hit
 
 
 class Gated(ScriptedServer):
