@@ -40,7 +40,7 @@ log = logging.getLogger("bonforge")
 INDEX = "rows.parquet"
 REUSED = b"bonforge.rows_reused"
 PIECE = b"bonforge.row_index"
-_UNREADABLE = (OSError, pa.ArrowException, ValueError, KeyError)
+UNREADABLE = (OSError, pa.ArrowException, ValueError, KeyError)
 
 
 @dataclass
@@ -136,7 +136,7 @@ def locate(store: StageStore, stage: str, wanted: pa.Array, partials: list = (),
                 files, columns = store.paths(stage, key), [f.split(":")[0] for f in man.get("schema") or []]
             at = match(wanted.take(todo) if len(todo) < len(wanted) else wanted, index.column("row_id"))
             row_keys = index.column("row_key").take(at[at >= 0])
-        except (*_UNREADABLE, duckdb.Error) as e:
+        except (*UNREADABLE, duckdb.Error) as e:
             log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage,
                         key or "(partial shards)", e)
             continue
@@ -152,11 +152,16 @@ def _pieces(store: StageStore, files: list) -> tuple[pa.Table | None, list]:
     pieces, kept = [], []
     for f in files:
         try:
-            pieces.append(_piece(pq.read_metadata(store.loc.key(f), filesystem=store.loc.fs).metadata or {}))
+            pieces.append(footer_piece(store, f))
             kept.append(f)
-        except _UNREADABLE as e:
+        except UNREADABLE as e:
             log.warning("%s is unreadable (%s): its rows are computed again", f, e)
     return (pa.concat_tables(pieces, promote_options="permissive") if pieces else None), kept
+
+
+def footer_piece(store: StageStore, path) -> pa.Table:
+    """The piece of the row index in the footer of the shard file ``path`` (raises ``UNREADABLE``)."""
+    return _piece(pq.read_metadata(store.loc.key(path), filesystem=store.loc.fs).metadata or {})
 
 
 def _piece(meta: dict) -> pa.Table:
@@ -196,7 +201,7 @@ def fetch(store: StageStore, stage: str, rows: Rows, sources: list[tuple[list, l
                     continue
                 hit = hit[np.argsort(positions[hit], kind="stable")]
                 data = store.read_file(path, read).take(pa.array(pos[hit]))
-            except (*_UNREADABLE, duckdb.Error) as e:  # its rows are looked for in the next files, else computed
+            except (*UNREADABLE, duckdb.Error) as e:  # its rows are looked for in the next files, else computed
                 unread.append((path, e))
                 continue
             blocks.append((positions[hit], pa.table(
@@ -284,7 +289,7 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
         bases.append(rejudge.read(meta))
         try:
             tables.append(_piece(meta))
-        except _UNREADABLE as e:
+        except UNREADABLE as e:
             log.warning("%s %s: shard %d has no readable piece of the row index (%s): its rows are not offered "
                         "for reuse", node.stage.name, node.key, i, e)
     index = pa.concat_tables(tables, promote_options="permissive")

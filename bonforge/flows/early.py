@@ -21,6 +21,7 @@ import queue
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -72,20 +73,21 @@ class Drawn:
 
 class Journal:
     """The samples the streams drew, written as they come beside the first round's table (``plan``: its ref), in
-    files ``drawn-<teacher>-<n>.parquet`` of a sampling shard's rows (``shard_problems`` x ``n``) each, with
-    their piece of the row index as a stage's shard has (``bonforge.engine.reuse``): a rerun after a kill finds
-    them (``stored``) and asks the engines for what was in flight only. Removed (``forget``) once every teacher's
-    final candidates are committed, which hold them then."""
+    files ``drawn-<teacher>-<writer>-<n>.parquet`` of a sampling shard's rows (``shard_problems`` x ``n``) each,
+    with their piece of the row index as a stage's shard has (``bonforge.engine.reuse``): a rerun after a kill
+    finds them (``stored``) and asks the engines for what was in flight only. ``writer`` is this journal's own
+    (random): two builds that draw into one folder at once (the same recipe, or teachers of other settings: the
+    rounds' key names teachers and ``n`` only) never write one file. A file goes (``forget``) once committed
+    candidates hold all its samples."""
 
-    NAME = re.compile(r"^drawn-.+-(\d+)\.parquet$")
+    NAME = re.compile(r"^drawn-.+\.parquet$")
 
     def __init__(self, store: StageStore, plan: Ref, teachers: list):
         self.store, self.key, self.folder = store, plan.key, store.stage_dir("rounds", plan.key)
         self.teachers = {t.name: t for t in teachers}
         self.held: dict[str, list[Completion]] = {t.name: [] for t in teachers}
         self.lock = threading.Lock()  # the streams' threads add
-        self.count = 1 + max((int(m.group(1)) for m in map(self.NAME.match, store.loc.names(self.folder)) if m),
-                             default=-1)
+        self.writer, self.count = uuid.uuid4().hex[:12], 0
 
     def files(self) -> list:
         return [self._path(name) for name in sorted(self.store.loc.names(self.folder)) if self.NAME.match(name)]
@@ -122,13 +124,33 @@ class Journal:
         ids = sample.ROWS.ids(shard, {}, sample.SampleParams(teacher))
         ids = ids.take(pc.index_in(rows.column("candidate_id"), value_set=ids.column("candidate_id")))
         notes = reuse.notes(reuse.Part(ids), rows, sample.ROWS)
-        self.store.loc.write_parquet(rows, self._path(f"drawn-{teacher.name}-{self.count:05d}.parquet"), notes)
+        name = f"drawn-{teacher.name}-{self.writer}-{self.count:05d}.parquet"
+        self.store.loc.write_parquet(rows, self._path(name), notes)
         self.count += 1
 
-    def forget(self) -> None:
-        """The journal's files, and the temp files of its writes that a kill cut short (a dead writer's)."""
+    def forget(self, candidates: list[Ref]) -> None:
+        """The journal's files whose every sample the committed ``candidates`` (each teacher's final ones) hold:
+        this build's, and those of any writer that drew the same samples (a build killed earlier, or one drawing
+        beside this one: a rerun of either finds them in ``candidates``); not those of teachers of other
+        settings. A file whose footer is no Parquet's, or has no piece of the index, goes too (no reader can use
+        it); one that cannot be reached stays. And the temp files of writes a kill cut short."""
+        held = []
+        for c in candidates:
+            try:
+                held.append(self.store.read_file(self.store.loc.path("stages", "candidates", c.key,
+                                                                     c.manifest.row_index), ["row_id"]))
+            except reuse.UNREADABLE as e:  # the journal's files stay for a later build
+                log.warning("candidates %s: row index unreadable (%s): the journal's files stay", c.key, e)
+        held = pa.concat_tables(held).column("row_id") if held else pa.array([], pa.binary())
         for path in self.files():
-            self.store.loc.remove(path)
+            try:
+                done = bool((reuse.match(reuse.footer_piece(self.store, path).column("row_id"), held) >= 0).all())
+            except OSError:  # gone (another build forgot it meanwhile), or out of reach for now
+                continue
+            except reuse.UNREADABLE:
+                done = True
+            if done:
+                self.store.loc.remove(path)
         self.store.loc.remove_dead_temps(self.folder)
 
 
@@ -173,10 +195,10 @@ class Drawing:
         """The first round's table is ``plan``: the journal of what is drawn goes beside it."""
         self.journal = Journal(self.store, plan, list(self.recipe.teachers))
 
-    def forget(self) -> None:
-        """Every teacher's final candidates are committed: the journal's samples are there."""
+    def forget(self, candidates: list[Ref]) -> None:
+        """Every teacher's final ``candidates`` are committed: the journal's samples are there."""
         if self.journal is not None:
-            self.journal.forget()
+            self.journal.forget(candidates)
 
     def get(self) -> Drawn:
         with self.lock:

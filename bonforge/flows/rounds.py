@@ -52,7 +52,7 @@ def sampled(recipe: Recipe, run: engine.Run, problems: Ref, domains: set) -> tup
                       for t in recipe.teachers]
         candidates = [run.wait(c) for c in candidates]  # committed before the engines close
         if drawing is not None:
-            drawing.forget()
+            drawing.forget(candidates)
     verdicts = [run(verify.node(recipe, problems, c, domains, judged)) for c in candidates]
     return candidates, verdicts, plan
 

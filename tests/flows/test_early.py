@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from bonforge.config import load_recipe
@@ -221,7 +222,7 @@ def test_one_unreadable_journal_file_loses_its_samples_only(tmp_path):
         assert early.stored(store, teacher.model_copy(update=change), PROBLEMS, journal.files()) == {}, change
     other = PROBLEMS.set_column(2, "question", pa.array(["What is 2 + 2?"]))
     assert early.stored(store, teacher, other, journal.files()) == {}
-    (journal.folder / "drawn-t-00000.parquet").write_bytes(b"")
+    journal.files()[0].write_bytes(b"")
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 2)]
 
 
@@ -229,7 +230,7 @@ def test_a_journal_file_whose_data_is_cut_leaves_the_next_files_found(tmp_path):
     """A journal file whose footer reads but whose data does not: the files after it were not read at all."""
     teacher = recipe(tmp_path).teachers[0]
     store, journal = journaled(tmp_path, teacher, [[0], [1], [2]])
-    first = journal.folder / "drawn-t-00000.parquet"
+    first = journal.files()[0]
     raw = first.read_bytes()
     first.write_bytes(raw[:4] + b"\0" * (len(raw) - 4 - 1024) + raw[-1024:])  # its pages zeroed, its footer kept
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 1), ("p", 2)]
@@ -246,7 +247,7 @@ class Failing(Engine):
 
 def test_a_drawing_that_fails_keeps_in_its_journal_what_it_drew(tmp_path):
     """The samples held for the journal (less than a shard's rows) were dropped when the drawing raised: paid for,
-    then asked again by the rerun. The control: a drawing that ends writes them too, once."""
+    then asked again by the rerun. The control: the rerun asks only for the rest and writes them too, once."""
     r = recipe(tmp_path)
     teacher = r.teachers[0]
     store = StageStore(tmp_path / "store")
@@ -254,11 +255,11 @@ def test_a_drawing_that_fails_keeps_in_its_journal_what_it_drew(tmp_path):
     with pytest.raises(RuntimeError, match="the engine died"):
         early.draw(r, store, PROBLEMS, {"t": Failing(teacher)}, {"math"}, journal=journal)
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 0), ("p", 1), ("p", 2)]
-    journal.forget()
-    got = early.draw(r, store, PROBLEMS, {"t": Engine(teacher)}, {"math"}, journal=early.Journal(store, Plan(),
-                                                                                                 [teacher]))
-    assert len(journal.files()) == 1 and sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(
-        got.samples["t"]) == [("p", i) for i in range(4)]
+    engine = Engine(teacher)
+    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=early.Journal(store, Plan(), [teacher]))
+    assert engine.asked == [3] and len(journal.files()) == 2
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(got.samples["t"]) == [
+        ("p", i) for i in range(4)]
 
 
 def test_forgetting_the_journal_removes_the_writes_a_kill_cut_short(tmp_path):
@@ -278,8 +279,9 @@ def test_forgetting_the_journal_removes_the_writes_a_kill_cut_short(tmp_path):
     own = journal.folder / "part-00000.parquet"
     for f in (cut, live, own):
         f.write_bytes(b"x")
-    journal.forget()
-    assert sorted(p.name for p in journal.folder.iterdir()) == sorted([live.name, own.name])
+    journal.forget([])
+    assert sorted(p.name for p in journal.folder.iterdir()) == sorted([live.name, own.name,
+                                                                       *(f.name for f in journal.files())])
 
 
 def test_a_journal_of_odd_rows_gives_each_sample_once_and_as_written(tmp_path):
@@ -298,3 +300,38 @@ def test_a_journal_of_odd_rows_gives_each_sample_once_and_as_written(tmp_path):
     got = early.stored(store, teacher, PROBLEMS, journal.files())
     assert sorted(got) == [("p", 0), ("p", 1), ("p", 2)] and got[("p", 0)].text in ("first", "second")
     assert got[("p", 1)].text == "a\0b" and got[("p", 2)].text == "x" * 1_000_000
+
+
+
+def test_two_journals_in_one_folder_never_write_one_file_and_forget_only_what_candidates_hold(tmp_path):
+    """Two builds drawing at once into one round's folder (the same recipe, or a teacher of other settings: the
+    rounds' key names teachers and n only) each numbered its files from what the folder held when it began: the
+    later one's first file had the name of the earlier one's next, and one overwrote the other (its samples lost
+    to a rerun). And the first to finish removed every journal file, the other build's too (of other settings:
+    all it drew lost to its rerun). Now each writer names its own files, and a file goes once committed
+    candidates hold all its samples, whoever wrote it; the controls: such a file of another writer goes, and so
+    does one no one can read."""
+    teacher = recipe(tmp_path).teachers[0]
+    other = teacher.model_copy(update={"temperature": 0.7})
+    store, first = journaled(tmp_path, teacher, [[0]])
+    second, third = early.Journal(store, Plan(), [teacher]), early.Journal(store, Plan(), [other])
+    base = problem_seed(teacher.seed, "p")
+    for journal, t, i in ((second, teacher, 1), (first, teacher, 2), (third, other, 0)):
+        journal._write(t, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", t.model)], PROBLEMS)
+    files = first.files()
+    assert len(files) == 4
+    assert sorted(early.stored(store, teacher, PROBLEMS, files)) == [("p", 0), ("p", 1), ("p", 2)]
+    assert sorted(early.stored(store, other, PROBLEMS, files)) == [("p", 0)]
+    others = [f for f in files if f"-{third.writer}-" in f.name]
+
+    class Candidates:  # the final candidates of ``teacher`` committed, holding samples 0, 1 and 2
+        key = "candidates-key"
+        manifest = type("Manifest", (), {"row_index": "rows.parquet"})
+
+    index = store.loc.path("stages", "candidates", Candidates.key, "rows.parquet")
+    index.parent.mkdir(parents=True)
+    pq.write_table(pa.concat_tables([early.reuse.footer_piece(store, f) for f in files if f not in others]), index)
+    (first.folder / "drawn-t-gone-00000.parquet").write_bytes(b"")
+    second.forget([Candidates])  # the build that finishes first (not the writer of sample 0 and 2)
+    assert second.files() == others
+    assert sorted(early.stored(store, other, PROBLEMS, others)) == [("p", 0)]
