@@ -335,3 +335,26 @@ def test_two_journals_in_one_folder_never_write_one_file_and_forget_only_what_ca
     second.forget([Candidates])  # the build that finishes first (not the writer of sample 0 and 2)
     assert second.files() == others
     assert sorted(early.stored(store, other, PROBLEMS, others)) == [("p", 0)]
+
+
+def test_a_sample_is_read_from_the_journal_file_that_holds_its_identity(tmp_path):
+    """Teachers of other settings (the same name and n: one rounds key) journal samples of one candidate id
+    (``p/t/0``) into one folder. The journal's row index over all files matched each identity to its candidate id,
+    then took the row of that id from the first file (by name) holding one: the sample of the other temperature,
+    whichever file's writer id sorted first; a wrong label in the dataset. Now each sample comes from the file
+    whose footer names its identity; the controls: each teacher gets its own text, in either name order."""
+    teacher = recipe(tmp_path).teachers[0]
+    other = teacher.model_copy(update={"temperature": 0.7})
+    store = StageStore(tmp_path / "store")
+    base = problem_seed(teacher.seed, "p")
+    for order in ((teacher, other), (other, teacher)):
+        journals = [early.Journal(store, Plan(), [t]) for t in order]
+        for k, (journal, t) in enumerate(zip(journals, order)):
+            journal.writer = f"{k}{journal.writer}"  # the first of ``order`` sorts first
+            journal._write(t, [Completion("p", 0, f"T={t.temperature}", None, "stop", 5, 3, base, "e", t.model)],
+                           PROBLEMS)
+        files = journals[0].files()
+        for t in order:
+            assert early.stored(store, t, PROBLEMS, files)[("p", 0)].text == f"T={t.temperature}"
+        for f in files:
+            f.unlink()
