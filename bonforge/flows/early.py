@@ -133,7 +133,8 @@ class Journal:
         this build's, and those of any writer that drew the same samples (a build killed earlier, or one drawing
         beside this one: a rerun of either finds them in ``candidates``); not those of teachers of other
         settings. A file whose footer is no Parquet's, or has no piece of the index, goes too (no reader can use
-        it); one that cannot be reached stays. And the temp files of writes a kill cut short."""
+        it); one that cannot be reached, or that the store refuses to remove, stays. And the temp files of writes a
+        kill cut short."""
         held = []
         for c in candidates:
             try:
@@ -150,8 +151,16 @@ class Journal:
             except reuse.UNREADABLE:
                 done = True
             if done:
-                self.store.loc.remove(path)
-        self.store.loc.remove_dead_temps(self.folder)
+                self._tidy(self.store.loc.remove, path)
+        self._tidy(self.store.loc.remove_dead_temps, self.folder)
+
+    @staticmethod
+    def _tidy(remove, path) -> None:
+        """A store that refuses (no right to delete there): what was to go stays; the build goes on."""
+        try:
+            remove(path)
+        except OSError as e:
+            log.warning("%s stays: the store refused to remove it (%s)", path, e)
 
 
 class Tagged:

@@ -358,3 +358,29 @@ def test_a_sample_is_read_from_the_journal_file_that_holds_its_identity(tmp_path
             assert early.stored(store, t, PROBLEMS, files)[("p", 0)].text == f"T={t.temperature}"
         for f in files:
             f.unlink()
+
+
+def test_a_journal_file_the_store_refuses_to_remove_stays_and_fails_nothing(tmp_path, monkeypatch, caplog):
+    """A store that lets a build write but not delete (an object store's policy, a folder gone read-only) made
+    ``forget`` raise after the final candidates were committed: the build failed, and so did every rerun (it
+    forgets again). Now the file stays, with a warning naming it; the control: a file that can go, goes."""
+    teacher = recipe(tmp_path).teachers[0]
+    store, journal = journaled(tmp_path, teacher, [[0], [1]])
+    index = store.loc.path("stages", "candidates", "c", "rows.parquet")
+    index.parent.mkdir(parents=True)
+    pq.write_table(pa.concat_tables([early.reuse.footer_piece(store, f) for f in journal.files()]), index)
+    Candidates = type("Candidates", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})
+    kept, remove = journal.files()[0], store.loc.remove
+
+    def refusing(path):
+        if path == kept:
+            raise PermissionError(13, "Permission denied", str(path))
+        remove(path)
+
+    def dead_temps(folder):
+        raise PermissionError(13, "Permission denied", str(folder))
+
+    monkeypatch.setattr(store.loc, "remove", refusing)
+    monkeypatch.setattr(store.loc, "remove_dead_temps", dead_temps)
+    journal.forget([Candidates])
+    assert journal.files() == [kept] and kept.name in caplog.text
