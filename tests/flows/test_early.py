@@ -384,3 +384,24 @@ def test_a_journal_file_the_store_refuses_to_remove_stays_and_fails_nothing(tmp_
     monkeypatch.setattr(store.loc, "remove_dead_temps", dead_temps)
     journal.forget([Candidates])
     assert journal.files() == [kept] and kept.name in caplog.text
+
+
+def test_a_journal_on_an_s3_store_is_found_read_and_forgotten(tmp_path, s3_env, seaweedfs):
+    """The journal on an object store (its names listed, footers and rows read over the network, files removed);
+    controls: a teacher of other settings finds none of it, and a file whose samples no candidates hold stays."""
+    teacher = recipe(tmp_path).teachers[0]
+    store = StageStore(seaweedfs.url())
+    journal = early.Journal(store, Plan(), [teacher])
+    base = problem_seed(teacher.seed, "p")
+    for part in ([0, 1], [2]):
+        journal._write(teacher, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", teacher.model)
+                                 for i in part], PROBLEMS)
+    files = journal.files()
+    got = early.stored(store, teacher, PROBLEMS, files)
+    assert len(files) == 2 and {k: c.text for k, c in got.items()} == {("p", i): f"drawn {i}" for i in range(3)}
+    assert early.stored(store, teacher.model_copy(update={"temperature": 0.7}), PROBLEMS, files) == {}
+    Candidates = type("Candidates", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})
+    store.loc.write_parquet(early.reuse.footer_piece(store, files[0]),
+                            store.loc.path("stages", "candidates", "c", "rows.parquet"))
+    journal.forget([Candidates])
+    assert journal.files() == files[1:]
