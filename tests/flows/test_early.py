@@ -405,3 +405,25 @@ def test_a_journal_on_an_s3_store_is_found_read_and_forgotten(tmp_path, s3_env, 
                             store.loc.path("stages", "candidates", "c", "rows.parquet"))
     journal.forget([Candidates])
     assert journal.files() == files[1:]
+
+
+def test_teachers_whose_names_extend_one_another_keep_their_own_journals(tmp_path):
+    """Teachers ``a`` and ``a-1`` of other settings (a name that reads as ``a``'s file name with a writer id): each
+    finds only its own samples, and forgetting ``a``'s committed samples leaves ``a-1``'s file (files are told
+    apart by the identities in their footers, never by their names; teachers of the same settings share samples
+    by design: the identity leaves the name out)."""
+    t = recipe(tmp_path).teachers[0]
+    a, a1 = t.model_copy(update={"name": "a"}), t.model_copy(update={"name": "a-1", "temperature": 0.7})
+    store = StageStore(tmp_path / "store")
+    base = problem_seed(t.seed, "p")
+    journals = {x.name: early.Journal(store, Plan(), [x]) for x in (a, a1)}
+    for x in (a, a1):
+        journals[x.name]._write(x, [Completion("p", 0, x.name, None, "stop", 5, 3, base, "e", x.model)], PROBLEMS)
+    files = journals["a"].files()
+    assert {x.name: early.stored(store, x, PROBLEMS, files)[("p", 0)].text for x in (a, a1)} == {"a": "a", "a-1": "a-1"}
+    mine = [f for f in files if f"-{journals['a'].writer}-" in f.name]
+    index = store.loc.path("stages", "candidates", "c", "rows.parquet")
+    index.parent.mkdir(parents=True)
+    pq.write_table(early.reuse.footer_piece(store, mine[0]), index)
+    journals["a"].forget([type("C", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})])
+    assert journals["a"].files() == [f for f in files if f not in mine]
