@@ -95,34 +95,38 @@ class Journal:
     def _path(self, name: str):
         return self.store.loc.path("stages", "rounds", self.key, name)
 
-    def add(self, teacher, comps: list[Completion], problems: pa.Table) -> None:
+    def pin(self, problems: pa.Table, ids: dict[str, pa.Table]) -> None:
+        """The identity of every sample the drawing may write: per teacher, ``ids`` (``identities``) of the
+        ``problems`` it draws from, computed as its prompts were rendered (a prompt template edited while it draws
+        moves no sample written to another prompt's identity)."""
+        self.ids, self.at = ids, {pid: k for k, pid in enumerate(problems.column("problem_id").to_pylist())}
+
+    def add(self, teacher, comps: list[Completion]) -> None:
         """Samples of ``teacher`` drawn (``index``: the sample index); written once a shard's rows wait."""
         with self.lock:
             held = self.held[teacher.name]
             held += comps
             if len(held) >= teacher.shard_problems * teacher.n:
-                self._write(teacher, held, problems)
+                self._write(teacher, held)
                 self.held[teacher.name] = []
 
-    def write(self, problems: pa.Table) -> None:
-        """Every sample waiting, one file per teacher (``problems``: what their prompts and identities read)."""
+    def write(self) -> None:
+        """Every sample waiting, one file per teacher."""
         with self.lock:
             for name, held in self.held.items():
                 if held:
-                    self._write(self.teachers[name], held, problems)
+                    self._write(self.teachers[name], held)
                     self.held[name] = []
 
-    def _write(self, teacher, comps: list[Completion], problems: pa.Table) -> None:
+    def _write(self, teacher, comps: list[Completion]) -> None:
         by_problem: dict[str, list[Completion]] = {}
         for c in comps:
             by_problem.setdefault(c.request_id, []).append(c)
-        rows = sample.candidates(teacher, [(pid, 0, sorted(cs, key=lambda c: c.index))
-                                           for pid, cs in sorted(by_problem.items())])
-        draws = {pid: 1 + max(c.index for c in cs) for pid, cs in by_problem.items()}
-        shard = problems.filter(pc.is_in(problems.column("problem_id"), value_set=pa.array(sorted(draws))))
-        shard = shard.append_column("draws", pa.array([draws[p] for p in shard.column("problem_id").to_pylist()]))
-        ids = sample.ROWS.ids(shard, {}, sample.SampleParams(teacher))
-        ids = ids.take(pc.index_in(rows.column("candidate_id"), value_set=ids.column("candidate_id")))
+        drawn = [(pid, 0, sorted(cs, key=lambda c: c.index)) for pid, cs in sorted(by_problem.items())]
+        rows = sample.candidates(teacher, drawn)
+        at = [self.at[pid] * teacher.n + c.index if pid in self.at and 0 <= c.index < teacher.n else None
+              for pid, _, cs in drawn for c in cs]  # a sample of no problem drawn: no identity, never found
+        ids = self.ids[teacher.name].take(pa.array(at, pa.int64()))
         notes = reuse.notes(reuse.Part(ids), rows, sample.ROWS)
         name = f"drawn-{teacher.name}-{self.writer}-{self.count:05d}.parquet"
         self.store.loc.write_parquet(rows, self._path(name), notes)
@@ -167,8 +171,8 @@ class Tagged:
     """What a teacher's stream puts goes to the shared queue with the teacher's position; its samples (each with
     its sample index) go to the ``journal`` first, as they come."""
 
-    def __init__(self, out: queue.Queue, k: int, teacher, journal: Journal | None, problems: pa.Table):
-        self.out, self.k, self.teacher, self.journal, self.problems = out, k, teacher, journal, problems
+    def __init__(self, out: queue.Queue, k: int, teacher, journal: Journal | None):
+        self.out, self.k, self.teacher, self.journal = out, k, teacher, journal
 
     def put(self, item) -> None:
         if not isinstance(item, BaseException):  # (request, its completions or the Unfinished of its samples)
@@ -177,7 +181,7 @@ class Tagged:
             item = (request, _indexed(self.teacher, request, failed.results[0] if failed else comps), failed)
             try:
                 if self.journal is not None:
-                    self.journal.add(self.teacher, item[1], self.problems)
+                    self.journal.add(self.teacher, item[1])
             except Exception as e:  # noqa: BLE001 (a full disk: the reader raises it, as a stream's failure)
                 item = e
         self.out.put((self.k, item))
@@ -234,11 +238,14 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     teachers, cfg = list(recipe.teachers), recipe.filter
     order = rounds.interleaved(tuple(t.n for t in teachers))
     ids = problems.column("problem_id").to_pylist()
+    identity = identities(problems, teachers)  # read with the prompts: the same template
     prompts = [dict(sample.prompts(problems, t, {})) for t in teachers]
     judge = Judge(recipe, store, problems, domains, teachers)
     out: queue.Queue = queue.Queue()
     drawn_before = journal.files() if journal is not None else []
-    got = Drawn({t.name: stored(store, t, problems, drawn_before) for t in teachers},
+    if journal is not None:
+        journal.pin(problems, identity)
+    got = Drawn({t.name: stored(store, t, problems, drawn_before, identity[t.name]) for t in teachers},
                 {t.name: set() for t in teachers}, judged or verify.Judged())
     open_: dict[str, Problem] = {}
     streams: dict[int, object] = {}
@@ -259,7 +266,7 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
             if not missing:
                 continue
             if k not in streams:
-                streams[k] = open_stream(engines[t.name], Tagged(out, k, t, journal, problems))
+                streams[k] = open_stream(engines[t.name], Tagged(out, k, t, journal))
             # a request per sample (its seed the sample's, as every engine draws it): each is written as it comes
             streams[k].put([Request(id=pid, messages=({"role": "user", "content": prompts[k][pid]},), n=1,
                                     temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
@@ -295,7 +302,7 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
         for stream in streams.values():
             stream.close()
         if journal is not None:  # also when the drawing failed: what it drew is paid for, a rerun asks the rest
-            journal.write(problems)
+            journal.write()
     got.engine_s = last - started
     samples = sum(map(len, got.samples.values()))
     log.info("early stopping without rounds: %d samples held, %d completion tokens drawn in %.1fs (%.0f tokens/s)",
@@ -327,10 +334,17 @@ def _answered(k: int, item, teacher, open_: dict, got: Drawn, ready: list) -> fl
     return time.perf_counter()
 
 
-def stored(store: StageStore, teacher, problems: pa.Table, drawn: list = ()) -> dict[tuple[str, int], Completion]:
+def identities(problems: pa.Table, teachers: list) -> dict[str, pa.Table]:
+    """Per teacher name, the identity of each of its ``n`` samples of each of the ``problems`` (``sample.ROWS``),
+    by problem then index."""
+    return {t.name: sample.ROWS.ids(problems, {}, sample.SampleParams(t)) for t in teachers}
+
+
+def stored(store: StageStore, teacher, problems: pa.Table, drawn: list = (),
+           ids: pa.Table | None = None) -> dict[tuple[str, int], Completion]:
     """The samples of ``teacher`` that some committed candidates output, or the files ``drawn`` (a ``Journal``'s),
-    hold, by (problem, index)."""
-    ids = sample.ROWS.ids(problems, {}, sample.SampleParams(teacher))
+    hold, by (problem, index); ``ids``: its ``identities`` of ``problems`` (by default, read now)."""
+    ids = identities(problems, [teacher])[teacher.name] if ids is None else ids
     found, content = reuse.find(store, "candidates", sample.ROWS, ids.column("row_id"), list(drawn))
     held = ids.filter(pa.array(found))
     cols = {c: held.column(c).to_pylist() for c in ("problem_id", "sample_index", "seed")}

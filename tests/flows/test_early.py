@@ -196,14 +196,21 @@ class Plan:
     key = "rounds-key"
 
 
+def opened(store: StageStore, teachers: list) -> early.Journal:
+    """A journal of ``teachers`` in the first round's folder, drawing from ``PROBLEMS``."""
+    journal = early.Journal(store, Plan(), teachers)
+    journal.pin(PROBLEMS, early.identities(PROBLEMS, teachers))
+    return journal
+
+
 def journaled(tmp_path: Path, teacher, indexes: list[list[int]]) -> tuple[StageStore, early.Journal]:
     """A journal of ``teacher``'s samples of problem p, one file per list of ``indexes``."""
     store = StageStore(tmp_path / "store")
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
     base = problem_seed(teacher.seed, "p")
     for part in indexes:
         journal._write(teacher, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", teacher.model)
-                                 for i in part], PROBLEMS)
+                                 for i in part])
     return store, journal
 
 
@@ -251,12 +258,12 @@ def test_a_drawing_that_fails_keeps_in_its_journal_what_it_drew(tmp_path):
     r = recipe(tmp_path)
     teacher = r.teachers[0]
     store = StageStore(tmp_path / "store")
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
     with pytest.raises(RuntimeError, match="the engine died"):
         early.draw(r, store, PROBLEMS, {"t": Failing(teacher)}, {"math"}, journal=journal)
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 0), ("p", 1), ("p", 2)]
     engine = Engine(teacher)
-    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=early.Journal(store, Plan(), [teacher]))
+    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=opened(store, [teacher]))
     assert engine.asked == [3] and len(journal.files()) == 2
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(got.samples["t"]) == [
         ("p", i) for i in range(4)]
@@ -290,13 +297,13 @@ def test_a_journal_of_odd_rows_gives_each_sample_once_and_as_written(tmp_path):
     two writes), the texts byte for byte; the foreign problem's row is never found."""
     teacher = recipe(tmp_path).teachers[0]
     store = StageStore(tmp_path / "store")
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
 
     def drawn(pid: str, i: int, text: str) -> Completion:
         return Completion(pid, i, text, None, "stop", 5, 3, problem_seed(teacher.seed, pid) + i, "e", teacher.model)
 
-    journal._write(teacher, [drawn("p", 0, "first"), drawn("p", 0, "second"), drawn("q", 1, "foreign")], PROBLEMS)
-    journal._write(teacher, [drawn("p", 1, "a\0b"), drawn("p", 2, "x" * 1_000_000)], PROBLEMS)
+    journal._write(teacher, [drawn("p", 0, "first"), drawn("p", 0, "second"), drawn("q", 1, "foreign")])
+    journal._write(teacher, [drawn("p", 1, "a\0b"), drawn("p", 2, "x" * 1_000_000)])
     got = early.stored(store, teacher, PROBLEMS, journal.files())
     assert sorted(got) == [("p", 0), ("p", 1), ("p", 2)] and got[("p", 0)].text in ("first", "second")
     assert got[("p", 1)].text == "a\0b" and got[("p", 2)].text == "x" * 1_000_000
@@ -314,10 +321,10 @@ def test_two_journals_in_one_folder_never_write_one_file_and_forget_only_what_ca
     teacher = recipe(tmp_path).teachers[0]
     other = teacher.model_copy(update={"temperature": 0.7})
     store, first = journaled(tmp_path, teacher, [[0]])
-    second, third = early.Journal(store, Plan(), [teacher]), early.Journal(store, Plan(), [other])
+    second, third = opened(store, [teacher]), opened(store, [other])
     base = problem_seed(teacher.seed, "p")
     for journal, t, i in ((second, teacher, 1), (first, teacher, 2), (third, other, 0)):
-        journal._write(t, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", t.model)], PROBLEMS)
+        journal._write(t, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", t.model)])
     files = first.files()
     assert len(files) == 4
     assert sorted(early.stored(store, teacher, PROBLEMS, files)) == [("p", 0), ("p", 1), ("p", 2)]
@@ -348,11 +355,10 @@ def test_a_sample_is_read_from_the_journal_file_that_holds_its_identity(tmp_path
     store = StageStore(tmp_path / "store")
     base = problem_seed(teacher.seed, "p")
     for order in ((teacher, other), (other, teacher)):
-        journals = [early.Journal(store, Plan(), [t]) for t in order]
+        journals = [opened(store, [t]) for t in order]
         for k, (journal, t) in enumerate(zip(journals, order)):
             journal.writer = f"{k}{journal.writer}"  # the first of ``order`` sorts first
-            journal._write(t, [Completion("p", 0, f"T={t.temperature}", None, "stop", 5, 3, base, "e", t.model)],
-                           PROBLEMS)
+            journal._write(t, [Completion("p", 0, f"T={t.temperature}", None, "stop", 5, 3, base, "e", t.model)])
         files = journals[0].files()
         for t in order:
             assert early.stored(store, t, PROBLEMS, files)[("p", 0)].text == f"T={t.temperature}"
@@ -391,11 +397,11 @@ def test_a_journal_on_an_s3_store_is_found_read_and_forgotten(tmp_path, s3_env, 
     controls: a teacher of other settings finds none of it, and a file whose samples no candidates hold stays."""
     teacher = recipe(tmp_path).teachers[0]
     store = StageStore(seaweedfs.url())
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
     base = problem_seed(teacher.seed, "p")
     for part in ([0, 1], [2]):
         journal._write(teacher, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", teacher.model)
-                                 for i in part], PROBLEMS)
+                                 for i in part])
     files = journal.files()
     got = early.stored(store, teacher, PROBLEMS, files)
     assert len(files) == 2 and {k: c.text for k, c in got.items()} == {("p", i): f"drawn {i}" for i in range(3)}
@@ -416,9 +422,9 @@ def test_teachers_whose_names_extend_one_another_keep_their_own_journals(tmp_pat
     a, a1 = t.model_copy(update={"name": "a"}), t.model_copy(update={"name": "a-1", "temperature": 0.7})
     store = StageStore(tmp_path / "store")
     base = problem_seed(t.seed, "p")
-    journals = {x.name: early.Journal(store, Plan(), [x]) for x in (a, a1)}
+    journals = {x.name: opened(store, [x]) for x in (a, a1)}
     for x in (a, a1):
-        journals[x.name]._write(x, [Completion("p", 0, x.name, None, "stop", 5, 3, base, "e", x.model)], PROBLEMS)
+        journals[x.name]._write(x, [Completion("p", 0, x.name, None, "stop", 5, 3, base, "e", x.model)])
     files = journals["a"].files()
     assert {x.name: early.stored(store, x, PROBLEMS, files)[("p", 0)].text for x in (a, a1)} == {"a": "a", "a-1": "a-1"}
     mine = [f for f in files if f"-{journals['a'].writer}-" in f.name]
@@ -427,3 +433,38 @@ def test_teachers_whose_names_extend_one_another_keep_their_own_journals(tmp_pat
     pq.write_table(early.reuse.footer_piece(store, mine[0]), index)
     journals["a"].forget([type("C", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})])
     assert journals["a"].files() == [f for f in files if f not in mine]
+
+
+class Editing(Engine):
+    """``Engine``, and the recipe's prompt template edited (to ``then``) while it answers its first request (a user
+    changing the prompt for the next build while this one draws); what each request's prompt was kept."""
+
+    def __init__(self, teacher, template: Path, then: str):
+        super().__init__(teacher)
+        self.template, self.then, self.prompts = template, then, []
+
+    def generate(self, requests, progress=None):
+        self.prompts += [r.messages[0]["content"] for r in requests]
+        self.template.write_text(self.then)
+        return super().generate(requests, progress)
+
+
+def test_a_template_edited_while_the_stream_draws_names_no_sample_it_wrote(tmp_path):
+    """The journal computed each file's identities when it wrote the file, reading the prompt template then: the
+    samples drawn with the prompt of the template as it was were written under the identities of the edited one,
+    and a rerun with the edited template (the same rounds key: names and n) took them as its own: samples of
+    another prompt in its dataset. Now the identities are those of the prompts sent; the controls: every sample is
+    found under the template they were drawn with, and none under the edited one."""
+    r = recipe(tmp_path)
+    template = tmp_path / "template.txt"
+    template.write_text("Solve: {question}")
+    teacher = r.teachers[0].model_copy(update={"prompt_template": str(template)})
+    r = r.model_copy(update={"teachers": [teacher]})
+    store = StageStore(tmp_path / "store")
+    journal = opened(store, [teacher])
+    engine = Editing(teacher, template, "Answer: {question}")
+    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=journal)
+    assert set(engine.prompts) == {"Solve: What is 1 + 2?"} and got.samples["t"]
+    assert early.stored(store, teacher, PROBLEMS, journal.files()) == {}  # the template now: the edited one
+    template.write_text("Solve: {question}")
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(got.samples["t"])
