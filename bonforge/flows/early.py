@@ -69,6 +69,7 @@ class Drawn:
     engine_s: float = 0.0
     tokens: int = 0
     failed: Unfinished | None = None  # the first sample that failed alone: drawing stopped there
+    sent: dict[str, dict[str, tuple]] = field(default_factory=dict)  # per teacher the messages of each problem
 
 
 class Journal:
@@ -187,6 +188,10 @@ class Tagged:
         self.out.put((self.k, item))
 
 
+def _messages(prompt: str) -> tuple[dict, ...]:
+    return ({"role": "user", "content": prompt},)
+
+
 def _indexed(teacher, request: Request, comps: list[Completion]) -> list[Completion]:
     """The completions of ``request``, each ``index`` the sample's own (from the request's seed)."""
     start = request.seed - problem_seed(teacher.seed, request.id)
@@ -239,14 +244,14 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     order = rounds.interleaved(tuple(t.n for t in teachers))
     ids = problems.column("problem_id").to_pylist()
     identity = identities(problems, teachers)  # read with the prompts: the same template
-    prompts = [dict(sample.prompts(problems, t, {})) for t in teachers]
+    sent = {t.name: {pid: _messages(prompt) for pid, prompt in sample.prompts(problems, t, {})} for t in teachers}
     judge = Judge(recipe, store, problems, domains, teachers)
     out: queue.Queue = queue.Queue()
     drawn_before = journal.files() if journal is not None else []
     if journal is not None:
         journal.pin(problems, identity)
     got = Drawn({t.name: stored(store, t, problems, drawn_before, identity[t.name]) for t in teachers},
-                {t.name: set() for t in teachers}, judged or verify.Judged())
+                {t.name: set() for t in teachers}, judged or verify.Judged(), sent=sent)
     open_: dict[str, Problem] = {}
     streams: dict[int, object] = {}
     ready: list[str] = []
@@ -268,7 +273,7 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
             if k not in streams:
                 streams[k] = open_stream(engines[t.name], Tagged(out, k, t, journal))
             # a request per sample (its seed the sample's, as every engine draws it): each is written as it comes
-            streams[k].put([Request(id=pid, messages=({"role": "user", "content": prompts[k][pid]},), n=1,
+            streams[k].put([Request(id=pid, messages=sent[t.name][pid], n=1,
                                     temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
                                     seed=problem_seed(t.seed, pid) + i, stop=tuple(t.stop)) for i in missing])
             p.flying += len(missing)
@@ -407,8 +412,9 @@ class Judge:
 
 
 class Prefetched:
-    """The engine the rounds' sampling stages get: the samples the ``Drawing`` drew, by problem and seed; a
-    prompt it found skipped, none; anything else (a verdict judged otherwise by the rounds' verification, which
+    """The engine the rounds' sampling stages get: the samples the ``Drawing`` drew, by problem and seed, for the
+    prompt it sent (a template edited since renders another: that request is the engine's); a prompt it found
+    skipped, none; anything else (a verdict judged otherwise by the rounds' verification, which
     only a verdict's timing can do) from ``fallback`` (a lent engine, or one made at first need and closed at the
     stage's end)."""
 
@@ -423,12 +429,14 @@ class Prefetched:
         """The samples drawn; those the stream did not draw asked of the engine (only those: a drawn sample is
         never paid for twice). Unfinished, with every sample there is, when some of those fail alone."""
         got = self.drawing.get()
-        samples, skipped = got.samples[self.teacher.name], got.skipped[self.teacher.name]
+        name = self.teacher.name
+        samples, skipped, sent = got.samples[name], got.skipped[name], got.sent.get(name, {})
         base = {r.id: problem_seed(self.teacher.seed, r.id) for r in requests}
-        out = [{} if r.id in skipped else {i: c for i in range(r.n) if (c := samples.get((r.id, r.seed - base[r.id]
-                                                                                            + i)))}
-               for r in requests]
-        asks = [(k, start, n) for k, r in enumerate(requests) if r.id not in skipped
+        drawn = [r.messages == sent.get(r.id) for r in requests]  # a prompt since edited (its template): none drawn
+        out = [({} if r.id in skipped else {i: c for i in range(r.n)
+                                            if (c := samples.get((r.id, r.seed - base[r.id] + i)))}) if d else {}
+               for r, d in zip(requests, drawn)]
+        asks = [(k, start, n) for k, (r, d) in enumerate(zip(requests, drawn)) if not (d and r.id in skipped)
                 for start, n in consecutive([i for i in range(r.n) if i not in out[k]])]
         short = None
         if asks:

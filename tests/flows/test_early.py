@@ -140,14 +140,17 @@ def test_a_sample_that_fails_alone_stops_the_drawing_and_every_answer_received_i
     assert whole.failed is None and len(whole.samples["t"]) == 48 == server.count - stopped
 
 
+QUESTION = ({"role": "user", "content": "q"},)
+
+
 class Drawn:
-    """A drawing that drew samples 0, 1 and 3 of problem p (of 6)."""
+    """A drawing that drew samples 0, 1 and 3 of problem p (of 6), asking ``QUESTION``."""
 
     def __init__(self, teacher):
         base = problem_seed(teacher.seed, "p")
         self.got = early.Drawn({teacher.name: {("p", i): Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i,
                                                                      "e", "m") for i in (0, 1, 3)}},
-                               {teacher.name: set()}, None)
+                               {teacher.name: set()}, None, sent={teacher.name: {"p": QUESTION}})
 
     def get(self):
         return self.got
@@ -181,7 +184,8 @@ def test_the_rounds_ask_only_for_the_samples_not_drawn_and_keep_the_drawn_when_o
     engine = Refusing(teacher)
     prefetched = early.Prefetched(teacher, Drawn(teacher), engine)
     base = problem_seed(teacher.seed, "p")
-    whole, rest = Request(id="p", prompt="q", n=2, seed=base), Request(id="p", prompt="q", n=4, seed=base + 2)
+    whole, rest = (Request(id="p", messages=QUESTION, n=2, seed=base),
+                   Request(id="p", messages=QUESTION, n=4, seed=base + 2))
     with pytest.raises(Unfinished) as e:
         prefetched.generate([whole, rest])
     assert engine.asked == [2, 4, 5]  # never 0, 1 or 3
@@ -468,3 +472,24 @@ def test_a_template_edited_while_the_stream_draws_names_no_sample_it_wrote(tmp_p
     assert early.stored(store, teacher, PROBLEMS, journal.files()) == {}  # the template now: the edited one
     template.write_text("Solve: {question}")
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(got.samples["t"])
+
+
+def test_a_round_whose_prompt_is_not_the_one_drawn_gets_no_drawn_sample(tmp_path):
+    """A prompt template edited while the stream drew: the rounds' sampling stages made after it (their keys and
+    identities the edited template's) were given the samples drawn with the old prompt (``Prefetched`` matched
+    them by problem and seed only), and committed them as the new prompt's. Now a request whose prompt is not
+    the one drawn is asked of the engine; the control: the drawn prompt asks nothing."""
+    from bonforge.llm.base import Request
+
+    r = recipe(tmp_path)
+    teacher = r.teachers[0]
+    got = early.draw(r, StageStore(tmp_path / "store"), PROBLEMS, {"t": Engine(teacher)}, {"math"})
+    drawn = sorted(i for _, i in got.samples["t"])
+    engine = Engine(teacher)
+    prefetched = early.Prefetched(teacher, type("Drawing", (), {"get": lambda self: got})(), engine)
+    sent = early.sample.prompts(PROBLEMS, teacher, {})[0][1]
+    base = problem_seed(teacher.seed, "p")
+    for prompt, asked in ((sent, []), (f"Edited: {sent}", drawn)):
+        engine.asked = []
+        request = Request(id="p", messages=({"role": "user", "content": prompt},), n=len(drawn), seed=base)
+        assert len(prefetched.generate([request])[0]) == len(drawn) and engine.asked == asked, prompt
