@@ -99,8 +99,9 @@ class Journal:
     def pin(self, problems: pa.Table, ids: dict[str, pa.Table]) -> None:
         """The identity of every sample the drawing may write: per teacher, ``ids`` (``identities``) of the
         ``problems`` it draws from, computed as its prompts were rendered (a prompt template edited while it draws
-        moves no sample written to another prompt's identity)."""
-        self.ids, self.at = ids, {pid: k for k, pid in enumerate(problems.column("problem_id").to_pylist())}
+        moves no sample written to another prompt's identity). Kept: their ``row_id`` only."""
+        self.ids = {name: t.column("row_id").combine_chunks() for name, t in ids.items()}
+        self.at = {pid: k for k, pid in enumerate(problems.column("problem_id").to_pylist())}
 
     def add(self, teacher, comps: list[Completion]) -> None:
         """Samples of ``teacher`` drawn (``index``: the sample index); written once a shard's rows wait."""
@@ -121,13 +122,15 @@ class Journal:
 
     def _write(self, teacher, comps: list[Completion]) -> None:
         by_problem: dict[str, list[Completion]] = {}
-        for c in comps:
-            by_problem.setdefault(c.request_id, []).append(c)
+        for c in comps:  # a sample of no problem drawn has no identity: not written
+            if c.request_id in self.at and 0 <= c.index < teacher.n:
+                by_problem.setdefault(c.request_id, []).append(c)
         drawn = [(pid, 0, sorted(cs, key=lambda c: c.index)) for pid, cs in sorted(by_problem.items())]
+        if not drawn:
+            return
         rows = sample.candidates(teacher, drawn)
-        at = [self.at[pid] * teacher.n + c.index if pid in self.at and 0 <= c.index < teacher.n else None
-              for pid, _, cs in drawn for c in cs]  # a sample of no problem drawn: no identity, never found
-        ids = self.ids[teacher.name].take(pa.array(at, pa.int64()))
+        at = [self.at[pid] * teacher.n + c.index for pid, _, cs in drawn for c in cs]
+        ids = pa.table({"candidate_id": rows.column("candidate_id"), "row_id": self.ids[teacher.name].take(at)})
         notes = reuse.notes(reuse.Part(ids), rows, sample.ROWS)
         name = f"drawn-{teacher.name}-{self.writer}-{self.count:05d}.parquet"
         self.store.loc.write_parquet(rows, self._path(name), notes)
