@@ -41,6 +41,7 @@ INDEX = "rows.parquet"
 REUSED = b"bonforge.rows_reused"
 PIECE = b"bonforge.row_index"
 UNREADABLE = (OSError, pa.ArrowException, ValueError, KeyError)
+INDEX_SCHEMA = pa.schema({"row_id": pa.binary(), "row_key": pa.string()})
 
 
 @dataclass
@@ -130,38 +131,50 @@ def locate(store: StageStore, stage: str, wanted: pa.Array, partials: list = (),
                 index, files = _pieces(store, partials)
                 if not files:
                     continue
-                columns = store.read_schema(files[0]).names
             else:
                 index = store.read_file(store.loc.path("stages", stage, key, man.row_index))
-                files, columns = store.paths(stage, key), [f.split(":")[0] for f in man.get("schema") or []]
+                files = [(store.paths(stage, key), [f.split(":")[0] for f in man.get("schema") or []])]
             at = match(wanted.take(todo) if len(todo) < len(wanted) else wanted, index.column("row_id"))
-            row_keys = index.column("row_key").take(at[at >= 0])
+            hit = at >= 0
+            row_keys = index.column("row_key").take(at[hit])
+            of = index.column("file").to_numpy()[at[hit]] if key is None else np.zeros(len(row_keys), int)
         except (*UNREADABLE, duckdb.Error) as e:
             log.warning("%s %s: its row index is unreadable (%s): those rows are computed again", stage,
                         key or "(partial shards)", e)
             continue
-        if len(row_keys):
-            sources.append((files, columns, row_keys, todo[at >= 0]))
-            todo = todo[at < 0]
+        for i, (paths, columns) in enumerate(files):  # a row only from the file(s) whose index names its identity
+            mine = of == i
+            if mine.any():
+                sources.append((paths, columns, row_keys.filter(pa.array(mine)), todo[hit][mine]))
+        todo = todo[~hit]
     return sources
 
 
-def _pieces(store: StageStore, files: list) -> tuple[pa.Table | None, list]:
-    """The row index of ``files`` from the pieces in their footers, and the files it covers: one whose footer
-    cannot be read (a zero-byte or cut file) is left out, its rows computed again, not every file's."""
+def _pieces(store: StageStore, files: list) -> tuple[pa.Table | None, list[tuple[list, list[str]]]]:
+    """The row index of ``files`` from the pieces in their footers (``file``: the position of its file among those
+    kept), and the files it covers, each with its columns: one whose footer cannot be read (a zero-byte or cut
+    file) is left out, its rows computed again, not every file's. Partial files may hold one row key under other
+    identities (journals of teachers of other settings: ``bonforge.flows.early``), so each row is read from its
+    own file only."""
     pieces, kept = [], []
     for f in files:
         try:
-            pieces.append(footer_piece(store, f))
-            kept.append(f)
+            footer = _footer(store, f)
+            piece = _piece(footer.metadata or {}).select(["row_id", "row_key"]).cast(INDEX_SCHEMA)
+            kept.append(([f], footer.schema.to_arrow_schema().names))
+            pieces.append(piece.append_column("file", pa.array(np.full(piece.num_rows, len(kept) - 1))))
         except UNREADABLE as e:
             log.warning("%s is unreadable (%s): its rows are computed again", f, e)
     return (pa.concat_tables(pieces, promote_options="permissive") if pieces else None), kept
 
 
+def _footer(store: StageStore, path) -> pq.FileMetaData:
+    return pq.read_metadata(store.loc.key(path), filesystem=store.loc.fs)
+
+
 def footer_piece(store: StageStore, path) -> pa.Table:
     """The piece of the row index in the footer of the shard file ``path`` (raises ``UNREADABLE``)."""
-    return _piece(pq.read_metadata(store.loc.key(path), filesystem=store.loc.fs).metadata or {})
+    return _piece(_footer(store, path).metadata or {})
 
 
 def _piece(meta: dict) -> pa.Table:
@@ -278,7 +291,7 @@ def commit_rows(store: StageStore, node: Node, n_shards: int) -> dict:
     written without one, by an older version: its rows are not offered for reuse), one footer in memory at a
     time plus the index itself (two columns); returns the manifest's ``row_index`` (its file name),
     ``rows_reused`` and ``rows_computed``."""
-    tables = [pa.table({"row_id": pa.array([], pa.binary()), "row_key": pa.array([], pa.string())})]
+    tables = [INDEX_SCHEMA.empty_table()]
     bases = []  # the rows each shard computed, whose stored verdicts under another judge count as re-judged
     rows = reused = 0
     for i in range(n_shards):

@@ -69,6 +69,7 @@ class Drawn:
     engine_s: float = 0.0
     tokens: int = 0
     failed: Unfinished | None = None  # the first sample that failed alone: drawing stopped there
+    sent: dict[str, dict[str, tuple]] = field(default_factory=dict)  # per teacher the messages of each problem
 
 
 class Journal:
@@ -95,34 +96,41 @@ class Journal:
     def _path(self, name: str):
         return self.store.loc.path("stages", "rounds", self.key, name)
 
-    def add(self, teacher, comps: list[Completion], problems: pa.Table) -> None:
+    def pin(self, problems: pa.Table, ids: dict[str, pa.Table]) -> None:
+        """The identity of every sample the drawing may write: per teacher, ``ids`` (``identities``) of the
+        ``problems`` it draws from, computed as its prompts were rendered (a prompt template edited while it draws
+        moves no sample written to another prompt's identity). Kept: their ``row_id`` only."""
+        self.ids = {name: t.column("row_id").combine_chunks() for name, t in ids.items()}
+        self.at = {pid: k for k, pid in enumerate(problems.column("problem_id").to_pylist())}
+
+    def add(self, teacher, comps: list[Completion]) -> None:
         """Samples of ``teacher`` drawn (``index``: the sample index); written once a shard's rows wait."""
         with self.lock:
             held = self.held[teacher.name]
             held += comps
             if len(held) >= teacher.shard_problems * teacher.n:
-                self._write(teacher, held, problems)
+                self._write(teacher, held)
                 self.held[teacher.name] = []
 
-    def write(self, problems: pa.Table) -> None:
-        """Every sample waiting, one file per teacher (``problems``: what their prompts and identities read)."""
+    def write(self) -> None:
+        """Every sample waiting, one file per teacher."""
         with self.lock:
             for name, held in self.held.items():
                 if held:
-                    self._write(self.teachers[name], held, problems)
+                    self._write(self.teachers[name], held)
                     self.held[name] = []
 
-    def _write(self, teacher, comps: list[Completion], problems: pa.Table) -> None:
+    def _write(self, teacher, comps: list[Completion]) -> None:
         by_problem: dict[str, list[Completion]] = {}
-        for c in comps:
-            by_problem.setdefault(c.request_id, []).append(c)
-        rows = sample.candidates(teacher, [(pid, 0, sorted(cs, key=lambda c: c.index))
-                                           for pid, cs in sorted(by_problem.items())])
-        draws = {pid: 1 + max(c.index for c in cs) for pid, cs in by_problem.items()}
-        shard = problems.filter(pc.is_in(problems.column("problem_id"), value_set=pa.array(sorted(draws))))
-        shard = shard.append_column("draws", pa.array([draws[p] for p in shard.column("problem_id").to_pylist()]))
-        ids = sample.ROWS.ids(shard, {}, sample.SampleParams(teacher))
-        ids = ids.take(pc.index_in(rows.column("candidate_id"), value_set=ids.column("candidate_id")))
+        for c in comps:  # a sample of no problem drawn has no identity: not written
+            if c.request_id in self.at and 0 <= c.index < teacher.n:
+                by_problem.setdefault(c.request_id, []).append(c)
+        drawn = [(pid, 0, sorted(cs, key=lambda c: c.index)) for pid, cs in sorted(by_problem.items())]
+        if not drawn:
+            return
+        rows = sample.candidates(teacher, drawn)
+        at = [self.at[pid] * teacher.n + c.index for pid, _, cs in drawn for c in cs]
+        ids = pa.table({"candidate_id": rows.column("candidate_id"), "row_id": self.ids[teacher.name].take(at)})
         notes = reuse.notes(reuse.Part(ids), rows, sample.ROWS)
         name = f"drawn-{teacher.name}-{self.writer}-{self.count:05d}.parquet"
         self.store.loc.write_parquet(rows, self._path(name), notes)
@@ -133,7 +141,8 @@ class Journal:
         this build's, and those of any writer that drew the same samples (a build killed earlier, or one drawing
         beside this one: a rerun of either finds them in ``candidates``); not those of teachers of other
         settings. A file whose footer is no Parquet's, or has no piece of the index, goes too (no reader can use
-        it); one that cannot be reached stays. And the temp files of writes a kill cut short."""
+        it); one that cannot be reached, or that the store refuses to remove, stays. And the temp files of writes a
+        kill cut short."""
         held = []
         for c in candidates:
             try:
@@ -150,16 +159,24 @@ class Journal:
             except reuse.UNREADABLE:
                 done = True
             if done:
-                self.store.loc.remove(path)
-        self.store.loc.remove_dead_temps(self.folder)
+                self._tidy(self.store.loc.remove, path)
+        self._tidy(self.store.loc.remove_dead_temps, self.folder)
+
+    @staticmethod
+    def _tidy(remove, path) -> None:
+        """A store that refuses (no right to delete there): what was to go stays; the build goes on."""
+        try:
+            remove(path)
+        except OSError as e:
+            log.warning("%s stays: the store refused to remove it (%s)", path, e)
 
 
 class Tagged:
     """What a teacher's stream puts goes to the shared queue with the teacher's position; its samples (each with
     its sample index) go to the ``journal`` first, as they come."""
 
-    def __init__(self, out: queue.Queue, k: int, teacher, journal: Journal | None, problems: pa.Table):
-        self.out, self.k, self.teacher, self.journal, self.problems = out, k, teacher, journal, problems
+    def __init__(self, out: queue.Queue, k: int, teacher, journal: Journal | None):
+        self.out, self.k, self.teacher, self.journal = out, k, teacher, journal
 
     def put(self, item) -> None:
         if not isinstance(item, BaseException):  # (request, its completions or the Unfinished of its samples)
@@ -168,10 +185,14 @@ class Tagged:
             item = (request, _indexed(self.teacher, request, failed.results[0] if failed else comps), failed)
             try:
                 if self.journal is not None:
-                    self.journal.add(self.teacher, item[1], self.problems)
+                    self.journal.add(self.teacher, item[1])
             except Exception as e:  # noqa: BLE001 (a full disk: the reader raises it, as a stream's failure)
                 item = e
         self.out.put((self.k, item))
+
+
+def _messages(prompt: str) -> tuple[dict, ...]:
+    return ({"role": "user", "content": prompt},)
 
 
 def _indexed(teacher, request: Request, comps: list[Completion]) -> list[Completion]:
@@ -225,12 +246,15 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     teachers, cfg = list(recipe.teachers), recipe.filter
     order = rounds.interleaved(tuple(t.n for t in teachers))
     ids = problems.column("problem_id").to_pylist()
-    prompts = [dict(sample.prompts(problems, t, {})) for t in teachers]
+    identity = identities(problems, teachers)  # read with the prompts: the same template
+    sent = {t.name: {pid: _messages(prompt) for pid, prompt in sample.prompts(problems, t, {})} for t in teachers}
     judge = Judge(recipe, store, problems, domains, teachers)
     out: queue.Queue = queue.Queue()
     drawn_before = journal.files() if journal is not None else []
-    got = Drawn({t.name: stored(store, t, problems, drawn_before) for t in teachers},
-                {t.name: set() for t in teachers}, judged or verify.Judged())
+    if journal is not None:
+        journal.pin(problems, identity)
+    got = Drawn({t.name: stored(store, t, problems, drawn_before, identity[t.name]) for t in teachers},
+                {t.name: set() for t in teachers}, judged or verify.Judged(), sent=sent)
     open_: dict[str, Problem] = {}
     streams: dict[int, object] = {}
     ready: list[str] = []
@@ -250,9 +274,9 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
             if not missing:
                 continue
             if k not in streams:
-                streams[k] = open_stream(engines[t.name], Tagged(out, k, t, journal, problems))
+                streams[k] = open_stream(engines[t.name], Tagged(out, k, t, journal))
             # a request per sample (its seed the sample's, as every engine draws it): each is written as it comes
-            streams[k].put([Request(id=pid, messages=({"role": "user", "content": prompts[k][pid]},), n=1,
+            streams[k].put([Request(id=pid, messages=sent[t.name][pid], n=1,
                                     temperature=t.temperature, top_p=t.top_p, max_tokens=t.max_tokens,
                                     seed=problem_seed(t.seed, pid) + i, stop=tuple(t.stop)) for i in missing])
             p.flying += len(missing)
@@ -286,7 +310,7 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
         for stream in streams.values():
             stream.close()
         if journal is not None:  # also when the drawing failed: what it drew is paid for, a rerun asks the rest
-            journal.write(problems)
+            journal.write()
     got.engine_s = last - started
     samples = sum(map(len, got.samples.values()))
     log.info("early stopping without rounds: %d samples held, %d completion tokens drawn in %.1fs (%.0f tokens/s)",
@@ -318,10 +342,17 @@ def _answered(k: int, item, teacher, open_: dict, got: Drawn, ready: list) -> fl
     return time.perf_counter()
 
 
-def stored(store: StageStore, teacher, problems: pa.Table, drawn: list = ()) -> dict[tuple[str, int], Completion]:
+def identities(problems: pa.Table, teachers: list) -> dict[str, pa.Table]:
+    """Per teacher name, the identity of each of its ``n`` samples of each of the ``problems`` (``sample.ROWS``),
+    by problem then index."""
+    return {t.name: sample.ROWS.ids(problems, {}, sample.SampleParams(t)) for t in teachers}
+
+
+def stored(store: StageStore, teacher, problems: pa.Table, drawn: list = (),
+           ids: pa.Table | None = None) -> dict[tuple[str, int], Completion]:
     """The samples of ``teacher`` that some committed candidates output, or the files ``drawn`` (a ``Journal``'s),
-    hold, by (problem, index)."""
-    ids = sample.ROWS.ids(problems, {}, sample.SampleParams(teacher))
+    hold, by (problem, index); ``ids``: its ``identities`` of ``problems`` (by default, read now)."""
+    ids = identities(problems, [teacher])[teacher.name] if ids is None else ids
     found, content = reuse.find(store, "candidates", sample.ROWS, ids.column("row_id"), list(drawn))
     held = ids.filter(pa.array(found))
     cols = {c: held.column(c).to_pylist() for c in ("problem_id", "sample_index", "seed")}
@@ -384,8 +415,9 @@ class Judge:
 
 
 class Prefetched:
-    """The engine the rounds' sampling stages get: the samples the ``Drawing`` drew, by problem and seed; a
-    prompt it found skipped, none; anything else (a verdict judged otherwise by the rounds' verification, which
+    """The engine the rounds' sampling stages get: the samples the ``Drawing`` drew, by problem and seed, for the
+    prompt it sent (a template edited since renders another: that request is the engine's); a prompt it found
+    skipped, none; anything else (a verdict judged otherwise by the rounds' verification, which
     only a verdict's timing can do) from ``fallback`` (a lent engine, or one made at first need and closed at the
     stage's end)."""
 
@@ -400,12 +432,14 @@ class Prefetched:
         """The samples drawn; those the stream did not draw asked of the engine (only those: a drawn sample is
         never paid for twice). Unfinished, with every sample there is, when some of those fail alone."""
         got = self.drawing.get()
-        samples, skipped = got.samples[self.teacher.name], got.skipped[self.teacher.name]
+        name = self.teacher.name
+        samples, skipped, sent = got.samples[name], got.skipped[name], got.sent.get(name, {})
         base = {r.id: problem_seed(self.teacher.seed, r.id) for r in requests}
-        out = [{} if r.id in skipped else {i: c for i in range(r.n) if (c := samples.get((r.id, r.seed - base[r.id]
-                                                                                            + i)))}
-               for r in requests]
-        asks = [(k, start, n) for k, r in enumerate(requests) if r.id not in skipped
+        drawn = [r.messages == sent.get(r.id) for r in requests]  # a prompt since edited (its template): none drawn
+        out = [({} if r.id in skipped else {i: c for i in range(r.n)
+                                            if (c := samples.get((r.id, r.seed - base[r.id] + i)))}) if d else {}
+               for r, d in zip(requests, drawn)]
+        asks = [(k, start, n) for k, (r, d) in enumerate(zip(requests, drawn)) if not (d and r.id in skipped)
                 for start, n in consecutive([i for i in range(r.n) if i not in out[k]])]
         short = None
         if asks:

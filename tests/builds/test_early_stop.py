@@ -270,3 +270,38 @@ def test_bonforge_run_draws_in_rounds_and_a_rebuild_asks_nothing(tmp_path, share
         assert server.count == exact(ids, 4)
     reports = list((tmp_path / "store" / "reports").glob("*/report.html"))
     assert reports and all("problems stopped early left out" in r.read_text() for r in reports)
+
+
+def hot(n: int, body: dict):
+    """``script``, each text naming the temperature it was drawn at."""
+    status, headers, reply = script(n, body)
+    reply["choices"][0]["message"]["content"] += f" T={body['temperature']}"
+    return status, headers, reply
+
+
+def test_a_rerun_takes_from_the_journal_only_its_own_settings_samples(tmp_path):
+    """Two builds of one recipe but the temperature (one rounds key: its journal folder) killed while they draw
+    leave journal files holding the same candidate ids; the rerun of the second took the first's text for some of
+    its samples (whichever file's name sorted first): another temperature's sample in its dataset. Now its
+    dataset is the reference's, every text drawn at its own temperature."""
+    window = 2
+    with ScriptedServer(hot, delay_s=0.1) as server, Forks(env(), tmp_path / "logs") as forks:
+        cold = write(tmp_path, server.url, window=window, shard=1)
+        warm = cold.with_name("warm.yaml")
+        warm.write_text(cold.read_text().replace("max_tokens: 32", "temperature: 0.9, max_tokens: 32"))
+        reference = forks.run([str(tmp_path / "reference"), str(warm)])
+        want = server.count
+        store = tmp_path / "store"
+        for recipe in (cold, warm):
+            start = server.count
+            child = forks.start([str(store), str(recipe)])
+            deadline = time.monotonic() + 120
+            while child.poll() is None and time.monotonic() < deadline and server.count - start < want // 2:
+                time.sleep(0.005)
+            kill_group(child)
+        (folder,) = {p.parent for p in (store / "stages" / "rounds").glob("*/drawn-*")}
+        assert len({p.name.split("-")[2] for p in folder.glob("drawn-*")}) == 2  # both builds' journals, one folder
+        resumed = forks.run([str(store), str(warm)])
+    assert contents(store, resumed) == contents(tmp_path / "reference", reference)
+    texts = StageStore(store).read("candidates", resumed["stages"]["candidates"][0], ["text"]).column("text")
+    assert all(t.endswith(" T=0.9") for t in texts.to_pylist())

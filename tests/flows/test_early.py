@@ -140,14 +140,17 @@ def test_a_sample_that_fails_alone_stops_the_drawing_and_every_answer_received_i
     assert whole.failed is None and len(whole.samples["t"]) == 48 == server.count - stopped
 
 
+QUESTION = ({"role": "user", "content": "q"},)
+
+
 class Drawn:
-    """A drawing that drew samples 0, 1 and 3 of problem p (of 6)."""
+    """A drawing that drew samples 0, 1 and 3 of problem p (of 6), asking ``QUESTION``."""
 
     def __init__(self, teacher):
         base = problem_seed(teacher.seed, "p")
         self.got = early.Drawn({teacher.name: {("p", i): Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i,
                                                                      "e", "m") for i in (0, 1, 3)}},
-                               {teacher.name: set()}, None)
+                               {teacher.name: set()}, None, sent={teacher.name: {"p": QUESTION}})
 
     def get(self):
         return self.got
@@ -181,7 +184,8 @@ def test_the_rounds_ask_only_for_the_samples_not_drawn_and_keep_the_drawn_when_o
     engine = Refusing(teacher)
     prefetched = early.Prefetched(teacher, Drawn(teacher), engine)
     base = problem_seed(teacher.seed, "p")
-    whole, rest = Request(id="p", prompt="q", n=2, seed=base), Request(id="p", prompt="q", n=4, seed=base + 2)
+    whole, rest = (Request(id="p", messages=QUESTION, n=2, seed=base),
+                   Request(id="p", messages=QUESTION, n=4, seed=base + 2))
     with pytest.raises(Unfinished) as e:
         prefetched.generate([whole, rest])
     assert engine.asked == [2, 4, 5]  # never 0, 1 or 3
@@ -196,14 +200,21 @@ class Plan:
     key = "rounds-key"
 
 
+def opened(store: StageStore, teachers: list) -> early.Journal:
+    """A journal of ``teachers`` in the first round's folder, drawing from ``PROBLEMS``."""
+    journal = early.Journal(store, Plan(), teachers)
+    journal.pin(PROBLEMS, early.identities(PROBLEMS, teachers))
+    return journal
+
+
 def journaled(tmp_path: Path, teacher, indexes: list[list[int]]) -> tuple[StageStore, early.Journal]:
     """A journal of ``teacher``'s samples of problem p, one file per list of ``indexes``."""
     store = StageStore(tmp_path / "store")
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
     base = problem_seed(teacher.seed, "p")
     for part in indexes:
         journal._write(teacher, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", teacher.model)
-                                 for i in part], PROBLEMS)
+                                 for i in part])
     return store, journal
 
 
@@ -251,12 +262,12 @@ def test_a_drawing_that_fails_keeps_in_its_journal_what_it_drew(tmp_path):
     r = recipe(tmp_path)
     teacher = r.teachers[0]
     store = StageStore(tmp_path / "store")
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
     with pytest.raises(RuntimeError, match="the engine died"):
         early.draw(r, store, PROBLEMS, {"t": Failing(teacher)}, {"math"}, journal=journal)
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == [("p", 0), ("p", 1), ("p", 2)]
     engine = Engine(teacher)
-    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=early.Journal(store, Plan(), [teacher]))
+    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=opened(store, [teacher]))
     assert engine.asked == [3] and len(journal.files()) == 2
     assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(got.samples["t"]) == [
         ("p", i) for i in range(4)]
@@ -290,13 +301,13 @@ def test_a_journal_of_odd_rows_gives_each_sample_once_and_as_written(tmp_path):
     two writes), the texts byte for byte; the foreign problem's row is never found."""
     teacher = recipe(tmp_path).teachers[0]
     store = StageStore(tmp_path / "store")
-    journal = early.Journal(store, Plan(), [teacher])
+    journal = opened(store, [teacher])
 
     def drawn(pid: str, i: int, text: str) -> Completion:
         return Completion(pid, i, text, None, "stop", 5, 3, problem_seed(teacher.seed, pid) + i, "e", teacher.model)
 
-    journal._write(teacher, [drawn("p", 0, "first"), drawn("p", 0, "second"), drawn("q", 1, "foreign")], PROBLEMS)
-    journal._write(teacher, [drawn("p", 1, "a\0b"), drawn("p", 2, "x" * 1_000_000)], PROBLEMS)
+    journal._write(teacher, [drawn("p", 0, "first"), drawn("p", 0, "second"), drawn("q", 1, "foreign")])
+    journal._write(teacher, [drawn("p", 1, "a\0b"), drawn("p", 2, "x" * 1_000_000)])
     got = early.stored(store, teacher, PROBLEMS, journal.files())
     assert sorted(got) == [("p", 0), ("p", 1), ("p", 2)] and got[("p", 0)].text in ("first", "second")
     assert got[("p", 1)].text == "a\0b" and got[("p", 2)].text == "x" * 1_000_000
@@ -314,10 +325,10 @@ def test_two_journals_in_one_folder_never_write_one_file_and_forget_only_what_ca
     teacher = recipe(tmp_path).teachers[0]
     other = teacher.model_copy(update={"temperature": 0.7})
     store, first = journaled(tmp_path, teacher, [[0]])
-    second, third = early.Journal(store, Plan(), [teacher]), early.Journal(store, Plan(), [other])
+    second, third = opened(store, [teacher]), opened(store, [other])
     base = problem_seed(teacher.seed, "p")
     for journal, t, i in ((second, teacher, 1), (first, teacher, 2), (third, other, 0)):
-        journal._write(t, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", t.model)], PROBLEMS)
+        journal._write(t, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", t.model)])
     files = first.files()
     assert len(files) == 4
     assert sorted(early.stored(store, teacher, PROBLEMS, files)) == [("p", 0), ("p", 1), ("p", 2)]
@@ -335,3 +346,150 @@ def test_two_journals_in_one_folder_never_write_one_file_and_forget_only_what_ca
     second.forget([Candidates])  # the build that finishes first (not the writer of sample 0 and 2)
     assert second.files() == others
     assert sorted(early.stored(store, other, PROBLEMS, others)) == [("p", 0)]
+
+
+def test_a_sample_is_read_from_the_journal_file_that_holds_its_identity(tmp_path):
+    """Teachers of other settings (the same name and n: one rounds key) journal samples of one candidate id
+    (``p/t/0``) into one folder. The journal's row index over all files matched each identity to its candidate id,
+    then took the row of that id from the first file (by name) holding one: the sample of the other temperature,
+    whichever file's writer id sorted first; a wrong label in the dataset. Now each sample comes from the file
+    whose footer names its identity; the controls: each teacher gets its own text, in either name order."""
+    teacher = recipe(tmp_path).teachers[0]
+    other = teacher.model_copy(update={"temperature": 0.7})
+    store = StageStore(tmp_path / "store")
+    base = problem_seed(teacher.seed, "p")
+    for order in ((teacher, other), (other, teacher)):
+        journals = [opened(store, [t]) for t in order]
+        for k, (journal, t) in enumerate(zip(journals, order)):
+            journal.writer = f"{k}{journal.writer}"  # the first of ``order`` sorts first
+            journal._write(t, [Completion("p", 0, f"T={t.temperature}", None, "stop", 5, 3, base, "e", t.model)])
+        files = journals[0].files()
+        for t in order:
+            assert early.stored(store, t, PROBLEMS, files)[("p", 0)].text == f"T={t.temperature}"
+        for f in files:
+            f.unlink()
+
+
+def test_a_journal_file_the_store_refuses_to_remove_stays_and_fails_nothing(tmp_path, monkeypatch, caplog):
+    """A store that lets a build write but not delete (an object store's policy, a folder gone read-only) made
+    ``forget`` raise after the final candidates were committed: the build failed, and so did every rerun (it
+    forgets again). Now the file stays, with a warning naming it; the control: a file that can go, goes."""
+    teacher = recipe(tmp_path).teachers[0]
+    store, journal = journaled(tmp_path, teacher, [[0], [1]])
+    index = store.loc.path("stages", "candidates", "c", "rows.parquet")
+    index.parent.mkdir(parents=True)
+    pq.write_table(pa.concat_tables([early.reuse.footer_piece(store, f) for f in journal.files()]), index)
+    Candidates = type("Candidates", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})
+    kept, remove = journal.files()[0], store.loc.remove
+
+    def refusing(path):
+        if path == kept:
+            raise PermissionError(13, "Permission denied", str(path))
+        remove(path)
+
+    def dead_temps(folder):
+        raise PermissionError(13, "Permission denied", str(folder))
+
+    monkeypatch.setattr(store.loc, "remove", refusing)
+    monkeypatch.setattr(store.loc, "remove_dead_temps", dead_temps)
+    journal.forget([Candidates])
+    assert journal.files() == [kept] and kept.name in caplog.text
+
+
+def test_a_journal_on_an_s3_store_is_found_read_and_forgotten(tmp_path, s3_env, seaweedfs):
+    """The journal on an object store (its names listed, footers and rows read over the network, files removed);
+    controls: a teacher of other settings finds none of it, and a file whose samples no candidates hold stays."""
+    teacher = recipe(tmp_path).teachers[0]
+    store = StageStore(seaweedfs.url())
+    journal = opened(store, [teacher])
+    base = problem_seed(teacher.seed, "p")
+    for part in ([0, 1], [2]):
+        journal._write(teacher, [Completion("p", i, f"drawn {i}", None, "stop", 5, 3, base + i, "e", teacher.model)
+                                 for i in part])
+    files = journal.files()
+    got = early.stored(store, teacher, PROBLEMS, files)
+    assert len(files) == 2 and {k: c.text for k, c in got.items()} == {("p", i): f"drawn {i}" for i in range(3)}
+    assert early.stored(store, teacher.model_copy(update={"temperature": 0.7}), PROBLEMS, files) == {}
+    Candidates = type("Candidates", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})
+    store.loc.write_parquet(early.reuse.footer_piece(store, files[0]),
+                            store.loc.path("stages", "candidates", "c", "rows.parquet"))
+    journal.forget([Candidates])
+    assert journal.files() == files[1:]
+
+
+def test_teachers_whose_names_extend_one_another_keep_their_own_journals(tmp_path):
+    """Teachers ``a`` and ``a-1`` of other settings (a name that reads as ``a``'s file name with a writer id): each
+    finds only its own samples, and forgetting ``a``'s committed samples leaves ``a-1``'s file (files are told
+    apart by the identities in their footers, never by their names; teachers of the same settings share samples
+    by design: the identity leaves the name out)."""
+    t = recipe(tmp_path).teachers[0]
+    a, a1 = t.model_copy(update={"name": "a"}), t.model_copy(update={"name": "a-1", "temperature": 0.7})
+    store = StageStore(tmp_path / "store")
+    base = problem_seed(t.seed, "p")
+    journals = {x.name: opened(store, [x]) for x in (a, a1)}
+    for x in (a, a1):
+        journals[x.name]._write(x, [Completion("p", 0, x.name, None, "stop", 5, 3, base, "e", x.model)])
+    files = journals["a"].files()
+    assert {x.name: early.stored(store, x, PROBLEMS, files)[("p", 0)].text for x in (a, a1)} == {"a": "a", "a-1": "a-1"}
+    mine = [f for f in files if f"-{journals['a'].writer}-" in f.name]
+    index = store.loc.path("stages", "candidates", "c", "rows.parquet")
+    index.parent.mkdir(parents=True)
+    pq.write_table(early.reuse.footer_piece(store, mine[0]), index)
+    journals["a"].forget([type("C", (), {"key": "c", "manifest": type("M", (), {"row_index": "rows.parquet"})})])
+    assert journals["a"].files() == [f for f in files if f not in mine]
+
+
+class Editing(Engine):
+    """``Engine``, and the recipe's prompt template edited (to ``then``) while it answers its first request (a user
+    changing the prompt for the next build while this one draws); what each request's prompt was kept."""
+
+    def __init__(self, teacher, template: Path, then: str):
+        super().__init__(teacher)
+        self.template, self.then, self.prompts = template, then, []
+
+    def generate(self, requests, progress=None):
+        self.prompts += [r.messages[0]["content"] for r in requests]
+        self.template.write_text(self.then)
+        return super().generate(requests, progress)
+
+
+def test_a_template_edited_while_the_stream_draws_names_no_sample_it_wrote(tmp_path):
+    """The journal computed each file's identities when it wrote the file, reading the prompt template then: the
+    samples drawn with the prompt of the template as it was were written under the identities of the edited one,
+    and a rerun with the edited template (the same rounds key: names and n) took them as its own: samples of
+    another prompt in its dataset. Now the identities are those of the prompts sent; the controls: every sample is
+    found under the template they were drawn with, and none under the edited one."""
+    r = recipe(tmp_path)
+    template = tmp_path / "template.txt"
+    template.write_text("Solve: {question}")
+    teacher = r.teachers[0].model_copy(update={"prompt_template": str(template)})
+    r = r.model_copy(update={"teachers": [teacher]})
+    store = StageStore(tmp_path / "store")
+    journal = opened(store, [teacher])
+    engine = Editing(teacher, template, "Answer: {question}")
+    got = early.draw(r, store, PROBLEMS, {"t": engine}, {"math"}, journal=journal)
+    assert set(engine.prompts) == {"Solve: What is 1 + 2?"} and got.samples["t"]
+    assert early.stored(store, teacher, PROBLEMS, journal.files()) == {}  # the template now: the edited one
+    template.write_text("Solve: {question}")
+    assert sorted(early.stored(store, teacher, PROBLEMS, journal.files())) == sorted(got.samples["t"])
+
+
+def test_a_round_whose_prompt_is_not_the_one_drawn_gets_no_drawn_sample(tmp_path):
+    """A prompt template edited while the stream drew: the rounds' sampling stages made after it (their keys and
+    identities the edited template's) were given the samples drawn with the old prompt (``Prefetched`` matched
+    them by problem and seed only), and committed them as the new prompt's. Now a request whose prompt is not
+    the one drawn is asked of the engine; the control: the drawn prompt asks nothing."""
+    from bonforge.llm.base import Request
+
+    r = recipe(tmp_path)
+    teacher = r.teachers[0]
+    got = early.draw(r, StageStore(tmp_path / "store"), PROBLEMS, {"t": Engine(teacher)}, {"math"})
+    drawn = sorted(i for _, i in got.samples["t"])
+    engine = Engine(teacher)
+    prefetched = early.Prefetched(teacher, type("Drawing", (), {"get": lambda self: got})(), engine)
+    sent = early.sample.prompts(PROBLEMS, teacher, {})[0][1]
+    base = problem_seed(teacher.seed, "p")
+    for prompt, asked in ((sent, []), (f"Edited: {sent}", drawn)):
+        engine.asked = []
+        request = Request(id="p", messages=({"role": "user", "content": prompt},), n=len(drawn), seed=base)
+        assert len(prefetched.generate([request])[0]) == len(drawn) and engine.asked == asked, prompt
