@@ -100,6 +100,8 @@ SMOKE = {
     "scale": Smoke(("--sizes", "8", "--baseline", "."),
                    (r"^ +this code: stages .*peak RSS", r"speed-up: stages .*x .*same dataset content: True",
                     r"pass rate by teacher \(DuckDB via the catalog\)", r"bonforge report: .*s")),
+    "scale --streaming": Smoke(("--sizes", "8", "--streaming"),
+                               (r"^ +this code: stages .*peak RSS", r"bonforge report: .*s")),
     "streaming": Smoke(("--problems", "4", "--shard-problems", "2"),
                        (r"^barrier +[\d.]+ +[\d.]+ ", r"^streaming +[\d.]+ +[\d.]+ ", r"^same dataset bytes: yes"),
                        needs=("data", "docker"), timeout_s=900),

@@ -33,7 +33,8 @@ ON_ENGINE = {
                            ("--problems", "2", "--n", "2", "--max-tokens", "8", "--target", "0"),
                            (r"^one batch +\d+ ", r"^no rounds +\d+ ", r"^rounds +\d+ ",
                             r"^saving: .* same dataset content: True$",
-                            r"^tokens/s / one batch \(the mean of before and after\): without rounds ")),
+                            r"^tokens/s / one batch \(the mean of before and after\): without rounds ",
+                            r"^the rule's ceiling \(the one batch's samples, at most 2 in flight\): ")),
     # transformers, then vLLM offline in a process of its own: the test's vLLM process, the test's conversations
     "reward_model": OnEngine("tests/scoring/test_reward_model.py::test_vllm_offline_gives_the_same_scores",
                              ("--items", "{tmp}/items.json", "--max-length", "1024", "--scores", "{tmp}/scores.json"),
