@@ -66,8 +66,11 @@ INITIAL = 1  # the window a batch starts with, by default (slow start from there
 class Window:
     """The adaptive window of one endpoint (``ceiling``: the most requests in flight)."""
 
-    def __init__(self, ceiling: int, clock: Callable[[], float] = time.time, initial: int = INITIAL):
-        self.ceiling, self.clock = ceiling, clock
+    def __init__(self, ceiling: int, clock: Callable[[], float] | None = None, initial: int = INITIAL):
+        """``clock``: seconds that only go forward (default the monotonic clock: a step of the wall clock does not
+        stretch a round trip); the history is stamped in epoch seconds from it."""
+        self.ceiling, self.clock = ceiling, clock or time.monotonic
+        self.since = 0.0 if clock else time.time() - self.clock()  # the clock's reading -> epoch seconds
         self.size = float(min(ceiling, initial))
         self.slow_start = True
         self.in_flight = self.epoch = 0
@@ -79,7 +82,10 @@ class Window:
         self.rtt = 0.0  # seconds from sending a request to its answer (moving average)
         self.back = 0.0  # the longest the last refused request waits before it is sent again
         self.refused = self.answered = 0
-        self.history: list[list[float]] = [[round(clock(), 3), self.allowed]]  # [epoch seconds, window]
+        self.history: list[list[float]] = [[self._stamp(), self.allowed]]  # [epoch seconds, window]
+
+    def _stamp(self) -> float:
+        return round(self.clock() + self.since, 3)
 
     @property
     def allowed(self) -> int:
@@ -141,7 +147,7 @@ class Window:
         self.size = size
 
     def _note(self) -> None:
-        self.history.append([round(self.clock(), 3), self.allowed])
+        self.history.append([self._stamp(), self.allowed])
         if len(self.history) > HISTORY_POINTS:  # keep the first point and every other later one
             self.history = self.history[:1] + self.history[2::2]
 

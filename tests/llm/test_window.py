@@ -416,3 +416,18 @@ def test_thousands_of_waiters_are_each_woken_once():
     asyncio.run(main())
     assert sorted(served) == [i for i in range(5000) if i < 10 or (i - 10) % 3] and win.in_flight == win.waiting == 0
     assert looks["open"] < 4 * 5000
+
+
+def test_a_step_of_the_wall_clock_stretches_no_round_trip(monkeypatch):
+    """Round trips are timed on the monotonic clock: the wall clock set an hour forward while a request is out
+    (NTP, a suspended machine) used to count an hour-long round trip. The history stays in epoch seconds."""
+    now = {"wall": 1_000_000.0, "steady": 50.0}
+    monkeypatch.setattr(w, "time", type("T", (), {"time": staticmethod(lambda: now["wall"]),
+                                                  "monotonic": staticmethod(lambda: now["steady"])}))
+    win = Window(64)
+    ticket = win.take()
+    now["wall"] += 3600.0 + 0.2  # the wall clock jumps an hour; 0.2 s really pass
+    now["steady"] += 0.2
+    end(win, OK, ticket)
+    assert win.rtt == pytest.approx(0.2)
+    assert win.history[0][0] == pytest.approx(1_000_000.0) and win.history[-1][0] == pytest.approx(1_000_000.2)
