@@ -279,7 +279,7 @@ def ceiling(recipe, full: dict, engine: Counting) -> dict:
     (key,) = full["record"]["stages"]["problems"]
     table = full["store"].read("problems", key, ["problem_id", "domain", "question"])
     cap = table.num_rows * (rounds.threshold(teacher.n, recipe.filter) or teacher.n)
-    todo = [Request(id=pid, messages=({"role": "user", "content": prompt},), n=1, temperature=teacher.temperature,
+    todo = [Request(id=pid, messages=sample.messages(prompt), n=1, temperature=teacher.temperature,
                     top_p=teacher.top_p, max_tokens=teacher.max_tokens, seed=problem_seed(teacher.seed, pid) + i,
                     stop=tuple(teacher.stop))
             for i in range(teacher.n) for pid, prompt in sample.prompts(table, teacher, {})]

@@ -191,10 +191,6 @@ class Tagged:
         self.out.put((self.k, item))
 
 
-def _messages(prompt: str) -> tuple[dict, ...]:
-    return ({"role": "user", "content": prompt},)
-
-
 def _indexed(teacher, request: Request, comps: list[Completion]) -> list[Completion]:
     """The completions of ``request``, each ``index`` the sample's own (from the request's seed)."""
     start = request.seed - problem_seed(teacher.seed, request.id)
@@ -247,7 +243,7 @@ def draw(recipe: Recipe, store: StageStore, problems: pa.Table, engines: dict, d
     order = rounds.interleaved(tuple(t.n for t in teachers))
     ids = problems.column("problem_id").to_pylist()
     identity = identities(problems, teachers)  # read with the prompts: the same template
-    sent = {t.name: {pid: _messages(prompt) for pid, prompt in sample.prompts(problems, t, {})} for t in teachers}
+    sent = {t.name: {pid: sample.messages(prompt) for pid, prompt in sample.prompts(problems, t, {})} for t in teachers}
     judge = Judge(recipe, store, problems, domains, teachers)
     out: queue.Queue = queue.Queue()
     drawn_before = journal.files() if journal is not None else []

@@ -89,6 +89,11 @@ def prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> 
     return list(zip(shard.column("problem_id").to_pylist(), rendered.to_pylist()))
 
 
+def messages(prompt: str) -> tuple[dict, ...]:
+    """A rendered prompt as a sampling request's messages (what early stopping's drawing sends too)."""
+    return ({"role": "user", "content": prompt},)
+
+
 def rendered_prompts(shard: pa.Table, teacher: SampledTeacher, cache: dict[str, str]) -> pa.Array:
     """The rendered prompt of each problem of ``shard`` (``problem_id``, ``domain``, ``question``), built
     by Arrow (``templates.render_column``)."""
@@ -188,7 +193,7 @@ class Sampler:
             runs = ([(0, count)] if count else []) if todo is None else consecutive(sorted(missing.get(pid, ())))
             for start, n in runs:
                 out.append((Request(
-                    id=pid, messages=({"role": "user", "content": prompt},), n=n, temperature=t.temperature,
+                    id=pid, messages=messages(prompt), n=n, temperature=t.temperature,
                     top_p=t.top_p, max_tokens=t.max_tokens, seed=problem_seed(t.seed, pid) + start, stop=tuple(t.stop),
                 ), start))  # fmt: skip
         return out
